@@ -65,7 +65,8 @@
 #define VIRTIO_HUGEROOM_MAX_CANDIDATES	2048
 #define VIRTIO_HUGEROOM_NR_ORDERS	11	/* orders 0..10 */
 #define VIRTIO_HUGEROOM_MAX_CMD_BLOCKS	500	/* gpas in one command */
-#define VIRTIO_HUGEROOM_MAX_EVT_BLOCKS	8190	/* gpas in one HOLD/RETURNED */
+#define VIRTIO_HUGEROOM_MAX_CMD_RANGES	253	/* ranges in one EVACUATE */
+#define VIRTIO_HUGEROOM_MAX_EVT_BLOCKS	8189	/* gpas in one HOLD/RETURNED */
 
 struct virtio_hugeroom_config {
 	/* Device -> driver: log2 of the block size, 21. Read-only. */
@@ -310,7 +311,7 @@ struct virtio_hugeroom_set_pcp {
 /* ---------------------------------------------------------------------- */
 /* Device <-> daemon channel (stream socket, QEMU chardev). */
 
-#define HR_CHAN_MAGIC		0x48524348	/* "HRCH" */
+#define HR_CHAN_MAGIC		0x48524348	/* "HRCH" as a number; LE bytes "HCRH" */
 #define HR_CHAN_VERSION		1
 #define HR_CHAN_MAX_PAYLOAD	VIRTIO_HUGEROOM_MAX_MSG
 #define HR_CHAN_MAX_RAM		64		/* RAM ranges in a hello */
@@ -398,5 +399,20 @@ VIRTIO_HUGEROOM_ASSERT(sizeof(struct virtio_hugeroom_status) +
 		       VIRTIO_HUGEROOM_MAX_CANDIDATES *
 		       sizeof(struct virtio_hugeroom_candidate) <=
 		       VIRTIO_HUGEROOM_MAX_MSG, "report bound");
+/* The largest command fits one posted cmdq buffer. */
+VIRTIO_HUGEROOM_ASSERT(sizeof(struct virtio_hugeroom_evacuate) +
+		       VIRTIO_HUGEROOM_MAX_CMD_BLOCKS * sizeof(__le64) <=
+		       VIRTIO_HUGEROOM_CMD_BUF, "evacuate gpas bound");
+VIRTIO_HUGEROOM_ASSERT(sizeof(struct virtio_hugeroom_evacuate) +
+		       VIRTIO_HUGEROOM_MAX_CMD_RANGES *
+		       sizeof(struct virtio_hugeroom_range) <=
+		       VIRTIO_HUGEROOM_CMD_BUF, "evacuate ranges bound");
+VIRTIO_HUGEROOM_ASSERT(sizeof(struct virtio_hugeroom_return) +
+		       VIRTIO_HUGEROOM_MAX_CMD_BLOCKS * sizeof(__le64) <=
+		       VIRTIO_HUGEROOM_CMD_BUF, "return bound");
+/* The largest HOLD/RETURNED fits VIRTIO_HUGEROOM_MAX_MSG. */
+VIRTIO_HUGEROOM_ASSERT(sizeof(struct virtio_hugeroom_blocks) +
+		       VIRTIO_HUGEROOM_MAX_EVT_BLOCKS * sizeof(__le64) <=
+		       VIRTIO_HUGEROOM_MAX_MSG, "hold bound");
 
 #endif /* VIRTIO_HUGEROOM_H */
