@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Writes seed corpora for the fuzz targets from the codec's own encoders:
+ * gen-seeds OUTDIR creates OUTDIR/{status,event,cmd,chan}/.
+ */
+#define G_LOG_DOMAIN "GenSeeds"
+
+#include <glib/gstdio.h>
+
+#include "hr-codec.h"
+
+#define MiB(x) ((guint64)(x) << 20)
+
+static gboolean
+write_seed(const gchar *dir, const gchar *name, GBytes *bytes, GError **error)
+{
+	g_autofree gchar *path = g_build_filename(dir, name, NULL);
+	if (!g_file_set_contents(path, g_bytes_get_data(bytes, NULL), g_bytes_get_size(bytes),
+				 error)) {
+		g_prefix_error(error, "writing seed %s: ", path);
+		return FALSE;
+	}
+	return TRUE;
+}
+
+static HrStatus *
+make_status(guint16 nr_zones, guint16 nr_candidates)
+{
+	HrStatus *s = hr_status_new(nr_zones, nr_candidates);
+	s->seq = 1;
+	s->mem_total_pages = 262144;
+	for (guint z = 0; z < nr_zones; z++) {
+		g_strlcpy(s->zones[z].name, z == 0 ? "DMA32" : "Normal", sizeof(s->zones[z].name));
+		s->zones[z].managed_pages = 100000;
+		s->zones[z].nr_free[9] = 20;
+	}
+	for (guint c = 0; c < nr_candidates; c++) {
+		s->candidates[c].gpa = MiB(2) * (c + 1);
+		s->candidates[c].free_pages = 500;
+		s->candidates[c].migratetype = VIRTIO_HUGEROOM_MT_MOVABLE;
+		s->candidates[c].zone = c % nr_zones;
+	}
+	return s;
+}
+
+/* the chan target reads its first byte as the chunk size */
+static GBytes *
+chan_seed(guint8 chunk, GPtrArray *frames)
+{
+	GByteArray *a = g_byte_array_new();
+	g_byte_array_append(a, &chunk, 1);
+	for (guint i = 0; i < frames->len; i++) {
+		GBytes *f = g_ptr_array_index(frames, i);
+		g_byte_array_append(a, g_bytes_get_data(f, NULL), g_bytes_get_size(f));
+	}
+	return g_byte_array_free_to_bytes(a);
+}
+
+static gboolean
+gen(const gchar *outdir, GError **error)
+{
+	g_autofree gchar *d_status = g_build_filename(outdir, "status", NULL);
+	g_autofree gchar *d_event = g_build_filename(outdir, "event", NULL);
+	g_autofree gchar *d_cmd = g_build_filename(outdir, "cmd", NULL);
+	g_autofree gchar *d_chan = g_build_filename(outdir, "chan", NULL);
+	const gchar *dirs[] = {d_status, d_event, d_cmd, d_chan};
+	g_autoptr(HrStatus) s0 = make_status(0, 0);
+	g_autoptr(HrStatus) s1 = make_status(2, 4);
+	g_autoptr(HrStatus) s2 = make_status(4, 64);
+	g_autoptr(GBytes) b_s0 = hr_status_encode(s0);
+	g_autoptr(GBytes) b_s1 = hr_status_encode(s1);
+	g_autoptr(GBytes) b_s2 = hr_status_encode(s2);
+	g_autoptr(HrBlocks) hold = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, 3);
+	g_autoptr(HrBlocks) ret = hr_blocks_new(VIRTIO_HUGEROOM_MSG_RETURNED, 1);
+	g_autoptr(GBytes) b_hold = NULL;
+	g_autoptr(GBytes) b_ret = NULL;
+	HrResult result = {.hdr.type = VIRTIO_HUGEROOM_MSG_RESULT, .hdr.request_id = 3,
+			   .status = VIRTIO_HUGEROOM_S_PARTIAL, .blocks_tried = 4, .blocks_freed = 3};
+	HrResult progress = {.hdr.type = VIRTIO_HUGEROOM_MSG_PROGRESS, .hdr.request_id = 3};
+	g_autoptr(GBytes) b_result = hr_result_encode(&result);
+	g_autoptr(GBytes) b_progress = hr_result_encode(&progress);
+	g_autoptr(HrCmd) c_report = hr_cmd_new(VIRTIO_HUGEROOM_CMD_REPORT, 1);
+	g_autoptr(HrCmd) c_cancel = hr_cmd_new(VIRTIO_HUGEROOM_CMD_CANCEL, 1);
+	g_autoptr(HrCmd) c_evac = hr_cmd_new(VIRTIO_HUGEROOM_CMD_EVACUATE, 2);
+	g_autoptr(HrCmd) c_evac_r = hr_cmd_new(VIRTIO_HUGEROOM_CMD_EVACUATE, 3);
+	g_autoptr(HrCmd) c_capture = hr_cmd_new(VIRTIO_HUGEROOM_CMD_CAPTURE, 4);
+	g_autoptr(HrCmd) c_return = hr_cmd_new(VIRTIO_HUGEROOM_CMD_RETURN, 5);
+	g_autoptr(HrCmd) c_pcp = hr_cmd_new(VIRTIO_HUGEROOM_CMD_SET_PCP, 6);
+	g_autoptr(GBytes) b_report = NULL;
+	g_autoptr(GBytes) b_cancel = NULL;
+	g_autoptr(GBytes) b_evac = NULL;
+	g_autoptr(GBytes) b_evac_r = NULL;
+	g_autoptr(GBytes) b_capture = NULL;
+	g_autoptr(GBytes) b_return = NULL;
+	g_autoptr(GBytes) b_pcp = NULL;
+	g_autoptr(HrChanHello) hello = hr_chan_hello_new(2);
+	g_autoptr(GBytes) p_hello = NULL;
+	HrChanWelcome welcome = {.proto_version = 1, .status_interval_ms = 1000};
+	HrChanDeviceState state = {.driver_ok = 1, .num_held = 2, .msgs_relayed = 9};
+	g_autoptr(GBytes) p_welcome = hr_chan_welcome_encode(&welcome);
+	g_autoptr(GBytes) p_state = hr_chan_device_state_encode(&state);
+	g_autoptr(GBytes) p_interval = hr_chan_set_interval_encode(500);
+	g_autoptr(GPtrArray) session = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+	g_autoptr(GPtrArray) cmds = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+
+	for (guint i = 0; i < G_N_ELEMENTS(dirs); i++) {
+		if (g_mkdir_with_parents(dirs[i], 0755) != 0) {
+			g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno),
+				    "cannot create %s: %s", dirs[i], g_strerror(errno));
+			return FALSE;
+		}
+	}
+
+	for (guint i = 0; i < 3; i++)
+		hold->gpas[i] = MiB(2) * (i + 10);
+	ret->gpas[0] = MiB(20);
+	ret->reason = VIRTIO_HUGEROOM_RET_PRESSURE;
+	b_hold = hr_blocks_encode(hold);
+	b_ret = hr_blocks_encode(ret);
+
+	c_evac->count = 2;
+	c_evac->nr_gpas = 2;
+	c_evac->gpas = g_new0(guint64, 2);
+	c_evac->gpas[0] = MiB(2);
+	c_evac->gpas[1] = MiB(8);
+	c_evac_r->hdr.flags = VIRTIO_HUGEROOM_EVAC_F_CHEAPEST | VIRTIO_HUGEROOM_EVAC_F_RANGES;
+	c_evac_r->count = 8;
+	c_evac_r->nr_ranges = 1;
+	c_evac_r->ranges = g_new0(HrRange, 1);
+	c_evac_r->ranges[0].end = MiB(1024);
+	c_capture->count = 4;
+	c_return->count = 2;
+	c_pcp->policy = VIRTIO_HUGEROOM_PCP_DENSITY;
+	b_report = hr_cmd_encode(c_report);
+	b_cancel = hr_cmd_encode(c_cancel);
+	b_evac = hr_cmd_encode(c_evac);
+	b_evac_r = hr_cmd_encode(c_evac_r);
+	b_capture = hr_cmd_encode(c_capture);
+	b_return = hr_cmd_encode(c_return);
+	b_pcp = hr_cmd_encode(c_pcp);
+
+	g_strlcpy(hello->name, "seed-vm", sizeof(hello->name));
+	hello->ram[0].size = MiB(2048);
+	hello->ram[1].gpa = MiB(4096);
+	hello->ram[1].size = MiB(2048);
+	p_hello = hr_chan_hello_encode(hello);
+
+	if (!write_seed(d_status, "empty", b_s0, error) ||
+	    !write_seed(d_status, "small", b_s1, error) ||
+	    !write_seed(d_status, "medium", b_s2, error) ||
+	    !write_seed(d_event, "result", b_result, error) ||
+	    !write_seed(d_event, "progress", b_progress, error) ||
+	    !write_seed(d_event, "hold", b_hold, error) ||
+	    !write_seed(d_event, "returned", b_ret, error) ||
+	    !write_seed(d_event, "status", b_s1, error) ||
+	    !write_seed(d_cmd, "report", b_report, error) ||
+	    !write_seed(d_cmd, "cancel", b_cancel, error) ||
+	    !write_seed(d_cmd, "evacuate-gpas", b_evac, error) ||
+	    !write_seed(d_cmd, "evacuate-ranges", b_evac_r, error) ||
+	    !write_seed(d_cmd, "capture", b_capture, error) ||
+	    !write_seed(d_cmd, "return", b_return, error) ||
+	    !write_seed(d_cmd, "set-pcp", b_pcp, error))
+		return FALSE;
+
+	/* a device session: hello, state, statuses, events */
+	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_HELLO, p_hello));
+	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_DEVICE_STATE, p_state));
+	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_GUEST_MSG, b_s1));
+	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_GUEST_MSG, b_hold));
+	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_GUEST_MSG, b_result));
+	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_GUEST_MSG, b_ret));
+	/* the daemon's side: welcome, interval, commands */
+	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_WELCOME, p_welcome));
+	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_SET_INTERVAL, p_interval));
+	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_HOST_CMD, b_report));
+	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_HOST_CMD, b_evac_r));
+	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_HOST_CMD, b_pcp));
+	{
+		g_autoptr(GBytes) s_whole = chan_seed(0, session);
+		g_autoptr(GBytes) s_bytes = chan_seed(1, session);
+		g_autoptr(GBytes) s_odd = chan_seed(13, session);
+		g_autoptr(GBytes) s_cmds = chan_seed(0, cmds);
+		if (!write_seed(d_chan, "session-whole", s_whole, error) ||
+		    !write_seed(d_chan, "session-bytewise", s_bytes, error) ||
+		    !write_seed(d_chan, "session-13", s_odd, error) ||
+		    !write_seed(d_chan, "daemon-side", s_cmds, error))
+			return FALSE;
+	}
+	return TRUE;
+}
+
+int
+main(int argc, char **argv)
+{
+	g_autoptr(GError) error = NULL;
+
+	if (argc != 2) {
+		g_printerr("usage: %s OUTDIR\n", argv[0]);
+		return 2;
+	}
+	if (!gen(argv[1], &error)) {
+		g_printerr("gen-seeds: %s\n", error->message);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,55 @@
+#!/bin/bash
+# Build each libFuzzer target with clang (ASan + UBSan) and run it for a
+# bounded time from generated seeds; any crash, leak or sanitizer report
+# fails the test. Exit 77 (skip) when clang or its fuzzer runtime is absent.
+# Usage: run-fuzz.sh SRCDIR BUILDDIR GEN_SEEDS [TARGET...]
+# HR_FUZZ_SECONDS sets the time per target (default 10).
+set -euo pipefail
+
+srcdir=$1
+builddir=$2
+gen_seeds=$3
+shift 3
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan)
+secs=${HR_FUZZ_SECONDS:-10}
+CLANG=${CLANG:-clang}
+
+if ! command -v "$CLANG" >/dev/null; then
+    echo "SKIP: $CLANG not found (install clang and libclang-rt-dev to fuzz)"
+    exit 77
+fi
+mkdir -p "$builddir"
+probe="$builddir/probe.c"
+echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long s) { (void)d; (void)s; return 0; }' >"$probe"
+if ! "$CLANG" -fsanitize=fuzzer "$probe" -o "$builddir/probe" 2>/dev/null; then
+    echo "SKIP: $CLANG cannot link -fsanitize=fuzzer (install libclang-rt-dev)"
+    exit 77
+fi
+
+"$gen_seeds" "$builddir/seeds"
+read -r -a glib_flags <<<"$(pkg-config --cflags --libs glib-2.0)"
+
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+status=0
+for t in "${targets[@]}"; do
+    bin="$builddir/fuzz-$t"
+    "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -I "$srcdir/protocol" "$srcdir/protocol/hr-codec.c" "$srcdir/tests/fuzz/fuzz-$t.c" \
+        "${glib_flags[@]}" -o "$bin"
+    corpus="$builddir/corpus-$t"
+    mkdir -p "$corpus"
+    echo "fuzz-$t: ${secs}s"
+    if ! "$bin" -max_total_time="$secs" -max_len=70000 -print_final_stats=1 \
+        -artifact_prefix="$builddir/crash-$t-" "$corpus" "$builddir/seeds/$t" \
+        >"$builddir/fuzz-$t.log" 2>&1; then
+        echo "FAIL: fuzz-$t crashed; log $builddir/fuzz-$t.log, input $builddir/crash-$t-*"
+        tail -40 "$builddir/fuzz-$t.log"
+        status=1
+    else
+        grep -E '^stat::number_of_executed_units' "$builddir/fuzz-$t.log" || true
+    fi
+done
+exit $status
