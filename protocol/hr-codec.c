@@ -4,12 +4,15 @@
 
 #include "hr-codec.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 G_DEFINE_QUARK(hr-codec-error-quark, hr_codec_error)
 
 #define BLOCK_MASK (VIRTIO_HUGEROOM_BLOCK_SIZE - 1)
 #define PAGES_PER_BLOCK 512
+#define PAGE_SHIFT 12
+#define MAX_PFN (G_GUINT64_CONSTANT(1) << 52)
 
 #define STATUS_FLAGS (VIRTIO_HUGEROOM_STATUS_F_TRUNCATED | VIRTIO_HUGEROOM_STATUS_F_MT_PARTIAL)
 #define EVAC_FLAGS (VIRTIO_HUGEROOM_EVAC_F_CHEAPEST | VIRTIO_HUGEROOM_EVAC_F_RANGES)
@@ -269,6 +272,34 @@ hr_gpas_decode(const guint8 *buf, guint32 nr, const gchar *what, GError **error)
 	return g_steal_pointer(&gpas);
 }
 
+static gint
+hr_u64_cmp(gconstpointer a, gconstpointer b)
+{
+	guint64 x = *(const guint64 *)a;
+	guint64 y = *(const guint64 *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* rejects a gpa listed twice; sorts a copy, the order given is kept */
+static gboolean
+hr_gpas_unique_check(const guint64 *gpas, guint32 nr, const gchar *what, GError **error)
+{
+	g_autofree guint64 *sorted = NULL;
+
+	if (nr < 2)
+		return TRUE;
+	sorted = g_memdup2(gpas, (gsize)nr * sizeof(guint64));
+	qsort(sorted, nr, sizeof(guint64), hr_u64_cmp);
+	for (guint32 i = 1; i < nr; i++) {
+		if (sorted[i] == sorted[i - 1])
+			return hr_codec_fail(error,
+					     "%s: gpa 0x%" G_GINT64_MODIFIER "x is listed twice",
+					     what,
+					     sorted[i]);
+	}
+	return TRUE;
+}
+
 static void
 hr_gpas_encode(guint8 *buf, const guint64 *gpas, guint32 nr)
 {
@@ -318,18 +349,12 @@ hr_status_copy(const HrStatus *status)
 static gboolean
 hr_zone_decode(HrZone *z, const struct virtio_hugeroom_zone *w, guint idx, GError **error)
 {
+	guint64 hist_sum = 0;
+
 	z->nid = GUINT16_FROM_LE(w->nid);
 	z->zone_idx = w->zone_idx;
 	if (memchr(w->name, '\0', sizeof(w->name)) == NULL)
 		return hr_codec_fail(error, "status: zone %u: name is not NUL terminated", idx);
-	for (const gchar *p = w->name; *p != '\0'; p++) {
-		if (!g_ascii_isprint(*p))
-			return hr_codec_fail(error,
-					     "status: zone %u: name has byte 0x%02x that is not "
-					     "printable ASCII",
-					     idx,
-					     (guint)(guint8)*p);
-	}
 	memcpy(z->name, w->name, sizeof(z->name));
 	z->start_pfn = GUINT64_FROM_LE(w->start_pfn);
 	z->spanned_pages = GUINT64_FROM_LE(w->spanned_pages);
@@ -349,6 +374,30 @@ hr_zone_decode(HrZone *z, const struct virtio_hugeroom_zone *w, guint idx, GErro
 	z->pcp_batch = GUINT32_FROM_LE(w->pcp_batch);
 	z->pcp_high_min = GUINT32_FROM_LE(w->pcp_high_min);
 	z->pcp_high_max = GUINT32_FROM_LE(w->pcp_high_max);
+
+	if (z->managed_pages > z->spanned_pages)
+		return hr_codec_fail(error,
+				     "status: zone %u: managed_pages %" G_GUINT64_FORMAT
+				     " exceeds spanned_pages %" G_GUINT64_FORMAT,
+				     idx,
+				     z->managed_pages,
+				     z->spanned_pages);
+	if (z->start_pfn > MAX_PFN || z->spanned_pages > MAX_PFN - z->start_pfn)
+		return hr_codec_fail(error,
+				     "status: zone %u: start_pfn 0x%" G_GINT64_MODIFIER
+				     "x + spanned_pages 0x%" G_GINT64_MODIFIER "x exceeds 2^52",
+				     idx,
+				     z->start_pfn,
+				     z->spanned_pages);
+	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_HIST; i++)
+		hist_sum += z->hist[i];
+	if (hist_sum > (z->spanned_pages + PAGES_PER_BLOCK - 1) / PAGES_PER_BLOCK)
+		return hr_codec_fail(error,
+				     "status: zone %u: hist sums to %" G_GUINT64_FORMAT
+				     " pageblocks, more than the %" G_GUINT64_FORMAT " it spans",
+				     idx,
+				     hist_sum,
+				     (z->spanned_pages + PAGES_PER_BLOCK - 1) / PAGES_PER_BLOCK);
 	return TRUE;
 }
 
@@ -430,11 +479,10 @@ hr_status_decode(const guint8 *buf, gsize len, GError **error)
 		hr_codec_fail(error, "status: page_shift %u is not 12", GUINT32_FROM_LE(w.page_shift));
 		return NULL;
 	}
-	if (GUINT32_FROM_LE(w.pageblock_order) > VIRTIO_HUGEROOM_NR_ORDERS - 1) {
+	if (GUINT32_FROM_LE(w.pageblock_order) != 9) {
 		hr_codec_fail(error,
-			      "status: pageblock_order %u exceeds %u",
-			      GUINT32_FROM_LE(w.pageblock_order),
-			      (guint)VIRTIO_HUGEROOM_NR_ORDERS - 1);
+			      "status: pageblock_order %u is not 9",
+			      GUINT32_FROM_LE(w.pageblock_order));
 		return NULL;
 	}
 
@@ -463,6 +511,7 @@ hr_status_decode(const guint8 *buf, gsize len, GError **error)
 	for (guint i = 0; i < status->nr_candidates; i++) {
 		struct virtio_hugeroom_candidate wc;
 		HrCandidate *c = &status->candidates[i];
+		const HrZone *z;
 		memcpy(&wc, p, sizeof(wc));
 		p += sizeof(wc);
 		c->gpa = GUINT64_FROM_LE(wc.gpa);
@@ -499,6 +548,30 @@ hr_status_decode(const guint8 *buf, gsize len, GError **error)
 				      i,
 				      c->free_pages,
 				      (guint)PAGES_PER_BLOCK);
+			return NULL;
+		}
+		z = &status->zones[c->zone];
+		if ((c->gpa >> PAGE_SHIFT) < z->start_pfn ||
+		    (c->gpa >> PAGE_SHIFT) + PAGES_PER_BLOCK > z->start_pfn + z->spanned_pages) {
+			hr_codec_fail(error,
+				      "status: candidate %u: gpa 0x%" G_GINT64_MODIFIER
+				      "x is outside the span of zone %u (pfn 0x%" G_GINT64_MODIFIER
+				      "x + 0x%" G_GINT64_MODIFIER "x)",
+				      i,
+				      c->gpa,
+				      c->zone,
+				      z->start_pfn,
+				      z->spanned_pages);
+			return NULL;
+		}
+		if (i > 0 && c->free_pages > status->candidates[i - 1].free_pages) {
+			hr_codec_fail(error,
+				      "status: candidate %u: free_pages %u is above the %u of "
+				      "candidate %u (they must not increase)",
+				      i,
+				      c->free_pages,
+				      status->candidates[i - 1].free_pages,
+				      i - 1);
 			return NULL;
 		}
 	}
@@ -561,6 +634,8 @@ hr_result_decode(const guint8 *buf, gsize len, GError **error)
 {
 	struct virtio_hugeroom_result w;
 	g_autoptr(HrResult) result = g_new0(HrResult, 1);
+	const gchar *what;
+	guint64 accounted;
 
 	if (!hr_msg_hdr_check(buf,
 			      len,
@@ -580,17 +655,45 @@ hr_result_decode(const guint8 *buf, gsize len, GError **error)
 		return NULL;
 	}
 	memcpy(&w, buf, sizeof(w));
+	what = hr_msg_type_to_string(result->hdr.type);
+	if (result->hdr.request_id == 0) {
+		hr_codec_fail(error, "%s: hdr.request_id 0 names no command", what);
+		return NULL;
+	}
 	result->status = GUINT32_FROM_LE(w.status);
+	if (result->hdr.type == VIRTIO_HUGEROOM_MSG_PROGRESS && result->status != 0) {
+		hr_codec_fail(error, "progress: status %u is not 0", result->status);
+		return NULL;
+	}
 	if (hr_result_status_to_string(result->status) == NULL) {
 		hr_codec_fail(error, "result: status %u is unknown", result->status);
 		return NULL;
 	}
 	result->blocks_tried = GUINT32_FROM_LE(w.blocks_tried);
 	result->blocks_freed = GUINT32_FROM_LE(w.blocks_freed);
-	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
+	accounted = result->blocks_freed;
+	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++) {
 		result->failed[i] = GUINT32_FROM_LE(w.failed[i]);
+		accounted += result->failed[i];
+	}
 	result->pages_migrated = GUINT64_FROM_LE(w.pages_migrated);
 	result->elapsed_us = GUINT64_FROM_LE(w.elapsed_us);
+	if (result->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT && accounted != result->blocks_tried) {
+		hr_codec_fail(error,
+			      "result: blocks_freed + failed[] = %" G_GUINT64_FORMAT
+			      " differs from blocks_tried %u",
+			      accounted,
+			      result->blocks_tried);
+		return NULL;
+	}
+	if (accounted > result->blocks_tried) {
+		hr_codec_fail(error,
+			      "progress: blocks_freed + failed[] = %" G_GUINT64_FORMAT
+			      " exceeds blocks_tried %u",
+			      accounted,
+			      result->blocks_tried);
+		return NULL;
+	}
 	return g_steal_pointer(&result);
 }
 
@@ -657,6 +760,10 @@ hr_blocks_decode(const guint8 *buf, gsize len, GError **error)
 	what = hr_msg_type_to_string(hdr.type);
 	memcpy(&w, buf, sizeof(w));
 	nr = GUINT32_FROM_LE(w.nr_blocks);
+	if (nr == 0) {
+		hr_codec_fail(error, "%s: nr_blocks is 0", what);
+		return NULL;
+	}
 	if (nr > VIRTIO_HUGEROOM_MAX_EVT_BLOCKS) {
 		hr_codec_fail(error,
 			      "%s: nr_blocks %u exceeds %u",
@@ -675,10 +782,25 @@ hr_blocks_decode(const guint8 *buf, gsize len, GError **error)
 			      nr);
 		return NULL;
 	}
-	if (hdr.type == VIRTIO_HUGEROOM_MSG_RETURNED &&
-	    GUINT32_FROM_LE(w.reason) > VIRTIO_HUGEROOM_RET_UNLOAD) {
-		hr_codec_fail(error, "%s: reason %u is unknown", what, GUINT32_FROM_LE(w.reason));
+	if (hdr.type == VIRTIO_HUGEROOM_MSG_HOLD && GUINT32_FROM_LE(w.reason) != 0) {
+		hr_codec_fail(error, "hold: reason %u is not 0", GUINT32_FROM_LE(w.reason));
 		return NULL;
+	}
+	if (hdr.type == VIRTIO_HUGEROOM_MSG_RETURNED) {
+		guint32 reason = GUINT32_FROM_LE(w.reason);
+		if (reason > VIRTIO_HUGEROOM_RET_UNLOAD) {
+			hr_codec_fail(error, "returned: reason %u is unknown", reason);
+			return NULL;
+		}
+		/* only a RETURN from the host has a request id to answer */
+		if ((reason == VIRTIO_HUGEROOM_RET_HOST) != (hdr.request_id != 0)) {
+			hr_codec_fail(error,
+				      "returned: hdr.request_id %" G_GUINT64_FORMAT
+				      " does not go with reason %u",
+				      hdr.request_id,
+				      reason);
+			return NULL;
+		}
 	}
 	blocks = g_new0(HrBlocks, 1);
 	blocks->hdr = hdr;
@@ -686,6 +808,9 @@ hr_blocks_decode(const guint8 *buf, gsize len, GError **error)
 	blocks->reason = GUINT32_FROM_LE(w.reason);
 	blocks->gpas = hr_gpas_decode(buf + sizeof(w), nr, what, error);
 	if (blocks->gpas == NULL)
+		return NULL;
+	if (hdr.type == VIRTIO_HUGEROOM_MSG_HOLD &&
+	    !hr_gpas_unique_check(blocks->gpas, nr, what, error))
 		return NULL;
 	return g_steal_pointer(&blocks);
 }
@@ -769,12 +894,11 @@ hr_cmd_decode_evacuate(HrCmd *cmd, const guint8 *buf, gsize len, GError **error)
 				     "evacuate: nr_gpas %u exceeds %u",
 				     cmd->nr_gpas,
 				     (guint)VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
-	if (cmd->nr_ranges > VIRTIO_HUGEROOM_CMD_BUF / sizeof(struct virtio_hugeroom_range))
+	if (cmd->nr_ranges > VIRTIO_HUGEROOM_MAX_CMD_RANGES)
 		return hr_codec_fail(error,
 				     "evacuate: nr_ranges %u exceeds %u",
 				     cmd->nr_ranges,
-				     (guint)(VIRTIO_HUGEROOM_CMD_BUF /
-					     sizeof(struct virtio_hugeroom_range)));
+				     (guint)VIRTIO_HUGEROOM_MAX_CMD_RANGES);
 	expected = sizeof(w) + (gsize)cmd->nr_gpas * sizeof(guint64) +
 		   (gsize)cmd->nr_ranges * sizeof(struct virtio_hugeroom_range);
 	if (expected != len)
@@ -786,18 +910,13 @@ hr_cmd_decode_evacuate(HrCmd *cmd, const guint8 *buf, gsize len, GError **error)
 				     expected,
 				     cmd->nr_gpas,
 				     cmd->nr_ranges);
+	if (cmd->count == 0)
+		return hr_codec_fail(error, "evacuate: count 0 asks for nothing");
 	if (cmd->hdr.flags & VIRTIO_HUGEROOM_EVAC_F_CHEAPEST) {
 		if (cmd->nr_gpas != 0)
 			return hr_codec_fail(error,
 					     "evacuate: nr_gpas %u with EVAC_F_CHEAPEST, must be 0",
 					     cmd->nr_gpas);
-		if (cmd->count == 0)
-			return hr_codec_fail(error, "evacuate: count 0 with EVAC_F_CHEAPEST");
-		if (cmd->count > VIRTIO_HUGEROOM_MAX_CMD_BLOCKS)
-			return hr_codec_fail(error,
-					     "evacuate: count %u exceeds %u",
-					     cmd->count,
-					     (guint)VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
 	} else {
 		if (cmd->hdr.flags & VIRTIO_HUGEROOM_EVAC_F_RANGES)
 			return hr_codec_fail(error,
@@ -822,6 +941,8 @@ hr_cmd_decode_evacuate(HrCmd *cmd, const guint8 *buf, gsize len, GError **error)
 	cmd->gpas = hr_gpas_decode(p, cmd->nr_gpas, "evacuate", error);
 	if (cmd->gpas == NULL)
 		return FALSE;
+	if (!hr_gpas_unique_check(cmd->gpas, cmd->nr_gpas, "evacuate", error))
+		return FALSE;
 	p += (gsize)cmd->nr_gpas * sizeof(guint64);
 	cmd->ranges = g_new0(HrRange, MAX(cmd->nr_ranges, 1));
 	for (guint32 i = 0; i < cmd->nr_ranges; i++) {
@@ -840,6 +961,15 @@ hr_cmd_decode_evacuate(HrCmd *cmd, const guint8 *buf, gsize len, GError **error)
 					     i,
 					     cmd->ranges[i].end,
 					     cmd->ranges[i].start);
+		if (i > 0 && cmd->ranges[i].start < cmd->ranges[i - 1].end)
+			return hr_codec_fail(error,
+					     "evacuate: ranges[%u] start 0x%" G_GINT64_MODIFIER
+					     "x is below the end 0x%" G_GINT64_MODIFIER
+					     "x of ranges[%u] (ranges must be sorted, not overlap)",
+					     i,
+					     cmd->ranges[i].start,
+					     cmd->ranges[i - 1].end,
+					     i - 1);
 	}
 	return TRUE;
 }
@@ -877,8 +1007,15 @@ hr_cmd_decode_return(HrCmd *cmd, const guint8 *buf, gsize len, GError **error)
 				     cmd->nr_gpas);
 	if (cmd->nr_gpas == 0 && cmd->count == 0)
 		return hr_codec_fail(error, "return: count 0 and nr_gpas 0 ask for nothing");
+	if (cmd->nr_gpas != 0 && cmd->count != cmd->nr_gpas)
+		return hr_codec_fail(error,
+				     "return: count %u differs from nr_gpas %u",
+				     cmd->count,
+				     cmd->nr_gpas);
 	cmd->gpas = hr_gpas_decode(buf + sizeof(w), cmd->nr_gpas, "return", error);
-	return cmd->gpas != NULL;
+	if (cmd->gpas == NULL)
+		return FALSE;
+	return hr_gpas_unique_check(cmd->gpas, cmd->nr_gpas, "return", error);
 }
 
 static gboolean
@@ -936,6 +1073,10 @@ hr_cmd_decode(const guint8 *buf, gsize len, GError **error)
 	}
 	if (!hr_cmd_len_check(what, len, error))
 		return NULL;
+	if (cmd->hdr.request_id == 0) {
+		hr_codec_fail(error, "%s: hdr.request_id 0 names no command", what);
+		return NULL;
+	}
 
 	switch (cmd->hdr.type) {
 	case VIRTIO_HUGEROOM_CMD_REPORT:
@@ -945,10 +1086,6 @@ hr_cmd_decode(const guint8 *buf, gsize len, GError **error)
 	case VIRTIO_HUGEROOM_CMD_CANCEL:
 		if (!hr_cmd_fixed_check(cmd, what, len, sizeof(wh), error))
 			return NULL;
-		if (cmd->hdr.request_id == 0) {
-			hr_codec_fail(error, "cancel: hdr.request_id 0 names no command");
-			return NULL;
-		}
 		break;
 	case VIRTIO_HUGEROOM_CMD_EVACUATE:
 		if (!hr_cmd_decode_evacuate(cmd, buf, len, error))
@@ -1252,14 +1389,16 @@ hr_chan_hello_decode(GBytes *payload, GError **error)
 		return NULL;
 	}
 	memcpy(&w, buf, sizeof(w));
-	if (GUINT32_FROM_LE(w.proto_version) != VIRTIO_HUGEROOM_VERSION) {
-		hr_codec_fail(error,
-			      "hello: proto_version %u is not %u",
-			      GUINT32_FROM_LE(w.proto_version),
-			      (guint)VIRTIO_HUGEROOM_VERSION);
+	/* the device's highest version; the daemon picks one at or below */
+	if (GUINT32_FROM_LE(w.proto_version) < 1) {
+		hr_codec_fail(error, "hello: proto_version 0 is below 1");
 		return NULL;
 	}
 	nr_ram = GUINT32_FROM_LE(w.nr_ram);
+	if (nr_ram == 0) {
+		hr_codec_fail(error, "hello: nr_ram is 0");
+		return NULL;
+	}
 	if (nr_ram > HR_CHAN_MAX_RAM) {
 		hr_codec_fail(error, "hello: nr_ram %u exceeds %u", nr_ram, (guint)HR_CHAN_MAX_RAM);
 		return NULL;
@@ -1275,10 +1414,6 @@ hr_chan_hello_decode(GBytes *payload, GError **error)
 	}
 	if (memchr(w.name, '\0', sizeof(w.name)) == NULL) {
 		hr_codec_fail(error, "hello: name is not NUL terminated");
-		return NULL;
-	}
-	if (!g_utf8_validate(w.name, -1, NULL)) {
-		hr_codec_fail(error, "hello: name is not valid UTF-8");
 		return NULL;
 	}
 	hello = hr_chan_hello_new(nr_ram);
@@ -1314,6 +1449,16 @@ hr_chan_hello_decode(GBytes *payload, GError **error)
 				      i,
 				      r->hva,
 				      r->size);
+			return NULL;
+		}
+		if (i > 0 && r->gpa < hello->ram[i - 1].gpa + hello->ram[i - 1].size) {
+			hr_codec_fail(error,
+				      "hello: ram[%u] gpa 0x%" G_GINT64_MODIFIER
+				      "x is below the end of ram[%u] (ranges must be sorted, "
+				      "not overlap)",
+				      i,
+				      r->gpa,
+				      i - 1);
 			return NULL;
 		}
 	}
@@ -1355,6 +1500,18 @@ hr_chan_hello_uuid_to_string(const HrChanHello *hello)
 }
 
 gboolean
+hr_ram_contains(const HrRamRange *ram, guint32 nr_ram, guint64 gpa, guint64 size)
+{
+	if (gpa + size < gpa)
+		return FALSE;
+	for (guint32 i = 0; i < nr_ram; i++) {
+		if (gpa >= ram[i].gpa && gpa + size <= ram[i].gpa + ram[i].size)
+			return TRUE;
+	}
+	return FALSE;
+}
+
+gboolean
 hr_chan_welcome_decode(GBytes *payload, HrChanWelcome *welcome, GError **error)
 {
 	struct hr_chan_welcome w;
@@ -1363,9 +1520,9 @@ hr_chan_welcome_decode(GBytes *payload, HrChanWelcome *welcome, GError **error)
 	memcpy(&w, g_bytes_get_data(payload, NULL), sizeof(w));
 	welcome->proto_version = GUINT32_FROM_LE(w.proto_version);
 	welcome->status_interval_ms = GUINT32_FROM_LE(w.status_interval_ms);
-	if (welcome->proto_version != VIRTIO_HUGEROOM_VERSION)
+	if (welcome->proto_version < 1 || welcome->proto_version > VIRTIO_HUGEROOM_VERSION)
 		return hr_codec_fail(error,
-				     "welcome: proto_version %u is not %u",
+				     "welcome: proto_version %u is not one this side speaks (1-%u)",
 				     welcome->proto_version,
 				     (guint)VIRTIO_HUGEROOM_VERSION);
 	return TRUE;

@@ -246,6 +246,9 @@ GBytes *
 hr_chan_hello_encode(const HrChanHello *hello);
 gchar *
 hr_chan_hello_uuid_to_string(const HrChanHello *hello);
+/* TRUE when [gpa, gpa + size) lies entirely inside one of the ranges */
+gboolean
+hr_ram_contains(const HrRamRange *ram, guint32 nr_ram, guint64 gpa, guint64 size);
 
 gboolean
 hr_chan_welcome_decode(GBytes *payload, HrChanWelcome *welcome, GError **error);

@@ -31,6 +31,7 @@ make_status(guint16 nr_zones, guint16 nr_candidates)
 	s->mem_total_pages = 262144;
 	for (guint z = 0; z < nr_zones; z++) {
 		g_strlcpy(s->zones[z].name, z == 0 ? "DMA32" : "Normal", sizeof(s->zones[z].name));
+		s->zones[z].spanned_pages = 0x100000;
 		s->zones[z].managed_pages = 100000;
 		s->zones[z].nr_free[9] = 20;
 	}
@@ -75,7 +76,8 @@ gen(const gchar *outdir, GError **error)
 	g_autoptr(GBytes) b_hold = NULL;
 	g_autoptr(GBytes) b_ret = NULL;
 	HrResult result = {.hdr.type = VIRTIO_HUGEROOM_MSG_RESULT, .hdr.request_id = 3,
-			   .status = VIRTIO_HUGEROOM_S_PARTIAL, .blocks_tried = 4, .blocks_freed = 3};
+			   .status = VIRTIO_HUGEROOM_S_PARTIAL, .blocks_tried = 4, .blocks_freed = 3,
+			   .failed[VIRTIO_HUGEROOM_R_UNMOVABLE] = 1};
 	HrResult progress = {.hdr.type = VIRTIO_HUGEROOM_MSG_PROGRESS, .hdr.request_id = 3};
 	g_autoptr(GBytes) b_result = hr_result_encode(&result);
 	g_autoptr(GBytes) b_progress = hr_result_encode(&progress);
