@@ -1,0 +1,100 @@
+#!/bin/bash
+# Fetch the Debian 12 guest kernels (6.12 and 6.1), unpack them into the cache,
+# and install the exactly matching linux-headers packages on the host (for
+# building out-of-tree modules against /usr/src/linux-headers-<kver>).
+#
+# Usage: scripts/fetch-kernels.sh
+# Output (stdout), one line per kernel, 6.12 first:
+#   <kver> <vmlinuz> <modules-root>
+# where <modules-root> is the directory holding lib/modules/<kver>
+# (use as `modprobe -d <modules-root> -S <kver> ...`, `depmod -b ...`).
+# The same lines are written to $HUGEROOM_CACHE/kernels/list.
+#
+# Layout: $HUGEROOM_CACHE/kernels/<kver>/{vmlinuz,boot/,lib/modules/<kver>/,.done}
+#         $HUGEROOM_CACHE/kernels/debs/*.deb
+# Env: HUGEROOM_KERNEL_METAS  metapackages to resolve (default
+#      "linux-image-6.12-amd64 linux-image-amd64").
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+KDIR=$HUGEROOM_CACHE/kernels
+METAS=${HUGEROOM_KERNEL_METAS:-linux-image-6.12-amd64 linux-image-amd64}
+
+# Resolve a metapackage (linux-image-6.12-amd64) to its versioned image
+# package's kernel release (6.12.117+deb12-amd64), using the candidate version.
+resolve_kver() {
+    local meta=$1 dep
+    dep=$(apt-cache depends --no-recommends --no-suggests "$meta" 2>/dev/null |
+        awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9]/ { print $2; exit }')
+    if [ -z "$dep" ] && [ "$meta" = linux-image-6.12-amd64 ]; then
+        # Fallback: any versioned 6.12 image in the configured archives.
+        dep=$(apt-cache search --names-only '^linux-image-6\.12\.[0-9].*-amd64$' 2>/dev/null |
+            awk '{print $1}' | grep -v -- '-unsigned$' | grep -v -- '-dbg$' | sort -V | tail -1)
+    fi
+    [ -n "$dep" ] || return 1
+    dep=${dep#linux-image-}
+    printf '%s\n' "${dep%-unsigned}"
+}
+
+fetch_one() {
+    local kver=$1 dest=$KDIR/$1 deb pkg=linux-image-$1
+    if [ -f "$dest/.done" ] && [ -e "$dest/vmlinuz" ] && [ -d "$dest/lib/modules/$kver" ]; then
+        info "kernel $kver already unpacked in $dest"
+    else
+        mkdir -p "$KDIR/debs"
+        deb=$(ls "$KDIR/debs/${pkg}_"*.deb 2>/dev/null | sort -V | tail -1 || true)
+        if [ -z "$deb" ]; then
+            info "downloading $pkg"
+            # _apt must be able to write the download dir, else apt warns.
+            chown _apt:root "$KDIR/debs" 2>/dev/null || true
+            (cd "$KDIR/debs" && apt_get download "$pkg" >&2) ||
+                die "apt-get download $pkg failed; run 'apt-get update' (scripts/lib.sh ensure_apt_sources) and rerun"
+            deb=$(ls "$KDIR/debs/${pkg}_"*.deb | sort -V | tail -1)
+        fi
+        info "unpacking $(basename "$deb") into $dest"
+        rm -rf "$dest.tmp"
+        mkdir -p "$dest.tmp"
+        dpkg-deb -x "$deb" "$dest.tmp"
+        # Debian 12 images install into /lib/modules (usr-merge not yet applied).
+        local mdir=$dest.tmp/lib/modules/$kver
+        if [ ! -d "$mdir" ] && [ -d "$dest.tmp/usr/lib/modules/$kver" ]; then
+            mkdir -p "$dest.tmp/lib/modules"
+            mv "$dest.tmp/usr/lib/modules/$kver" "$mdir"
+        fi
+        [ -d "$mdir" ] || die "$deb has no lib/modules/$kver"
+        [ -f "$dest.tmp/boot/vmlinuz-$kver" ] || die "$deb has no boot/vmlinuz-$kver"
+        depmod -b "$dest.tmp" "$kver" ||
+            die "depmod -b $dest.tmp $kver failed (is kmod installed? run scripts/install-deps.sh)"
+        ln -sf "boot/vmlinuz-$kver" "$dest.tmp/vmlinuz"
+        touch "$dest.tmp/.done"
+        rm -rf "$dest"
+        mv "$dest.tmp" "$dest"
+    fi
+    # Headers of exactly this release for module builds.
+    if [ -n "$(pkgs_missing "linux-headers-$kver")" ]; then
+        info "installing linux-headers-$kver"
+        apt_get install -y --no-install-recommends "linux-headers-$kver" >&2 ||
+            die "apt-get install linux-headers-$kver failed (see above)"
+    fi
+    [ -f "/usr/src/linux-headers-$kver/Makefile" ] ||
+        die "/usr/src/linux-headers-$kver/Makefile missing after installing linux-headers-$kver"
+}
+
+main() {
+    need_root
+    command -v depmod >/dev/null || die "depmod not found; run scripts/install-deps.sh first"
+    ensure_apt_sources
+    local meta kver lines=""
+    for meta in $METAS; do
+        kver=$(resolve_kver "$meta") ||
+            die "cannot resolve $meta to a versioned linux-image package (apt-cache depends $meta); run apt-get update and check the archive has it"
+        info "$meta -> linux-image-$kver"
+        fetch_one "$kver"
+        lines+="$kver $KDIR/$kver/vmlinuz $KDIR/$kver"$'\n'
+    done
+    printf '%s' "$lines" >"$KDIR/list.tmp"
+    mv "$KDIR/list.tmp" "$KDIR/list"
+    printf '%s' "$lines"
+}
+
+with_lock kernels main
