@@ -1,0 +1,1777 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * virtio-hugeroom guest driver.
+ *
+ * The device lets the host see how the guest's free memory is laid out and,
+ * in later protocol features, order targeted compaction of 2 MiB
+ * guest-physical blocks.  The wire format is protocol/virtio_hugeroom.h.
+ *
+ * Virtqueues and who drives them:
+ *
+ * * statusq: the driver sends one STATUS report at a time (an out buffer)
+ *   and waits until the device has used it.  Reports go out once after
+ *   probe, every status_interval_ms (config; 0 = only on request), on a
+ *   REPORT command and on a debugfs request.
+ *
+ * * cmdq: the driver keeps VIRTIO_HUGEROOM_NR_CMD_BUFS in buffers posted.
+ *   The command worker copies each used buffer out, reposts it at once,
+ *   decodes the copy strictly and dispatches it from one switch.
+ *
+ * * eventq: RESULT (later also PROGRESS, HOLD, RETURNED) messages, one at a
+ *   time, each chain carrying the message out and a struct
+ *   virtio_hugeroom_ack in; the driver waits for the ack.
+ *
+ * Context: virtqueue callbacks and config_changed run in interrupt context
+ * and only wake a waiter or queue work.  Everything that sleeps runs in work
+ * items on the device's freezable workqueue, or in a debugfs writer.
+ *
+ * Report contents: per-zone data (free counts per order, per-migratetype
+ * free pages at pageblock order and above, watermarks, PCP state) is read
+ * fresh for each report.  Per-pageblock data (the histogram of movable
+ * pageblocks and the cheapest candidate blocks) comes from a lockless scan of
+ * every pageblock, like compaction's free scanner.  On a large guest a full
+ * scan is too slow for one report, so the scan is a sweep with a cursor: each
+ * report advances it by at most VIRTIO_HUGEROOM_SCAN_BLOCKS pageblocks or 1%
+ * of the report period in time, and reports carry the histogram and
+ * candidates of the last *complete* sweep.  The very first report after probe
+ * completes a sweep regardless of the budget, so no report is ever empty.
+ *
+ * Pageblock migratetype: get_pfnblock_flags_mask() is not exported, so the
+ * scanner reads the pageblock bits from the section usemap itself, exactly as
+ * mm/page_alloc.c does for SPARSEMEM kernels.  The layout is stable from
+ * 6.1 to 6.16; 6.17 moved isolation into a bit of its own, so newer kernels
+ * are refused at build time until the reader is reviewed.
+ */
+
+#include <linux/debugfs.h>
+#include <linux/kernel.h>
+#include <linux/ktime.h>
+#include <linux/mm.h>
+#include <linux/mmzone.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/nodemask.h>
+#include <linux/pageblock-flags.h>
+#include <linux/page-flags.h>
+#include <linux/scatterlist.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+#include <linux/version.h>
+#include <linux/virtio.h>
+#include <linux/virtio_config.h>
+#include <linux/vmalloc.h>
+#include <linux/vmstat.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+/*
+ * The wire header names a STATUS field pageblock_order, which is also a
+ * kernel macro: keep the macro out of the way while the header is parsed and
+ * where the field is accessed (virtio_hugeroom_set_pb_order() and
+ * virtio_hugeroom_get_pb_order()).
+ */
+#pragma push_macro("pageblock_order")
+#undef pageblock_order
+#include "virtio_hugeroom.h"
+
+static void virtio_hugeroom_set_pb_order(struct virtio_hugeroom_status *st,
+					 u32 order)
+{
+	st->pageblock_order = cpu_to_le32(order);
+}
+
+static u32 virtio_hugeroom_get_pb_order(const struct virtio_hugeroom_status *st)
+{
+	return le32_to_cpu(st->pageblock_order);
+}
+#pragma pop_macro("pageblock_order")
+
+#ifndef CONFIG_SPARSEMEM
+#error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
+#endif
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 0)
+#error "pageblock bit layout changed in 6.17: review virtio_hugeroom_block_mt()"
+#endif
+
+/* Orders the buddy allocator has: NR_PAGE_ORDERS since 6.8. */
+#ifdef NR_PAGE_ORDERS
+#define VIRTIO_HUGEROOM_KERNEL_ORDERS	NR_PAGE_ORDERS
+#elif LINUX_VERSION_CODE < KERNEL_VERSION(6, 4, 0)
+#define VIRTIO_HUGEROOM_KERNEL_ORDERS	MAX_ORDER
+#else
+#define VIRTIO_HUGEROOM_KERNEL_ORDERS	(MAX_ORDER + 1)
+#endif
+
+#define VIRTIO_HUGEROOM_NR_CMD_BUFS	8
+/* How long the device may keep a statusq/eventq buffer before we give up. */
+#define VIRTIO_HUGEROOM_TX_TIMEOUT	(5 * HZ)
+/*
+ * Per-report scan budget; see "Report contents" above.  The time budget is
+ * 1% of the report period (SPEC 1.6.2.1 item 10), within these bounds.
+ */
+#define VIRTIO_HUGEROOM_SCAN_BLOCKS	32768UL		/* 64 GiB */
+#define VIRTIO_HUGEROOM_SCAN_MIN_NS	(1 * NSEC_PER_MSEC)
+#define VIRTIO_HUGEROOM_SCAN_MAX_NS	(20 * NSEC_PER_MSEC)
+/* The shortest report period the driver accepts (SPEC 1.4.1 item 3). */
+#define VIRTIO_HUGEROOM_MIN_INTERVAL_MS	100
+#define VIRTIO_HUGEROOM_SCAN_BATCH	64		/* blocks per resched */
+/*
+ * Free-list entries counted per (order, migratetype) list under zone->lock,
+ * as /proc/pagetypeinfo caps its walk.  Keeps IRQs-off time bounded.
+ */
+#define VIRTIO_HUGEROOM_MT_WALK_CAP	4096
+
+/* A pageblock seen by the scanner that may be worth evacuating. */
+struct virtio_hugeroom_cand {
+	unsigned long pfn;
+	u16 free;
+	u16 nid;
+	u8 zid;
+	u8 mt;			/* enum virtio_hugeroom_mt */
+};
+
+struct virtio_hugeroom_sweep_zone {
+	int nid;
+	int zid;
+	u32 hist[VIRTIO_HUGEROOM_NR_HIST];
+};
+
+/* What one sweep over all pageblocks found. */
+struct virtio_hugeroom_sweep {
+	unsigned int nr_zones;
+	struct virtio_hugeroom_sweep_zone zone[VIRTIO_HUGEROOM_MAX_ZONES];
+	/* blocks eligible as candidates (SPEC 1.6.2.1 item 6) */
+	unsigned long nr_eligible;
+	unsigned long nr_blocks;
+	/* min-heap on .free while sweeping, sorted cheapest first when done */
+	unsigned int nr_cands;
+	struct virtio_hugeroom_cand cand[VIRTIO_HUGEROOM_MAX_CANDIDATES];
+};
+
+/* Sweep cursor; nid == NUMA_NO_NODE means "start a new sweep". */
+struct virtio_hugeroom_scan {
+	struct virtio_hugeroom_sweep *cur;
+	struct virtio_hugeroom_sweep *done;	/* last complete sweep */
+	int nid;
+	int zid;
+	unsigned long pfn;		/* next block in the zone; 0 = start */
+	u64 sweeps;			/* completed sweeps */
+	u64 sweep_start_ns;
+	u64 last_sweep_ns;		/* wall time of the last sweep */
+};
+
+struct virtio_hugeroom {
+	struct virtio_device *vdev;
+	struct virtqueue *status_vq;
+	struct virtqueue *cmd_vq;
+	struct virtqueue *event_vq;
+
+	struct workqueue_struct *wq;
+	struct work_struct cmd_work;
+	struct work_struct config_work;
+	struct delayed_work status_work;
+
+	/* Protects @stop: no work is queued once it is set. */
+	spinlock_t stop_lock;
+	bool stop;
+
+	/* Config as last read by config_work (or probe). */
+	u32 status_interval_ms;
+	u32 max_candidates;
+
+	/*
+	 * Protects the statusq and everything a report is built from: @report,
+	 * @report_len, @inject, @status_inflight, @seq, @scan, @vm_events, the
+	 * status counters, and @ready as seen by report senders.  Held while
+	 * waiting for the device to use a buffer, so it sleeps.
+	 */
+	struct mutex report_lock;
+	void *report;			/* last report built (and sent) */
+	u32 report_len;
+	void *inject;			/* malformed messages for tests */
+	void *status_inflight;		/* buffer the device still owns */
+	u64 seq;
+	struct virtio_hugeroom_scan scan;
+	unsigned long *vm_events;
+	u64 reports_sent;
+	u64 report_errors;
+	wait_queue_head_t status_acked;
+
+	/*
+	 * Protects the eventq: @event, @ack, @event_inflight, the event
+	 * counters, and @ready as seen by event senders.  Sleeps.
+	 */
+	struct mutex event_lock;
+	void *event;
+	struct virtio_hugeroom_ack *ack;
+	void *event_inflight;
+	u64 events_sent;
+	u64 event_errors;
+	wait_queue_head_t event_acked;
+
+	/* Set while the vqs exist and DRIVER_OK is set; see the locks above. */
+	bool ready;
+
+	/* Command buffers; after probe/restore only cmd_work touches cmdq. */
+	void *cmd_bufs;
+	void *cmd_copy;
+	u64 cmds_received;
+	u64 cmds_invalid;
+
+	struct dentry *debugfs;
+};
+
+static const char * const virtio_hugeroom_vmstat_names[] = {
+	[VIRTIO_HUGEROOM_VS_COMPACT_STALL] = "compact_stall",
+	[VIRTIO_HUGEROOM_VS_COMPACT_FAIL] = "compact_fail",
+	[VIRTIO_HUGEROOM_VS_COMPACT_SUCCESS] = "compact_success",
+	[VIRTIO_HUGEROOM_VS_COMPACT_MIGRATE_SCANNED] = "compact_migrate_scanned",
+	[VIRTIO_HUGEROOM_VS_COMPACT_FREE_SCANNED] = "compact_free_scanned",
+	[VIRTIO_HUGEROOM_VS_COMPACT_ISOLATED] = "compact_isolated",
+	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_WAKE] = "compact_daemon_wake",
+	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_MIGRATE_SCANNED] =
+		"compact_daemon_migrate_scanned",
+	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_FREE_SCANNED] =
+		"compact_daemon_free_scanned",
+	[VIRTIO_HUGEROOM_VS_PGMIGRATE_SUCCESS] = "pgmigrate_success",
+	[VIRTIO_HUGEROOM_VS_PGMIGRATE_FAIL] = "pgmigrate_fail",
+	[VIRTIO_HUGEROOM_VS_THP_FAULT_ALLOC] = "thp_fault_alloc",
+	[VIRTIO_HUGEROOM_VS_THP_FAULT_FALLBACK] = "thp_fault_fallback",
+	[VIRTIO_HUGEROOM_VS_THP_COLLAPSE_ALLOC] = "thp_collapse_alloc",
+	[VIRTIO_HUGEROOM_VS_THP_COLLAPSE_ALLOC_FAILED] =
+		"thp_collapse_alloc_failed",
+	[VIRTIO_HUGEROOM_VS_THP_SPLIT_PAGE] = "thp_split_page",
+};
+
+/* Counters the kernel was built without are reported as 0. */
+#ifdef CONFIG_COMPACTION
+#define VIRTIO_HUGEROOM_EV_COMPACT(item)	(item)
+#else
+#define VIRTIO_HUGEROOM_EV_COMPACT(item)	(-1)
+#endif
+#ifdef CONFIG_MIGRATION
+#define VIRTIO_HUGEROOM_EV_MIGRATE(item)	(item)
+#else
+#define VIRTIO_HUGEROOM_EV_MIGRATE(item)	(-1)
+#endif
+#ifdef CONFIG_TRANSPARENT_HUGEPAGE
+#define VIRTIO_HUGEROOM_EV_THP(item)		(item)
+#else
+#define VIRTIO_HUGEROOM_EV_THP(item)		(-1)
+#endif
+
+static const int virtio_hugeroom_vm_event_map[] = {
+	[VIRTIO_HUGEROOM_VS_COMPACT_STALL] =
+		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTSTALL),
+	[VIRTIO_HUGEROOM_VS_COMPACT_FAIL] =
+		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTFAIL),
+	[VIRTIO_HUGEROOM_VS_COMPACT_SUCCESS] =
+		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTSUCCESS),
+	[VIRTIO_HUGEROOM_VS_COMPACT_MIGRATE_SCANNED] =
+		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTMIGRATE_SCANNED),
+	[VIRTIO_HUGEROOM_VS_COMPACT_FREE_SCANNED] =
+		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTFREE_SCANNED),
+	[VIRTIO_HUGEROOM_VS_COMPACT_ISOLATED] =
+		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTISOLATED),
+	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_WAKE] =
+		VIRTIO_HUGEROOM_EV_COMPACT(KCOMPACTD_WAKE),
+	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_MIGRATE_SCANNED] =
+		VIRTIO_HUGEROOM_EV_COMPACT(KCOMPACTD_MIGRATE_SCANNED),
+	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_FREE_SCANNED] =
+		VIRTIO_HUGEROOM_EV_COMPACT(KCOMPACTD_FREE_SCANNED),
+	[VIRTIO_HUGEROOM_VS_PGMIGRATE_SUCCESS] =
+		VIRTIO_HUGEROOM_EV_MIGRATE(PGMIGRATE_SUCCESS),
+	[VIRTIO_HUGEROOM_VS_PGMIGRATE_FAIL] =
+		VIRTIO_HUGEROOM_EV_MIGRATE(PGMIGRATE_FAIL),
+	[VIRTIO_HUGEROOM_VS_THP_FAULT_ALLOC] =
+		VIRTIO_HUGEROOM_EV_THP(THP_FAULT_ALLOC),
+	[VIRTIO_HUGEROOM_VS_THP_FAULT_FALLBACK] =
+		VIRTIO_HUGEROOM_EV_THP(THP_FAULT_FALLBACK),
+	[VIRTIO_HUGEROOM_VS_THP_COLLAPSE_ALLOC] =
+		VIRTIO_HUGEROOM_EV_THP(THP_COLLAPSE_ALLOC),
+	[VIRTIO_HUGEROOM_VS_THP_COLLAPSE_ALLOC_FAILED] =
+		VIRTIO_HUGEROOM_EV_THP(THP_COLLAPSE_ALLOC_FAILED),
+	[VIRTIO_HUGEROOM_VS_THP_SPLIT_PAGE] =
+		VIRTIO_HUGEROOM_EV_THP(THP_SPLIT_PAGE),
+};
+
+static void virtio_hugeroom_queue_work(struct virtio_hugeroom *vh,
+				       struct work_struct *work)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&vh->stop_lock, flags);
+	if (!vh->stop)
+		queue_work(vh->wq, work);
+	spin_unlock_irqrestore(&vh->stop_lock, flags);
+}
+
+/* (Re)arm the periodic report @delay_ms from now; 0 runs it at once. */
+static void virtio_hugeroom_arm_status(struct virtio_hugeroom *vh,
+				       unsigned int delay_ms)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&vh->stop_lock, flags);
+	if (!vh->stop)
+		mod_delayed_work(vh->wq, &vh->status_work,
+				 msecs_to_jiffies(delay_ms));
+	spin_unlock_irqrestore(&vh->stop_lock, flags);
+}
+
+/* The one place that turns a device ack into an errno. */
+static int virtio_hugeroom_ack_errno(u32 status)
+{
+	switch (status) {
+	case VIRTIO_HUGEROOM_ACK_OK:
+		return 0;
+	case VIRTIO_HUGEROOM_ACK_INVALID:
+		return -EINVAL;
+	case VIRTIO_HUGEROOM_ACK_NO_DISCARD:
+		return -EOPNOTSUPP;
+	default:
+		return -EPROTO;
+	}
+}
+
+static u8 virtio_hugeroom_wire_mt(int mt)
+{
+	switch (mt) {
+	case MIGRATE_UNMOVABLE:
+		return VIRTIO_HUGEROOM_MT_UNMOVABLE;
+	case MIGRATE_MOVABLE:
+		return VIRTIO_HUGEROOM_MT_MOVABLE;
+	case MIGRATE_RECLAIMABLE:
+		return VIRTIO_HUGEROOM_MT_RECLAIMABLE;
+	case MIGRATE_HIGHATOMIC:
+		return VIRTIO_HUGEROOM_MT_HIGHATOMIC;
+#ifdef CONFIG_CMA
+	case MIGRATE_CMA:
+		return VIRTIO_HUGEROOM_MT_CMA;
+#endif
+	default:
+		/* MIGRATE_ISOLATE, the only type left */
+		return VIRTIO_HUGEROOM_MT_ISOLATE;
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Pageblock scan.  Called with report_lock held; sleeps. */
+
+/*
+ * Migratetype of the pageblock at @pfn, as get_pageblock_migratetype() would
+ * return it.  @pfn must be in an online section.  Racy like the original.
+ */
+static int virtio_hugeroom_block_mt(unsigned long pfn)
+{
+	unsigned long *usemap = section_to_usemap(__pfn_to_section(pfn));
+	unsigned long bitidx;
+	unsigned long word;
+
+	bitidx = ((pfn & (PAGES_PER_SECTION - 1)) >> pageblock_order) *
+		 NR_PAGEBLOCK_BITS;
+	word = READ_ONCE(usemap[BIT_WORD(bitidx)]);
+	return (word >> (bitidx % BITS_PER_LONG)) & MIGRATETYPE_MASK;
+}
+
+/* Buddy order of a PageBuddy page, or an invalid order if it raced. */
+static unsigned int virtio_hugeroom_buddy_order(struct page *page)
+{
+	return READ_ONCE(page_private(page));
+}
+
+/*
+ * Free pages in the pageblock starting at @head, counted without zone->lock
+ * as compaction's free scanner does.  A buddy larger than a pageblock starts
+ * at a MAX_ORDER_NR_PAGES boundary, which may lie in the previous block.
+ */
+static unsigned int virtio_hugeroom_block_free(struct page *head,
+					       unsigned long pfn)
+{
+	unsigned long i = 0;
+	unsigned int free = 0;
+	unsigned int order;
+
+	if (!IS_ALIGNED(pfn, MAX_ORDER_NR_PAGES)) {
+		unsigned long start = ALIGN_DOWN(pfn, MAX_ORDER_NR_PAGES);
+		struct page *big = pfn_to_online_page(start);
+
+		if (big && PageBuddy(big)) {
+			order = virtio_hugeroom_buddy_order(big);
+			if (order < VIRTIO_HUGEROOM_KERNEL_ORDERS &&
+			    start + (1UL << order) >= pfn + pageblock_nr_pages)
+				return pageblock_nr_pages;
+		}
+	}
+
+	while (i < pageblock_nr_pages) {
+		struct page *page = head + i;
+
+		if (PageBuddy(page)) {
+			order = virtio_hugeroom_buddy_order(page);
+			if (order < VIRTIO_HUGEROOM_KERNEL_ORDERS) {
+				free += min(1UL << order,
+					    pageblock_nr_pages - i);
+				i += 1UL << order;
+				continue;
+			}
+		} else if (PageHead(page)) {
+			/* Skip a whole THP or other compound page at once. */
+			order = compound_order(page);
+			if (order && order < VIRTIO_HUGEROOM_KERNEL_ORDERS) {
+				i += 1UL << order;
+				continue;
+			}
+		}
+		i++;
+	}
+	return free;
+}
+
+static int virtio_hugeroom_hist_bucket(unsigned int free)
+{
+	if (free >= pageblock_nr_pages)
+		return 0;
+	if (free >= pageblock_nr_pages * 7 / 8)
+		return 1;
+	if (free >= pageblock_nr_pages / 2)
+		return 2;
+	if (free >= pageblock_nr_pages / 8)
+		return 3;
+	if (free)
+		return 4;
+	return 5;
+}
+
+/* Keep the VIRTIO_HUGEROOM_MAX_CANDIDATES blocks with the most free pages. */
+static void virtio_hugeroom_cand_add(struct virtio_hugeroom_sweep *sw,
+				     const struct virtio_hugeroom_cand *c)
+{
+	struct virtio_hugeroom_cand *h = sw->cand;
+	unsigned int i, child;
+
+	sw->nr_eligible++;
+	if (sw->nr_cands < VIRTIO_HUGEROOM_MAX_CANDIDATES) {
+		i = sw->nr_cands++;
+		h[i] = *c;
+		while (i && h[(i - 1) / 2].free > h[i].free) {
+			swap(h[(i - 1) / 2], h[i]);
+			i = (i - 1) / 2;
+		}
+		return;
+	}
+	if (c->free <= h[0].free)
+		return;
+	h[0] = *c;
+	i = 0;
+	for (;;) {
+		child = 2 * i + 1;
+		if (child >= sw->nr_cands)
+			break;
+		if (child + 1 < sw->nr_cands && h[child + 1].free < h[child].free)
+			child++;
+		if (h[i].free <= h[child].free)
+			break;
+		swap(h[i], h[child]);
+		i = child;
+	}
+}
+
+/* Most free pages first, then lowest address. */
+static int virtio_hugeroom_cand_cmp(const void *a, const void *b)
+{
+	const struct virtio_hugeroom_cand *x = a, *y = b;
+
+	if (x->free != y->free)
+		return x->free > y->free ? -1 : 1;
+	if (x->pfn != y->pfn)
+		return x->pfn < y->pfn ? -1 : 1;
+	return 0;
+}
+
+static int virtio_hugeroom_sweep_slot(struct virtio_hugeroom_sweep *sw,
+				      int nid, int zid)
+{
+	unsigned int i;
+
+	for (i = 0; i < sw->nr_zones; i++)
+		if (sw->zone[i].nid == nid && sw->zone[i].zid == zid)
+			return i;
+	if (sw->nr_zones == VIRTIO_HUGEROOM_MAX_ZONES)
+		return -1;
+	sw->zone[i].nid = nid;
+	sw->zone[i].zid = zid;
+	memset(sw->zone[i].hist, 0, sizeof(sw->zone[i].hist));
+	sw->nr_zones++;
+	return i;
+}
+
+static void virtio_hugeroom_scan_block(struct virtio_hugeroom_sweep *sw,
+				       struct zone *zone, int slot,
+				       int nid, int zid, unsigned long pfn)
+{
+	struct virtio_hugeroom_cand c;
+	struct page *head;
+	unsigned int free;
+	u8 mt;
+
+	sw->nr_blocks++;
+	head = pfn_to_online_page(pfn);
+	if (!head || page_zone(head) != zone)
+		return;
+	mt = virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn));
+	if (mt == VIRTIO_HUGEROOM_MT_CMA || mt == VIRTIO_HUGEROOM_MT_ISOLATE)
+		return;
+
+	free = virtio_hugeroom_block_free(head, pfn);
+	if (mt == VIRTIO_HUGEROOM_MT_MOVABLE)
+		sw->zone[slot].hist[virtio_hugeroom_hist_bucket(free)]++;
+	/* Candidates: MOVABLE blocks, or blocks of any other type all free. */
+	if (mt != VIRTIO_HUGEROOM_MT_MOVABLE && free < pageblock_nr_pages)
+		return;
+
+	c.pfn = pfn;
+	c.free = free;
+	c.nid = nid;
+	c.zid = zid;
+	c.mt = mt;
+	virtio_hugeroom_cand_add(sw, &c);
+}
+
+static void virtio_hugeroom_scan_next_zone(struct virtio_hugeroom_scan *s)
+{
+	s->pfn = 0;
+	if (++s->zid < MAX_NR_ZONES)
+		return;
+	s->zid = 0;
+	s->nid = next_online_node(s->nid);
+}
+
+/*
+ * Advance the sweep by at most @budget pageblocks, stopping early once
+ * @deadline_ns (ktime_get_ns()) has passed.  Publishes the sweep to
+ * scan->done when it completes.
+ */
+static void virtio_hugeroom_scan(struct virtio_hugeroom *vh,
+				 unsigned long budget, u64 deadline_ns)
+{
+	struct virtio_hugeroom_scan *s = &vh->scan;
+	unsigned long batch = 0;
+
+	while (budget) {
+		struct zone *zone;
+		unsigned long end;
+		int slot;
+
+		if (s->nid == NUMA_NO_NODE) {
+			memset(s->cur, 0, offsetof(struct virtio_hugeroom_sweep,
+						   cand));
+			s->nid = first_online_node;
+			s->zid = 0;
+			s->pfn = 0;
+			s->sweep_start_ns = ktime_get_ns();
+		}
+		if (s->nid >= MAX_NUMNODES) {
+			sort(s->cur->cand, s->cur->nr_cands,
+			     sizeof(s->cur->cand[0]), virtio_hugeroom_cand_cmp,
+			     NULL);
+			swap(s->cur, s->done);
+			s->sweeps++;
+			s->last_sweep_ns = ktime_get_ns() - s->sweep_start_ns;
+			s->nid = NUMA_NO_NODE;
+			return;
+		}
+		if (!node_online(s->nid)) {
+			s->nid = next_online_node(s->nid);
+			s->zid = 0;
+			s->pfn = 0;
+			continue;
+		}
+
+		zone = &NODE_DATA(s->nid)->node_zones[s->zid];
+		slot = populated_zone(zone) ?
+		       virtio_hugeroom_sweep_slot(s->cur, s->nid, s->zid) : -1;
+		if (slot < 0) {
+			virtio_hugeroom_scan_next_zone(s);
+			continue;
+		}
+
+		if (!s->pfn)
+			s->pfn = pageblock_align(zone->zone_start_pfn);
+		end = zone_end_pfn(zone);
+		while (budget && s->pfn + pageblock_nr_pages <= end) {
+			virtio_hugeroom_scan_block(s->cur, zone, slot, s->nid,
+						   s->zid, s->pfn);
+			s->pfn += pageblock_nr_pages;
+			budget--;
+			if (++batch % VIRTIO_HUGEROOM_SCAN_BATCH)
+				continue;
+			cond_resched();
+			if (ktime_get_ns() > deadline_ns)
+				budget = 0;
+		}
+		if (s->pfn + pageblock_nr_pages > end)
+			virtio_hugeroom_scan_next_zone(s);
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Building a report.  Called with report_lock held; sleeps. */
+
+/*
+ * Free pages in blocks of order >= pageblock_order, per migratetype, from
+ * the free lists.  zone->lock is held for one capped list at a time (SPEC
+ * 1.6.2.1 item 8), as /proc/pagetypeinfo does.  Returns false if a list was
+ * capped, so that some counts are lower bounds.
+ */
+static bool virtio_hugeroom_zone_mt(struct zone *zone,
+				    struct virtio_hugeroom_zone *z)
+{
+	u64 pages[VIRTIO_HUGEROOM_NR_MT] = { };
+	bool exact = true;
+	unsigned int order, i;
+	int mt;
+
+	for (order = pageblock_order; order < VIRTIO_HUGEROOM_KERNEL_ORDERS;
+	     order++) {
+		for (mt = 0; mt < MIGRATE_TYPES; mt++) {
+			struct list_head *pos;
+			unsigned long count = 0, flags;
+
+			spin_lock_irqsave(&zone->lock, flags);
+			list_for_each(pos, &zone->free_area[order].free_list[mt]) {
+				if (++count == VIRTIO_HUGEROOM_MT_WALK_CAP) {
+					exact = false;
+					break;
+				}
+			}
+			spin_unlock_irqrestore(&zone->lock, flags);
+			pages[virtio_hugeroom_wire_mt(mt)] += (u64)count << order;
+		}
+		cond_resched();
+	}
+
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_MT; i++)
+		z->nr_free_pb_mt[i] = cpu_to_le64(pages[i]);
+	return exact;
+}
+
+static void virtio_hugeroom_zone_pcp(struct zone *zone,
+				     struct virtio_hugeroom_zone *z)
+{
+	u32 count = 0, high = 0;
+	int cpu;
+
+	for_each_online_cpu(cpu) {
+		struct per_cpu_pages *pcp;
+
+		pcp = per_cpu_ptr(zone->per_cpu_pageset, cpu);
+		count += READ_ONCE(pcp->count);
+		high += READ_ONCE(pcp->high);
+	}
+	z->pcp_count = cpu_to_le32(count);
+	z->pcp_high = cpu_to_le32(high);
+	z->pcp_batch = cpu_to_le32(READ_ONCE(zone->pageset_batch));
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+	z->pcp_high_min = cpu_to_le32(READ_ONCE(zone->pageset_high_min));
+	z->pcp_high_max = cpu_to_le32(READ_ONCE(zone->pageset_high_max));
+#endif
+}
+
+/* Fill @z from @zone; returns false if the migratetype walk was capped. */
+static bool virtio_hugeroom_fill_zone(struct zone *zone, int nid, int zid,
+				      struct virtio_hugeroom_zone *z)
+{
+	unsigned long nr_free[VIRTIO_HUGEROOM_KERNEL_ORDERS];
+	unsigned long flags;
+	unsigned int order;
+	bool exact;
+
+	BUILD_BUG_ON(VIRTIO_HUGEROOM_KERNEL_ORDERS > VIRTIO_HUGEROOM_NR_ORDERS);
+
+	z->nid = cpu_to_le16(nid);
+	z->zone_idx = zid;
+	strscpy_pad(z->name, zone->name, sizeof(z->name));
+	z->start_pfn = cpu_to_le64(zone->zone_start_pfn);
+	z->spanned_pages = cpu_to_le64(zone->spanned_pages);
+	z->managed_pages = cpu_to_le64(zone_managed_pages(zone));
+	z->wmark_min = cpu_to_le64(min_wmark_pages(zone));
+	z->wmark_low = cpu_to_le64(low_wmark_pages(zone));
+	z->wmark_high = cpu_to_le64(high_wmark_pages(zone));
+
+	/* One consistent snapshot, O(orders) with IRQs off. */
+	spin_lock_irqsave(&zone->lock, flags);
+	for (order = 0; order < VIRTIO_HUGEROOM_KERNEL_ORDERS; order++)
+		nr_free[order] = zone->free_area[order].nr_free;
+	spin_unlock_irqrestore(&zone->lock, flags);
+	z->free_pages = cpu_to_le64(zone_page_state(zone, NR_FREE_PAGES));
+	for (order = 0; order < VIRTIO_HUGEROOM_KERNEL_ORDERS; order++)
+		z->nr_free[order] = cpu_to_le64(nr_free[order]);
+
+	exact = virtio_hugeroom_zone_mt(zone, z);
+	virtio_hugeroom_zone_pcp(zone, z);
+	return exact;
+}
+
+/*
+ * Build a STATUS answering @request_id into vh->report.  Returns its length;
+ * vh->report_len is only updated once it has been sent.
+ */
+static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
+					u64 request_id)
+{
+	struct virtio_hugeroom_status *st = vh->report;
+	struct virtio_hugeroom_zone *zones = (void *)(st + 1);
+	struct virtio_hugeroom_candidate *cands;
+	struct virtio_hugeroom_sweep *sw;
+	u8 slot_to_zone[VIRTIO_HUGEROOM_MAX_ZONES];
+	unsigned int nr_zones = 0, nr_cands = 0, max_cands, i, j;
+	u16 flags = 0;
+	u64 start = ktime_get_ns();
+	int nid, zid;
+
+	/* Only the first sweep ignores the budget; see the top comment. */
+	if (!vh->scan.sweeps) {
+		virtio_hugeroom_scan(vh, ULONG_MAX, U64_MAX);
+	} else {
+		u64 budget_ns = READ_ONCE(vh->status_interval_ms) *
+				(NSEC_PER_MSEC / 100);
+
+		budget_ns = clamp_t(u64, budget_ns, VIRTIO_HUGEROOM_SCAN_MIN_NS,
+				    VIRTIO_HUGEROOM_SCAN_MAX_NS);
+		virtio_hugeroom_scan(vh, VIRTIO_HUGEROOM_SCAN_BLOCKS,
+				     start + budget_ns);
+	}
+	sw = vh->scan.done;
+
+	memset(st, 0, sizeof(*st));
+	for_each_online_node(nid) {
+		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
+			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
+
+			if (!populated_zone(zone))
+				continue;
+			if (nr_zones == VIRTIO_HUGEROOM_MAX_ZONES) {
+				dev_warn_once(&vh->vdev->dev,
+					      "more than %d zones, reporting the first\n",
+					      VIRTIO_HUGEROOM_MAX_ZONES);
+				break;
+			}
+			memset(&zones[nr_zones], 0, sizeof(zones[0]));
+			if (!virtio_hugeroom_fill_zone(zone, nid, zid,
+						       &zones[nr_zones]))
+				flags |= VIRTIO_HUGEROOM_STATUS_F_MT_PARTIAL;
+			nr_zones++;
+		}
+	}
+
+	/* Attach the last sweep's histograms to the zones they describe. */
+	for (i = 0; i < sw->nr_zones; i++) {
+		slot_to_zone[i] = U8_MAX;
+		for (j = 0; j < nr_zones; j++) {
+			if (le16_to_cpu(zones[j].nid) != sw->zone[i].nid ||
+			    zones[j].zone_idx != sw->zone[i].zid)
+				continue;
+			slot_to_zone[i] = j;
+			for (zid = 0; zid < VIRTIO_HUGEROOM_NR_HIST; zid++)
+				zones[j].hist[zid] =
+					cpu_to_le32(sw->zone[i].hist[zid]);
+			break;
+		}
+	}
+
+	cands = (void *)&zones[nr_zones];
+	max_cands = min_t(u32, vh->max_candidates,
+			  VIRTIO_HUGEROOM_MAX_CANDIDATES);
+	for (i = 0; i < sw->nr_cands && nr_cands < max_cands; i++) {
+		const struct virtio_hugeroom_cand *c = &sw->cand[i];
+		struct virtio_hugeroom_candidate *wc = &cands[nr_cands];
+		int zone = -1;
+
+		for (j = 0; j < sw->nr_zones; j++)
+			if (sw->zone[j].nid == c->nid &&
+			    sw->zone[j].zid == c->zid)
+				zone = slot_to_zone[j];
+		if (zone < 0 || zone == U8_MAX)
+			continue;	/* zone went away since the sweep */
+		wc->gpa = cpu_to_le64(PFN_PHYS(c->pfn));
+		wc->free_pages = cpu_to_le16(c->free);
+		wc->migratetype = c->mt;
+		wc->zone = zone;
+		wc->reserved = 0;
+		nr_cands++;
+	}
+	if (sw->nr_eligible > nr_cands)
+		flags |= VIRTIO_HUGEROOM_STATUS_F_TRUNCATED;
+
+	all_vm_events(vh->vm_events);
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++) {
+		int item = virtio_hugeroom_vm_event_map[i];
+
+		if (item >= 0)
+			st->vmstat[i] = cpu_to_le64(vh->vm_events[item]);
+	}
+
+	st->hdr.type = cpu_to_le16(VIRTIO_HUGEROOM_MSG_STATUS);
+	st->hdr.flags = cpu_to_le16(flags);
+	st->hdr.request_id = cpu_to_le64(request_id);
+	st->seq = cpu_to_le64(++vh->seq);
+	st->mem_total_pages = cpu_to_le64(totalram_pages());
+	st->mem_free_pages =
+		cpu_to_le64(global_zone_page_state(NR_FREE_PAGES));
+	st->mem_available_pages = cpu_to_le64(si_mem_available());
+	st->held_blocks = 0;
+	st->page_shift = cpu_to_le32(PAGE_SHIFT);
+	virtio_hugeroom_set_pb_order(st, pageblock_order);
+	st->nr_zones = cpu_to_le16(nr_zones);
+	st->nr_candidates = cpu_to_le16(nr_cands);
+	i = sizeof(*st) + nr_zones * sizeof(zones[0]) +
+	    nr_cands * sizeof(cands[0]);
+	st->hdr.len = cpu_to_le32(i);
+	st->uptime_ns = cpu_to_le64(ktime_get_ns());
+	st->build_ns = cpu_to_le64(ktime_get_ns() - start);
+	return i;
+}
+
+/*
+ * Get back a statusq buffer the device did not use in time, waiting for it
+ * if @wait.  Returns -EBUSY while the device still owns it: then it must not
+ * be rewritten.  Called with report_lock held.
+ */
+static int virtio_hugeroom_status_reap(struct virtio_hugeroom *vh, bool wait)
+{
+	unsigned int used;
+
+	if (!vh->ready)
+		return -ENODEV;
+	if (!vh->status_inflight)
+		return 0;
+	if (wait) {
+		if (wait_event_timeout(vh->status_acked,
+				       virtqueue_get_buf(vh->status_vq, &used),
+				       VIRTIO_HUGEROOM_TX_TIMEOUT))
+			vh->status_inflight = NULL;
+	} else if (virtqueue_get_buf(vh->status_vq, &used)) {
+		vh->status_inflight = NULL;
+	}
+	return vh->status_inflight ? -EBUSY : 0;
+}
+
+/*
+ * Send @len bytes of @buf on statusq and wait for the device to use them.
+ * Called with report_lock held, after virtio_hugeroom_status_reap()
+ * succeeded.  A buffer the device has not used in time stays owned by it.
+ */
+static int virtio_hugeroom_status_send(struct virtio_hugeroom *vh, void *buf,
+				       u32 len)
+{
+	struct scatterlist sg;
+	unsigned int used;
+	int rc;
+
+	sg_init_one(&sg, buf, len);
+	rc = virtqueue_add_outbuf(vh->status_vq, &sg, 1, buf, GFP_KERNEL);
+	if (rc)
+		return rc;
+	vh->status_inflight = buf;
+	virtqueue_kick(vh->status_vq);
+
+	if (!wait_event_timeout(vh->status_acked,
+				virtqueue_get_buf(vh->status_vq, &used),
+				VIRTIO_HUGEROOM_TX_TIMEOUT))
+		return -ETIMEDOUT;
+	vh->status_inflight = NULL;
+	return 0;
+}
+
+/*
+ * Build and send one report answering @request_id (0: unsolicited).  A
+ * periodic report (!@wait) is skipped while the previous one is still with
+ * the device; any other waits for it.  Takes report_lock; sleeps.
+ */
+static int virtio_hugeroom_report(struct virtio_hugeroom *vh, u64 request_id,
+				  bool wait)
+{
+	u32 len;
+	int rc;
+
+	if (!virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_STATUS))
+		return -EOPNOTSUPP;
+
+	mutex_lock(&vh->report_lock);
+	/* Never rewrite a report the device may still be reading. */
+	rc = virtio_hugeroom_status_reap(vh, wait);
+	if (rc) {
+		vh->report_errors++;
+		goto out_unlock;
+	}
+
+	len = virtio_hugeroom_build_report(vh, request_id);
+	rc = virtio_hugeroom_status_send(vh, vh->report, len);
+	if (rc)
+		goto out_err;
+	vh->report_len = len;
+	vh->reports_sent++;
+	mutex_unlock(&vh->report_lock);
+	return 0;
+
+out_err:
+	/* The buffer no longer holds a report the device accepted. */
+	vh->report_len = 0;
+	vh->report_errors++;
+out_unlock:
+	mutex_unlock(&vh->report_lock);
+	dev_warn_ratelimited(&vh->vdev->dev, "status report failed: %d\n", rc);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* eventq */
+
+/*
+ * Send the @len byte message in vh->event and wait for the device's ack.
+ * Called with event_lock held; sleeps.
+ */
+static int virtio_hugeroom_event_send(struct virtio_hugeroom *vh, u32 len)
+{
+	struct scatterlist out, in, *sgs[2] = { &out, &in };
+	unsigned int used;
+	int rc;
+
+	if (!vh->ready)
+		return -ENODEV;
+	if (vh->event_inflight) {
+		if (!virtqueue_get_buf(vh->event_vq, &used))
+			return -EBUSY;
+		vh->event_inflight = NULL;
+	}
+
+	sg_init_one(&out, vh->event, len);
+	sg_init_one(&in, vh->ack, sizeof(*vh->ack));
+	memset(vh->ack, 0xff, sizeof(*vh->ack));
+	rc = virtqueue_add_sgs(vh->event_vq, sgs, 1, 1, vh->event, GFP_KERNEL);
+	if (rc)
+		return rc;
+	vh->event_inflight = vh->event;
+	virtqueue_kick(vh->event_vq);
+
+	if (!wait_event_timeout(vh->event_acked,
+				virtqueue_get_buf(vh->event_vq, &used),
+				VIRTIO_HUGEROOM_TX_TIMEOUT))
+		return -ETIMEDOUT;
+	vh->event_inflight = NULL;
+	if (used < sizeof(*vh->ack))
+		return -EPROTO;
+	return virtio_hugeroom_ack_errno(le32_to_cpu(vh->ack->status));
+}
+
+/* Send a RESULT with @status and nothing done for @request_id. */
+static int virtio_hugeroom_send_result(struct virtio_hugeroom *vh,
+				       u64 request_id, u32 status)
+{
+	struct virtio_hugeroom_result *res = vh->event;
+	int rc;
+
+	mutex_lock(&vh->event_lock);
+	memset(res, 0, sizeof(*res));
+	res->hdr.type = cpu_to_le16(VIRTIO_HUGEROOM_MSG_RESULT);
+	res->hdr.len = cpu_to_le32(sizeof(*res));
+	res->hdr.request_id = cpu_to_le64(request_id);
+	res->status = cpu_to_le32(status);
+	rc = virtio_hugeroom_event_send(vh, sizeof(*res));
+	if (rc) {
+		vh->event_errors++;
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "result for request %llu failed: %d\n",
+				     request_id, rc);
+	} else {
+		vh->events_sent++;
+	}
+	mutex_unlock(&vh->event_lock);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* cmdq */
+
+static int virtio_hugeroom_post_cmd_buf(struct virtio_hugeroom *vh, void *buf)
+{
+	struct scatterlist sg;
+
+	sg_init_one(&sg, buf, VIRTIO_HUGEROOM_CMD_BUF);
+	return virtqueue_add_inbuf(vh->cmd_vq, &sg, 1, buf, GFP_KERNEL);
+}
+
+static int virtio_hugeroom_post_cmd_bufs(struct virtio_hugeroom *vh)
+{
+	unsigned int i;
+	int rc;
+
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_CMD_BUFS; i++) {
+		rc = virtio_hugeroom_post_cmd_buf(vh, vh->cmd_bufs +
+						  i * VIRTIO_HUGEROOM_CMD_BUF);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* The feature a command needs (SPEC 1.6.1), or -1 for none. */
+static int virtio_hugeroom_cmd_feature(u16 type)
+{
+	switch (type) {
+	case VIRTIO_HUGEROOM_CMD_REPORT:
+		return VIRTIO_HUGEROOM_F_STATUS;
+	case VIRTIO_HUGEROOM_CMD_EVACUATE:
+	case VIRTIO_HUGEROOM_CMD_CAPTURE:
+		return VIRTIO_HUGEROOM_F_EVACUATE;
+	case VIRTIO_HUGEROOM_CMD_RETURN:
+		return VIRTIO_HUGEROOM_F_HOLD;
+	case VIRTIO_HUGEROOM_CMD_SET_PCP:
+		return VIRTIO_HUGEROOM_F_PCP;
+	default:
+		return -1;
+	}
+}
+
+/*
+ * Check a command of @len bytes (the used length the device gave) against
+ * the common rules of SPEC 1.6.1.1 and the layout rules of its type.
+ * Returns 0, or the RESULT status that answers it: S_UNSUPPORTED for an
+ * unknown type or a feature not negotiated, S_INVALID for anything else.
+ * @buf holds at least min(@len, VIRTIO_HUGEROOM_CMD_BUF) bytes.
+ */
+static u32 virtio_hugeroom_check_cmd(struct virtio_hugeroom *vh,
+				     const void *buf, u32 len)
+{
+	const struct virtio_hugeroom_hdr *hdr = buf;
+	u16 type = le16_to_cpu(hdr->type);
+	u16 flags = le16_to_cpu(hdr->flags);
+	u16 known_flags = 0;
+	u64 expect;
+	int feature;
+
+	if (len < sizeof(*hdr) || len > VIRTIO_HUGEROOM_CMD_BUF ||
+	    le32_to_cpu(hdr->len) != len)
+		return VIRTIO_HUGEROOM_S_INVALID;
+
+	switch (type) {
+	case VIRTIO_HUGEROOM_CMD_REPORT:
+	case VIRTIO_HUGEROOM_CMD_CANCEL:
+		expect = sizeof(*hdr);
+		break;
+	case VIRTIO_HUGEROOM_CMD_EVACUATE: {
+		const struct virtio_hugeroom_evacuate *ev = buf;
+
+		known_flags = VIRTIO_HUGEROOM_EVAC_F_CHEAPEST |
+			      VIRTIO_HUGEROOM_EVAC_F_RANGES;
+		if (len < sizeof(*ev))
+			return VIRTIO_HUGEROOM_S_INVALID;
+		expect = sizeof(*ev) +
+			 (u64)le32_to_cpu(ev->nr_gpas) * sizeof(__le64) +
+			 (u64)le32_to_cpu(ev->nr_ranges) *
+			 sizeof(struct virtio_hugeroom_range);
+		break;
+	}
+	case VIRTIO_HUGEROOM_CMD_CAPTURE:
+		expect = sizeof(struct virtio_hugeroom_capture);
+		break;
+	case VIRTIO_HUGEROOM_CMD_RETURN: {
+		const struct virtio_hugeroom_return *ret = buf;
+
+		if (len < sizeof(*ret))
+			return VIRTIO_HUGEROOM_S_INVALID;
+		expect = sizeof(*ret) +
+			 (u64)le32_to_cpu(ret->nr_gpas) * sizeof(__le64);
+		break;
+	}
+	case VIRTIO_HUGEROOM_CMD_SET_PCP:
+		expect = sizeof(struct virtio_hugeroom_set_pcp);
+		break;
+	default:
+		return VIRTIO_HUGEROOM_S_UNSUPPORTED;
+	}
+
+	feature = virtio_hugeroom_cmd_feature(type);
+	if (feature >= 0 && !virtio_has_feature(vh->vdev, feature))
+		return VIRTIO_HUGEROOM_S_UNSUPPORTED;
+	if ((flags & ~known_flags) || len != expect || !hdr->request_id)
+		return VIRTIO_HUGEROOM_S_INVALID;
+	return 0;
+}
+
+/*
+ * Decode one command and act on it: the one switch that decides what each
+ * command does.  Runs in cmd_work; sleeps.
+ */
+static void virtio_hugeroom_handle_cmd(struct virtio_hugeroom *vh,
+				       const void *buf, u32 len)
+{
+	const struct virtio_hugeroom_hdr *hdr = buf;
+	u64 request_id = 0;
+	u16 type = 0;
+	u32 status;
+
+	vh->cmds_received++;
+	if (len >= sizeof(*hdr)) {
+		request_id = le64_to_cpu(hdr->request_id);
+		type = le16_to_cpu(hdr->type);
+	}
+	status = virtio_hugeroom_check_cmd(vh, buf, len);
+	if (status) {
+		vh->cmds_invalid++;
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "command type %u (%u bytes) refused: status %u\n",
+				     type, len, status);
+		/* CANCEL has no id of its own; id 0 names no command. */
+		if (type != VIRTIO_HUGEROOM_CMD_CANCEL && request_id)
+			virtio_hugeroom_send_result(vh, request_id, status);
+		return;
+	}
+
+	switch (type) {
+	case VIRTIO_HUGEROOM_CMD_REPORT:
+		/* A failure is logged; the statusq is then broken anyway. */
+		virtio_hugeroom_report(vh, request_id, true);
+		break;
+	case VIRTIO_HUGEROOM_CMD_CANCEL:
+		/* Nothing runs that could be cancelled (SPEC 1.6.8.1 item 3). */
+		break;
+	default:
+		/* Not reached: no other feature is offered yet. */
+		virtio_hugeroom_send_result(vh, request_id,
+					    VIRTIO_HUGEROOM_S_UNSUPPORTED);
+		break;
+	}
+}
+
+static void virtio_hugeroom_cmd_work(struct work_struct *work)
+{
+	struct virtio_hugeroom *vh = container_of(work, struct virtio_hugeroom,
+						  cmd_work);
+	unsigned int len;
+	void *buf;
+
+	while ((buf = virtqueue_get_buf(vh->cmd_vq, &len))) {
+		u32 copied = min_t(u32, len, VIRTIO_HUGEROOM_CMD_BUF);
+
+		/* Copy out and repost first: the device may queue more. */
+		memcpy(vh->cmd_copy, buf, copied);
+		if (virtio_hugeroom_post_cmd_buf(vh, buf))
+			dev_warn_ratelimited(&vh->vdev->dev,
+					     "cannot repost a command buffer\n");
+		virtqueue_kick(vh->cmd_vq);
+		/* The decoder rejects a @len beyond the buffer. */
+		virtio_hugeroom_handle_cmd(vh, vh->cmd_copy, len);
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Periodic reports and config */
+
+static void virtio_hugeroom_read_config(struct virtio_hugeroom *vh)
+{
+	u32 interval, max_cands;
+
+	virtio_cread_le(vh->vdev, struct virtio_hugeroom_config,
+			status_interval_ms, &interval);
+	virtio_cread_le(vh->vdev, struct virtio_hugeroom_config,
+			max_candidates, &max_cands);
+	if (interval && interval < VIRTIO_HUGEROOM_MIN_INTERVAL_MS)
+		interval = VIRTIO_HUGEROOM_MIN_INTERVAL_MS;
+	WRITE_ONCE(vh->status_interval_ms, interval);
+	WRITE_ONCE(vh->max_candidates,
+		   min_t(u32, max_cands, VIRTIO_HUGEROOM_MAX_CANDIDATES));
+}
+
+static void virtio_hugeroom_status_work(struct work_struct *work)
+{
+	struct virtio_hugeroom *vh = container_of(to_delayed_work(work),
+						  struct virtio_hugeroom,
+						  status_work);
+	u32 interval;
+
+	virtio_hugeroom_report(vh, 0, false);
+	interval = READ_ONCE(vh->status_interval_ms);
+	if (interval)
+		virtio_hugeroom_arm_status(vh, interval);
+}
+
+static void virtio_hugeroom_config_work(struct work_struct *work)
+{
+	struct virtio_hugeroom *vh = container_of(work, struct virtio_hugeroom,
+						  config_work);
+	u32 old = READ_ONCE(vh->status_interval_ms);
+	u32 interval;
+
+	virtio_hugeroom_read_config(vh);
+	interval = READ_ONCE(vh->status_interval_ms);
+	if (interval == old ||
+	    !virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_STATUS))
+		return;
+	if (interval)
+		virtio_hugeroom_arm_status(vh, interval);
+	else
+		cancel_delayed_work(&vh->status_work);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Interrupt context: wake or queue, nothing else. */
+
+static void virtio_hugeroom_status_done(struct virtqueue *vq)
+{
+	struct virtio_hugeroom *vh = vq->vdev->priv;
+
+	wake_up(&vh->status_acked);
+}
+
+static void virtio_hugeroom_cmd_ready(struct virtqueue *vq)
+{
+	struct virtio_hugeroom *vh = vq->vdev->priv;
+
+	virtio_hugeroom_queue_work(vh, &vh->cmd_work);
+}
+
+static void virtio_hugeroom_event_done(struct virtqueue *vq)
+{
+	struct virtio_hugeroom *vh = vq->vdev->priv;
+
+	wake_up(&vh->event_acked);
+}
+
+static void virtio_hugeroom_config_changed(struct virtio_device *vdev)
+{
+	struct virtio_hugeroom *vh = vdev->priv;
+
+	virtio_hugeroom_queue_work(vh, &vh->config_work);
+}
+
+/* ---------------------------------------------------------------------- */
+/* debugfs */
+
+/* Start a "zone <nid> <idx> <name> <what>" line, ending the previous one. */
+static void virtio_hugeroom_show_zone(struct seq_file *m,
+				      const struct virtio_hugeroom_zone *z,
+				      const char *what)
+{
+	if (strcmp(what, "nr_free"))
+		seq_putc(m, '\n');
+	seq_printf(m, "zone %u %u %.12s %s", le16_to_cpu(z->nid), z->zone_idx,
+		   z->name, what);
+}
+
+static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
+{
+	struct virtio_hugeroom *vh = m->private;
+	const struct virtio_hugeroom_status *st = vh->report;
+	const struct virtio_hugeroom_zone *z = (const void *)(st + 1);
+	const struct virtio_hugeroom_candidate *c;
+	unsigned int i, j, nr_zones, nr_cands;
+
+	mutex_lock(&vh->report_lock);
+	seq_printf(m, "reports_sent %llu\nreport_errors %llu\n",
+		   vh->reports_sent, vh->report_errors);
+	seq_printf(m, "cmds_received %llu\ncmds_invalid %llu\n",
+		   vh->cmds_received, vh->cmds_invalid);
+	seq_printf(m, "scan_sweeps %llu\nscan_last_sweep_ns %llu\n",
+		   vh->scan.sweeps, vh->scan.last_sweep_ns);
+	seq_printf(m, "scan_blocks %lu\n", vh->scan.done->nr_blocks);
+	if (!vh->report_len) {
+		seq_puts(m, "report none\n");
+		goto out_unlock;
+	}
+
+	nr_zones = le16_to_cpu(st->nr_zones);
+	nr_cands = le16_to_cpu(st->nr_candidates);
+	c = (const void *)&z[nr_zones];
+	seq_printf(m, "seq %llu\n", le64_to_cpu(st->seq));
+	seq_printf(m, "report_bytes %u\n", vh->report_len);
+	seq_printf(m, "build_ns %llu\n", le64_to_cpu(st->build_ns));
+	seq_printf(m, "uptime_ns %llu\n", le64_to_cpu(st->uptime_ns));
+	seq_printf(m, "request_id %llu\n", le64_to_cpu(st->hdr.request_id));
+	seq_printf(m, "flags 0x%x\n", le16_to_cpu(st->hdr.flags));
+	seq_printf(m, "mem_total_pages %llu\n",
+		   le64_to_cpu(st->mem_total_pages));
+	seq_printf(m, "mem_free_pages %llu\n",
+		   le64_to_cpu(st->mem_free_pages));
+	seq_printf(m, "mem_available_pages %llu\n",
+		   le64_to_cpu(st->mem_available_pages));
+	seq_printf(m, "held_blocks %u\n", le32_to_cpu(st->held_blocks));
+	seq_printf(m, "page_shift %u\n", le32_to_cpu(st->page_shift));
+	seq_printf(m, "pageblock_order %u\n",
+		   virtio_hugeroom_get_pb_order(st));
+	seq_printf(m, "nr_zones %u\n", nr_zones);
+	seq_printf(m, "nr_candidates %u\n", nr_cands);
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
+		seq_printf(m, "%s %llu\n", virtio_hugeroom_vmstat_names[i],
+			   le64_to_cpu(st->vmstat[i]));
+
+	for (i = 0; i < nr_zones; i++, z++) {
+		virtio_hugeroom_show_zone(m, z, "nr_free");
+		for (j = 0; j < VIRTIO_HUGEROOM_NR_ORDERS; j++)
+			seq_printf(m, " %llu", le64_to_cpu(z->nr_free[j]));
+		virtio_hugeroom_show_zone(m, z, "pages");
+		seq_printf(m, " free %llu managed %llu spanned %llu start_pfn %llu",
+			   le64_to_cpu(z->free_pages),
+			   le64_to_cpu(z->managed_pages),
+			   le64_to_cpu(z->spanned_pages),
+			   le64_to_cpu(z->start_pfn));
+		virtio_hugeroom_show_zone(m, z, "wmark");
+		seq_printf(m, " min %llu low %llu high %llu",
+			   le64_to_cpu(z->wmark_min),
+			   le64_to_cpu(z->wmark_low),
+			   le64_to_cpu(z->wmark_high));
+		virtio_hugeroom_show_zone(m, z, "pb_mt");
+		for (j = 0; j < VIRTIO_HUGEROOM_NR_MT; j++)
+			seq_printf(m, " %llu", le64_to_cpu(z->nr_free_pb_mt[j]));
+		virtio_hugeroom_show_zone(m, z, "hist");
+		for (j = 0; j < VIRTIO_HUGEROOM_NR_HIST; j++)
+			seq_printf(m, " %u", le32_to_cpu(z->hist[j]));
+		virtio_hugeroom_show_zone(m, z, "pcp");
+		seq_printf(m, " count %u high %u batch %u high_min %u high_max %u\n",
+			   le32_to_cpu(z->pcp_count), le32_to_cpu(z->pcp_high),
+			   le32_to_cpu(z->pcp_batch),
+			   le32_to_cpu(z->pcp_high_min),
+			   le32_to_cpu(z->pcp_high_max));
+	}
+	for (i = 0; i < nr_cands; i++, c++)
+		seq_printf(m, "candidate 0x%llx free %u mt %u zone %u\n",
+			   le64_to_cpu(c->gpa), le16_to_cpu(c->free_pages),
+			   c->migratetype, c->zone);
+out_unlock:
+	mutex_unlock(&vh->report_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_status);
+
+static ssize_t virtio_hugeroom_report_now_write(struct file *file,
+						const char __user *ubuf,
+						size_t count, loff_t *ppos)
+{
+	struct virtio_hugeroom *vh = file->private_data;
+	unsigned int val;
+	int rc;
+
+	rc = kstrtouint_from_user(ubuf, count, 0, &val);
+	if (rc)
+		return rc;
+	if (val != 1)
+		return -EINVAL;
+	rc = virtio_hugeroom_report(vh, 0, true);
+	return rc ? rc : count;
+}
+
+static const struct file_operations virtio_hugeroom_report_now_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = virtio_hugeroom_report_now_write,
+	.llseek = noop_llseek,
+};
+
+enum virtio_hugeroom_inject {
+	VIRTIO_HUGEROOM_INJ_BAD_LEN,
+	VIRTIO_HUGEROOM_INJ_BAD_TYPE,
+	VIRTIO_HUGEROOM_INJ_UNALIGNED_CANDIDATE,
+	VIRTIO_HUGEROOM_INJ_TOO_MANY_ZONES,
+	VIRTIO_HUGEROOM_INJ_BAD_ZONE_NAME,
+	VIRTIO_HUGEROOM_INJ_TRUNCATED,
+};
+
+static const char * const virtio_hugeroom_inject_names[] = {
+	[VIRTIO_HUGEROOM_INJ_BAD_LEN] = "bad_len",
+	[VIRTIO_HUGEROOM_INJ_BAD_TYPE] = "bad_type",
+	[VIRTIO_HUGEROOM_INJ_UNALIGNED_CANDIDATE] = "unaligned_candidate",
+	[VIRTIO_HUGEROOM_INJ_TOO_MANY_ZONES] = "too_many_zones",
+	[VIRTIO_HUGEROOM_INJ_BAD_ZONE_NAME] = "bad_zone_name",
+	[VIRTIO_HUGEROOM_INJ_TRUNCATED] = "truncated",
+};
+
+/*
+ * Derive a malformed STATUS of kind @what from the last report into
+ * vh->inject.  Returns the number of bytes to send.  report_lock held.
+ */
+static u32 virtio_hugeroom_make_inject(struct virtio_hugeroom *vh, int what)
+{
+	struct virtio_hugeroom_status *st = vh->inject;
+	struct virtio_hugeroom_zone *z = (void *)(st + 1);
+	struct virtio_hugeroom_candidate *c;
+	u32 len = vh->report_len;
+	u16 nr_zones, nr_cands;
+	unsigned int i;
+
+	memcpy(st, vh->report, len);
+	nr_zones = le16_to_cpu(st->nr_zones);
+	nr_cands = le16_to_cpu(st->nr_candidates);
+	c = (void *)&z[nr_zones];
+
+	switch (what) {
+	case VIRTIO_HUGEROOM_INJ_BAD_LEN:
+		st->hdr.len = cpu_to_le32(len - sizeof(*c));
+		break;
+	case VIRTIO_HUGEROOM_INJ_BAD_TYPE:
+		st->hdr.type = cpu_to_le16(0x7f);
+		break;
+	case VIRTIO_HUGEROOM_INJ_UNALIGNED_CANDIDATE:
+		if (!nr_cands) {
+			memset(c, 0, sizeof(*c));
+			c->free_pages = cpu_to_le16(1);
+			c->migratetype = VIRTIO_HUGEROOM_MT_MOVABLE;
+			st->nr_candidates = cpu_to_le16(1);
+			len += sizeof(*c);
+		}
+		c->gpa = cpu_to_le64(le64_to_cpu(c->gpa) + PAGE_SIZE);
+		break;
+	case VIRTIO_HUGEROOM_INJ_TOO_MANY_ZONES:
+		/* Consistent length, but more zones than any device accepts. */
+		for (i = 1; i <= VIRTIO_HUGEROOM_MAX_ZONES; i++)
+			z[i] = z[0];
+		st->nr_zones = cpu_to_le16(VIRTIO_HUGEROOM_MAX_ZONES + 1);
+		st->nr_candidates = 0;
+		len = sizeof(*st) + (VIRTIO_HUGEROOM_MAX_ZONES + 1) * sizeof(*z);
+		break;
+	case VIRTIO_HUGEROOM_INJ_BAD_ZONE_NAME:
+		/* Not NUL terminated, and not printable. */
+		memset(z->name, 0x01, sizeof(z->name));
+		break;
+	case VIRTIO_HUGEROOM_INJ_TRUNCATED:
+		/* hdr.len promises the whole report; half a zone arrives. */
+		return sizeof(*st) + sizeof(*z) / 2;
+	}
+	if (what != VIRTIO_HUGEROOM_INJ_BAD_LEN)
+		st->hdr.len = cpu_to_le32(len);
+	return len;
+}
+
+static ssize_t virtio_hugeroom_inject_write(struct file *file,
+					    const char __user *ubuf,
+					    size_t count, loff_t *ppos)
+{
+	struct virtio_hugeroom *vh = file->private_data;
+	char name[32];
+	size_t n = min(count, sizeof(name) - 1);
+	int what, rc;
+	u32 len;
+
+	if (copy_from_user(name, ubuf, n))
+		return -EFAULT;
+	name[n] = '\0';
+	what = sysfs_match_string(virtio_hugeroom_inject_names, strim(name));
+	if (what < 0)
+		return what;
+
+	mutex_lock(&vh->report_lock);
+	if (!vh->report_len) {
+		/* Injections are derived from a report the device accepted. */
+		rc = -ENODATA;
+		goto out_unlock;
+	}
+	rc = virtio_hugeroom_status_reap(vh, true);
+	if (rc)
+		goto out_unlock;
+	len = virtio_hugeroom_make_inject(vh, what);
+	rc = virtio_hugeroom_status_send(vh, vh->inject, len);
+	dev_info(&vh->vdev->dev, "injected %s (%u bytes): %d\n",
+		 virtio_hugeroom_inject_names[what], len, rc);
+out_unlock:
+	mutex_unlock(&vh->report_lock);
+	return rc ? rc : count;
+}
+
+static const struct file_operations virtio_hugeroom_inject_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = virtio_hugeroom_inject_write,
+	.llseek = noop_llseek,
+};
+
+static void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh)
+{
+	struct dentry *dir;
+
+	dir = debugfs_create_dir(KBUILD_MODNAME, NULL);
+	if (IS_ERR(dir)) {
+		/* A second device: only the first one gets debugfs files. */
+		dev_info(&vh->vdev->dev, "no debugfs directory: %ld\n",
+			 PTR_ERR(dir));
+		return;
+	}
+	vh->debugfs = dir;
+	debugfs_create_file("status", 0400, dir, vh,
+			    &virtio_hugeroom_status_fops);
+	debugfs_create_file("report_now", 0200, dir, vh,
+			    &virtio_hugeroom_report_now_fops);
+	debugfs_create_file("inject", 0200, dir, vh,
+			    &virtio_hugeroom_inject_fops);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Device lifecycle */
+
+static int virtio_hugeroom_init_vqs(struct virtio_hugeroom *vh)
+{
+	struct virtqueue *vqs[VIRTIO_HUGEROOM_NR_VQS];
+	int rc;
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 11, 0)
+	struct virtqueue_info vqs_info[VIRTIO_HUGEROOM_NR_VQS] = {
+		[VIRTIO_HUGEROOM_VQ_STATUS] = { "status",
+						virtio_hugeroom_status_done },
+		[VIRTIO_HUGEROOM_VQ_CMD] = { "cmd", virtio_hugeroom_cmd_ready },
+		[VIRTIO_HUGEROOM_VQ_EVENT] = { "event",
+					       virtio_hugeroom_event_done },
+	};
+
+	rc = virtio_find_vqs(vh->vdev, VIRTIO_HUGEROOM_NR_VQS, vqs, vqs_info,
+			     NULL);
+#else
+	vq_callback_t *callbacks[VIRTIO_HUGEROOM_NR_VQS] = {
+		[VIRTIO_HUGEROOM_VQ_STATUS] = virtio_hugeroom_status_done,
+		[VIRTIO_HUGEROOM_VQ_CMD] = virtio_hugeroom_cmd_ready,
+		[VIRTIO_HUGEROOM_VQ_EVENT] = virtio_hugeroom_event_done,
+	};
+	static const char * const names[VIRTIO_HUGEROOM_NR_VQS] = {
+		[VIRTIO_HUGEROOM_VQ_STATUS] = "status",
+		[VIRTIO_HUGEROOM_VQ_CMD] = "cmd",
+		[VIRTIO_HUGEROOM_VQ_EVENT] = "event",
+	};
+
+	rc = virtio_find_vqs(vh->vdev, VIRTIO_HUGEROOM_NR_VQS, vqs, callbacks,
+			     names, NULL);
+#endif
+	if (rc)
+		return rc;
+	vh->status_vq = vqs[VIRTIO_HUGEROOM_VQ_STATUS];
+	vh->cmd_vq = vqs[VIRTIO_HUGEROOM_VQ_CMD];
+	vh->event_vq = vqs[VIRTIO_HUGEROOM_VQ_EVENT];
+	return 0;
+}
+
+/*
+ * Bring the queues up and the device live: post the command buffers, set
+ * DRIVER_OK, and send the first report.  Used by probe and restore.
+ */
+static int virtio_hugeroom_start(struct virtio_hugeroom *vh)
+{
+	unsigned long flags;
+	int rc;
+
+	rc = virtio_hugeroom_init_vqs(vh);
+	if (rc)
+		return rc;
+	rc = virtio_hugeroom_post_cmd_bufs(vh);
+	if (rc)
+		goto out_del_vqs;
+
+	virtio_hugeroom_read_config(vh);
+	virtio_device_ready(vh->vdev);
+	virtqueue_kick(vh->cmd_vq);
+
+	mutex_lock(&vh->report_lock);
+	mutex_lock(&vh->event_lock);
+	vh->ready = true;
+	mutex_unlock(&vh->event_lock);
+	mutex_unlock(&vh->report_lock);
+
+	spin_lock_irqsave(&vh->stop_lock, flags);
+	vh->stop = false;
+	spin_unlock_irqrestore(&vh->stop_lock, flags);
+	/* Commands or config changes may have come before work could. */
+	virtio_hugeroom_queue_work(vh, &vh->cmd_work);
+	virtio_hugeroom_queue_work(vh, &vh->config_work);
+	if (virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_STATUS))
+		virtio_hugeroom_arm_status(vh, 0);
+	return 0;
+
+out_del_vqs:
+	vh->vdev->config->del_vqs(vh->vdev);
+	return rc;
+}
+
+/* Stop all work and take the device down; the inverse of _start(). */
+static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&vh->stop_lock, flags);
+	vh->stop = true;
+	spin_unlock_irqrestore(&vh->stop_lock, flags);
+	cancel_work_sync(&vh->config_work);
+	cancel_work_sync(&vh->cmd_work);
+	cancel_delayed_work_sync(&vh->status_work);
+
+	mutex_lock(&vh->report_lock);
+	mutex_lock(&vh->event_lock);
+	vh->ready = false;
+	mutex_unlock(&vh->event_lock);
+	mutex_unlock(&vh->report_lock);
+
+	virtio_reset_device(vh->vdev);
+	/* All buffers are ours and preallocated: nothing to free per buffer. */
+	vh->status_inflight = NULL;
+	vh->event_inflight = NULL;
+	vh->vdev->config->del_vqs(vh->vdev);
+}
+
+static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
+{
+	kvfree(vh->scan.done);
+	kvfree(vh->scan.cur);
+	kfree(vh->vm_events);
+	kfree(vh->cmd_copy);
+	kfree(vh->cmd_bufs);
+	kfree(vh->ack);
+	kfree(vh->event);
+	kfree(vh->inject);
+	kfree(vh->report);
+	kfree(vh);
+}
+
+static int virtio_hugeroom_probe(struct virtio_device *vdev)
+{
+	struct virtio_hugeroom *vh;
+	u32 block_order;
+	int rc;
+
+	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_config) != 16);
+	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_hdr) != 16);
+	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_status) != 208);
+	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_zone) != 256);
+	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_candidate) != 16);
+	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_result) != 80);
+	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_ack) != 8);
+	BUILD_BUG_ON(ARRAY_SIZE(virtio_hugeroom_vmstat_names) !=
+		     VIRTIO_HUGEROOM_NR_VMSTAT);
+	BUILD_BUG_ON(ARRAY_SIZE(virtio_hugeroom_vm_event_map) !=
+		     VIRTIO_HUGEROOM_NR_VMSTAT);
+	/* The largest injected message: one zone more than allowed. */
+	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_status) +
+		     (VIRTIO_HUGEROOM_MAX_ZONES + 1) *
+		     sizeof(struct virtio_hugeroom_zone) >
+		     VIRTIO_HUGEROOM_MAX_MSG);
+
+	if (!vdev->config->get) {
+		dev_err(&vdev->dev, "config access disabled\n");
+		return -EINVAL;
+	}
+	virtio_cread_le(vdev, struct virtio_hugeroom_config, block_order,
+			&block_order);
+	if (block_order != VIRTIO_HUGEROOM_BLOCK_ORDER ||
+	    pageblock_order + PAGE_SHIFT != VIRTIO_HUGEROOM_BLOCK_ORDER) {
+		dev_err(&vdev->dev,
+			"device block order %u, guest pageblocks 2^%u bytes: need both %u\n",
+			block_order, (unsigned int)(pageblock_order + PAGE_SHIFT),
+			VIRTIO_HUGEROOM_BLOCK_ORDER);
+		return -EINVAL;
+	}
+
+	vh = kzalloc(sizeof(*vh), GFP_KERNEL);
+	if (!vh)
+		return -ENOMEM;
+	vdev->priv = vh;
+	vh->vdev = vdev;
+	spin_lock_init(&vh->stop_lock);
+	vh->stop = true;
+	mutex_init(&vh->report_lock);
+	mutex_init(&vh->event_lock);
+	init_waitqueue_head(&vh->status_acked);
+	init_waitqueue_head(&vh->event_acked);
+	INIT_WORK(&vh->cmd_work, virtio_hugeroom_cmd_work);
+	INIT_WORK(&vh->config_work, virtio_hugeroom_config_work);
+	INIT_DELAYED_WORK(&vh->status_work, virtio_hugeroom_status_work);
+	vh->scan.nid = NUMA_NO_NODE;
+
+	rc = -ENOMEM;
+	/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
+	vh->report = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
+	vh->inject = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
+	vh->event = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
+	vh->ack = kmalloc(sizeof(*vh->ack), GFP_KERNEL);
+	vh->cmd_bufs = kcalloc(VIRTIO_HUGEROOM_NR_CMD_BUFS,
+			       VIRTIO_HUGEROOM_CMD_BUF, GFP_KERNEL);
+	vh->cmd_copy = kmalloc(VIRTIO_HUGEROOM_CMD_BUF, GFP_KERNEL);
+	vh->vm_events = kcalloc(NR_VM_EVENT_ITEMS, sizeof(*vh->vm_events),
+				GFP_KERNEL);
+	vh->scan.cur = kvzalloc(sizeof(*vh->scan.cur), GFP_KERNEL);
+	vh->scan.done = kvzalloc(sizeof(*vh->scan.done), GFP_KERNEL);
+	if (!vh->report || !vh->inject || !vh->event || !vh->ack ||
+	    !vh->cmd_bufs || !vh->cmd_copy || !vh->vm_events ||
+	    !vh->scan.cur || !vh->scan.done)
+		goto out_free;
+
+	vh->wq = alloc_workqueue("virtio_hugeroom", WQ_FREEZABLE, 0);
+	if (!vh->wq)
+		goto out_free;
+
+	if (!virtio_has_feature(vdev, VIRTIO_HUGEROOM_F_STATUS))
+		dev_info(&vdev->dev, "device does not take status reports\n");
+
+	rc = virtio_hugeroom_start(vh);
+	if (rc)
+		goto out_destroy_wq;
+	virtio_hugeroom_debugfs_init(vh);
+	return 0;
+
+out_destroy_wq:
+	destroy_workqueue(vh->wq);
+out_free:
+	virtio_hugeroom_free(vh);
+	vdev->priv = NULL;
+	return rc;
+}
+
+static void virtio_hugeroom_remove(struct virtio_device *vdev)
+{
+	struct virtio_hugeroom *vh = vdev->priv;
+
+	/* Waits for debugfs readers and writers that are still inside. */
+	debugfs_remove_recursive(vh->debugfs);
+	virtio_hugeroom_stop(vh);
+	destroy_workqueue(vh->wq);
+	virtio_hugeroom_free(vh);
+	vdev->priv = NULL;
+}
+
+#ifdef CONFIG_PM_SLEEP
+static int virtio_hugeroom_freeze(struct virtio_device *vdev)
+{
+	virtio_hugeroom_stop(vdev->priv);
+	return 0;
+}
+
+static int virtio_hugeroom_restore(struct virtio_device *vdev)
+{
+	return virtio_hugeroom_start(vdev->priv);
+}
+#endif
+
+static unsigned int virtio_hugeroom_features[] = {
+	VIRTIO_HUGEROOM_F_STATUS,
+};
+
+static const struct virtio_device_id virtio_hugeroom_id_table[] = {
+	{ VIRTIO_ID_HUGEROOM, VIRTIO_DEV_ANY_ID },
+	{ 0 },
+};
+
+static struct virtio_driver virtio_hugeroom_driver = {
+	.feature_table = virtio_hugeroom_features,
+	.feature_table_size = ARRAY_SIZE(virtio_hugeroom_features),
+	.driver.name = KBUILD_MODNAME,
+	.id_table = virtio_hugeroom_id_table,
+	.probe = virtio_hugeroom_probe,
+	.remove = virtio_hugeroom_remove,
+	.config_changed = virtio_hugeroom_config_changed,
+#ifdef CONFIG_PM_SLEEP
+	.freeze = virtio_hugeroom_freeze,
+	.restore = virtio_hugeroom_restore,
+#endif
+};
+
+module_virtio_driver(virtio_hugeroom_driver);
+MODULE_DEVICE_TABLE(virtio, virtio_hugeroom_id_table);
+MODULE_DESCRIPTION("Virtio hugeroom driver: free-list reports for the host");
+MODULE_LICENSE("GPL");
