@@ -88,6 +88,7 @@ static u32 virtio_hugeroom_get_pb_order(const struct virtio_hugeroom_status *st)
 {
 	return le32_to_cpu(st->pageblock_order);
 }
+
 #pragma pop_macro("pageblock_order")
 
 #ifndef CONFIG_SPARSEMEM
@@ -247,57 +248,52 @@ static const char * const virtio_hugeroom_vmstat_names[] = {
 	[VIRTIO_HUGEROOM_VS_THP_SPLIT_PAGE] = "thp_split_page",
 };
 
-/* Counters the kernel was built without are reported as 0. */
+/* The all_vm_events() index of wire counter @i; -1 where the kernel has none. */
+static int virtio_hugeroom_vm_event(unsigned int i)
+{
+	switch (i) {
 #ifdef CONFIG_COMPACTION
-#define VIRTIO_HUGEROOM_EV_COMPACT(item)	(item)
-#else
-#define VIRTIO_HUGEROOM_EV_COMPACT(item)	(-1)
+	case VIRTIO_HUGEROOM_VS_COMPACT_STALL:
+		return COMPACTSTALL;
+	case VIRTIO_HUGEROOM_VS_COMPACT_FAIL:
+		return COMPACTFAIL;
+	case VIRTIO_HUGEROOM_VS_COMPACT_SUCCESS:
+		return COMPACTSUCCESS;
+	case VIRTIO_HUGEROOM_VS_COMPACT_MIGRATE_SCANNED:
+		return COMPACTMIGRATE_SCANNED;
+	case VIRTIO_HUGEROOM_VS_COMPACT_FREE_SCANNED:
+		return COMPACTFREE_SCANNED;
+	case VIRTIO_HUGEROOM_VS_COMPACT_ISOLATED:
+		return COMPACTISOLATED;
+	case VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_WAKE:
+		return KCOMPACTD_WAKE;
+	case VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_MIGRATE_SCANNED:
+		return KCOMPACTD_MIGRATE_SCANNED;
+	case VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_FREE_SCANNED:
+		return KCOMPACTD_FREE_SCANNED;
 #endif
 #ifdef CONFIG_MIGRATION
-#define VIRTIO_HUGEROOM_EV_MIGRATE(item)	(item)
-#else
-#define VIRTIO_HUGEROOM_EV_MIGRATE(item)	(-1)
+	case VIRTIO_HUGEROOM_VS_PGMIGRATE_SUCCESS:
+		return PGMIGRATE_SUCCESS;
+	case VIRTIO_HUGEROOM_VS_PGMIGRATE_FAIL:
+		return PGMIGRATE_FAIL;
 #endif
 #ifdef CONFIG_TRANSPARENT_HUGEPAGE
-#define VIRTIO_HUGEROOM_EV_THP(item)		(item)
-#else
-#define VIRTIO_HUGEROOM_EV_THP(item)		(-1)
+	case VIRTIO_HUGEROOM_VS_THP_FAULT_ALLOC:
+		return THP_FAULT_ALLOC;
+	case VIRTIO_HUGEROOM_VS_THP_FAULT_FALLBACK:
+		return THP_FAULT_FALLBACK;
+	case VIRTIO_HUGEROOM_VS_THP_COLLAPSE_ALLOC:
+		return THP_COLLAPSE_ALLOC;
+	case VIRTIO_HUGEROOM_VS_THP_COLLAPSE_ALLOC_FAILED:
+		return THP_COLLAPSE_ALLOC_FAILED;
+	case VIRTIO_HUGEROOM_VS_THP_SPLIT_PAGE:
+		return THP_SPLIT_PAGE;
 #endif
-
-static const int virtio_hugeroom_vm_event_map[] = {
-	[VIRTIO_HUGEROOM_VS_COMPACT_STALL] =
-		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTSTALL),
-	[VIRTIO_HUGEROOM_VS_COMPACT_FAIL] =
-		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTFAIL),
-	[VIRTIO_HUGEROOM_VS_COMPACT_SUCCESS] =
-		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTSUCCESS),
-	[VIRTIO_HUGEROOM_VS_COMPACT_MIGRATE_SCANNED] =
-		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTMIGRATE_SCANNED),
-	[VIRTIO_HUGEROOM_VS_COMPACT_FREE_SCANNED] =
-		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTFREE_SCANNED),
-	[VIRTIO_HUGEROOM_VS_COMPACT_ISOLATED] =
-		VIRTIO_HUGEROOM_EV_COMPACT(COMPACTISOLATED),
-	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_WAKE] =
-		VIRTIO_HUGEROOM_EV_COMPACT(KCOMPACTD_WAKE),
-	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_MIGRATE_SCANNED] =
-		VIRTIO_HUGEROOM_EV_COMPACT(KCOMPACTD_MIGRATE_SCANNED),
-	[VIRTIO_HUGEROOM_VS_COMPACT_DAEMON_FREE_SCANNED] =
-		VIRTIO_HUGEROOM_EV_COMPACT(KCOMPACTD_FREE_SCANNED),
-	[VIRTIO_HUGEROOM_VS_PGMIGRATE_SUCCESS] =
-		VIRTIO_HUGEROOM_EV_MIGRATE(PGMIGRATE_SUCCESS),
-	[VIRTIO_HUGEROOM_VS_PGMIGRATE_FAIL] =
-		VIRTIO_HUGEROOM_EV_MIGRATE(PGMIGRATE_FAIL),
-	[VIRTIO_HUGEROOM_VS_THP_FAULT_ALLOC] =
-		VIRTIO_HUGEROOM_EV_THP(THP_FAULT_ALLOC),
-	[VIRTIO_HUGEROOM_VS_THP_FAULT_FALLBACK] =
-		VIRTIO_HUGEROOM_EV_THP(THP_FAULT_FALLBACK),
-	[VIRTIO_HUGEROOM_VS_THP_COLLAPSE_ALLOC] =
-		VIRTIO_HUGEROOM_EV_THP(THP_COLLAPSE_ALLOC),
-	[VIRTIO_HUGEROOM_VS_THP_COLLAPSE_ALLOC_FAILED] =
-		VIRTIO_HUGEROOM_EV_THP(THP_COLLAPSE_ALLOC_FAILED),
-	[VIRTIO_HUGEROOM_VS_THP_SPLIT_PAGE] =
-		VIRTIO_HUGEROOM_EV_THP(THP_SPLIT_PAGE),
-};
+	default:
+		return -1;
+	}
+}
 
 static void virtio_hugeroom_queue_work(struct virtio_hugeroom *vh,
 				       struct work_struct *work)
@@ -810,7 +806,7 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 
 	all_vm_events(vh->vm_events);
 	for (i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++) {
-		int item = virtio_hugeroom_vm_event_map[i];
+		int item = virtio_hugeroom_vm_event(i);
 
 		if (item >= 0)
 			st->vmstat[i] = cpu_to_le64(vh->vm_events[item]);
@@ -1644,8 +1640,6 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_result) != 80);
 	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_ack) != 8);
 	BUILD_BUG_ON(ARRAY_SIZE(virtio_hugeroom_vmstat_names) !=
-		     VIRTIO_HUGEROOM_NR_VMSTAT);
-	BUILD_BUG_ON(ARRAY_SIZE(virtio_hugeroom_vm_event_map) !=
 		     VIRTIO_HUGEROOM_NR_VMSTAT);
 	/* The largest injected message: one zone more than allowed. */
 	BUILD_BUG_ON(sizeof(struct virtio_hugeroom_status) +
