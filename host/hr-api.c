@@ -1,0 +1,571 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "HrApi"
+
+#include "hr-api.h"
+
+#include <libsoup/soup.h>
+#include <string.h>
+
+#include "hr-daemon.h"
+#include "hr-socket.h"
+
+struct _HrApi {
+	HrDaemon *daemon;
+	SoupServer *server;
+};
+
+static const gchar *hist_names[VIRTIO_HUGEROOM_NR_HIST] = {"512", "448", "256", "64", "1", "0"};
+
+static void
+hr_api_add_time(JsonBuilder *b, const gchar *key, GDateTime *dt)
+{
+	json_builder_set_member_name(b, key);
+	if (dt == NULL) {
+		json_builder_add_null_value(b);
+	} else {
+		g_autofree gchar *str = g_date_time_format_iso8601(dt);
+		json_builder_add_string_value(b, str);
+	}
+}
+
+static void
+hr_api_add_int(JsonBuilder *b, const gchar *key, gint64 value)
+{
+	json_builder_set_member_name(b, key);
+	json_builder_add_int_value(b, value);
+}
+
+static void
+hr_api_add_status(JsonBuilder *b, const HrStatus *s)
+{
+	json_builder_begin_object(b);
+	hr_api_add_int(b, "seq", s->seq);
+	hr_api_add_int(b, "request_id", s->hdr.request_id);
+	hr_api_add_int(b, "uptime_ns", s->uptime_ns);
+	hr_api_add_int(b, "build_ns", s->build_ns);
+	hr_api_add_int(b, "mem_total_pages", s->mem_total_pages);
+	hr_api_add_int(b, "mem_free_pages", s->mem_free_pages);
+	hr_api_add_int(b, "mem_available_pages", s->mem_available_pages);
+	hr_api_add_int(b, "held_blocks", s->held_blocks);
+	hr_api_add_int(b, "page_shift", s->page_shift);
+	hr_api_add_int(b, "pageblock_order", s->pageblock_order);
+	json_builder_set_member_name(b, "flags");
+	json_builder_begin_array(b);
+	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_TRUNCATED)
+		json_builder_add_string_value(b, "truncated");
+	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_MT_PARTIAL)
+		json_builder_add_string_value(b, "mt_partial");
+	json_builder_end_array(b);
+	json_builder_set_member_name(b, "vmstat");
+	json_builder_begin_object(b);
+	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
+		hr_api_add_int(b, hr_vmstat_to_string(i), s->vmstat[i]);
+	json_builder_end_object(b);
+
+	json_builder_set_member_name(b, "zones");
+	json_builder_begin_array(b);
+	for (guint z = 0; z < s->nr_zones; z++) {
+		const HrZone *zone = &s->zones[z];
+		/* the guest's bytes; JSON needs UTF-8 */
+		g_autofree gchar *name = g_utf8_make_valid(zone->name, -1);
+		json_builder_begin_object(b);
+		hr_api_add_int(b, "nid", zone->nid);
+		json_builder_set_member_name(b, "zone");
+		json_builder_add_string_value(b, name);
+		hr_api_add_int(b, "zone_idx", zone->zone_idx);
+		hr_api_add_int(b, "start_pfn", zone->start_pfn);
+		hr_api_add_int(b, "spanned_pages", zone->spanned_pages);
+		hr_api_add_int(b, "managed_pages", zone->managed_pages);
+		hr_api_add_int(b, "free_pages", zone->free_pages);
+		json_builder_set_member_name(b, "nr_free");
+		json_builder_begin_array(b);
+		for (guint o = 0; o < VIRTIO_HUGEROOM_NR_ORDERS; o++)
+			json_builder_add_int_value(b, zone->nr_free[o]);
+		json_builder_end_array(b);
+		json_builder_set_member_name(b, "free_pageblock_by_mt");
+		json_builder_begin_object(b);
+		for (guint m = 0; m < VIRTIO_HUGEROOM_NR_MT; m++)
+			hr_api_add_int(b, hr_mt_to_string(m), zone->nr_free_pb_mt[m]);
+		json_builder_end_object(b);
+		json_builder_set_member_name(b, "pageblock_histogram");
+		json_builder_begin_object(b);
+		for (guint h = 0; h < VIRTIO_HUGEROOM_NR_HIST; h++)
+			hr_api_add_int(b, hist_names[h], zone->hist[h]);
+		json_builder_end_object(b);
+		json_builder_set_member_name(b, "pcp");
+		json_builder_begin_object(b);
+		hr_api_add_int(b, "count", zone->pcp_count);
+		hr_api_add_int(b, "high", zone->pcp_high);
+		hr_api_add_int(b, "batch", zone->pcp_batch);
+		hr_api_add_int(b, "high_min", zone->pcp_high_min);
+		hr_api_add_int(b, "high_max", zone->pcp_high_max);
+		json_builder_end_object(b);
+		json_builder_set_member_name(b, "watermarks");
+		json_builder_begin_object(b);
+		hr_api_add_int(b, "min", zone->wmark_min);
+		hr_api_add_int(b, "low", zone->wmark_low);
+		hr_api_add_int(b, "high", zone->wmark_high);
+		json_builder_end_object(b);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+
+	json_builder_set_member_name(b, "candidates");
+	json_builder_begin_array(b);
+	for (guint c = 0; c < s->nr_candidates; c++) {
+		const HrCandidate *cand = &s->candidates[c];
+		json_builder_begin_object(b);
+		hr_api_add_int(b, "gpa", cand->gpa);
+		hr_api_add_int(b, "free_pages", cand->free_pages);
+		json_builder_set_member_name(b, "migratetype");
+		json_builder_add_string_value(b, hr_mt_to_string(cand->migratetype));
+		hr_api_add_int(b, "zone", cand->zone);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+}
+
+static void
+hr_api_add_summary_members(JsonBuilder *b, HrGuest *guest)
+{
+	json_builder_set_member_name(b, "name");
+	json_builder_add_string_value(b, guest->name);
+	json_builder_set_member_name(b, "uuid");
+	json_builder_add_string_value(b, guest->uuid);
+	hr_api_add_int(b, "pid", guest->pid);
+	json_builder_set_member_name(b, "connected");
+	json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
+	json_builder_set_member_name(b, "seq");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, guest->status->seq);
+	else
+		json_builder_add_null_value(b);
+	json_builder_set_member_name(b, "age_ms");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, hr_guest_status_age_ms(guest));
+	else
+		json_builder_add_null_value(b);
+	json_builder_set_member_name(b, "mem_total_pages");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, guest->status->mem_total_pages);
+	else
+		json_builder_add_null_value(b);
+	json_builder_set_member_name(b, "mem_free_pages");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, guest->status->mem_free_pages);
+	else
+		json_builder_add_null_value(b);
+	json_builder_set_member_name(b, "mem_available_pages");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, guest->status->mem_available_pages);
+	else
+		json_builder_add_null_value(b);
+	hr_api_add_int(b, "held_blocks", g_hash_table_size(guest->held));
+	hr_api_add_int(b, "rejected", guest->rejected);
+}
+
+JsonNode *
+hr_api_guests_to_json(HrDaemon *daemon)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	GPtrArray *guests = hr_daemon_get_guests(daemon);
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "guests");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < guests->len; i++) {
+		json_builder_begin_object(b);
+		hr_api_add_summary_members(b, g_ptr_array_index(guests, i));
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	hr_api_add_int(b, "rejected_unidentified", hr_daemon_get_rejected_unidentified(daemon));
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
+static JsonNode *
+hr_api_guest_to_json(HrGuest *guest)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+
+	json_builder_begin_object(b);
+	hr_api_add_summary_members(b, guest);
+	hr_api_add_time(b, "connected_at", guest->connected_at);
+	hr_api_add_time(b, "disconnected_at", guest->disconnected_at);
+	hr_api_add_int(b, "connections", guest->connections);
+	hr_api_add_int(b, "proto_version", guest->proto_version);
+	hr_api_add_int(b, "ram_size", guest->ram_size);
+	json_builder_set_member_name(b, "ram");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < guest->ram->len; i++) {
+		const HrRamRange *r = &g_array_index(guest->ram, HrRamRange, i);
+		json_builder_begin_object(b);
+		hr_api_add_int(b, "gpa", r->gpa);
+		hr_api_add_int(b, "size", r->size);
+		hr_api_add_int(b, "hva", r->hva);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+
+	json_builder_set_member_name(b, "device");
+	if (guest->have_state) {
+		json_builder_begin_object(b);
+		hr_api_add_int(b, "guest_features", guest->state.guest_features);
+		hr_api_add_int(b, "msgs_relayed", guest->state.msgs_relayed);
+		hr_api_add_int(b, "msgs_rejected", guest->state.msgs_rejected);
+		hr_api_add_int(b, "cmds_dropped", guest->state.cmds_dropped);
+		hr_api_add_int(b, "num_held", guest->state.num_held);
+		json_builder_set_member_name(b, "driver_ok");
+		json_builder_add_boolean_value(b, guest->state.driver_ok);
+		json_builder_set_member_name(b, "discard_disabled");
+		json_builder_add_boolean_value(b, guest->state.discard_disabled);
+		json_builder_end_object(b);
+	} else {
+		json_builder_add_null_value(b);
+	}
+
+	json_builder_set_member_name(b, "daemon_counters");
+	json_builder_begin_object(b);
+	hr_api_add_int(b, "frames", guest->frames);
+	hr_api_add_int(b, "guest_msgs", guest->guest_msgs);
+	hr_api_add_int(b, "rejected", guest->rejected);
+	json_builder_set_member_name(b, "last_reject_reason");
+	if (guest->last_reject_reason != NULL)
+		json_builder_add_string_value(b, guest->last_reject_reason);
+	else
+		json_builder_add_null_value(b);
+	hr_api_add_int(b, "cmds_sent", guest->cmds_sent);
+	hr_api_add_int(b, "cmds_pending", g_hash_table_size(guest->pending));
+	hr_api_add_int(b, "cmds_lost", guest->cmds_lost);
+	json_builder_end_object(b);
+
+	json_builder_set_member_name(b, "last_result");
+	if (guest->last_result != NULL) {
+		const HrResult *r = guest->last_result;
+		json_builder_begin_object(b);
+		hr_api_add_int(b, "request_id", r->hdr.request_id);
+		json_builder_set_member_name(b, "final");
+		json_builder_add_boolean_value(b, r->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT);
+		json_builder_set_member_name(b, "status");
+		json_builder_add_string_value(b, hr_result_status_to_string(r->status));
+		hr_api_add_int(b, "blocks_tried", r->blocks_tried);
+		hr_api_add_int(b, "blocks_freed", r->blocks_freed);
+		json_builder_set_member_name(b, "failed");
+		json_builder_begin_object(b);
+		for (guint i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
+			hr_api_add_int(b, hr_reason_to_string(i), r->failed[i]);
+		json_builder_end_object(b);
+		hr_api_add_int(b, "pages_migrated", r->pages_migrated);
+		hr_api_add_int(b, "elapsed_us", r->elapsed_us);
+		json_builder_end_object(b);
+	} else {
+		json_builder_add_null_value(b);
+	}
+
+	json_builder_set_member_name(b, "status");
+	if (guest->status != NULL)
+		hr_api_add_status(b, guest->status);
+	else
+		json_builder_add_null_value(b);
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
+static void
+hr_api_metric_escape(GString *out, const gchar *value)
+{
+	for (const gchar *p = value; *p != '\0'; p++) {
+		if (*p == '\\' || *p == '"')
+			g_string_append_c(out, '\\');
+		if (*p == '\n') {
+			g_string_append(out, "\\n");
+			continue;
+		}
+		g_string_append_c(out, *p);
+	}
+}
+
+static void
+hr_api_metric(GString *out, const gchar *metric, HrGuest *guest, gdouble value)
+{
+	g_string_append_printf(out, "%s{name=\"", metric);
+	hr_api_metric_escape(out, guest->name);
+	g_string_append_printf(out, "\",uuid=\"%s\"} %.17g\n", guest->uuid, value);
+}
+
+gchar *
+hr_api_metrics(HrDaemon *daemon)
+{
+	GPtrArray *guests = hr_daemon_get_guests(daemon);
+	GString *out = g_string_new(NULL);
+	struct {
+		const gchar *name;
+		const gchar *type;
+		const gchar *help;
+	} metrics[] = {
+	    {"hugeroom_guest_connected", "gauge", "1 while the guest's device is connected"},
+	    {"hugeroom_guest_free_pages", "gauge", "MemFree of the guest, 4 KiB pages"},
+	    {"hugeroom_guest_held_blocks", "gauge", "2 MiB blocks the guest holds for the host"},
+	    {"hugeroom_guest_status_age_seconds", "gauge", "age of the latest status report"},
+	    {"hugeroom_guest_rejected_messages_total", "counter",
+	     "frames from the guest's device that were rejected"},
+	};
+
+	for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+		g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metrics[m].name,
+				       metrics[m].help, metrics[m].name, metrics[m].type);
+		for (guint i = 0; i < guests->len; i++) {
+			HrGuest *guest = g_ptr_array_index(guests, i);
+			switch (m) {
+			case 0:
+				hr_api_metric(out, metrics[m].name, guest,
+					      hr_guest_is_connected(guest));
+				break;
+			case 1:
+				if (guest->status != NULL)
+					hr_api_metric(out, metrics[m].name, guest,
+						      guest->status->mem_free_pages);
+				break;
+			case 2:
+				hr_api_metric(out, metrics[m].name, guest,
+					      g_hash_table_size(guest->held));
+				break;
+			case 3:
+				if (guest->status != NULL)
+					hr_api_metric(out, metrics[m].name, guest,
+						      hr_guest_status_age_ms(guest) / 1000.0);
+				break;
+			default:
+				hr_api_metric(out, metrics[m].name, guest, guest->rejected);
+				break;
+			}
+		}
+	}
+	g_string_append_printf(out,
+			       "# HELP hugeroom_rejected_connections_total connections closed "
+			       "before a valid HELLO\n"
+			       "# TYPE hugeroom_rejected_connections_total counter\n"
+			       "hugeroom_rejected_connections_total %" G_GUINT64_FORMAT "\n",
+			       hr_daemon_get_rejected_unidentified(daemon));
+	return g_string_free(out, FALSE);
+}
+
+static void
+hr_api_reply_json(SoupServerMessage *msg, guint status, JsonNode *node)
+{
+	g_autofree gchar *body = json_to_string(node, TRUE);
+	gsize len = strlen(body);
+	soup_server_message_set_status(msg, status, NULL);
+	soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE,
+					 g_steal_pointer(&body), len);
+}
+
+static void
+hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *format, ...)
+    G_GNUC_PRINTF(3, 4);
+
+static void
+hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *format, ...)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	g_autofree gchar *text = NULL;
+	va_list args;
+
+	va_start(args, format);
+	text = g_strdup_vprintf(format, args);
+	va_end(args);
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "error");
+	json_builder_add_string_value(b, text);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, status, node);
+}
+
+static gchar *
+hr_api_known_guests(HrDaemon *daemon)
+{
+	GPtrArray *guests = hr_daemon_get_guests(daemon);
+	g_autoptr(GString) str = g_string_new(NULL);
+	if (guests->len == 0)
+		return g_strdup("none connected yet");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		if (i > 0)
+			g_string_append(str, ", ");
+		g_string_append(str, guest->name[0] != '\0' ? guest->name : guest->uuid);
+	}
+	return g_strdup(str->str);
+}
+
+static gboolean
+hr_api_check_method(SoupServerMessage *msg, const gchar *allowed)
+{
+	if (g_strcmp0(soup_server_message_get_method(msg), allowed) == 0)
+		return TRUE;
+	soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow",
+				     allowed);
+	hr_api_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "%s %s is not supported; use %s",
+			   soup_server_message_get_method(msg),
+			   g_uri_get_path(soup_server_message_get_uri(msg)), allowed);
+	return FALSE;
+}
+
+static gboolean
+hr_api_check_peer(SoupServerMessage *msg)
+{
+	g_autoptr(GError) error = NULL;
+	GSocket *socket = soup_server_message_get_socket(msg);
+	if (socket != NULL && hr_socket_peer_is_trusted(socket, &error))
+		return TRUE;
+	g_warning("API request refused: %s", error != NULL ? error->message : "no socket");
+	hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "%s: run hugeroomctl as root or as the "
+			   "user hugeroomd runs as",
+			   error != NULL ? error->message : "peer unknown");
+	return FALSE;
+}
+
+static void
+hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
+		 GHashTable *query, gpointer user_data)
+{
+	HrApi *api = user_data;
+	g_auto(GStrv) parts = NULL;
+	HrGuest *guest;
+	(void)server;
+	(void)query;
+
+	if (!hr_api_check_peer(msg))
+		return;
+	/* "/v1/guests", "/v1/guests/NAME", "/v1/guests/NAME/report" */
+	parts = g_strsplit(path + strlen("/v1/guests"), "/", -1);
+	if (g_strv_length(parts) <= 1 || (g_strv_length(parts) == 2 && parts[1][0] == '\0')) {
+		g_autoptr(JsonNode) node = NULL;
+		if (!hr_api_check_method(msg, SOUP_METHOD_GET))
+			return;
+		node = hr_api_guests_to_json(api->daemon);
+		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+		return;
+	}
+	if (parts[0][0] != '\0' || g_strv_length(parts) > 3) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s; see "
+				   "/v1/guests", path);
+		return;
+	}
+	guest = hr_daemon_find_guest(api->daemon, parts[1]);
+	if (guest == NULL) {
+		g_autofree gchar *known = hr_api_known_guests(api->daemon);
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
+				   "no guest named or with UUID '%s'; known guests: %s", parts[1],
+				   known);
+		return;
+	}
+	if (g_strv_length(parts) == 2) {
+		g_autoptr(JsonNode) node = NULL;
+		if (!hr_api_check_method(msg, SOUP_METHOD_GET))
+			return;
+		node = hr_api_guest_to_json(guest);
+		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+		return;
+	}
+	if (g_strcmp0(parts[2], "report") == 0) {
+		g_autoptr(GError) error = NULL;
+		g_autoptr(JsonBuilder) b = NULL;
+		g_autoptr(JsonNode) node = NULL;
+		guint64 request_id;
+		if (!hr_api_check_method(msg, SOUP_METHOD_POST))
+			return;
+		request_id = hr_daemon_request_report(api->daemon, guest, &error);
+		if (request_id == 0) {
+			hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "%s; wait for its QEMU to "
+					   "reconnect and retry", error->message);
+			return;
+		}
+		b = json_builder_new();
+		json_builder_begin_object(b);
+		json_builder_set_member_name(b, "guest");
+		json_builder_add_string_value(b, guest->name);
+		hr_api_add_int(b, "request_id", request_id);
+		json_builder_end_object(b);
+		node = json_builder_get_root(b);
+		hr_api_reply_json(msg, SOUP_STATUS_ACCEPTED, node);
+		return;
+	}
+	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such action '%s' on guest %s; "
+			   "supported: report", parts[2], guest->name);
+}
+
+static void
+hr_api_metrics_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
+		  GHashTable *query, gpointer user_data)
+{
+	HrApi *api = user_data;
+	gchar *text;
+	(void)server;
+	(void)query;
+
+	if (!hr_api_check_peer(msg))
+		return;
+	if (g_strcmp0(path, "/metrics") != 0) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
+		return;
+	}
+	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
+		return;
+	text = hr_api_metrics(api->daemon);
+	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
+	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE, text,
+					 strlen(text));
+}
+
+static void
+hr_api_default_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
+		  GHashTable *query, gpointer user_data)
+{
+	(void)server;
+	(void)query;
+	(void)user_data;
+	if (!hr_api_check_peer(msg))
+		return;
+	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
+			   "no such resource %s; try /v1/guests or /metrics", path);
+}
+
+HrApi *
+hr_api_new(HrDaemon *daemon)
+{
+	HrApi *api = g_new0(HrApi, 1);
+	api->daemon = daemon;
+	api->server = soup_server_new("server-header", "hugeroomd/" PACKAGE_VERSION, NULL);
+	soup_server_add_handler(api->server, NULL, hr_api_default_cb, api, NULL);
+	soup_server_add_handler(api->server, "/v1/guests", hr_api_guests_cb, api, NULL);
+	soup_server_add_handler(api->server, "/metrics", hr_api_metrics_cb, api, NULL);
+	return api;
+}
+
+void
+hr_api_free(HrApi *api)
+{
+	if (api == NULL)
+		return;
+	soup_server_disconnect(api->server);
+	g_object_unref(api->server);
+	g_free(api);
+}
+
+gboolean
+hr_api_listen(HrApi *api, const gchar *path, GError **error)
+{
+	g_autoptr(GSocket) socket = hr_socket_listen_unix(path, 0660, error);
+	if (socket == NULL)
+		return FALSE;
+	if (!soup_server_listen_socket(api->server, socket, 0, error)) {
+		g_prefix_error(error, "cannot serve HTTP on %s: ", path);
+		return FALSE;
+	}
+	return TRUE;
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct _HrDaemon HrDaemon;
+typedef struct _HrApi HrApi;
+
+/*
+ * The HTTP/JSON API on a Unix socket (peer credentials: root or our uid):
+ *   GET  /v1/guests                  list
+ *   GET  /v1/guests/{name-or-uuid}   detail, with the latest status decoded
+ *   POST /v1/guests/{name}/report    send CMD_REPORT
+ *   GET  /metrics                    Prometheus text
+ */
+HrApi *
+hr_api_new(HrDaemon *daemon);
+void
+hr_api_free(HrApi *api);
+gboolean
+hr_api_listen(HrApi *api, const gchar *path, GError **error);
+
+/* the JSON bodies, also used by the tests */
+JsonNode *
+hr_api_guests_to_json(HrDaemon *daemon);
+gchar *
+hr_api_metrics(HrDaemon *daemon);
+
+G_END_DECLS

@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * One QEMU device connection (SPEC.md Part 2).
+ *
+ * States: AWAIT_HELLO until the first frame, which must be a HELLO; we
+ * answer WELCOME and enter RESYNC, where HOLDs with request_id 0 collect the
+ * device's held set until the first DEVICE_STATE ends it; then RUNNING. Any
+ * frame that breaks a rule closes the connection: QEMU reconnects, so a
+ * broken peer is rate-limited by its reconnect interval and never stalls
+ * the main loop.
+ */
+
+#define G_LOG_DOMAIN "HrDevice"
+
+#include "hr-device.h"
+
+#include "hr-daemon.h"
+
+#define HR_DEVICE_READ_SIZE 65536
+
+typedef enum {
+	HR_DEVICE_AWAIT_HELLO,
+	HR_DEVICE_RESYNC,
+	HR_DEVICE_RUNNING,
+	HR_DEVICE_CLOSED,
+} HrDeviceState;
+
+struct _HrDevice {
+	gint refcount;
+	HrDaemon *daemon; /* owns us while we are open */
+	GSocketConnection *connection;
+	GCancellable *cancellable;
+	HrFrameReader *reader;
+	HrDeviceState state;
+	HrGuest *guest; /* set by HELLO; owned by the daemon */
+	gint pid;
+	guint32 status_interval_ms;
+	GQueue outq; /* GBytes frames waiting to be written */
+	gboolean writing;
+	GBytes *inflight; /* the frame being written */
+	GHashTable *resync; /* gpas seen during RESYNC */
+	gboolean have_state;
+	HrChanDeviceState last_state; /* this connection's, for monotonicity */
+};
+
+static void
+hr_device_read_next(HrDevice *device);
+static void
+hr_device_write_next(HrDevice *device);
+
+HrDevice *
+hr_device_new(HrDaemon *daemon, GSocketConnection *connection, guint32 status_interval_ms)
+{
+	HrDevice *device = g_new0(HrDevice, 1);
+	GSocket *socket = g_socket_connection_get_socket(connection);
+	g_autoptr(GCredentials) creds = g_socket_get_credentials(socket, NULL);
+
+	device->refcount = 1;
+	device->daemon = daemon;
+	device->connection = g_object_ref(connection);
+	device->cancellable = g_cancellable_new();
+	device->reader = hr_frame_reader_new();
+	device->status_interval_ms = status_interval_ms;
+	device->pid = creds != NULL ? g_credentials_get_unix_pid(creds, NULL) : -1;
+	device->resync = hr_guest_held_new();
+	g_queue_init(&device->outq);
+	return device;
+}
+
+HrDevice *
+hr_device_ref(HrDevice *device)
+{
+	device->refcount++;
+	return device;
+}
+
+void
+hr_device_unref(HrDevice *device)
+{
+	if (device == NULL || --device->refcount > 0)
+		return;
+	g_object_unref(device->connection);
+	g_object_unref(device->cancellable);
+	hr_frame_reader_free(device->reader);
+	g_queue_clear_full(&device->outq, (GDestroyNotify)g_bytes_unref);
+	g_clear_pointer(&device->inflight, g_bytes_unref);
+	g_hash_table_unref(device->resync);
+	g_free(device);
+}
+
+gint
+hr_device_get_pid(HrDevice *device)
+{
+	return device->pid;
+}
+
+static const gchar *
+hr_device_peer(HrDevice *device)
+{
+	return device->guest != NULL ? device->guest->name : "unidentified peer";
+}
+
+void
+hr_device_close(HrDevice *device, const gchar *reason)
+{
+	HrGuest *guest = device->guest;
+
+	if (device->state == HR_DEVICE_CLOSED)
+		return;
+	device->state = HR_DEVICE_CLOSED;
+	g_cancellable_cancel(device->cancellable);
+	/* a Unix socket closes without waiting */
+	g_io_stream_close(G_IO_STREAM(device->connection), NULL, NULL);
+	if (reason != NULL)
+		g_warning("closing %s (pid %d): %s", hr_device_peer(device), device->pid, reason);
+	else
+		g_info("%s (pid %d) disconnected", hr_device_peer(device), device->pid);
+	device->guest = NULL;
+	hr_daemon_device_closed(device->daemon, device, guest, reason);
+}
+
+void
+hr_device_send(HrDevice *device, guint16 type, GBytes *payload)
+{
+	if (device->state == HR_DEVICE_CLOSED)
+		return;
+	g_queue_push_tail(&device->outq, hr_chan_frame_encode(type, payload));
+	if (!device->writing)
+		hr_device_write_next(device);
+}
+
+static void
+hr_device_write_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	g_autoptr(HrDevice) device = user_data;
+	g_autoptr(GError) error = NULL;
+
+	device->writing = FALSE;
+	if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(source), res, NULL, &error)) {
+		if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+			g_autofree gchar *reason = g_strdup_printf("write failed: %s", error->message);
+			hr_device_close(device, reason);
+		}
+		return;
+	}
+	hr_device_write_next(device);
+}
+
+static void
+hr_device_write_next(HrDevice *device)
+{
+	GOutputStream *out;
+	gconstpointer data;
+	gsize len;
+
+	if (device->state == HR_DEVICE_CLOSED || g_queue_is_empty(&device->outq))
+		return;
+	g_clear_pointer(&device->inflight, g_bytes_unref);
+	device->inflight = g_queue_pop_head(&device->outq);
+	out = g_io_stream_get_output_stream(G_IO_STREAM(device->connection));
+	data = g_bytes_get_data(device->inflight, &len);
+	device->writing = TRUE;
+	g_output_stream_write_all_async(out, data, len, G_PRIORITY_DEFAULT, device->cancellable,
+					hr_device_write_cb, hr_device_ref(device));
+}
+
+/* every gpa of a guest message must be guest RAM the HELLO announced */
+static gboolean
+hr_device_check_ram(HrDevice *device, const gchar *what, const guint64 *gpas, guint32 nr,
+		    GError **error)
+{
+	GArray *ram = device->guest->ram;
+	for (guint32 i = 0; i < nr; i++) {
+		if (!hr_ram_contains((const HrRamRange *)ram->data, ram->len, gpas[i],
+				     VIRTIO_HUGEROOM_BLOCK_SIZE)) {
+			g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+				    "%s: gpa 0x%" G_GINT64_MODIFIER "x is outside guest RAM", what,
+				    gpas[i]);
+			return FALSE;
+		}
+	}
+	return TRUE;
+}
+
+static gboolean
+hr_device_handle_status(HrDevice *device, HrStatus *status, GError **error)
+{
+	HrGuest *guest = device->guest;
+	g_autofree guint64 *gpas = g_new0(guint64, MAX(status->nr_candidates, 1));
+
+	for (guint i = 0; i < status->nr_candidates; i++)
+		gpas[i] = status->candidates[i].gpa;
+	if (!hr_device_check_ram(device, "status", gpas, status->nr_candidates, error))
+		return FALSE;
+	if (status->hdr.request_id != 0) {
+		HrPendingCmd *cmd = g_hash_table_lookup(guest->pending, &status->hdr.request_id);
+		if (cmd != NULL && cmd->type == VIRTIO_HUGEROOM_CMD_REPORT)
+			g_hash_table_remove(guest->pending, &status->hdr.request_id);
+		else
+			g_info("%s: status answers unknown request %" G_GUINT64_FORMAT,
+			       guest->name, status->hdr.request_id);
+	}
+	g_debug("%s: status seq %" G_GUINT64_FORMAT ", %u zones, %u candidates", guest->name,
+		status->seq, status->nr_zones, status->nr_candidates);
+	hr_status_free(guest->status);
+	guest->status = hr_status_copy(status);
+	guest->status_at = g_get_monotonic_time();
+	return TRUE;
+}
+
+static gboolean
+hr_device_handle_blocks(HrDevice *device, HrBlocks *blocks, GError **error)
+{
+	HrGuest *guest = device->guest;
+	const gchar *what = hr_msg_type_to_string(blocks->hdr.type);
+
+	if (!hr_device_check_ram(device, what, blocks->gpas, blocks->nr_blocks, error))
+		return FALSE;
+	if (blocks->hdr.type == VIRTIO_HUGEROOM_MSG_HOLD) {
+		if (blocks->hdr.request_id == 0) {
+			/* request id 0 means resync, and only then (SPEC 1.6.4) */
+			if (device->state != HR_DEVICE_RESYNC) {
+				g_set_error_literal(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+						    "hold: hdr.request_id 0 outside the resync");
+				return FALSE;
+			}
+			for (guint32 i = 0; i < blocks->nr_blocks; i++)
+				hr_guest_held_add(guest, device->resync, blocks->gpas[i]);
+			return TRUE;
+		}
+		for (guint32 i = 0; i < blocks->nr_blocks; i++)
+			hr_guest_held_add(guest, guest->held, blocks->gpas[i]);
+		g_info("%s: %u blocks now held (request %" G_GUINT64_FORMAT ")", guest->name,
+		       blocks->nr_blocks, blocks->hdr.request_id);
+		return TRUE;
+	}
+	for (guint32 i = 0; i < blocks->nr_blocks; i++) {
+		if (!g_hash_table_remove(guest->held, &blocks->gpas[i]))
+			g_info("%s: returned block 0x%" G_GINT64_MODIFIER "x was not known held",
+			       guest->name, blocks->gpas[i]);
+	}
+	g_info("%s: %u blocks returned (reason %u)", guest->name, blocks->nr_blocks,
+	       blocks->reason);
+	return TRUE;
+}
+
+static void
+hr_device_handle_result(HrDevice *device, HrResult *result)
+{
+	HrGuest *guest = device->guest;
+	if (!g_hash_table_contains(guest->pending, &result->hdr.request_id)) {
+		/* legitimately follows a migration or a daemon restart (SPEC 1.6.3.3) */
+		g_info("%s: %s for unknown request %" G_GUINT64_FORMAT " ignored", guest->name,
+		       hr_msg_type_to_string(result->hdr.type), result->hdr.request_id);
+		return;
+	}
+	if (result->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT) {
+		g_info("%s: request %" G_GUINT64_FORMAT " finished: %s, %u/%u blocks freed",
+		       guest->name, result->hdr.request_id,
+		       hr_result_status_to_string(result->status), result->blocks_freed,
+		       result->blocks_tried);
+		g_hash_table_remove(guest->pending, &result->hdr.request_id);
+	}
+	g_free(guest->last_result);
+	guest->last_result = g_memdup2(result, sizeof(*result));
+}
+
+static gboolean
+hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
+{
+	HrGuest *guest = device->guest;
+	HrChanDeviceState state;
+
+	if (!hr_chan_device_state_decode(payload, &state, error))
+		return FALSE;
+	if (device->have_state && (state.msgs_relayed < device->last_state.msgs_relayed ||
+				   state.msgs_rejected < device->last_state.msgs_rejected ||
+				   state.cmds_dropped < device->last_state.cmds_dropped)) {
+		g_set_error_literal(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+				    "device-state: a counter went backwards");
+		return FALSE;
+	}
+	device->have_state = TRUE;
+	device->last_state = state;
+	guest->have_state = TRUE;
+	guest->state = state;
+	if (device->state == HR_DEVICE_RESYNC) {
+		/* the resync is complete: its set replaces ours (SPEC 2.5) */
+		if (g_hash_table_size(device->resync) != state.num_held)
+			g_warning("%s: resync listed %u blocks, device-state says %u held",
+				  guest->name, g_hash_table_size(device->resync), state.num_held);
+		g_hash_table_unref(guest->held);
+		guest->held = g_steal_pointer(&device->resync);
+		device->resync = hr_guest_held_new();
+		device->state = HR_DEVICE_RUNNING;
+		g_info("%s: resync done, %u blocks held", guest->name,
+		       g_hash_table_size(guest->held));
+	} else if (!state.driver_ok && state.num_held == 0 && g_hash_table_size(guest->held) > 0) {
+		/* a device reset empties the held set (SPEC 2.9) */
+		g_info("%s: device reset, dropping %u held blocks", guest->name,
+		       g_hash_table_size(guest->held));
+		g_hash_table_remove_all(guest->held);
+	}
+	return TRUE;
+}
+
+static gboolean
+hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
+{
+	g_autoptr(HrChanHello) hello = hr_chan_hello_decode(payload, error);
+	HrChanWelcome welcome = {
+	    .proto_version = VIRTIO_HUGEROOM_VERSION,
+	    .status_interval_ms = device->status_interval_ms,
+	};
+	g_autoptr(GBytes) reply = NULL;
+	guint64 ram_sum = 0;
+
+	if (hello == NULL)
+		return FALSE;
+	for (guint32 i = 0; i < hello->nr_ram; i++)
+		ram_sum += hello->ram[i].size;
+	if (ram_sum != hello->ram_size)
+		g_info("%s: RAM ranges sum to %" G_GUINT64_FORMAT " bytes, ram_size is %" G_GUINT64_FORMAT,
+		       hello->name, ram_sum, hello->ram_size);
+	device->guest = hr_daemon_attach_device(device->daemon, device, hello, device->pid);
+	reply = hr_chan_welcome_encode(&welcome);
+	hr_device_send(device, HR_CHAN_WELCOME, reply);
+	device->state = HR_DEVICE_RESYNC;
+	return TRUE;
+}
+
+static gboolean
+hr_device_handle_frame(HrDevice *device, HrChanFrame *frame, GError **error)
+{
+	if (device->state == HR_DEVICE_AWAIT_HELLO) {
+		if (frame->type != HR_CHAN_HELLO) {
+			g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+				    "frame: %s before HELLO", hr_chan_type_to_string(frame->type));
+			return FALSE;
+		}
+		return hr_device_handle_hello(device, frame->payload, error);
+	}
+	device->guest->frames++;
+	switch (frame->type) {
+	case HR_CHAN_GUEST_MSG: {
+		g_autoptr(HrGuestMsg) msg = hr_chan_guest_msg_decode(frame->payload, error);
+		if (msg == NULL)
+			return FALSE;
+		device->guest->guest_msgs++;
+		if (msg->status != NULL)
+			return hr_device_handle_status(device, msg->status, error);
+		if (msg->blocks != NULL)
+			return hr_device_handle_blocks(device, msg->blocks, error);
+		hr_device_handle_result(device, msg->result);
+		return TRUE;
+	}
+	case HR_CHAN_DEVICE_STATE:
+		return hr_device_handle_state(device, frame->payload, error);
+	case HR_CHAN_HELLO:
+		g_set_error_literal(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+				    "frame: a second HELLO");
+		return FALSE;
+	default:
+		g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+			    "frame: %s flows from the daemon to the device, not back",
+			    hr_chan_type_to_string(frame->type));
+		return FALSE;
+	}
+}
+
+static void
+hr_device_read_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	g_autoptr(HrDevice) device = user_data;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GBytes) bytes = g_input_stream_read_bytes_finish(G_INPUT_STREAM(source), res,
+								   &error);
+	gsize len = 0;
+	const guint8 *data;
+
+	if (device->state == HR_DEVICE_CLOSED)
+		return;
+	if (bytes == NULL) {
+		g_autofree gchar *reason = g_strdup_printf("read failed: %s", error->message);
+		hr_device_close(device, reason);
+		return;
+	}
+	data = g_bytes_get_data(bytes, &len);
+	if (len == 0) {
+		hr_device_close(device, NULL);
+		return;
+	}
+	hr_frame_reader_push(device->reader, data, len);
+	for (;;) {
+		g_autoptr(HrChanFrame) frame = hr_frame_reader_next(device->reader, &error);
+		if (frame == NULL && error == NULL)
+			break;
+		if (frame == NULL || !hr_device_handle_frame(device, frame, &error)) {
+			hr_device_close(device, error->message);
+			return;
+		}
+		if (device->state == HR_DEVICE_CLOSED)
+			return;
+	}
+	hr_device_read_next(device);
+}
+
+static void
+hr_device_read_next(HrDevice *device)
+{
+	GInputStream *in = g_io_stream_get_input_stream(G_IO_STREAM(device->connection));
+	g_input_stream_read_bytes_async(in, HR_DEVICE_READ_SIZE, G_PRIORITY_DEFAULT,
+					device->cancellable, hr_device_read_cb,
+					hr_device_ref(device));
+}
+
+void
+hr_device_start(HrDevice *device)
+{
+	g_info("device connected (pid %d)", device->pid);
+	hr_device_read_next(device);
+}

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "Hugeroomd"
+
+#include <glib-unix.h>
+#include <locale.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "hr-config.h"
+#include "hr-daemon.h"
+#include "hr-notify.h"
+
+static gboolean opt_foreground;
+static gboolean opt_verbose;
+
+/* the journal when we run under systemd, else stderr */
+static GLogWriterOutput
+hr_log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
+{
+	(void)user_data;
+	if (g_log_writer_default_would_drop(level, NULL) && !opt_verbose)
+		return G_LOG_WRITER_HANDLED;
+	if (!opt_foreground && g_log_writer_journald(level, fields, n_fields, NULL) ==
+				   G_LOG_WRITER_HANDLED)
+		return G_LOG_WRITER_HANDLED;
+	return g_log_writer_standard_streams(level, fields, n_fields, NULL);
+}
+
+static gboolean
+hr_quit_cb(gpointer user_data)
+{
+	GMainLoop *loop = user_data;
+	g_info("signal received, shutting down");
+	g_main_loop_quit(loop);
+	return G_SOURCE_REMOVE;
+}
+
+int
+main(int argc, char **argv)
+{
+	g_autofree gchar *opt_config = NULL;
+	g_autofree gchar *opt_vm_socket = NULL;
+	g_autofree gchar *opt_api_socket = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GOptionContext) context = g_option_context_new(NULL);
+	g_autoptr(HrConfig) config = hr_config_new();
+	g_autoptr(HrDaemon) daemon = NULL;
+	g_autoptr(GMainLoop) loop = g_main_loop_new(NULL, FALSE);
+	const GOptionEntry entries[] = {
+	    {"config", 'c', 0, G_OPTION_ARG_FILENAME, &opt_config,
+	     "Configuration file (default " HR_CONFIG_DEFAULT_PATH ")", "PATH"},
+	    {"vm-socket", 0, 0, G_OPTION_ARG_FILENAME, &opt_vm_socket,
+	     "Socket QEMU devices connect to (default " HR_CONFIG_DEFAULT_VM_SOCKET ")", "PATH"},
+	    {"api-socket", 0, 0, G_OPTION_ARG_FILENAME, &opt_api_socket,
+	     "HTTP API socket (default " HR_CONFIG_DEFAULT_API_SOCKET ")", "PATH"},
+	    {"foreground", 'f', 0, G_OPTION_ARG_NONE, &opt_foreground,
+	     "Log to stderr instead of the journal", NULL},
+	    {"verbose", 'v', 0, G_OPTION_ARG_NONE, &opt_verbose, "Log debug messages too", NULL},
+	    {NULL},
+	};
+
+	setlocale(LC_ALL, "");
+	g_option_context_set_summary(context, "Makes room for huge pages by asking KVM guests "
+					      "for whole 2 MiB blocks.");
+	g_option_context_add_main_entries(context, entries, NULL);
+	if (!g_option_context_parse(context, &argc, &argv, &error)) {
+		g_printerr("hugeroomd: %s (see --help)\n", error->message);
+		return 2;
+	}
+	if (argc > 1) {
+		g_printerr("hugeroomd: unexpected argument '%s' (see --help)\n", argv[1]);
+		return 2;
+	}
+	g_log_set_writer_func(hr_log_writer, NULL, NULL);
+	if (opt_verbose)
+		g_log_set_debug_enabled(TRUE);
+
+	/* an explicit --config must exist; the default may be absent */
+	if (!hr_config_load(config, opt_config != NULL ? opt_config : HR_CONFIG_DEFAULT_PATH,
+			    opt_config != NULL, &error)) {
+		g_printerr("hugeroomd: %s\n", error->message);
+		return 1;
+	}
+	if (opt_vm_socket != NULL) {
+		g_free(config->vm_socket);
+		config->vm_socket = g_steal_pointer(&opt_vm_socket);
+	}
+	if (opt_api_socket != NULL) {
+		g_free(config->api_socket);
+		config->api_socket = g_steal_pointer(&opt_api_socket);
+	}
+
+	daemon = hr_daemon_new(config);
+	if (!hr_daemon_start(daemon, &error)) {
+		g_printerr("hugeroomd: %s\n", error->message);
+		return 1;
+	}
+	g_unix_signal_add(SIGTERM, hr_quit_cb, loop);
+	g_unix_signal_add(SIGINT, hr_quit_cb, loop);
+	if (!hr_notify("READY=1\nSTATUS=listening for devices", &error)) {
+		g_warning("%s", error->message);
+		g_clear_error(&error);
+	}
+	g_main_loop_run(loop);
+	if (!hr_notify("STOPPING=1", &error))
+		g_warning("%s", error->message);
+	hr_daemon_stop(daemon);
+	return 0;
+}
