@@ -101,6 +101,12 @@ check "module loaded" grep -q '^virtio_hugeroom ' /proc/modules
 check "device bound" sh -c "ls $DRV | grep -q virtio"
 check "debugfs status exists" test -r "$DBG/status"
 
+# The first report is sent from a work item right after probe.
+i=0
+while [ $i -lt 20 ] && [ -z "$(field seq)" ]; do
+	sleep 0.5
+	i=$((i + 1))
+done
 seq1=$(field seq)
 check "first report sent after probe (seq $seq1)" test "${seq1:-0}" -ge 1
 
