@@ -7,7 +7,11 @@
 gchar *
 hr_ctl_format_pages(gint64 pages)
 {
-	return g_format_size_full((guint64)pages * 4096, G_FORMAT_SIZE_IEC_UNITS);
+	g_autofree gchar *str = g_format_size_full((guint64)pages * 4096, G_FORMAT_SIZE_IEC_UNITS);
+	g_autoptr(GString) out = g_string_new(str);
+	/* GLib separates with U+00A0, which breaks column alignment */
+	g_string_replace(out, "\u00a0", " ", 0);
+	return g_string_free(g_steal_pointer(&out), FALSE);
 }
 
 static gboolean

@@ -1,0 +1,828 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The daemon's library in-process, on real Unix sockets in a temporary
+ * directory: a fake QEMU device speaks the channel protocol to it, and a
+ * libsoup client queries its API.
+ */
+
+#define G_LOG_DOMAIN "TestDaemon"
+
+#include <gio/gunixsocketaddress.h>
+#include <glib/gstdio.h>
+#include <libsoup/soup.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hr-api.h"
+#include "hr-daemon.h"
+
+#define MiB(x) ((guint64)(x) << 20)
+#define TIMEOUT_US (10 * G_USEC_PER_SEC)
+
+typedef struct {
+	gchar *tmpdir;
+	HrConfig *config;
+	HrDaemon *daemon;
+} Fixture;
+
+typedef struct {
+	GSocket *socket;
+	HrFrameReader *reader;
+	gboolean eof;
+} FakeDevice;
+
+static void
+fixture_setup(Fixture *f, gconstpointer data)
+{
+	g_autoptr(GError) error = NULL;
+	(void)data;
+	f->tmpdir = g_dir_make_tmp("hugeroom-test-XXXXXX", &error);
+	g_assert_no_error(error);
+	f->config = hr_config_new();
+	g_free(f->config->vm_socket);
+	g_free(f->config->api_socket);
+	f->config->vm_socket = g_build_filename(f->tmpdir, "vm.sock", NULL);
+	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
+	f->config->status_interval_ms = 250;
+	f->daemon = hr_daemon_new(f->config);
+	g_assert_true(hr_daemon_start(f->daemon, &error));
+	g_assert_no_error(error);
+}
+
+static void
+fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	hr_daemon_free(f->daemon);
+	/* the daemon removes its sockets */
+	g_assert_false(g_file_test(f->config->vm_socket, G_FILE_TEST_EXISTS));
+	g_assert_false(g_file_test(f->config->api_socket, G_FILE_TEST_EXISTS));
+	hr_config_free(f->config);
+	g_rmdir(f->tmpdir);
+	g_free(f->tmpdir);
+}
+
+typedef gboolean (*CondFunc)(gpointer data);
+
+/* run the main loop until @cond holds; fail the test after 10 s */
+static void
+wait_for(CondFunc cond, gpointer data, const gchar *what)
+{
+	gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+	while (!cond(data)) {
+		if (g_get_monotonic_time() > deadline)
+			g_error("timed out waiting for %s", what);
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+}
+
+static FakeDevice *
+fake_connect(Fixture *f)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->vm_socket);
+	FakeDevice *dev = g_new0(FakeDevice, 1);
+	dev->socket = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM,
+				   G_SOCKET_PROTOCOL_DEFAULT, &error);
+	g_assert_no_error(error);
+	g_assert_true(g_socket_connect(dev->socket, addr, NULL, &error));
+	g_assert_no_error(error);
+	g_socket_set_blocking(dev->socket, FALSE);
+	dev->reader = hr_frame_reader_new();
+	return dev;
+}
+
+static void
+fake_free(FakeDevice *dev)
+{
+	g_socket_close(dev->socket, NULL);
+	g_object_unref(dev->socket);
+	hr_frame_reader_free(dev->reader);
+	g_free(dev);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeDevice, fake_free)
+
+static void
+fake_send_raw(FakeDevice *dev, const guint8 *data, gsize len)
+{
+	gsize off = 0;
+	gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+	while (off < len) {
+		g_autoptr(GError) error = NULL;
+		gssize n = g_socket_send(dev->socket, (const gchar *)data + off, len - off, NULL,
+					 &error);
+		if (n < 0) {
+			g_assert_error(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK);
+			g_main_context_iteration(NULL, FALSE);
+			g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+			continue;
+		}
+		off += n;
+	}
+}
+
+static void
+fake_send(FakeDevice *dev, guint16 type, GBytes *payload)
+{
+	g_autoptr(GBytes) frame = hr_chan_frame_encode(type, payload);
+	fake_send_raw(dev, g_bytes_get_data(frame, NULL), g_bytes_get_size(frame));
+}
+
+/* read what the daemon sent; TRUE once a frame or EOF arrived */
+static gboolean
+fake_poll(FakeDevice *dev, HrChanFrame **frame)
+{
+	guint8 buf[4096];
+	g_autoptr(GError) error = NULL;
+	gssize n;
+
+	*frame = hr_frame_reader_next(dev->reader, &error);
+	g_assert_no_error(error);
+	if (*frame != NULL)
+		return TRUE;
+	n = g_socket_receive(dev->socket, (gchar *)buf, sizeof(buf), NULL, &error);
+	if (n == 0 || (n < 0 && !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))) {
+		dev->eof = TRUE;
+		return TRUE;
+	}
+	if (n > 0)
+		hr_frame_reader_push(dev->reader, buf, n);
+	return FALSE;
+}
+
+static HrChanFrame *
+fake_recv(FakeDevice *dev)
+{
+	gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+	HrChanFrame *frame = NULL;
+	while (!fake_poll(dev, &frame)) {
+		g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+	g_assert_nonnull(frame);
+	return frame;
+}
+
+/* the daemon closed the connection */
+static void
+fake_wait_eof(FakeDevice *dev)
+{
+	gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+	while (!dev->eof) {
+		g_autoptr(HrChanFrame) frame = NULL;
+		g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+		if (!fake_poll(dev, &frame)) {
+			g_main_context_iteration(NULL, FALSE);
+			g_usleep(1000);
+		}
+	}
+}
+
+static HrChanHello *
+make_hello(const gchar *name, guint8 uuid_seed)
+{
+	HrChanHello *h = hr_chan_hello_new(1);
+	for (guint i = 0; i < 16; i++)
+		h->uuid[i] = uuid_seed + i;
+	g_strlcpy(h->name, name, sizeof(h->name));
+	h->ram_size = MiB(1024);
+	h->ram[0].gpa = 0;
+	h->ram[0].size = MiB(1024);
+	h->ram[0].hva = 0x7f0000000000ULL;
+	return h;
+}
+
+static GBytes *
+make_status(guint64 seq, guint64 request_id, guint64 first_gpa)
+{
+	g_autoptr(HrStatus) s = hr_status_new(2, 3);
+	s->hdr.request_id = request_id;
+	s->seq = seq;
+	s->uptime_ns = 5000000000ULL;
+	s->mem_total_pages = 262144;
+	s->mem_free_pages = 200000;
+	s->mem_available_pages = 210000;
+	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
+		s->vmstat[i] = 100 + i;
+	for (guint z = 0; z < 2; z++) {
+		g_strlcpy(s->zones[z].name, z == 0 ? "DMA32" : "Normal", 12);
+		s->zones[z].nid = 0;
+		/* spans more than the 1 GiB of RAM the HELLO gives */
+		s->zones[z].spanned_pages = 524288;
+		s->zones[z].managed_pages = 250000;
+		s->zones[z].free_pages = 100000;
+		for (guint o = 0; o < VIRTIO_HUGEROOM_NR_ORDERS; o++)
+			s->zones[z].nr_free[o] = 10 * o + 1;
+		s->zones[z].hist[0] = 40;
+		s->zones[z].pcp_count = 31;
+		s->zones[z].pcp_high = 186;
+		s->zones[z].pcp_batch = 63;
+	}
+	for (guint c = 0; c < 3; c++) {
+		s->candidates[c].gpa = first_gpa + MiB(2) * c;
+		s->candidates[c].free_pages = 500 - c;
+		s->candidates[c].migratetype = VIRTIO_HUGEROOM_MT_MOVABLE;
+		s->candidates[c].zone = 1;
+	}
+	return hr_status_encode(s);
+}
+
+static HrGuest *
+only_guest(Fixture *f)
+{
+	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	g_assert_cmpuint(guests->len, ==, 1);
+	return g_ptr_array_index(guests, 0);
+}
+
+/* HELLO, expect WELCOME, end the (empty) resync with a DEVICE_STATE */
+static FakeDevice *
+fake_device_up(Fixture *f, const gchar *name, guint8 uuid_seed)
+{
+	FakeDevice *dev = fake_connect(f);
+	g_autoptr(HrChanHello) hello = make_hello(name, uuid_seed);
+	g_autoptr(GBytes) payload = hr_chan_hello_encode(hello);
+	g_autoptr(HrChanFrame) frame = NULL;
+	g_autoptr(GError) error = NULL;
+	HrChanWelcome welcome = {0};
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .msgs_relayed = 1};
+	g_autoptr(GBytes) state_payload = hr_chan_device_state_encode(&state);
+
+	fake_send(dev, HR_CHAN_HELLO, payload);
+	frame = fake_recv(dev);
+	g_assert_false(dev->eof);
+	g_assert_cmpuint(frame->type, ==, HR_CHAN_WELCOME);
+	g_assert_true(hr_chan_welcome_decode(frame->payload, &welcome, &error));
+	g_assert_cmpuint(welcome.proto_version, ==, 1);
+	g_assert_cmpuint(welcome.status_interval_ms, ==, 250);
+	fake_send(dev, HR_CHAN_DEVICE_STATE, state_payload);
+	return dev;
+}
+
+typedef struct {
+	Fixture *f;
+	guint64 value;
+} Wait;
+
+static gboolean
+cond_have_guest(gpointer data)
+{
+	Wait *w = data;
+	return hr_daemon_get_guests(w->f->daemon)->len > 0;
+}
+
+static gboolean
+cond_status_seq(gpointer data)
+{
+	Wait *w = data;
+	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
+	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	return g != NULL && g->status != NULL && g->status->seq == w->value;
+}
+
+static gboolean
+cond_have_state(gpointer data)
+{
+	Wait *w = data;
+	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
+	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	return g != NULL && g->have_state;
+}
+
+static void
+send_status(Fixture *f, FakeDevice *dev, guint64 seq)
+{
+	g_autoptr(GBytes) status = make_status(seq, 0, MiB(2));
+	Wait w = {f, seq};
+	fake_send(dev, HR_CHAN_GUEST_MSG, status);
+	wait_for(cond_status_seq, &w, "the status");
+}
+
+/* ---------------------------------------------------------------------- */
+
+static void
+test_hello(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "vm1", 0x10);
+	Wait w = {f, 0};
+	HrGuest *guest;
+	(void)data;
+
+	wait_for(cond_have_state, &w, "the device state");
+	guest = only_guest(f);
+	g_assert_cmpstr(guest->name, ==, "vm1");
+	g_assert_cmpstr(guest->uuid, ==, "10111213-1415-1617-1819-1a1b1c1d1e1f");
+	/* SO_PEERCRED: the fake device is this very process */
+	g_assert_cmpint(guest->pid, ==, getpid());
+	g_assert_true(hr_guest_is_connected(guest));
+	g_assert_cmpuint(guest->ram->len, ==, 1);
+	g_assert_cmpuint(guest->state.guest_features, ==, 0xf);
+	g_assert_true(guest->state.driver_ok);
+	g_assert_cmpuint(guest->rejected, ==, 0);
+}
+
+static void
+test_status(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "vm1", 0x10);
+	HrGuest *guest;
+	(void)data;
+
+	send_status(f, dev, 7);
+	guest = only_guest(f);
+	g_assert_cmpuint(guest->status->nr_zones, ==, 2);
+	g_assert_cmpuint(guest->status->nr_candidates, ==, 3);
+	g_assert_cmpuint(guest->status->mem_free_pages, ==, 200000);
+	g_assert_cmpuint(guest->guest_msgs, ==, 1);
+	g_assert_cmpuint(guest->frames, ==, 2);
+	g_assert_cmpint(hr_guest_status_age_ms(guest), >=, 0);
+	/* the next report replaces it */
+	send_status(f, dev, 8);
+	g_assert_cmpuint(guest->guest_msgs, ==, 2);
+}
+
+static gboolean
+cond_disconnected(gpointer data)
+{
+	Wait *w = data;
+	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
+	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	return g != NULL && !hr_guest_is_connected(g);
+}
+
+/* a connected guest sends @bytes and must be dropped with @needle */
+static void
+assert_garbage_drops(Fixture *f, const guint8 *bytes, gsize len, const gchar *needle)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "vm1", 0x10);
+	Wait w = {f, 0};
+	HrGuest *guest;
+
+	send_status(f, dev, 1);
+	fake_send_raw(dev, bytes, len);
+	fake_wait_eof(dev);
+	wait_for(cond_disconnected, &w, "the disconnect");
+	guest = only_guest(f);
+	g_assert_cmpuint(guest->rejected, ==, 1);
+	g_assert_nonnull(guest->last_reject_reason);
+	if (strstr(guest->last_reject_reason, needle) == NULL)
+		g_error("reason '%s' does not mention '%s'", guest->last_reject_reason, needle);
+	/* what it knew before stays */
+	g_assert_nonnull(guest->status);
+	g_assert_cmpuint(guest->status->seq, ==, 1);
+}
+
+static void
+test_garbage_magic(Fixture *f, gconstpointer data)
+{
+	const guint8 junk[] = "this is not a frame, really.";
+	(void)data;
+	assert_garbage_drops(f, junk, sizeof(junk), "magic 0x73696874 is not 0x48524348");
+}
+
+static void
+test_garbage_oversize(Fixture *f, gconstpointer data)
+{
+	struct hr_chan_hdr hdr = {
+	    .magic = GUINT32_TO_LE(HR_CHAN_MAGIC),
+	    .version = GUINT16_TO_LE(1),
+	    .type = GUINT16_TO_LE(HR_CHAN_GUEST_MSG),
+	    .len = GUINT32_TO_LE(70000),
+	};
+	(void)data;
+	assert_garbage_drops(f, (const guint8 *)&hdr, sizeof(hdr), "len 70000 exceeds 65536");
+}
+
+static void
+test_garbage_bad_status(Fixture *f, gconstpointer data)
+{
+	g_autoptr(GBytes) status = make_status(2, 0, MiB(2));
+	g_autoptr(GByteArray) a = g_bytes_unref_to_array(g_steal_pointer(&status));
+	g_autoptr(GBytes) bad = NULL;
+	g_autoptr(GBytes) frame = NULL;
+	guint16 nr = GUINT16_TO_LE(3000);
+	(void)data;
+	memcpy(a->data + offsetof(struct virtio_hugeroom_status, nr_candidates), &nr, sizeof(nr));
+	bad = g_bytes_new(a->data, a->len);
+	frame = hr_chan_frame_encode(HR_CHAN_GUEST_MSG, bad);
+	assert_garbage_drops(f, g_bytes_get_data(frame, NULL), g_bytes_get_size(frame),
+			     "status: nr_candidates 3000 exceeds 2048");
+}
+
+static void
+test_garbage_outside_ram(Fixture *f, gconstpointer data)
+{
+	/* valid on its own, but the HELLO gave only 1 GiB of RAM */
+	g_autoptr(GBytes) status = make_status(2, 0, MiB(1020));
+	g_autoptr(GBytes) frame = hr_chan_frame_encode(HR_CHAN_GUEST_MSG, status);
+	(void)data;
+	assert_garbage_drops(f, g_bytes_get_data(frame, NULL), g_bytes_get_size(frame),
+			     "status: gpa 0x40000000 is outside guest RAM");
+}
+
+static void
+test_garbage_direction(Fixture *f, gconstpointer data)
+{
+	g_autoptr(HrCmd) cmd = hr_cmd_new(VIRTIO_HUGEROOM_CMD_REPORT, 1);
+	g_autoptr(GBytes) payload = hr_cmd_encode(cmd);
+	g_autoptr(GBytes) frame = hr_chan_frame_encode(HR_CHAN_HOST_CMD, payload);
+	(void)data;
+	assert_garbage_drops(f, g_bytes_get_data(frame, NULL), g_bytes_get_size(frame),
+			     "host-cmd flows from the daemon to the device");
+}
+
+static gboolean
+cond_unidentified(gpointer data)
+{
+	Wait *w = data;
+	return hr_daemon_get_rejected_unidentified(w->f->daemon) == w->value;
+}
+
+static void
+test_garbage_before_hello(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_connect(f);
+	g_autoptr(FakeDevice) dev2 = fake_connect(f);
+	HrChanDeviceState state = {0};
+	g_autoptr(GBytes) payload = hr_chan_device_state_encode(&state);
+	Wait w = {f, 2};
+	(void)data;
+
+	fake_send_raw(dev, (const guint8 *)"GET / HTTP/1.0\r\n\r\n", 18);
+	fake_wait_eof(dev);
+	/* well framed, but not a HELLO */
+	fake_send(dev2, HR_CHAN_DEVICE_STATE, payload);
+	fake_wait_eof(dev2);
+	wait_for(cond_unidentified, &w, "two rejected connections");
+	g_assert_cmpuint(hr_daemon_get_guests(f->daemon)->len, ==, 0);
+	g_assert_nonnull(strstr(hr_daemon_get_last_unidentified_reason(f->daemon),
+				"device-state before HELLO"));
+}
+
+static void
+test_reconnect(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "vm1", 0x10);
+	g_autoptr(FakeDevice) dev2 = NULL;
+	Wait w = {f, 0};
+	HrGuest *guest;
+	(void)data;
+
+	send_status(f, dev, 5);
+	g_clear_pointer(&dev, fake_free);
+	wait_for(cond_disconnected, &w, "the disconnect");
+	guest = only_guest(f);
+	g_assert_nonnull(guest->disconnected_at);
+	g_assert_cmpuint(guest->rejected, ==, 0);
+
+	/* a restarted QEMU of the same VM: same UUID */
+	dev2 = fake_device_up(f, "vm1", 0x10);
+	wait_for(cond_have_guest, &w, "the guest");
+	g_assert_true(only_guest(f) == guest);
+	g_assert_true(hr_guest_is_connected(guest));
+	g_assert_cmpuint(guest->connections, ==, 2);
+	/* state kept until the new connection reports */
+	g_assert_cmpuint(guest->status->seq, ==, 5);
+	send_status(f, dev2, 1);
+
+	/* a different VM gets its own entry */
+	{
+		g_autoptr(FakeDevice) dev3 = fake_device_up(f, "vm2", 0x20);
+		GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+		while (guests->len < 2)
+			g_main_context_iteration(NULL, TRUE);
+		g_assert_cmpstr(((HrGuest *)g_ptr_array_index(guests, 1))->name, ==, "vm2");
+		g_assert_true(hr_daemon_find_guest(f->daemon, "vm2") ==
+			      g_ptr_array_index(guests, 1));
+		g_assert_true(hr_daemon_find_guest(f->daemon,
+						   "10111213-1415-1617-1819-1A1B1C1D1E1F") == guest);
+		g_assert_null(hr_daemon_find_guest(f->daemon, "vm3"));
+	}
+}
+
+static gboolean
+cond_held(gpointer data)
+{
+	Wait *w = data;
+	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
+	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	return g != NULL && g->have_state && g_hash_table_size(g->held) == w->value;
+}
+
+static GBytes *
+make_hold(guint64 request_id, guint64 first, guint n)
+{
+	g_autoptr(HrBlocks) b = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, n);
+	b->hdr.request_id = request_id;
+	for (guint i = 0; i < n; i++)
+		b->gpas[i] = first + MiB(2) * i;
+	return hr_blocks_encode(b);
+}
+
+static void
+test_resync(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_connect(f);
+	g_autoptr(HrChanHello) hello = make_hello("vm1", 0x10);
+	g_autoptr(GBytes) hp = hr_chan_hello_encode(hello);
+	g_autoptr(HrChanFrame) welcome = NULL;
+	g_autoptr(GBytes) hold = make_hold(0, MiB(100), 3);
+	HrChanDeviceState state = {.driver_ok = 1, .num_held = 3};
+	g_autoptr(GBytes) sp = hr_chan_device_state_encode(&state);
+	g_autoptr(GBytes) returned = NULL;
+	Wait w = {f, 3};
+	HrGuest *guest;
+	(void)data;
+
+	fake_send(dev, HR_CHAN_HELLO, hp);
+	welcome = fake_recv(dev);
+	g_assert_cmpuint(welcome->type, ==, HR_CHAN_WELCOME);
+	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	fake_send(dev, HR_CHAN_DEVICE_STATE, sp);
+	wait_for(cond_held, &w, "the resync");
+	guest = only_guest(f);
+	g_assert_cmpuint(g_hash_table_size(guest->held), ==, 3);
+
+	/* a RETURNED takes one back */
+	{
+		g_autoptr(HrBlocks) r = hr_blocks_new(VIRTIO_HUGEROOM_MSG_RETURNED, 1);
+		r->reason = VIRTIO_HUGEROOM_RET_PRESSURE;
+		r->gpas[0] = MiB(102);
+		returned = hr_blocks_encode(r);
+	}
+	fake_send(dev, HR_CHAN_GUEST_MSG, returned);
+	w.value = 2;
+	wait_for(cond_held, &w, "the return");
+
+	/* a resync HOLD after the resync is malformed */
+	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	fake_wait_eof(dev);
+	w.value = 0;
+	wait_for(cond_disconnected, &w, "the disconnect");
+	g_assert_nonnull(strstr(guest->last_reject_reason, "request_id 0 outside the resync"));
+}
+
+/* ---------------------------------------------------------------------- */
+/* API */
+
+typedef struct {
+	GBytes *body;
+	GError *error;
+	gboolean done;
+} HttpResult;
+
+static void
+http_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	HttpResult *r = user_data;
+	r->body = soup_session_send_and_read_finish(SOUP_SESSION(source), res, &r->error);
+	r->done = TRUE;
+}
+
+static gboolean
+cond_http_done(gpointer data)
+{
+	return ((HttpResult *)data)->done;
+}
+
+/* the client runs on the daemon's own main loop, so it must be async */
+static JsonNode *
+http(Fixture *f, const gchar *method, const gchar *path, guint expect_status, gchar **text)
+{
+	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->api_socket);
+	g_autoptr(SoupSession) session =
+	    soup_session_new_with_options("remote-connectable", addr, NULL);
+	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
+	g_autoptr(SoupMessage) msg = soup_message_new(method, uri);
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	HttpResult r = {0};
+
+	soup_session_send_and_read_async(session, msg, G_PRIORITY_DEFAULT, NULL, http_done_cb, &r);
+	wait_for(cond_http_done, &r, path);
+	g_assert_no_error(r.error);
+	g_assert_cmpuint(soup_message_get_status(msg), ==, expect_status);
+	if (text != NULL) {
+		*text = g_strndup(g_bytes_get_data(r.body, NULL), g_bytes_get_size(r.body));
+		g_bytes_unref(r.body);
+		return NULL;
+	}
+	g_assert_cmpstr(soup_message_headers_get_content_type(
+			    soup_message_get_response_headers(msg), NULL),
+			==, "application/json");
+	g_assert_true(json_parser_load_from_data(parser, g_bytes_get_data(r.body, NULL),
+						 g_bytes_get_size(r.body), &error));
+	g_assert_no_error(error);
+	g_bytes_unref(r.body);
+	return json_node_copy(json_parser_get_root(parser));
+}
+
+static void
+test_api_guests(Fixture *f, gconstpointer data)
+{
+	g_autoptr(JsonNode) empty = http(f, "GET", "/v1/guests", 200, NULL);
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(JsonNode) root = NULL;
+	JsonArray *guests;
+	JsonObject *g;
+	(void)data;
+
+	g_assert_cmpuint(
+	    json_array_get_length(json_object_get_array_member(json_node_get_object(empty), "guests")),
+	    ==, 0);
+	dev = fake_device_up(f, "vm1", 0x10);
+	send_status(f, dev, 42);
+	root = http(f, "GET", "/v1/guests", 200, NULL);
+	guests = json_object_get_array_member(json_node_get_object(root), "guests");
+	g_assert_cmpuint(json_array_get_length(guests), ==, 1);
+	g = json_array_get_object_element(guests, 0);
+	g_assert_cmpstr(json_object_get_string_member(g, "name"), ==, "vm1");
+	g_assert_cmpstr(json_object_get_string_member(g, "uuid"), ==,
+			"10111213-1415-1617-1819-1a1b1c1d1e1f");
+	g_assert_cmpint(json_object_get_int_member(g, "pid"), ==, getpid());
+	g_assert_true(json_object_get_boolean_member(g, "connected"));
+	g_assert_cmpint(json_object_get_int_member(g, "seq"), ==, 42);
+	g_assert_cmpint(json_object_get_int_member(g, "age_ms"), >=, 0);
+	g_assert_cmpint(json_object_get_int_member(g, "mem_total_pages"), ==, 262144);
+	g_assert_cmpint(json_object_get_int_member(g, "mem_free_pages"), ==, 200000);
+	g_assert_cmpint(json_object_get_int_member(g, "held_blocks"), ==, 0);
+	g_assert_cmpint(json_object_get_int_member(g, "rejected"), ==, 0);
+}
+
+static void
+test_api_guest(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "vm1", 0x10);
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(JsonNode) by_uuid = NULL;
+	g_autoptr(JsonNode) missing = NULL;
+	JsonObject *g, *s, *z, *c, *d;
+	(void)data;
+
+	send_status(f, dev, 9);
+	root = http(f, "GET", "/v1/guests/vm1", 200, NULL);
+	g = json_node_get_object(root);
+	g_assert_cmpstr(json_object_get_string_member(g, "name"), ==, "vm1");
+	g_assert_nonnull(json_object_get_string_member(g, "connected_at"));
+	g_assert_cmpuint(json_array_get_length(json_object_get_array_member(g, "ram")), ==, 1);
+	g_assert_cmpint(json_object_get_int_member(
+			    json_array_get_object_element(json_object_get_array_member(g, "ram"), 0),
+			    "size"),
+			==, MiB(1024));
+	d = json_object_get_object_member(g, "device");
+	g_assert_true(json_object_get_boolean_member(d, "driver_ok"));
+	g_assert_false(json_object_get_boolean_member(d, "discard_disabled"));
+	g_assert_cmpint(json_object_get_int_member(d, "guest_features"), ==, 0xf);
+	g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(g, "daemon_counters"),
+						   "frames"),
+			==, 2);
+
+	s = json_object_get_object_member(g, "status");
+	g_assert_cmpint(json_object_get_int_member(s, "seq"), ==, 9);
+	g_assert_cmpint(json_object_get_int_member(s, "uptime_ns"), ==, 5000000000LL);
+	g_assert_cmpint(json_object_get_int_member(s, "mem_available_pages"), ==, 210000);
+	g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(s, "vmstat"),
+						   "compact_stall"),
+			==, 100);
+	g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(s, "vmstat"),
+						   "thp_split_page"),
+			==, 115);
+	g_assert_cmpuint(json_array_get_length(json_object_get_array_member(s, "flags")), ==, 0);
+	z = json_array_get_object_element(json_object_get_array_member(s, "zones"), 0);
+	g_assert_cmpstr(json_object_get_string_member(z, "zone"), ==, "DMA32");
+	g_assert_cmpuint(json_array_get_length(json_object_get_array_member(z, "nr_free")), ==, 11);
+	g_assert_cmpint(json_array_get_int_element(json_object_get_array_member(z, "nr_free"), 10),
+			==, 101);
+	g_assert_cmpint(json_object_get_int_member(
+			    json_object_get_object_member(z, "pageblock_histogram"), "512"),
+			==, 40);
+	g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(z, "pcp"), "high"),
+			==, 186);
+	g_assert_true(json_object_has_member(json_object_get_object_member(z, "free_pageblock_by_mt"),
+					     "movable"));
+	g_assert_true(json_object_has_member(json_object_get_object_member(z, "watermarks"), "low"));
+	c = json_array_get_object_element(json_object_get_array_member(s, "candidates"), 2);
+	g_assert_cmpint(json_object_get_int_member(c, "gpa"), ==, MiB(6));
+	g_assert_cmpint(json_object_get_int_member(c, "free_pages"), ==, 498);
+	g_assert_cmpstr(json_object_get_string_member(c, "migratetype"), ==, "movable");
+	g_assert_cmpint(json_object_get_int_member(c, "zone"), ==, 1);
+
+	by_uuid = http(f, "GET", "/v1/guests/10111213-1415-1617-1819-1a1b1c1d1e1f", 200, NULL);
+	g_assert_cmpstr(json_object_get_string_member(json_node_get_object(by_uuid), "name"), ==,
+			"vm1");
+
+	/* an unknown name says which ones exist */
+	missing = http(f, "GET", "/v1/guests/nosuchvm", 404, NULL);
+	g_assert_cmpstr(json_object_get_string_member(json_node_get_object(missing), "error"), ==,
+			"no guest named or with UUID 'nosuchvm'; known guests: vm1");
+}
+
+static void
+test_api_report(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "vm1", 0x10);
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(HrChanFrame) frame = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(GBytes) answer = NULL;
+	gint64 request_id;
+	Wait w = {f, 77};
+	HrGuest *guest;
+	(void)data;
+
+	root = http(f, "POST", "/v1/guests/vm1/report", 202, NULL);
+	request_id = json_object_get_int_member(json_node_get_object(root), "request_id");
+	g_assert_cmpint(request_id, !=, 0);
+	guest = only_guest(f);
+	g_assert_cmpuint(g_hash_table_size(guest->pending), ==, 1);
+
+	/* the device gets a HOST_CMD with CMD_REPORT and that id */
+	frame = fake_recv(dev);
+	g_assert_cmpuint(frame->type, ==, HR_CHAN_HOST_CMD);
+	cmd = hr_chan_host_cmd_decode(frame->payload, &error);
+	g_assert_no_error(error);
+	g_assert_cmpuint(cmd->hdr.type, ==, VIRTIO_HUGEROOM_CMD_REPORT);
+	g_assert_cmpuint(cmd->hdr.request_id, ==, (guint64)request_id);
+
+	/* the answering status clears it */
+	answer = make_status(77, request_id, MiB(2));
+	fake_send(dev, HR_CHAN_GUEST_MSG, answer);
+	wait_for(cond_status_seq, &w, "the answer");
+	g_assert_cmpuint(g_hash_table_size(guest->pending), ==, 0);
+
+	/* a disconnected guest cannot be asked */
+	g_clear_pointer(&dev, fake_free);
+	wait_for(cond_disconnected, &w, "the disconnect");
+	g_clear_pointer(&root, json_node_unref);
+	root = http(f, "POST", "/v1/guests/vm1/report", 409, NULL);
+	g_assert_nonnull(strstr(json_object_get_string_member(json_node_get_object(root), "error"),
+				"guest vm1 is not connected"));
+	g_clear_pointer(&root, json_node_unref);
+	root = http(f, "GET", "/v1/guests/vm1/report", 405, NULL);
+	g_clear_pointer(&root, json_node_unref);
+	root = http(f, "DELETE", "/v1/guests", 405, NULL);
+	g_clear_pointer(&root, json_node_unref);
+	root = http(f, "GET", "/v2/other", 404, NULL);
+}
+
+static void
+test_api_metrics(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "vm1", 0x10);
+	g_autofree gchar *text = NULL;
+	(void)data;
+
+	send_status(f, dev, 3);
+	http(f, "GET", "/metrics", 200, &text);
+	g_assert_nonnull(strstr(text, "# TYPE hugeroom_guest_free_pages gauge\n"));
+	g_assert_nonnull(strstr(text, "hugeroom_guest_free_pages{name=\"vm1\",uuid=\"10111213-1415-"
+				      "1617-1819-1a1b1c1d1e1f\"} 200000\n"));
+	g_assert_nonnull(strstr(text, "hugeroom_guest_held_blocks{name=\"vm1\""));
+	g_assert_nonnull(strstr(text, "hugeroom_guest_status_age_seconds{name=\"vm1\""));
+	g_assert_nonnull(strstr(text, "hugeroom_guest_rejected_messages_total{name=\"vm1\","));
+	g_assert_nonnull(strstr(text, "hugeroom_rejected_connections_total 0\n"));
+}
+
+static void
+test_second_daemon_refused(Fixture *f, gconstpointer data)
+{
+	g_autoptr(HrDaemon) other = hr_daemon_new(f->config);
+	g_autoptr(GError) error = NULL;
+	(void)data;
+	/* the sockets are live: a second daemon must not steal them */
+	g_assert_false(hr_daemon_start(other, &error));
+	g_assert_error(error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE);
+	g_assert_true(g_file_test(f->config->vm_socket, G_FILE_TEST_EXISTS));
+}
+
+int
+main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	/* a device dropped for garbage is a warning, and expected here */
+	g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+	g_log_set_fatal_mask("HrDevice", G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+
+#define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+	ADD("/daemon/hello", test_hello);
+	ADD("/daemon/status", test_status);
+	ADD("/daemon/garbage/bad-magic", test_garbage_magic);
+	ADD("/daemon/garbage/oversize", test_garbage_oversize);
+	ADD("/daemon/garbage/bad-status", test_garbage_bad_status);
+	ADD("/daemon/garbage/outside-ram", test_garbage_outside_ram);
+	ADD("/daemon/garbage/wrong-direction", test_garbage_direction);
+	ADD("/daemon/garbage/before-hello", test_garbage_before_hello);
+	ADD("/daemon/reconnect", test_reconnect);
+	ADD("/daemon/resync", test_resync);
+	ADD("/daemon/second-daemon-refused", test_second_daemon_refused);
+	ADD("/api/guests", test_api_guests);
+	ADD("/api/guest", test_api_guest);
+	ADD("/api/report", test_api_report);
+	ADD("/api/metrics", test_api_metrics);
+#undef ADD
+	return g_test_run();
+}
