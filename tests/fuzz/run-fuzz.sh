@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build each libFuzzer target with clang (ASan + UBSan) and run it for a
 # bounded time from generated seeds; any crash, leak or sanitizer report
-# fails the test. Exit 77 (skip) when clang or its fuzzer runtime is absent.
+# fails the test. A missing clang or fuzzer runtime fails too (scripts/install-deps.sh
+# installs both): a fuzz target that cannot run must not look like a pass.
 # Usage: run-fuzz.sh SRCDIR BUILDDIR GEN_SEEDS [TARGET...]
 # HR_FUZZ_SECONDS sets the time per target (default 10).
 set -euo pipefail
@@ -16,15 +17,15 @@ secs=${HR_FUZZ_SECONDS:-10}
 CLANG=${CLANG:-clang}
 
 if ! command -v "$CLANG" >/dev/null; then
-    echo "SKIP: $CLANG not found (install clang and libclang-rt-dev to fuzz)"
-    exit 77
+    echo "FAIL: $CLANG not found (run scripts/install-deps.sh, or apt-get install clang libclang-rt-14-dev)" >&2
+    exit 1
 fi
 mkdir -p "$builddir"
 probe="$builddir/probe.c"
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long s) { (void)d; (void)s; return 0; }' >"$probe"
 if ! "$CLANG" -fsanitize=fuzzer "$probe" -o "$builddir/probe" 2>/dev/null; then
-    echo "SKIP: $CLANG cannot link -fsanitize=fuzzer (install libclang-rt-dev)"
-    exit 77
+    echo "FAIL: $CLANG cannot link -fsanitize=fuzzer (apt-get install libclang-rt-14-dev)" >&2
+    exit 1
 fi
 
 "$gen_seeds" "$builddir/seeds"

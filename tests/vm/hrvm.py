@@ -129,7 +129,7 @@ class Daemon:
         self.conf = os.path.join(workdir, "hugeroomd.conf")
         self.logfile = os.path.join(workdir, "hugeroomd.log")
         with open(self.conf, "w") as f:
-            f.write("[daemon]\nvm_socket=%s\napi_socket=%s\n"
+            f.write("[hugeroomd]\nvm_socket=%s\napi_socket=%s\n"
                     "status_interval_ms=%d\n" %
                     (self.vm_sock, self.api_sock, interval_ms))
         self.proc = None
@@ -137,7 +137,7 @@ class Daemon:
     def start(self):
         exe = os.path.join(build_dir(), "host", "hugeroomd")
         logf = open(self.logfile, "a")
-        self.proc = subprocess.Popen([exe, "--config", self.conf, "-v"],
+        self.proc = subprocess.Popen([exe, "--config", self.conf, "--foreground", "--verbose"],
                                      stdout=logf, stderr=subprocess.STDOUT)
         wait_for(lambda: os.path.exists(self.api_sock) or self.proc.poll() is not None,
                  10, "hugeroomd to open %s" % self.api_sock)
