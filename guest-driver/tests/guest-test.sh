@@ -81,7 +81,7 @@ buddyinfo_matches() {
 }
 
 dmesg_clean() {
-	! dmesg | grep -E 'BUG:|WARNING:|Oops|general protection|refcount_t|list_(add|del) corruption|virtio_hugeroom.*(failed|refused)' |
+	! dmesg | grep -E 'BUG:|WARNING:|Oops|general protection|refcount_t|list_(add|del) corruption|virtio_hugeroom virtio[0-9]+: .*(failed|refused)' |
 		grep -v 'injected'
 }
 
