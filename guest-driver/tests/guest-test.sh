@@ -8,6 +8,7 @@
 #   hr.device=1   a virtio-hugeroom-pci device is present: probe, reports,
 #                 report_now against /proc/buddyinfo, injections, rmmod.
 #   (otherwise)   no device: the module loads, binds nothing, unloads.
+#   hr.hold=N     sleep N seconds first (see tests/fake-daemon.py).
 # Exits non-zero if any test failed.
 
 DBG=/sys/kernel/debug/virtio_hugeroom
@@ -85,6 +86,11 @@ dmesg_clean() {
 		grep -v 'injected'
 }
 
+# hr.hold=N keeps the guest (and the driver) up N seconds first, for a
+# host-side test that drives cmdq (tests/fake-daemon.py).
+hold=$(sed -n 's/.*hr\.hold=\([0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$hold" ] && sleep "$hold"
+
 echo "TAP version 13"
 
 if ! grep -q 'hr.device=1' /proc/cmdline; then
@@ -144,6 +150,8 @@ check "reports still flow after injections ($before -> $after)" \
 	test "$after" -gt "$before"
 check "no errors counted" test "$(field report_errors)" = 0
 
+grep -v '^candidate' "$DBG/status" | sed 's/^/# /'
+grep '^candidate' "$DBG/status" | head -5 | sed 's/^/# /'
 check "dmesg clean before rmmod" dmesg_clean
 check "rmmod" rmmod virtio_hugeroom
 check "debugfs gone after rmmod" test ! -e "$DBG"
