@@ -526,9 +526,16 @@ static void virtio_hugeroom_scan_block(struct virtio_hugeroom_sweep *sw,
 	free = virtio_hugeroom_block_free(head, pfn);
 	if (mt == VIRTIO_HUGEROOM_MT_MOVABLE)
 		sw->zone[slot].hist[virtio_hugeroom_hist_bucket(free)]++;
-	/* Candidates: MOVABLE blocks, or blocks of any other type all free. */
+	/*
+	 * Candidates: MOVABLE blocks, or blocks of any other type all free;
+	 * never ZONE_DMA, which evacuation refuses (SPEC R_ZONE).
+	 */
 	if (mt != VIRTIO_HUGEROOM_MT_MOVABLE && free < pageblock_nr_pages)
 		return;
+#ifdef CONFIG_ZONE_DMA
+	if (zid == ZONE_DMA)
+		return;
+#endif
 
 	c.pfn = pfn;
 	c.free = free;
