@@ -68,28 +68,7 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 
-/*
- * The wire header names a STATUS field pageblock_order, which is also a
- * kernel macro: keep the macro out of the way while the header is parsed and
- * where the field is accessed (virtio_hugeroom_set_pb_order() and
- * virtio_hugeroom_get_pb_order()).
- */
-#pragma push_macro("pageblock_order")
-#undef pageblock_order
 #include "virtio_hugeroom.h"
-
-static void virtio_hugeroom_set_pb_order(struct virtio_hugeroom_status *st,
-					 u32 order)
-{
-	st->pageblock_order = cpu_to_le32(order);
-}
-
-static u32 virtio_hugeroom_get_pb_order(const struct virtio_hugeroom_status *st)
-{
-	return le32_to_cpu(st->pageblock_order);
-}
-
-#pragma pop_macro("pageblock_order")
 
 #ifndef CONFIG_SPARSEMEM
 #error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
@@ -829,7 +808,7 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 	st->mem_available_pages = cpu_to_le64(si_mem_available());
 	st->held_blocks = 0;
 	st->page_shift = cpu_to_le32(PAGE_SHIFT);
-	virtio_hugeroom_set_pb_order(st, pageblock_order);
+	st->pb_order = cpu_to_le32(pageblock_order);
 	st->nr_zones = cpu_to_le16(nr_zones);
 	st->nr_candidates = cpu_to_le16(nr_cands);
 	i = sizeof(*st) + nr_zones * sizeof(zones[0]) +
@@ -1306,7 +1285,7 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "held_blocks %u\n", le32_to_cpu(st->held_blocks));
 	seq_printf(m, "page_shift %u\n", le32_to_cpu(st->page_shift));
 	seq_printf(m, "pageblock_order %u\n",
-		   virtio_hugeroom_get_pb_order(st));
+		   le32_to_cpu(st->pb_order));
 	seq_printf(m, "nr_zones %u\n", nr_zones);
 	seq_printf(m, "nr_candidates %u\n", nr_cands);
 	for (i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)

@@ -479,10 +479,10 @@ hr_status_decode(const guint8 *buf, gsize len, GError **error)
 		hr_codec_fail(error, "status: page_shift %u is not 12", GUINT32_FROM_LE(w.page_shift));
 		return NULL;
 	}
-	if (GUINT32_FROM_LE(w.pageblock_order) != 9) {
+	if (GUINT32_FROM_LE(w.pb_order) != 9) {
 		hr_codec_fail(error,
-			      "status: pageblock_order %u is not 9",
-			      GUINT32_FROM_LE(w.pageblock_order));
+			      "status: pb_order %u is not 9",
+			      GUINT32_FROM_LE(w.pb_order));
 		return NULL;
 	}
 
@@ -496,7 +496,7 @@ hr_status_decode(const guint8 *buf, gsize len, GError **error)
 	status->mem_available_pages = GUINT64_FROM_LE(w.mem_available_pages);
 	status->held_blocks = GUINT32_FROM_LE(w.held_blocks);
 	status->page_shift = GUINT32_FROM_LE(w.page_shift);
-	status->pageblock_order = GUINT32_FROM_LE(w.pageblock_order);
+	status->pageblock_order = GUINT32_FROM_LE(w.pb_order);
 	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
 		status->vmstat[i] = GUINT64_FROM_LE(w.vmstat[i]);
 
@@ -600,7 +600,7 @@ hr_status_encode(const HrStatus *status)
 	w.mem_available_pages = GUINT64_TO_LE(status->mem_available_pages);
 	w.held_blocks = GUINT32_TO_LE(status->held_blocks);
 	w.page_shift = GUINT32_TO_LE(status->page_shift);
-	w.pageblock_order = GUINT32_TO_LE(status->pageblock_order);
+	w.pb_order = GUINT32_TO_LE(status->pageblock_order);
 	w.nr_zones = GUINT16_TO_LE(status->nr_zones);
 	w.nr_candidates = GUINT16_TO_LE(status->nr_candidates);
 	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)

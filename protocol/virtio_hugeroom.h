@@ -189,7 +189,7 @@ struct virtio_hugeroom_status {
 	__le64 mem_available_pages;
 	__le32 held_blocks;
 	__le32 page_shift;	/* 12 */
-	__le32 pageblock_order;	/* 9 */
+	__le32 pb_order;	/* the guest's pageblock order, 9 */
 	__le16 nr_zones;
 	__le16 nr_candidates;
 	__le64 vmstat[VIRTIO_HUGEROOM_NR_VMSTAT];

@@ -329,8 +329,8 @@ static void
 test_status_reject_pageblock_order(void)
 {
 	g_autoptr(GByteArray) a = status_wire(1, 1);
-	put_le32(a, offsetof(struct virtio_hugeroom_status, pageblock_order), 10);
-	assert_status_rejected(a, "pageblock_order 10 is not 9");
+	put_le32(a, offsetof(struct virtio_hugeroom_status, pb_order), 10);
+	assert_status_rejected(a, "pb_order 10 is not 9");
 }
 
 static void
