@@ -10,7 +10,7 @@ BASE_PKGS=(
     libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libvirt-dev libxml2-dev
     clang libclang-rt-14-dev
     busybox-static cpio kmod dpkg-dev
-    seabios qemu-system-data
+    seabios qemu-system-data ipxe-qemu
     libpixman-1-dev zlib1g-dev flex bison bc libelf-dev
     python3-venv socat jq
     xz-utils zstd gzip ca-certificates util-linux
