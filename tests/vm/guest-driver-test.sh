@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Run the driver's in-guest TAP test (guest-driver/tests/guest-test.sh) in a
+# real guest of the given kernel series, with or without the device:
+#   tests/vm/guest-driver-test.sh 6.12|6.1 device|nodevice
+# Passes only if the guest printed a TAP plan, every line is "ok" and the
+# test script exited 0.
+. "$(dirname "$0")/../../scripts/lib.sh"
+
+series=${1:?series (6.12 or 6.1)}
+mode=${2:?device or nodevice}
+kver=$(bash "$HR_SCRIPTS/fetch-kernels.sh" | awk -v s="$series" \
+    'index($1, s ".") == 1 || index($1, s "-") == 1 { print $1; exit }')
+[ -n "$kver" ] || die "no $series kernel in the cache"
+ko=$(bash "$HR_SCRIPTS/build-module.sh" "$kver" | tail -n1)
+qemu=$(bash "$HR_SCRIPTS/build-qemu.sh" | tail -n1)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/hr-drvtest.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+bash "$HR_SCRIPTS/build-initramfs.sh" "$kver" "$work/base.cpio.gz" "$ko" >/dev/null
+mkdir -p "$work/overlay"
+install -m 755 "$HR_REPO/guest-driver/tests/guest-test.sh" "$work/overlay/test.sh"
+bash "$HR_SCRIPTS/make-overlay.sh" "$work/overlay.cpio.gz" "$work/overlay" >/dev/null
+
+args=()
+append=
+if [ "$mode" = device ]; then
+    args=(-device virtio-hugeroom-pci)
+    append=hr.device=1
+fi
+bash "$HR_SCRIPTS/boot-guest.sh" -q "$qemu" -k "$kver" -m 1G -w \
+    -i "$work/base.cpio.gz" -i "$work/overlay.cpio.gz" -l "$work/serial.log" \
+    ${append:+-a "$append"} -- "${args[@]}" >/dev/null || true
+
+log=$(tr -d '\r' <"$work/serial.log")
+printf '%s\n' "$log" | grep -E '^(ok|not ok|1\.\.|#)' || true
+printf '%s\n' "$log" | grep -q '^1\.\.[1-9]' || { printf '%s\n' "$log" | tail -30; die "no TAP plan from the guest"; }
+! printf '%s\n' "$log" | grep -q '^not ok' || die "the in-guest driver test failed"
+printf '%s\n' "$log" | grep -q 'HUGEROOM-TEST-EXIT=0' || die "the in-guest test did not exit 0"
