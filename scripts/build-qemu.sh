@@ -5,19 +5,25 @@
 #
 # Usage: scripts/build-qemu.sh
 # Output: the LAST line of stdout is the path of the built qemu-system-x86_64;
-#         everything else goes to stderr. The build dir (with
-#         tests/qtest/qos-test built as well) is the binary's directory.
-# Cache:  $HUGEROOM_CACHE/qemu/dl/             Debian source package files
-#         $HUGEROOM_CACHE/qemu/<key>/src/      patched source tree
-#         $HUGEROOM_CACHE/qemu/<key>/build/    meson/ninja build dir
-#         $HUGEROOM_CACHE/qemu/<key>/build.log full configure + ninja log
-#         The 3 most recently used keys are kept, older ones are removed.
+#         everything else goes to stderr.
+# Cache:  $HUGEROOM_CACHE/qemu/dl/               Debian source package files
+#         $HUGEROOM_CACHE/qemu/<key>/qemu-system-x86_64   the result for a series
+#         $HUGEROOM_CACHE/qemu/<key>/qos-test    tests/qtest/qos-test of that build
+#         $HUGEROOM_CACHE/qemu/<key>/build.log   configure + ninja log
+#         $HUGEROOM_CACHE/qemu/work/{src,build}  one shared, incrementally
+#             rebuilt tree: src is a git repo whose tag "base" is the pristine
+#             tarball; a new series is applied after `git reset --hard base`,
+#             so ninja recompiles only what the patches touch (a patch change
+#             costs about a minute, not a full build). Do not edit it by hand.
+#         The 5 most recently used keys are kept, older ones are removed.
+# Run qtests with: QTEST_QEMU_BINARY=<key>/qemu-system-x86_64 <key>/qos-test
+#   (the binary finds Debian's firmware by itself, see --firmwarepath below;
+#   -L /usr/share/qemu -L /usr/share/seabios also works for direct runs).
 # Env:    HUGEROOM_QEMU_PATCHES  patch dir (default: <repo>/qemu-patches)
 #         HUGEROOM_QEMU_TARGETS  ninja targets (default: qemu-system-x86_64
 #                                tests/qtest/qos-test)
 #         HUGEROOM_JOBS          ninja -j (default: nproc)
-# Firmware is not built: run the binary with
-#   -L /usr/share/qemu -L /usr/share/seabios   (Debian qemu-system-data, seabios)
+# Firmware is not built: Debian's seabios + qemu-system-data are used.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -32,15 +38,24 @@ CONFIGURE_FLAGS=(
     # Never try to git-clone subprojects (no network but Debian's archive);
     # libfdt is then simply not used (x86 does not need it).
     --disable-download
+    # Debian's firmware (seabios, qemu-system-data, ipxe-qemu NIC ROMs that the
+    # default NIC of -M pc in qtests needs) is found without -L, which
+    # qtest needs: QTEST_QEMU_BINARY must be a plain binary path.
+    --firmwarepath=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 )
 PATCH_DIR=${HUGEROOM_QEMU_PATCHES:-$HR_REPO/qemu-patches}
 TARGETS=${HUGEROOM_QEMU_TARGETS:-qemu-system-x86_64 tests/qtest/qos-test}
 JOBS=${HUGEROOM_JOBS:-$(nproc)}
 QDIR=$HUGEROOM_CACHE/qemu
+WORK=$QDIR/work
 
 patches() {
     [ -d "$PATCH_DIR" ] || return 0
     find "$PATCH_DIR" -maxdepth 1 -type f -name '*.patch' | LC_ALL=C sort
+}
+
+flags_hash() {
+    printf 'flag %s\n' "${CONFIGURE_FLAGS[@]}" | sha256sum | cut -c1-16
 }
 
 cache_key() {
@@ -75,34 +90,47 @@ fetch_source() {
     [ -n "$(orig_tarball)" ] || die "no qemu_${QEMU_UPSTREAM}*.orig.tar.* in $QDIR/dl after download"
 }
 
-prepare_source() {
-    local dir=$1 tarball p n=0
+g() { git -C "$WORK/src" -c user.name=hugeroom -c user.email=hugeroom@localhost -c core.excludesFile=/dev/null "$@"; }
+
+# Pristine source tree as a git repo tagged "base" (once).
+init_source() {
+    if [ -d "$WORK/src/.git" ] && g rev-parse -q --verify refs/tags/base >/dev/null; then
+        return 0
+    fi
+    local tarball fd
     tarball=$(orig_tarball)
-    info "unpacking $(basename "$tarball")"
-    rm -rf "$dir.tmp"
-    mkdir -p "$dir.tmp"
-    tar -C "$dir.tmp" --strip-components=1 -xf "$tarball"
-    [ -f "$dir.tmp/VERSION" ] && [ "$(cat "$dir.tmp/VERSION")" = "$QEMU_UPSTREAM" ] ||
+    info "unpacking $(basename "$tarball") into $WORK/src"
+    rm -rf "$WORK"
+    mkdir -p "$WORK/src"
+    tar -C "$WORK/src" --strip-components=1 -xf "$tarball"
+    [ -f "$WORK/src/VERSION" ] && [ "$(cat "$WORK/src/VERSION")" = "$QEMU_UPSTREAM" ] ||
         die "$tarball does not unpack to QEMU $QEMU_UPSTREAM"
     # The dfsg tarball lacks the edk2 firmware blobs that meson lists as inputs;
     # give it valid empty .bz2 files (never installed: --disable-install-blobs).
-    local fd
-    for fd in $(grep -oE "'edk2-[A-Za-z0-9_.-]+\.fd'" "$dir.tmp/pc-bios/meson.build" | tr -d "'"); do
-        [ -e "$dir.tmp/pc-bios/$fd.bz2" ] || bzip2 -c </dev/null >"$dir.tmp/pc-bios/$fd.bz2"
+    for fd in $(grep -oE "'edk2-[A-Za-z0-9_.-]+\.fd'" "$WORK/src/pc-bios/meson.build" | tr -d "'"); do
+        [ -e "$WORK/src/pc-bios/$fd.bz2" ] || bzip2 -c </dev/null >"$WORK/src/pc-bios/$fd.bz2"
     done
-    # A private git repo so `git apply` resolves paths against this tree even
-    # if the cache lies inside another git work tree.
-    git -C "$dir.tmp" init -q
+    info "recording the pristine tree (git, once)"
+    g init -q
+    g add -A -f .
+    g commit -q -m "QEMU $QEMU_UPSTREAM (Debian orig tarball) + edk2 placeholders"
+    g tag base
+}
+
+# Reset the tree to base and apply the series.
+apply_series() {
+    local p n=0
+    rm -f "$WORK/.key"
+    g reset -q --hard base
+    g clean -q -f -d -x
     while read -r p; do
         [ -n "$p" ] || continue
         n=$((n + 1))
         info "applying $(basename "$p")"
-        git -C "$dir.tmp" apply --whitespace=nowarn "$p" ||
+        g apply --whitespace=nowarn "$p" ||
             die "patch $p does not apply to QEMU $QEMU_UPSTREAM (Debian orig tarball, earlier patches applied); fix the series and rerun"
     done < <(patches)
     info "$n patch(es) applied from $PATCH_DIR"
-    rm -rf "$dir"
-    mv "$dir.tmp" "$dir"
 }
 
 # Show ninja progress sparsely on stderr; full output goes to the log.
@@ -112,38 +140,58 @@ progress_filter() {
 }
 
 build() {
-    local key=$1 kdir=$QDIR/$1 t0 rc
+    local key=$1 kdir=$QDIR/$1 t0 rc log
     t0=$(date +%s)
-    rm -f "$kdir/.done"
     mkdir -p "$kdir"
-    prepare_source "$kdir/src"
-    rm -rf "$kdir/build"
-    mkdir -p "$kdir/build"
-    : >"$kdir/build.log"
-    info "configuring (log: $kdir/build.log)"
-    (cd "$kdir/build" && ../src/configure "${CONFIGURE_FLAGS[@]}") >>"$kdir/build.log" 2>&1 || {
-        tail -30 "$kdir/build.log" >&2
-        die "QEMU configure failed; full log $kdir/build.log (run scripts/install-deps.sh if a dependency is missing)"
-    }
-    info "building $TARGETS with ninja -j$JOBS (several minutes on 2 cores)"
-    # shellcheck disable=SC2086
+    log=$kdir/build.log
+    : >"$log"
+    init_source
+    apply_series
+    if [ ! -f "$WORK/build/build.ninja" ] || [ "$(cat "$WORK/.flags" 2>/dev/null)" != "$(flags_hash)" ]; then
+        rm -rf "$WORK/build" "$WORK/.flags"
+        mkdir -p "$WORK/build"
+        info "configuring (log: $log)"
+        (cd "$WORK/build" && ../src/configure "${CONFIGURE_FLAGS[@]}") >>"$log" 2>&1 || {
+            tail -30 "$log" >&2
+            die "QEMU configure failed; full log $log (run scripts/install-deps.sh if a dependency is missing)"
+        }
+        flags_hash >"$WORK/.flags"
+    else
+        info "reusing configured build dir $WORK/build (incremental)"
+    fi
+    info "building $TARGETS with ninja -j$JOBS (first build: several minutes on 2 cores)"
     set +e
-    ninja -C "$kdir/build" -j"$JOBS" $TARGETS 2>&1 | tee -a "$kdir/build.log" | progress_filter
+    # shellcheck disable=SC2086
+    ninja -C "$WORK/build" -j"$JOBS" $TARGETS 2>&1 | tee -a "$log" | progress_filter
     rc=${PIPESTATUS[0]}
     set -e
     if [ "$rc" != 0 ]; then
-        grep -A20 -m3 'FAILED' "$kdir/build.log" >&2 || tail -40 "$kdir/build.log" >&2
-        die "QEMU build failed (ninja exit $rc); full log $kdir/build.log"
+        grep -A20 -m3 'FAILED' "$log" >&2 || tail -40 "$log" >&2
+        die "QEMU build failed (ninja exit $rc); full log $log"
     fi
-    [ -x "$kdir/build/qemu-system-x86_64" ] || die "ninja succeeded but $kdir/build/qemu-system-x86_64 is missing"
+    [ -x "$WORK/build/qemu-system-x86_64" ] || die "ninja succeeded but $WORK/build/qemu-system-x86_64 is missing"
+    # Let the build dir's binary find Debian's firmware too (it looks under
+    # qemu-bundle/ when that exists).
+    mkdir -p "$WORK/build/qemu-bundle/usr/share"
+    ln -sfn /usr/share/qemu "$WORK/build/qemu-bundle/usr/share/qemu"
+    ln -sfn /usr/share/seabios "$WORK/build/qemu-bundle/usr/share/seabios"
+    mkdir -p "$WORK/build/qemu-bundle/usr/lib/ipxe"
+    ln -sfn /usr/lib/ipxe/qemu "$WORK/build/qemu-bundle/usr/lib/ipxe/qemu"
+    rm -f "$kdir/.done"
+    cp "$WORK/build/qemu-system-x86_64" "$kdir/qemu-system-x86_64.tmp"
+    mv "$kdir/qemu-system-x86_64.tmp" "$kdir/qemu-system-x86_64"
+    if [ -x "$WORK/build/tests/qtest/qos-test" ]; then
+        cp "$WORK/build/tests/qtest/qos-test" "$kdir/qos-test.tmp"
+        mv "$kdir/qos-test.tmp" "$kdir/qos-test"
+    fi
+    echo "$key" >"$WORK/.key"
     printf '%s\n' "$(date -u +%FT%TZ) $(($(date +%s) - t0))s" >"$kdir/.done"
     info "QEMU built in $(($(date +%s) - t0)) s"
 }
 
 prune() {
     local keep=$1 d
-    # Keep the 3 most recently used builds (including the current one).
-    for d in $(ls -1td "$QDIR"/*/.done 2>/dev/null | tail -n +4); do
+    for d in $(ls -1td "$QDIR"/*/.done 2>/dev/null | tail -n +6); do
         d=$(dirname "$d")
         [ "$d" = "$QDIR/$keep" ] && continue
         info "removing old QEMU build $d"
@@ -155,7 +203,7 @@ main() {
     local key kdir
     key=$(cache_key)
     kdir=$QDIR/$key
-    if [ -f "$kdir/.done" ] && [ -x "$kdir/build/qemu-system-x86_64" ]; then
+    if [ -f "$kdir/.done" ] && [ -x "$kdir/qemu-system-x86_64" ]; then
         info "QEMU for this patch series is cached ($kdir)"
         touch "$kdir/.done"
     else
@@ -166,7 +214,7 @@ main() {
         build "$key"
         prune "$key"
     fi
-    printf '%s\n' "$kdir/build/qemu-system-x86_64"
+    printf '%s\n' "$kdir/qemu-system-x86_64"
 }
 
 with_lock qemu main
