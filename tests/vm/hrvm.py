@@ -91,11 +91,33 @@ def build_module(kver):
     return path
 
 
-def build_initramfs(kver, ko, workdir):
+def guest_tools():
+    """Build tests/vm/guest-tools (static memfill, pressure); return their dir."""
+    out = run(["bash", os.path.join(REPO, "tests", "vm", "guest-tools", "build.sh")])
+    path = out.strip().splitlines()[-1]
+    for t in GUEST_TOOLS:
+        if not os.access(os.path.join(path, t), os.X_OK):
+            raise Failure("guest-tools/build.sh printed %r, which has no %s" % (path, t))
+    return path
+
+
+GUEST_TOOLS = ("memfill", "pressure")
+
+
+def build_initramfs(kver, ko, workdir, tools=False):
+    """Base image with the module, plus an overlay with the agent as /test.sh
+    and, with tools=True, the guest tools in /tools."""
     base = os.path.join(workdir, "base-%s.cpio.gz" % kver)
     run(["bash", os.path.join(SCRIPTS, "build-initramfs.sh"), kver, base, ko])
     overlay_src = os.path.join(workdir, "overlay")
     os.makedirs(overlay_src, exist_ok=True)
+    if tools:
+        tdir = os.path.join(overlay_src, "tools")
+        os.makedirs(tdir, exist_ok=True)
+        src = guest_tools()
+        for t in GUEST_TOOLS:
+            shutil.copy(os.path.join(src, t), os.path.join(tdir, t))
+            os.chmod(os.path.join(tdir, t), 0o755)
     shutil.copy(os.path.join(REPO, "tests", "vm", "guest-agent.sh"),
                 os.path.join(overlay_src, "test.sh"))
     os.chmod(os.path.join(overlay_src, "test.sh"), 0o755)
@@ -107,6 +129,24 @@ def build_initramfs(kver, ko, workdir):
             with open(part, "rb") as f:
                 shutil.copyfileobj(f, out)
     return initrd
+
+
+def proc_status(pid):
+    """/proc/PID/status as {key: value in kB or the raw string}."""
+    d = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            v = v.strip()
+            if v.endswith(" kB"):
+                d[k] = int(v[:-3])
+            else:
+                d[k] = v
+    return d
+
+
+def rss_anon_kb(pid):
+    return proc_status(pid)["RssAnon"]
 
 
 def wait_for(pred, timeout, what, interval=0.1):
@@ -171,7 +211,10 @@ class Daemon:
 
 
 class Guest:
-    """A QEMU guest with virtio-hugeroom, driven over its serial console."""
+    """A QEMU guest with virtio-hugeroom, driven over its serial console.
+
+    Booted by scripts/boot-guest.sh, the one place that knows how to start
+    a test guest (accelerator probe, firmware paths, -nodefaults)."""
 
     def __init__(self, qemu, kver, vmlinuz, initrd, workdir, daemon=None,
                  mem="1G", name=None, extra=()):
@@ -182,43 +225,40 @@ class Guest:
         self.serial_log = os.path.join(workdir, "serial-%s.log" % self.name)
         self.qmp_sock = os.path.join(workdir, "qmp-%s.sock" % self.name)
         dev = "virtio-hugeroom-pci,id=hr"
-        args = [qemu, "-L", "/usr/share/qemu", "-L", "/usr/share/seabios",
-                "-machine", "q35", "-accel", accel(), "-m", mem, "-smp", "2",
-                "-name", self.name, "-uuid", self.uuid,
-                "-display", "none", "-no-reboot",
-                "-kernel", vmlinuz, "-initrd", initrd,
-                "-append", "console=ttyS0 panic=-1 quiet loglevel=4",
-                "-chardev", "socket,id=ser0,path=%s,server=on,wait=off,logfile=%s"
-                % (self.serial_sock, self.serial_log),
-                "-serial", "chardev:ser0",
-                "-qmp", "unix:%s,server=on,wait=off" % self.qmp_sock]
+        args = ["bash", os.path.join(SCRIPTS, "boot-guest.sh"),
+                "-q", qemu, "-k", kver, "-i", initrd, "-m", mem,
+                "-n", self.name, "-l", self.serial_log,
+                "-S", self.serial_sock, "-Q", self.qmp_sock, "--",
+                "-uuid", self.uuid]
         if daemon:
             args += ["-chardev", "socket,id=hr0,path=%s,reconnect-ms=1000" %
                      daemon.vm_sock]
             dev += ",chardev=hr0"
         args += ["-device", dev] + list(extra)
         self.args = args
-        self.proc = None
+        self.pid = None
         self.sock = None
         self.buf = ""
         self.round = 0
 
     def start(self):
-        self.qemu_log = open(os.path.join(self.workdir, "qemu-%s.log" % self.name), "w")
-        self.proc = subprocess.Popen(self.args, stdout=self.qemu_log,
-                                     stderr=subprocess.STDOUT)
-        wait_for(lambda: os.path.exists(self.serial_sock) or self.proc.poll() is not None,
+        out = run(self.args)
+        self.pid = int(out.strip().splitlines()[-1])
+        wait_for(lambda: os.path.exists(self.serial_sock) or not self.alive(),
                  20, "QEMU to create its serial socket")
-        if self.proc.poll() is not None:
-            raise Failure("QEMU exited with %d:\n%s" % (self.proc.returncode, self.qemu_output()))
+        if not self.alive():
+            raise Failure("QEMU exited at once:\n%s" % self.qemu_output())
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(self.serial_sock)
         self.sock.settimeout(0.2)
-        self.expect("@@READY", 120)
+        self.expect("@@READY", 180)
 
     def qemu_output(self):
-        with open(os.path.join(self.workdir, "qemu-%s.log" % self.name)) as f:
-            return f.read()[-4000:]
+        try:
+            with open(self.serial_log + ".qemu", errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
 
     def console(self):
         try:
@@ -237,16 +277,16 @@ class Guest:
 
     def expect(self, pattern, timeout):
         """Wait for a regex on the console; return its match, consume up to it."""
-        rx = re.compile(pattern)
+        rx = re.compile(pattern, re.S)
         deadline = time.monotonic() + timeout
         while True:
             m = rx.search(self.buf)
             if m:
                 self.buf = self.buf[m.end():]
                 return m
-            if self.proc.poll() is not None:
-                raise Failure("QEMU exited (%d) while waiting for %r\nconsole:\n%s\nqemu:\n%s" %
-                              (self.proc.returncode, pattern, self.console(), self.qemu_output()))
+            if not self.alive():
+                raise Failure("QEMU exited while waiting for %r\nconsole:\n%s\nqemu:\n%s" %
+                              (pattern, self.console(), self.qemu_output()))
             if time.monotonic() > deadline:
                 raise Failure("timed out waiting for %r on the guest console:\n%s" %
                               (pattern, self.console()))
@@ -286,8 +326,41 @@ class Guest:
             raise Failure("QMP %s: %s" % (command, r["error"]))
         return r["return"]
 
+    def meminfo(self):
+        """The guest's /proc/meminfo, kB values."""
+        d = {}
+        for line in self.cmd("sh cat /proc/meminfo"):
+            k, _, v = line.partition(":")
+            f = v.split()
+            if f:
+                d[k] = int(f[0])
+        return d
+
+    def vmstat(self):
+        d = {}
+        for line in self.cmd("sh cat /proc/vmstat"):
+            f = line.split()
+            if len(f) == 2:
+                d[f[0]] = int(f[1])
+        return d
+
+    def debugfs(self, name):
+        """Lines of /sys/kernel/debug/virtio_hugeroom/NAME."""
+        return self.cmd("sh cat /sys/kernel/debug/virtio_hugeroom/%s" % name)
+
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        if self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        # A zombie waiting for its (gone) parent counts as dead.
+        try:
+            with open("/proc/%d/stat" % self.pid) as f:
+                return f.read().split(")")[-1].split()[0] != "Z"
+        except OSError:
+            return False
 
     def stop(self):
         if self.sock:
@@ -295,27 +368,27 @@ class Guest:
                 self.sock.sendall(b"0 poweroff\n")
             except OSError:
                 pass
-        if self.proc and self.proc.poll() is None:
+        if self.pid:
             try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                wait_for(lambda: not self.alive(), 15, "the guest to power off")
+            except Failure:
+                os.kill(self.pid, signal.SIGKILL)
+                wait_for(lambda: not self.alive(), 10, "QEMU to die")
         if self.sock:
             self.sock.close()
             self.sock = None
 
 
 def accel():
-    """KVM where it really works, TCG otherwise (nested KVM does not here)."""
+    """What boot-guest.sh picks: KVM only where a probe boot worked."""
     if os.environ.get("HUGEROOM_ACCEL"):
         return os.environ["HUGEROOM_ACCEL"]
     try:
-        fd = os.open("/dev/kvm", os.O_RDWR)
-        os.close(fd)
-        return "kvm:tcg"
+        probes = os.listdir(os.path.join(CACHE, "accel"))
     except OSError:
-        return "tcg"
+        return "auto"
+    return "kvm" if any(open(os.path.join(CACHE, "accel", p)).read().strip() == "kvm"
+                        for p in probes) else "tcg"
 
 
 class Tap:
