@@ -14,6 +14,8 @@ hr_config_new(void)
 	config->api_socket = g_strdup(HR_CONFIG_DEFAULT_API_SOCKET);
 	config->status_interval_ms = HR_CONFIG_DEFAULT_STATUS_INTERVAL_MS;
 	config->command_timeout_ms = 30000;
+	config->request_timeout_s = 300;
+	config->request_history = 32;
 	return config;
 }
 
@@ -103,6 +105,14 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 	if (!hr_config_get_uint(kf, "command_timeout_ms", 100, 3600000, FALSE, &v, error))
 		goto fail;
 	config->command_timeout_ms = v;
+	v = config->request_timeout_s;
+	if (!hr_config_get_uint(kf, "request_timeout_s", 1, 86400, FALSE, &v, error))
+		goto fail;
+	config->request_timeout_s = v;
+	v = config->request_history;
+	if (!hr_config_get_uint(kf, "request_history", 1, 10000, FALSE, &v, error))
+		goto fail;
+	config->request_history = v;
 	return TRUE;
 fail:
 	g_prefix_error(error, "config %s: ", path);

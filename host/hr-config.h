@@ -15,6 +15,8 @@ typedef struct {
 	gchar *api_socket;
 	guint32 status_interval_ms; /* 0, or 100-86400000 (SPEC 1.4.2) */
 	guint command_timeout_ms;   /* a command unanswered by then is lost */
+	guint request_timeout_s;    /* default deadline of an evacuate, capture, return */
+	guint request_history;	    /* finished requests kept per guest */
 } HrConfig;
 
 HrConfig *

@@ -117,11 +117,13 @@ hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *h
 		hr_guest_update_identity(guest, hello, pid);
 	} else {
 		guest = hr_guest_new(daemon->next_guest_id++, hello, pid);
+		guest->history = daemon->config->request_history;
 		g_ptr_array_add(daemon->guests, guest);
 		g_info("%s (%s) connected from pid %d, %u RAM ranges", guest->name, guest->uuid,
 		       pid, hello->nr_ram);
 	}
 	guest->device = device;
+	guest->ready = FALSE;
 	guest->connections++;
 	g_clear_pointer(&guest->connected_at, g_date_time_unref);
 	g_clear_pointer(&guest->disconnected_at, g_date_time_unref);
@@ -139,6 +141,7 @@ hr_daemon_device_closed(HrDaemon *daemon, HrDevice *device, HrGuest *guest, cons
 			hr_guest_reject(guest, reason);
 		guest->device = NULL;
 		guest->disconnected_at = g_date_time_new_now_utc();
+		hr_guest_device_lost(guest);
 	} else if (reason != NULL) {
 		daemon->rejected_unidentified++;
 		g_free(daemon->last_unidentified_reason);
@@ -172,6 +175,27 @@ hr_daemon_request_report(HrDaemon *daemon, HrGuest *guest, GError **error)
 	hr_device_send(guest->device, HR_CHAN_HOST_CMD, payload);
 	g_info("%s: sent report request %" G_GUINT64_FORMAT, guest->name, cmd->hdr.request_id);
 	return cmd->hdr.request_id;
+}
+
+HrRequest *
+hr_daemon_submit(HrDaemon *daemon, HrGuest *guest, const HrRequestParams *params, GError **error)
+{
+	HrRequestParams p = *params;
+	HrRequest *request;
+
+	if (p.timeout_s == 0)
+		p.timeout_s = daemon->config->request_timeout_s;
+	request = hr_request_new(daemon->next_request_id, &p, (const HrRamRange *)guest->ram->data,
+				 guest->ram->len, error);
+	if (request == NULL)
+		return NULL;
+	if (!hr_guest_check_gate(guest, p.kind, error)) {
+		hr_request_unref(request);
+		return NULL;
+	}
+	daemon->next_request_id++;
+	hr_guest_submit(guest, request);
+	return request;
 }
 
 static gboolean

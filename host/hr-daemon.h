@@ -38,6 +38,16 @@ hr_daemon_get_last_unidentified_reason(HrDaemon *daemon);
 guint64
 hr_daemon_request_report(HrDaemon *daemon, HrGuest *guest, GError **error);
 
+/*
+ * Queue an EVACUATE, CAPTURE or RETURN for @guest. Returns the request,
+ * owned by the guest (take a reference to keep it beyond its history), or
+ * NULL with @error: G_IO_ERROR_INVALID_ARGUMENT for bad parameters (the
+ * message names the field), G_IO_ERROR_NOT_CONNECTED or
+ * G_IO_ERROR_NOT_SUPPORTED when the guest cannot run it now.
+ */
+HrRequest *
+hr_daemon_submit(HrDaemon *daemon, HrGuest *guest, const HrRequestParams *params, GError **error);
+
 /* for hr-device.c */
 HrGuest *
 hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *hello, gint pid);

@@ -225,22 +225,11 @@ hr_device_handle_blocks(HrDevice *device, HrBlocks *blocks, GError **error)
 				return FALSE;
 			}
 			for (guint32 i = 0; i < blocks->nr_blocks; i++)
-				hr_guest_held_add(guest, device->resync, blocks->gpas[i]);
+				hr_guest_held_add(device->resync, blocks->gpas[i], 0);
 			return TRUE;
 		}
-		for (guint32 i = 0; i < blocks->nr_blocks; i++)
-			hr_guest_held_add(guest, guest->held, blocks->gpas[i]);
-		g_info("%s: %u blocks now held (request %" G_GUINT64_FORMAT ")", guest->name,
-		       blocks->nr_blocks, blocks->hdr.request_id);
-		return TRUE;
 	}
-	for (guint32 i = 0; i < blocks->nr_blocks; i++) {
-		if (!g_hash_table_remove(guest->held, &blocks->gpas[i]))
-			g_info("%s: returned block 0x%" G_GINT64_MODIFIER "x was not known held",
-			       guest->name, blocks->gpas[i]);
-	}
-	g_info("%s: %u blocks returned (reason %u)", guest->name, blocks->nr_blocks,
-	       blocks->reason);
+	hr_guest_handle_blocks(guest, blocks);
 	return TRUE;
 }
 
@@ -248,21 +237,16 @@ static void
 hr_device_handle_result(HrDevice *device, HrResult *result)
 {
 	HrGuest *guest = device->guest;
-	if (!g_hash_table_contains(guest->pending, &result->hdr.request_id)) {
-		/* legitimately follows a migration or a daemon restart (SPEC 1.6.3.3) */
-		g_info("%s: %s for unknown request %" G_GUINT64_FORMAT " ignored", guest->name,
-		       hr_msg_type_to_string(result->hdr.type), result->hdr.request_id);
-		return;
-	}
-	if (result->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT) {
-		g_info("%s: request %" G_GUINT64_FORMAT " finished: %s, %u/%u blocks freed",
-		       guest->name, result->hdr.request_id,
-		       hr_result_status_to_string(result->status), result->blocks_freed,
-		       result->blocks_tried);
-		g_hash_table_remove(guest->pending, &result->hdr.request_id);
-	}
+
 	g_free(guest->last_result);
 	guest->last_result = g_memdup2(result, sizeof(*result));
+	/* a REPORT fails with a RESULT (S_UNSUPPORTED, S_INVALID) */
+	if (g_hash_table_remove(guest->pending, &result->hdr.request_id)) {
+		g_info("%s: report request %" G_GUINT64_FORMAT " failed: %s", guest->name,
+		       result->hdr.request_id, hr_result_status_to_string(result->status));
+		return;
+	}
+	hr_guest_handle_result(guest, result);
 }
 
 static gboolean
@@ -270,6 +254,7 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 {
 	HrGuest *guest = device->guest;
 	HrChanDeviceState state;
+	guint64 prev_dropped = device->last_state.cmds_dropped;
 
 	if (!hr_chan_device_state_decode(payload, &state, error))
 		return FALSE;
@@ -289,18 +274,23 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 		if (g_hash_table_size(device->resync) != state.num_held)
 			g_warning("%s: resync listed %u blocks, device-state says %u held",
 				  guest->name, g_hash_table_size(device->resync), state.num_held);
-		g_hash_table_unref(guest->held);
-		guest->held = g_steal_pointer(&device->resync);
+		hr_guest_held_replace(guest, device->resync);
+		g_hash_table_unref(device->resync);
 		device->resync = hr_guest_held_new();
 		device->state = HR_DEVICE_RUNNING;
 		g_info("%s: resync done, %u blocks held", guest->name,
 		       g_hash_table_size(guest->held));
-	} else if (!state.driver_ok && state.num_held == 0 && g_hash_table_size(guest->held) > 0) {
+		hr_guest_set_ready(guest, TRUE);
+		return TRUE;
+	}
+	if (!state.driver_ok && state.num_held == 0 && g_hash_table_size(guest->held) > 0) {
 		/* a device reset empties the held set (SPEC 2.9) */
 		g_info("%s: device reset, dropping %u held blocks", guest->name,
 		       g_hash_table_size(guest->held));
 		g_hash_table_remove_all(guest->held);
 	}
+	if (state.cmds_dropped > prev_dropped)
+		hr_guest_handle_cmds_dropped(guest, state.cmds_dropped);
 	return TRUE;
 }
 

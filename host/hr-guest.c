@@ -4,19 +4,89 @@
 
 #include "hr-guest.h"
 
+#include <gio/gio.h>
 #include <string.h>
+
+#include "hr-device.h"
+
+/* how long to wait before sending again a command the driver found busy */
+#define HR_GUEST_BUSY_RETRY_MS 1000
 
 GHashTable *
 hr_guest_held_new(void)
 {
-	return g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+	/* the key points into the value */
+	return g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
 }
 
 void
-hr_guest_held_add(HrGuest *guest, GHashTable *set, guint64 gpa)
+hr_guest_held_add(GHashTable *held, guint64 gpa, guint64 request_id)
 {
-	(void)guest;
-	g_hash_table_add(set, g_memdup2(&gpa, sizeof(gpa)));
+	HrHeldBlock *block;
+
+	if (g_hash_table_contains(held, &gpa))
+		return;
+	block = g_new0(HrHeldBlock, 1);
+	block->gpa = gpa;
+	block->request_id = request_id;
+	block->held_at = g_get_real_time();
+	g_hash_table_insert(held, &block->gpa, block);
+}
+
+void
+hr_guest_held_replace(HrGuest *guest, GHashTable *resync)
+{
+	GHashTableIter iter;
+	HrHeldBlock *block;
+
+	g_hash_table_iter_init(&iter, resync);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&block)) {
+		HrHeldBlock *known = g_hash_table_lookup(guest->held, &block->gpa);
+		if (known != NULL) {
+			block->request_id = known->request_id;
+			block->held_at = known->held_at;
+		}
+	}
+	g_hash_table_unref(guest->held);
+	guest->held = g_hash_table_ref(resync);
+}
+
+static gint
+hr_guest_u64_cmp(gconstpointer a, gconstpointer b)
+{
+	guint64 x = *(const guint64 *)a;
+	guint64 y = *(const guint64 *)b;
+	return x < y ? -1 : x > y;
+}
+
+GArray *
+hr_guest_held_sorted(HrGuest *guest)
+{
+	GArray *gpas = g_array_sized_new(FALSE, FALSE, sizeof(guint64),
+					 g_hash_table_size(guest->held));
+	GHashTableIter iter;
+	HrHeldBlock *block;
+
+	g_hash_table_iter_init(&iter, guest->held);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&block))
+		g_array_append_val(gpas, block->gpa);
+	g_array_sort(gpas, hr_guest_u64_cmp);
+	return gpas;
+}
+
+const gchar *
+hr_guest_return_reason_to_string(guint32 reason)
+{
+	switch (reason) {
+	case VIRTIO_HUGEROOM_RET_HOST:
+		return "host";
+	case VIRTIO_HUGEROOM_RET_PRESSURE:
+		return "pressure";
+	case VIRTIO_HUGEROOM_RET_UNLOAD:
+		return "unload";
+	default:
+		return "unknown";
+	}
 }
 
 HrGuest *
@@ -27,6 +97,11 @@ hr_guest_new(guint64 id, const HrChanHello *hello, gint pid)
 	guest->ram = g_array_new(FALSE, TRUE, sizeof(HrRamRange));
 	guest->held = hr_guest_held_new();
 	guest->pending = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+	g_queue_init(&guest->queue);
+	g_queue_init(&guest->finished);
+	guest->requests = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL,
+						(GDestroyNotify)hr_request_unref);
+	guest->history = 32;
 	hr_guest_update_identity(guest, hello, pid);
 	return guest;
 }
@@ -44,6 +119,10 @@ hr_guest_free(HrGuest *guest)
 	hr_status_free(guest->status);
 	g_hash_table_unref(guest->held);
 	g_hash_table_unref(guest->pending);
+	g_clear_handle_id(&guest->retry_id, g_source_remove);
+	g_queue_clear(&guest->queue);
+	g_queue_clear(&guest->finished);
+	g_hash_table_unref(guest->requests);
 	g_free(guest->last_result);
 	g_free(guest->last_reject_reason);
 	g_free(guest);
@@ -104,4 +183,342 @@ hr_guest_status_age_ms(HrGuest *guest)
 	if (guest->status == NULL)
 		return -1;
 	return (g_get_monotonic_time() - guest->status_at) / 1000;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Requests */
+
+gboolean
+hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error)
+{
+	guint64 features = guest->state.guest_features;
+	guint bit = kind == HR_REQUEST_RETURN ? VIRTIO_HUGEROOM_F_HOLD : VIRTIO_HUGEROOM_F_EVACUATE;
+
+	if (!hr_guest_is_connected(guest)) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED,
+			    "guest %s is not connected (its QEMU has no hugeroom device "
+			    "connection right now)",
+			    guest->name);
+		return FALSE;
+	}
+	/* before the first DEVICE_STATE we cannot know; the device gates anyway */
+	if (!guest->have_state)
+		return TRUE;
+	if (!guest->state.driver_ok) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED,
+			    "the hugeroom driver of guest %s is not running (DRIVER_OK not set): "
+			    "load virtio_hugeroom in the guest",
+			    guest->name);
+		return FALSE;
+	}
+	if (!(features & (1ULL << bit))) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+			    "the driver of guest %s did not negotiate %s (features 0x%" G_GINT64_MODIFIER
+			    "x), so it cannot %s",
+			    guest->name, bit == VIRTIO_HUGEROOM_F_HOLD ? "F_HOLD" : "F_EVACUATE",
+			    features, hr_request_kind_to_string(kind));
+		return FALSE;
+	}
+	if (kind != HR_REQUEST_RETURN && guest->state.discard_disabled) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+			    "QEMU of guest %s cannot discard memory now (VFIO, postcopy or a "
+			    "background snapshot), so nothing can be held",
+			    guest->name);
+		return FALSE;
+	}
+	return TRUE;
+}
+
+HrRequest *
+hr_guest_find_request(HrGuest *guest, guint64 id)
+{
+	return g_hash_table_lookup(guest->requests, &id);
+}
+
+GPtrArray *
+hr_guest_list_requests(HrGuest *guest)
+{
+	GPtrArray *list = g_ptr_array_new();
+	for (GList *l = guest->finished.head; l != NULL; l = l->next)
+		g_ptr_array_add(list, l->data);
+	if (guest->active != NULL)
+		g_ptr_array_add(list, guest->active);
+	for (GList *l = guest->queue.head; l != NULL; l = l->next)
+		g_ptr_array_add(list, l->data);
+	return list;
+}
+
+static void
+hr_guest_send_cmd(HrGuest *guest, const HrCmd *cmd)
+{
+	g_autoptr(GBytes) payload = hr_cmd_encode(cmd);
+	guest->cmds_sent++;
+	hr_device_send(guest->device, HR_CHAN_HOST_CMD, payload);
+}
+
+static void
+hr_guest_send_cancel(HrGuest *guest, HrRequest *request)
+{
+	g_autoptr(HrCmd) cancel = hr_cmd_new(VIRTIO_HUGEROOM_CMD_CANCEL, request->id);
+	if (guest->device == NULL)
+		return;
+	hr_guest_send_cmd(guest, cancel);
+	request->cancel_sent = TRUE;
+	g_info("%s: sent cancel for request %" G_GUINT64_FORMAT, guest->name, request->id);
+}
+
+/* a request reached its final state: count it and keep it in the history */
+static void
+hr_guest_retire(HrGuest *guest, HrRequest *request)
+{
+	if (guest->active == request)
+		guest->active = NULL;
+	g_queue_remove(&guest->queue, request);
+	guest->requests_final[request->state]++;
+	g_queue_push_tail(&guest->finished, request);
+	while (g_queue_get_length(&guest->finished) > guest->history) {
+		HrRequest *old = g_queue_pop_head(&guest->finished);
+		g_hash_table_remove(guest->requests, &old->id);
+	}
+	g_info("%s: %s request %" G_GUINT64_FORMAT " %s%s%s", guest->name,
+	       hr_request_kind_to_string(request->kind), request->id,
+	       hr_request_state_to_string(request->state), request->error != NULL ? ": " : "",
+	       request->error != NULL ? request->error : "");
+}
+
+static void
+hr_guest_finish(HrGuest *guest, HrRequest *request, HrRequestState state, const gchar *error)
+{
+	hr_request_set_state(request, state, error);
+	hr_guest_retire(guest, request);
+}
+
+static gboolean
+hr_guest_retry_cb(gpointer user_data)
+{
+	HrGuest *guest = user_data;
+	guest->retry_id = 0;
+	hr_guest_dispatch(guest);
+	return G_SOURCE_REMOVE;
+}
+
+void
+hr_guest_dispatch(HrGuest *guest)
+{
+	while (guest->active == NULL && guest->ready) {
+		g_autoptr(GError) error = NULL;
+		HrRequest *next = g_queue_peek_head(&guest->queue);
+		gint64 now = g_get_monotonic_time();
+
+		if (next == NULL)
+			return;
+		if (next->retry_at > now) {
+			if (guest->retry_id == 0)
+				guest->retry_id = g_timeout_add((next->retry_at - now + 999) / 1000,
+								hr_guest_retry_cb, guest);
+			return;
+		}
+		if (!hr_guest_check_gate(guest, next->kind, &error)) {
+			hr_guest_finish(guest, next, HR_REQUEST_FAILED, error->message);
+			continue;
+		}
+		g_queue_pop_head(&guest->queue);
+		guest->active = next;
+		hr_guest_send_cmd(guest, next->cmd);
+		hr_request_sent(next);
+		g_info("%s: sent %s request %" G_GUINT64_FORMAT " (%u blocks)", guest->name,
+		       hr_request_kind_to_string(next->kind), next->id, next->cmd->count);
+	}
+}
+
+static gboolean
+hr_guest_timeout_cb(gpointer user_data)
+{
+	HrRequest *request = user_data;
+	HrGuest *guest = request->owner;
+	g_autofree gchar *error = NULL;
+
+	request->timeout_id = 0;
+	if (request->state == HR_REQUEST_QUEUED) {
+		error = g_strdup_printf("not sent within its %u s timeout: the guest's earlier "
+					"commands ran that long",
+					request->timeout_s);
+	} else {
+		/* stop the guest's work too; its RESULT, if any, is recorded late */
+		hr_guest_send_cancel(guest, request);
+		error = g_strdup_printf("no result within its %u s timeout; cancel sent",
+					request->timeout_s);
+	}
+	hr_guest_finish(guest, request, HR_REQUEST_TIMED_OUT, error);
+	hr_guest_dispatch(guest);
+	return G_SOURCE_REMOVE;
+}
+
+void
+hr_guest_submit(HrGuest *guest, HrRequest *request)
+{
+	request->owner = guest;
+	request->deadline = g_get_monotonic_time() + (gint64)request->timeout_s * G_USEC_PER_SEC;
+	request->timeout_id = g_timeout_add_seconds_full(G_PRIORITY_DEFAULT, request->timeout_s,
+							 hr_guest_timeout_cb, request, NULL);
+	g_hash_table_insert(guest->requests, &request->id, request);
+	g_queue_push_tail(&guest->queue, request);
+	g_info("%s: %s request %" G_GUINT64_FORMAT " queued (%u ahead)", guest->name,
+	       hr_request_kind_to_string(request->kind), request->id,
+	       g_queue_get_length(&guest->queue) - 1 + (guest->active != NULL));
+	hr_guest_dispatch(guest);
+}
+
+gboolean
+hr_guest_cancel_request(HrGuest *guest, guint64 id, GError **error)
+{
+	HrRequest *request = hr_guest_find_request(guest, id);
+
+	if (request == NULL) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+			    "guest %s has no request %" G_GUINT64_FORMAT
+			    " (finished requests are kept only for the last %u)",
+			    guest->name, id, guest->history);
+		return FALSE;
+	}
+	if (hr_request_state_is_final(request->state)) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "request %" G_GUINT64_FORMAT " already ended: %s", id,
+			    hr_request_state_to_string(request->state));
+		return FALSE;
+	}
+	if (request->state == HR_REQUEST_QUEUED) {
+		hr_guest_finish(guest, request, HR_REQUEST_CANCELLED, "cancelled before it was sent");
+		hr_guest_dispatch(guest);
+		return TRUE;
+	}
+	/* the driver ends it with S_CANCELLED (SPEC 1.6.8.1) */
+	if (!request->cancel_sent)
+		hr_guest_send_cancel(guest, request);
+	hr_request_set_state(request, request->state, NULL);
+	return TRUE;
+}
+
+void
+hr_guest_handle_result(HrGuest *guest, const HrResult *result)
+{
+	HrRequest *request = hr_guest_find_request(guest, result->hdr.request_id);
+	gboolean final = result->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT;
+
+	if (request == NULL) {
+		/* legitimately follows a migration or a daemon restart (SPEC 1.6.3.3) */
+		g_info("%s: %s for unknown request %" G_GUINT64_FORMAT " ignored", guest->name,
+		       hr_msg_type_to_string(result->hdr.type), result->hdr.request_id);
+		return;
+	}
+	if (!final) {
+		if (hr_request_state_is_final(request->state) || request->state == HR_REQUEST_QUEUED)
+			return;
+		if (!hr_request_progress(request, result))
+			g_info("%s: progress of request %" G_GUINT64_FORMAT " went backwards, ignored",
+			       guest->name, request->id);
+		return;
+	}
+	if (request->kind != HR_REQUEST_RETURN && result->status != VIRTIO_HUGEROOM_S_BUSY) {
+		guest->blocks_freed_total += result->blocks_freed;
+		guest->pages_migrated_total += result->pages_migrated;
+	}
+	if (request != guest->active) {
+		/* late (timed out, lost) or not ours to run now: record only */
+		if (hr_request_state_is_final(request->state))
+			hr_request_result(request, result);
+		else
+			g_info("%s: result for request %" G_GUINT64_FORMAT " that is %s, ignored",
+			       guest->name, request->id, hr_request_state_to_string(request->state));
+		return;
+	}
+	if (result->status == VIRTIO_HUGEROOM_S_BUSY) {
+		/* an EVACUATE or CAPTURE we do not know of still runs: try again */
+		request->busy_retries++;
+		request->retry_at = g_get_monotonic_time() + HR_GUEST_BUSY_RETRY_MS * 1000;
+		guest->active = NULL;
+		g_queue_push_head(&guest->queue, request);
+		hr_request_set_state(request, HR_REQUEST_QUEUED, NULL);
+		g_info("%s: request %" G_GUINT64_FORMAT " found the driver busy, retrying",
+		       guest->name, request->id);
+		hr_guest_dispatch(guest);
+		return;
+	}
+	hr_request_result(request, result);
+	hr_guest_retire(guest, request);
+	hr_guest_dispatch(guest);
+}
+
+void
+hr_guest_handle_blocks(HrGuest *guest, const HrBlocks *blocks)
+{
+	HrRequest *request = NULL;
+
+	if (blocks->hdr.request_id != 0)
+		request = hr_guest_find_request(guest, blocks->hdr.request_id);
+	if (blocks->hdr.type == VIRTIO_HUGEROOM_MSG_HOLD) {
+		for (guint32 i = 0; i < blocks->nr_blocks; i++)
+			hr_guest_held_add(guest->held, blocks->gpas[i], blocks->hdr.request_id);
+		g_info("%s: %u blocks now held (request %" G_GUINT64_FORMAT "), %u in all",
+		       guest->name, blocks->nr_blocks, blocks->hdr.request_id,
+		       g_hash_table_size(guest->held));
+	} else {
+		for (guint32 i = 0; i < blocks->nr_blocks; i++) {
+			if (!g_hash_table_remove(guest->held, &blocks->gpas[i]))
+				g_info("%s: returned block 0x%" G_GINT64_MODIFIER
+				       "x was not known held",
+				       guest->name, blocks->gpas[i]);
+		}
+		if (blocks->reason < G_N_ELEMENTS(guest->blocks_returned_total))
+			guest->blocks_returned_total[blocks->reason] += blocks->nr_blocks;
+		g_info("%s: %u blocks returned (%s), %u still held", guest->name,
+		       blocks->nr_blocks, hr_guest_return_reason_to_string(blocks->reason),
+		       g_hash_table_size(guest->held));
+	}
+	if (request != NULL && request->state != HR_REQUEST_QUEUED)
+		hr_request_add_blocks(request, blocks->gpas, blocks->nr_blocks);
+}
+
+void
+hr_guest_handle_cmds_dropped(HrGuest *guest, guint64 cmds_dropped)
+{
+	HrRequest *request = guest->active;
+	g_autofree gchar *error = NULL;
+
+	/*
+	 * The device dropped a command it could not place (SPEC 2.6). Blame
+	 * the request only when it is the one command the device can have
+	 * seen since: no REPORT pending and no CANCEL sent.
+	 */
+	if (request == NULL || request->state != HR_REQUEST_SENT || request->cancel_sent ||
+	    g_hash_table_size(guest->pending) > 0)
+		return;
+	error = g_strdup_printf("the device dropped the command (cmds_dropped is now %" G_GUINT64_FORMAT
+				"): the driver is not ready, lacks the feature, or discard is "
+				"disabled",
+				cmds_dropped);
+	hr_guest_finish(guest, request, HR_REQUEST_FAILED, error);
+	hr_guest_dispatch(guest);
+}
+
+void
+hr_guest_set_ready(HrGuest *guest, gboolean ready)
+{
+	guest->ready = ready;
+	if (ready)
+		hr_guest_dispatch(guest);
+}
+
+void
+hr_guest_device_lost(HrGuest *guest)
+{
+	guest->ready = FALSE;
+	g_clear_handle_id(&guest->retry_id, g_source_remove);
+	if (guest->active != NULL)
+		hr_guest_finish(guest, guest->active, HR_REQUEST_LOST,
+				"the device disconnected before the result");
+	/* a new connection may be a new QEMU: never send it old commands */
+	while (!g_queue_is_empty(&guest->queue))
+		hr_guest_finish(guest, g_queue_peek_head(&guest->queue), HR_REQUEST_LOST,
+				"the device disconnected before it was sent");
 }

@@ -4,6 +4,7 @@
 #include <glib.h>
 
 #include "hr-codec.h"
+#include "hr-request.h"
 
 G_BEGIN_DECLS
 
@@ -15,6 +16,13 @@ typedef struct {
 	guint16 type;
 	gint64 sent_at; /* monotonic, us */
 } HrPendingCmd;
+
+/* One block the guest holds for the host (SPEC 1.6.4). */
+typedef struct {
+	guint64 gpa;
+	guint64 request_id; /* the HOLD's; 0 when first learnt from a resync */
+	gint64 held_at;	    /* wall clock, us; when the daemon first saw it */
+} HrHeldBlock;
 
 /*
  * What the daemon knows about one VM. It outlives the connection: when the
@@ -42,9 +50,26 @@ typedef struct {
 	gint64 status_at; /* monotonic, us */
 	gboolean have_state;
 	HrChanDeviceState state; /* latest DEVICE_STATE */
-	GHashTable *held; /* guint64 gpa set: relayed HOLDs minus RETURNEDs */
+	GHashTable *held; /* gpa -> HrHeldBlock: relayed HOLDs minus RETURNEDs */
 	HrResult *last_result;
-	GHashTable *pending; /* request_id -> HrPendingCmd */
+	GHashTable *pending; /* request_id -> HrPendingCmd: REPORTs */
+	gboolean ready;	     /* connected and the resync is over */
+
+	/*
+	 * EVACUATE, CAPTURE and RETURN, one at a time (the driver runs one
+	 * EVACUATE or CAPTURE at a time; keeping RETURN in line too makes the
+	 * order of a guest's commands the order they were asked in).
+	 */
+	GQueue queue;	      /* HrRequest waiting, oldest first */
+	HrRequest *active;    /* sent or running */
+	GQueue finished;      /* the last @history finished, oldest first */
+	GHashTable *requests; /* id -> HrRequest, owns every one above */
+	guint history;
+	guint retry_id; /* sends the queue's head again after S_BUSY */
+	guint64 requests_final[HR_REQUEST_N_STATES];
+	guint64 blocks_freed_total;   /* by EVACUATE and CAPTURE results */
+	guint64 pages_migrated_total; /* likewise */
+	guint64 blocks_returned_total[VIRTIO_HUGEROOM_RET_UNLOAD + 1]; /* by reason */
 
 	guint64 frames;
 	guint64 guest_msgs;
@@ -70,10 +95,49 @@ hr_guest_reject(HrGuest *guest, const gchar *reason);
 /* the age of the latest status in ms, or -1 without one */
 gint64
 hr_guest_status_age_ms(HrGuest *guest);
-void
-hr_guest_held_add(HrGuest *guest, GHashTable *set, guint64 gpa);
+/* a gpa -> HrHeldBlock table */
 GHashTable *
 hr_guest_held_new(void);
+void
+hr_guest_held_add(GHashTable *held, guint64 gpa, guint64 request_id);
+/* replace the held set with @resync, keeping what we knew of each block */
+void
+hr_guest_held_replace(HrGuest *guest, GHashTable *resync);
+/* the held gpas, ascending */
+GArray *
+hr_guest_held_sorted(HrGuest *guest);
+const gchar *
+hr_guest_return_reason_to_string(guint32 reason);
+
+/* can the device and driver run a request of @kind right now? */
+gboolean
+hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error);
+/* take @request (its timeout_s set), queue it and send it when it is first */
+void
+hr_guest_submit(HrGuest *guest, HrRequest *request);
+HrRequest *
+hr_guest_find_request(HrGuest *guest, guint64 id);
+/* every known request, oldest first */
+GPtrArray *
+hr_guest_list_requests(HrGuest *guest);
+/* cancel a queued request, or send CANCEL for the running one */
+gboolean
+hr_guest_cancel_request(HrGuest *guest, guint64 id, GError **error);
+/* send the head of the queue if nothing runs */
+void
+hr_guest_dispatch(HrGuest *guest);
+
+/* for hr-device.c: messages about requests, and the connection's fate */
+void
+hr_guest_handle_result(HrGuest *guest, const HrResult *result);
+void
+hr_guest_handle_blocks(HrGuest *guest, const HrBlocks *blocks);
+void
+hr_guest_handle_cmds_dropped(HrGuest *guest, guint64 cmds_dropped);
+void
+hr_guest_set_ready(HrGuest *guest, gboolean ready);
+void
+hr_guest_device_lost(HrGuest *guest);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrGuest, hr_guest_free)
 
