@@ -186,6 +186,32 @@ hr_api_guests_to_json(HrDaemon *daemon)
 	return json_builder_get_root(b);
 }
 
+static void
+hr_api_add_held(JsonBuilder *b, HrGuest *guest)
+{
+	g_autoptr(GArray) gpas = hr_guest_held_sorted(guest);
+
+	json_builder_begin_object(b);
+	hr_api_add_int(b, "blocks", gpas->len);
+	json_builder_set_member_name(b, "gpas");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < gpas->len; i++) {
+		g_autofree gchar *str =
+		    g_strdup_printf("0x%" G_GINT64_MODIFIER "x", g_array_index(gpas, guint64, i));
+		json_builder_add_string_value(b, str);
+	}
+	json_builder_end_array(b);
+	json_builder_set_member_name(b, "returned");
+	json_builder_begin_object(b);
+	for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
+		hr_api_add_int(b, hr_guest_return_reason_to_string(r),
+			       guest->blocks_returned_total[r]);
+	json_builder_end_object(b);
+	hr_api_add_int(b, "blocks_freed_total", guest->blocks_freed_total);
+	hr_api_add_int(b, "pages_migrated_total", guest->pages_migrated_total);
+	json_builder_end_object(b);
+}
+
 static JsonNode *
 hr_api_guest_to_json(HrGuest *guest)
 {
@@ -265,6 +291,18 @@ hr_api_guest_to_json(HrGuest *guest)
 		json_builder_add_null_value(b);
 	}
 
+	json_builder_set_member_name(b, "held");
+	hr_api_add_held(b, guest);
+
+	json_builder_set_member_name(b, "requests");
+	json_builder_begin_array(b);
+	{
+		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
+		for (guint i = 0; i < requests->len; i++)
+			hr_request_add_summary_json(g_ptr_array_index(requests, i), b);
+	}
+	json_builder_end_array(b);
+
 	json_builder_set_member_name(b, "status");
 	if (guest->status != NULL)
 		hr_api_add_status(b, guest->status);
@@ -294,6 +332,71 @@ hr_api_metric(GString *out, const gchar *metric, HrGuest *guest, gdouble value)
 	g_string_append_printf(out, "%s{name=\"", metric);
 	hr_api_metric_escape(out, guest->name);
 	g_string_append_printf(out, "\",uuid=\"%s\"} %.17g\n", guest->uuid, value);
+}
+
+static void
+hr_api_metric_labelled(GString *out, const gchar *metric, HrGuest *guest, const gchar *label,
+		       const gchar *value, gdouble number)
+{
+	g_string_append_printf(out, "%s{name=\"", metric);
+	hr_api_metric_escape(out, guest->name);
+	g_string_append_printf(out, "\",uuid=\"%s\",%s=\"%s\"} %.17g\n", guest->uuid, label, value,
+			       number);
+}
+
+static void
+hr_api_metric_head(GString *out, const gchar *metric, const gchar *type, const gchar *help)
+{
+	g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
+}
+
+static void
+hr_api_metrics_requests(GString *out, GPtrArray *guests)
+{
+	hr_api_metric_head(out, "hugeroom_guest_requests", "gauge",
+			   "evacuate, capture and return requests waiting or running, by state");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		guint n[HR_REQUEST_DONE] = {0};
+		n[HR_REQUEST_QUEUED] = g_queue_get_length(&guest->queue);
+		if (guest->active != NULL)
+			n[guest->active->state]++;
+		for (guint st = 0; st < HR_REQUEST_DONE; st++)
+			hr_api_metric_labelled(out, "hugeroom_guest_requests", guest, "state",
+					       hr_request_state_to_string(st), n[st]);
+	}
+	hr_api_metric_head(out, "hugeroom_guest_requests_finished_total", "counter",
+			   "evacuate, capture and return requests that ended, by final state");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		for (guint st = HR_REQUEST_DONE; st < HR_REQUEST_N_STATES; st++)
+			hr_api_metric_labelled(out, "hugeroom_guest_requests_finished_total", guest,
+					       "state", hr_request_state_to_string(st),
+					       guest->requests_final[st]);
+	}
+	hr_api_metric_head(out, "hugeroom_guest_blocks_freed_total", "counter",
+			   "2 MiB blocks freed and held by evacuate and capture results");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		hr_api_metric(out, "hugeroom_guest_blocks_freed_total", guest,
+			      guest->blocks_freed_total);
+	}
+	hr_api_metric_head(out, "hugeroom_guest_pages_migrated_total", "counter",
+			   "4 KiB guest pages migrated by evacuate and capture results");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		hr_api_metric(out, "hugeroom_guest_pages_migrated_total", guest,
+			      guest->pages_migrated_total);
+	}
+	hr_api_metric_head(out, "hugeroom_guest_blocks_returned_total", "counter",
+			   "held blocks the guest took back, by reason (host, pressure, unload)");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
+			hr_api_metric_labelled(out, "hugeroom_guest_blocks_returned_total", guest,
+					       "reason", hr_guest_return_reason_to_string(r),
+					       guest->blocks_returned_total[r]);
+	}
 }
 
 gchar *
@@ -344,6 +447,7 @@ hr_api_metrics(HrDaemon *daemon)
 			}
 		}
 	}
+	hr_api_metrics_requests(out, guests);
 	g_string_append_printf(out,
 			       "# HELP hugeroom_rejected_connections_total connections closed "
 			       "before a valid HELLO\n"
@@ -429,6 +533,359 @@ hr_api_check_peer(SoupServerMessage *msg)
 	return FALSE;
 }
 
+/* ---------------------------------------------------------------------- */
+/* Requests: POST evacuate, capture, return, cancel; GET requests */
+
+static gboolean
+hr_api_bad(GError **error, const gchar *format, ...) G_GNUC_PRINTF(2, 3);
+
+static gboolean
+hr_api_bad(GError **error, const gchar *format, ...)
+{
+	va_list args;
+	g_autofree gchar *text = NULL;
+
+	va_start(args, format);
+	text = g_strdup_vprintf(format, args);
+	va_end(args);
+	g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, text);
+	return FALSE;
+}
+
+static gchar *
+hr_api_node_to_string(JsonNode *node)
+{
+	g_autofree gchar *text = json_to_string(node, FALSE);
+	if (strlen(text) > 40)
+		return g_strdup_printf("%.37s...", text);
+	return g_steal_pointer(&text);
+}
+
+static JsonObject *
+hr_api_parse_body(SoupServerMessage *msg, JsonParser *parser, GError **error)
+{
+	SoupMessageBody *body = soup_server_message_get_request_body(msg);
+	g_autoptr(GError) error_local = NULL;
+	JsonNode *root;
+
+	if (body == NULL || body->length == 0) {
+		hr_api_bad(error, "the request needs a JSON object body, for example "
+				  "{\"blocks\":4}");
+		return NULL;
+	}
+	if (!json_parser_load_from_data(parser, body->data, body->length, &error_local)) {
+		hr_api_bad(error, "the body is not JSON: %s", error_local->message);
+		return NULL;
+	}
+	root = json_parser_get_root(parser);
+	if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root)) {
+		hr_api_bad(error, "the body must be a JSON object, for example {\"blocks\":4}");
+		return NULL;
+	}
+	return json_node_get_object(root);
+}
+
+static gboolean
+hr_api_check_members(JsonObject *obj, const gchar *what, const gchar *const *allowed,
+		     GError **error)
+{
+	g_autoptr(GList) members = json_object_get_members(obj);
+
+	for (GList *l = members; l != NULL; l = l->next) {
+		if (!g_strv_contains(allowed, l->data)) {
+			g_autofree gchar *list = g_strjoinv(", ", (gchar **)allowed);
+			return hr_api_bad(error, "%s: unknown field; %s takes %s",
+					  (const gchar *)l->data, what, list);
+		}
+	}
+	return TRUE;
+}
+
+/* a JSON integer in [min, max]; absent members leave @value alone */
+static gboolean
+hr_api_get_uint(JsonObject *obj, const gchar *key, guint64 min, guint64 max, guint64 *value,
+		GError **error)
+{
+	JsonNode *node = json_object_get_member(obj, key);
+	gint64 v;
+
+	if (node == NULL)
+		return TRUE;
+	if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64) {
+		g_autofree gchar *text = hr_api_node_to_string(node);
+		return hr_api_bad(error,
+				  "%s: %s is not a whole number from %" G_GUINT64_FORMAT
+				  " to %" G_GUINT64_FORMAT,
+				  key, text, min, max);
+	}
+	v = json_node_get_int(node);
+	if (v < 0 || (guint64)v < min || (guint64)v > max)
+		return hr_api_bad(error,
+				  "%s: %" G_GINT64_FORMAT " is out of range %" G_GUINT64_FORMAT
+				  "-%" G_GUINT64_FORMAT,
+				  key, v, min, max);
+	*value = v;
+	return TRUE;
+}
+
+/* an address: a JSON integer, or a string in hex ("0x...") or decimal */
+static gboolean
+hr_api_parse_addr(JsonNode *node, const gchar *field, guint64 *value, GError **error)
+{
+	if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_INT64 &&
+	    json_node_get_int(node) >= 0) {
+		*value = json_node_get_int(node);
+		return TRUE;
+	}
+	if (JSON_NODE_HOLDS_VALUE(node) && json_node_get_value_type(node) == G_TYPE_STRING) {
+		const gchar *str = json_node_get_string(node);
+		guint base = 10;
+		if (g_str_has_prefix(str, "0x") || g_str_has_prefix(str, "0X")) {
+			str += 2;
+			base = 16;
+		}
+		if (*str != '\0' && g_ascii_string_to_unsigned(str, base, 0, G_MAXUINT64, value, NULL))
+			return TRUE;
+	}
+	{
+		g_autofree gchar *text = hr_api_node_to_string(node);
+		return hr_api_bad(error,
+				  "%s: %s is not an address (a whole number, or a string such as "
+				  "\"0x40000000\")",
+				  field, text);
+	}
+}
+
+static gboolean
+hr_api_get_gpas(JsonObject *obj, GArray *gpas, GError **error)
+{
+	JsonNode *node = json_object_get_member(obj, "gpas");
+	JsonArray *array;
+
+	if (node == NULL)
+		return TRUE;
+	if (!JSON_NODE_HOLDS_ARRAY(node))
+		return hr_api_bad(error, "gpas: must be an array of addresses");
+	array = json_node_get_array(node);
+	if (json_array_get_length(array) == 0)
+		return hr_api_bad(error, "gpas: the list is empty");
+	for (guint i = 0; i < json_array_get_length(array); i++) {
+		g_autofree gchar *field = g_strdup_printf("gpas[%u]", i);
+		guint64 gpa;
+		if (!hr_api_parse_addr(json_array_get_element(array, i), field, &gpa, error))
+			return FALSE;
+		g_array_append_val(gpas, gpa);
+	}
+	return TRUE;
+}
+
+static gboolean
+hr_api_get_ranges(JsonObject *obj, GArray *ranges, GError **error)
+{
+	JsonNode *node = json_object_get_member(obj, "ranges");
+	JsonArray *array;
+
+	if (node == NULL)
+		return TRUE;
+	if (!JSON_NODE_HOLDS_ARRAY(node))
+		return hr_api_bad(error, "ranges: must be an array of {\"start\":..,\"end\":..}");
+	array = json_node_get_array(node);
+	if (json_array_get_length(array) == 0)
+		return hr_api_bad(error, "ranges: the list is empty");
+	for (guint i = 0; i < json_array_get_length(array); i++) {
+		JsonNode *elem = json_array_get_element(array, i);
+		const gchar *keys[] = {"start", "end"};
+		HrRange range = {0};
+		guint64 *values[] = {&range.start, &range.end};
+		if (!JSON_NODE_HOLDS_OBJECT(elem))
+			return hr_api_bad(error, "ranges[%u]: must be {\"start\":..,\"end\":..}", i);
+		for (guint k = 0; k < G_N_ELEMENTS(keys); k++) {
+			JsonNode *v = json_object_get_member(json_node_get_object(elem), keys[k]);
+			g_autofree gchar *field = g_strdup_printf("ranges[%u].%s", i, keys[k]);
+			if (v == NULL)
+				return hr_api_bad(error, "%s: missing", field);
+			if (!hr_api_parse_addr(v, field, values[k], error))
+				return FALSE;
+		}
+		if (json_object_get_size(json_node_get_object(elem)) != 2)
+			return hr_api_bad(error, "ranges[%u]: takes only start and end", i);
+		g_array_append_val(ranges, range);
+	}
+	return TRUE;
+}
+
+/* the body of POST .../evacuate, .../capture or .../return */
+static gboolean
+hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GArray *gpas,
+		    GArray *ranges, GError **error)
+{
+	static const gchar *const evacuate[] = {"blocks",    "gpas",	  "ranges", "budget_pages",
+						"budget_ms", "timeout_s", NULL};
+	static const gchar *const capture[] = {"blocks", "budget_ms", "timeout_s", NULL};
+	static const gchar *const ret[] = {"blocks", "gpas", "all", "timeout_s", NULL};
+	const gchar *const *allowed = kind == HR_REQUEST_EVACUATE ? evacuate
+				      : kind == HR_REQUEST_CAPTURE ? capture
+								   : ret;
+	guint64 count = 0, budget_pages = 0, budget_ms = 0, timeout_s = 0;
+	JsonNode *all;
+
+	memset(p, 0, sizeof(*p));
+	p->kind = kind;
+	if (!hr_api_check_members(obj, hr_request_kind_to_string(kind), allowed, error) ||
+	    !hr_api_get_uint(obj, "blocks", 1, G_MAXUINT32 - 1, &count, error) ||
+	    !hr_api_get_uint(obj, "budget_pages", 0, G_MAXINT64, &budget_pages, error) ||
+	    !hr_api_get_uint(obj, "budget_ms", 0, G_MAXUINT32, &budget_ms, error) ||
+	    !hr_api_get_uint(obj, "timeout_s", 1, 86400, &timeout_s, error) ||
+	    !hr_api_get_gpas(obj, gpas, error) || !hr_api_get_ranges(obj, ranges, error))
+		return FALSE;
+	all = json_object_get_member(obj, "all");
+	if (all != NULL) {
+		if (!JSON_NODE_HOLDS_VALUE(all) || json_node_get_value_type(all) != G_TYPE_BOOLEAN)
+			return hr_api_bad(error, "all: must be true or false");
+		p->all = json_node_get_boolean(all);
+	}
+	if (kind == HR_REQUEST_RETURN && count > 0 && gpas->len > 0)
+		return hr_api_bad(error, "blocks: return takes blocks or gpas, not both");
+	if (kind == HR_REQUEST_RETURN && count == 0 && gpas->len == 0 && !p->all)
+		return hr_api_bad(error, "blocks: return needs blocks, gpas or \"all\":true");
+	if (kind != HR_REQUEST_RETURN && count == 0 && gpas->len == 0)
+		return hr_api_bad(error, "blocks: missing; give the number of blocks%s",
+				  kind == HR_REQUEST_EVACUATE ? " or a list of gpas" : "");
+	p->count = count;
+	p->gpas = (const guint64 *)gpas->data;
+	p->nr_gpas = gpas->len;
+	p->ranges = (const HrRange *)ranges->data;
+	p->nr_ranges = ranges->len;
+	p->budget_pages = budget_pages;
+	p->budget_ms = budget_ms;
+	p->timeout_s = timeout_s;
+	return TRUE;
+}
+
+static guint
+hr_api_error_status(const GError *error)
+{
+	if (error->domain == G_IO_ERROR && error->code == G_IO_ERROR_INVALID_ARGUMENT)
+		return SOUP_STATUS_BAD_REQUEST;
+	if (error->domain == G_IO_ERROR && error->code == G_IO_ERROR_NOT_FOUND)
+		return SOUP_STATUS_NOT_FOUND;
+	return SOUP_STATUS_CONFLICT;
+}
+
+static void
+hr_api_reply_request_ref(SoupServerMessage *msg, guint status, HrGuest *guest, HrRequest *request)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+
+	json_builder_begin_object(b);
+	hr_api_add_int(b, "request_id", request->id);
+	json_builder_set_member_name(b, "guest");
+	json_builder_add_string_value(b, guest->name);
+	json_builder_set_member_name(b, "kind");
+	json_builder_add_string_value(b, hr_request_kind_to_string(request->kind));
+	json_builder_set_member_name(b, "state");
+	json_builder_add_string_value(b, hr_request_state_to_string(request->state));
+	json_builder_set_member_name(b, "cancel_requested");
+	json_builder_add_boolean_value(b, request->cancel_sent);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, status, node);
+}
+
+static void
+hr_api_submit(HrApi *api, SoupServerMessage *msg, HrGuest *guest, HrRequestKind kind)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GArray) gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
+	g_autoptr(GArray) ranges = g_array_new(FALSE, FALSE, sizeof(HrRange));
+	g_autoptr(GError) error = NULL;
+	HrRequestParams params;
+	JsonObject *obj;
+	HrRequest *request;
+
+	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
+		return;
+	obj = hr_api_parse_body(msg, parser, &error);
+	if (obj == NULL || !hr_api_parse_params(obj, kind, &params, gpas, ranges, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
+		return;
+	}
+	request = hr_daemon_submit(api->daemon, guest, &params, &error);
+	if (request == NULL) {
+		hr_api_reply_error(msg, hr_api_error_status(error), "%s", error->message);
+		return;
+	}
+	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest, request);
+}
+
+static void
+hr_api_cancel(SoupServerMessage *msg, HrGuest *guest)
+{
+	static const gchar *const allowed[] = {"request_id", NULL};
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	guint64 id = 0;
+	JsonObject *obj;
+
+	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
+		return;
+	obj = hr_api_parse_body(msg, parser, &error);
+	if (obj == NULL || !hr_api_check_members(obj, "cancel", allowed, &error) ||
+	    !hr_api_get_uint(obj, "request_id", 1, G_MAXINT64, &id, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
+		return;
+	}
+	if (id == 0) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST,
+				   "request_id: missing; cancel names the request to stop");
+		return;
+	}
+	if (!hr_guest_cancel_request(guest, id, &error)) {
+		hr_api_reply_error(msg, hr_api_error_status(error), "%s", error->message);
+		return;
+	}
+	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest,
+				 hr_guest_find_request(guest, id));
+}
+
+static void
+hr_api_requests(SoupServerMessage *msg, HrGuest *guest, const gchar *id_str)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+
+	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
+		return;
+	if (id_str != NULL) {
+		guint64 id = 0;
+		HrRequest *request = NULL;
+		if (g_ascii_string_to_unsigned(id_str, 10, 1, G_MAXUINT64, &id, NULL))
+			request = hr_guest_find_request(guest, id);
+		if (request == NULL) {
+			hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
+					   "guest %s has no request '%s' (finished requests are "
+					   "kept only for the last %u)",
+					   guest->name, id_str, guest->history);
+			return;
+		}
+		hr_request_add_json(request, b);
+	} else {
+		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
+		json_builder_begin_object(b);
+		json_builder_set_member_name(b, "guest");
+		json_builder_add_string_value(b, guest->name);
+		json_builder_set_member_name(b, "requests");
+		json_builder_begin_array(b);
+		for (guint i = 0; i < requests->len; i++)
+			hr_request_add_json(g_ptr_array_index(requests, i), b);
+		json_builder_end_array(b);
+		json_builder_end_object(b);
+	}
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
 static void
 hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		 GHashTable *query, gpointer user_data)
@@ -451,7 +908,7 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 		return;
 	}
-	if (parts[0][0] != '\0' || g_strv_length(parts) > 3) {
+	if (parts[0][0] != '\0' || g_strv_length(parts) > 4) {
 		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s; see "
 				   "/v1/guests", path);
 		return;
@@ -470,6 +927,32 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 			return;
 		node = hr_api_guest_to_json(guest);
 		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+		return;
+	}
+	if (g_strcmp0(parts[2], "requests") == 0) {
+		hr_api_requests(msg, guest, parts[3]);
+		return;
+	}
+	if (g_strv_length(parts) == 4) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s; see "
+				   "/v1/guests/%s/requests/ID",
+				   path, guest->name);
+		return;
+	}
+	if (g_strcmp0(parts[2], "evacuate") == 0) {
+		hr_api_submit(api, msg, guest, HR_REQUEST_EVACUATE);
+		return;
+	}
+	if (g_strcmp0(parts[2], "capture") == 0) {
+		hr_api_submit(api, msg, guest, HR_REQUEST_CAPTURE);
+		return;
+	}
+	if (g_strcmp0(parts[2], "return") == 0) {
+		hr_api_submit(api, msg, guest, HR_REQUEST_RETURN);
+		return;
+	}
+	if (g_strcmp0(parts[2], "cancel") == 0) {
+		hr_api_cancel(msg, guest);
 		return;
 	}
 	if (g_strcmp0(parts[2], "report") == 0) {
@@ -496,7 +979,8 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		return;
 	}
 	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such action '%s' on guest %s; "
-			   "supported: report", parts[2], guest->name);
+			   "supported: report, evacuate, capture, return, cancel, requests",
+			   parts[2], guest->name);
 }
 
 static void

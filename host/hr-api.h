@@ -13,6 +13,15 @@ typedef struct _HrApi HrApi;
  *   GET  /v1/guests                  list
  *   GET  /v1/guests/{name-or-uuid}   detail, with the latest status decoded
  *   POST /v1/guests/{name}/report    send CMD_REPORT
+ *   POST /v1/guests/{name}/evacuate  {"blocks":N} or {"gpas":[..]} (+ "blocks"
+ *                                    to stop after N), "ranges":[{"start","end"}],
+ *                                    "budget_pages", "budget_ms", "timeout_s"
+ *   POST /v1/guests/{name}/capture   {"blocks":N, "budget_ms", "timeout_s"}
+ *   POST /v1/guests/{name}/return    {"blocks":N} or {"gpas":[..]} or {"all":true}
+ *                                    -> 202 {"request_id","guest","kind","state"}
+ *   POST /v1/guests/{name}/cancel    {"request_id":N}
+ *   GET  /v1/guests/{name}/requests  every known request, in full
+ *   GET  /v1/guests/{name}/requests/{id}
  *   GET  /metrics                    Prometheus text
  */
 HrApi *
