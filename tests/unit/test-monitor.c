@@ -1,0 +1,514 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Host memory monitor parsers, from /proc and /sys files captured on real
+ * kernels (fixtures/proc/<kernel>/) and hand-made broken variants
+ * (fixtures/proc/malformed/).
+ */
+
+#define G_LOG_DOMAIN "TestMonitor"
+
+#include <string.h>
+
+#include "hr-monitor.h"
+
+static gchar *
+fixture_path(const gchar *rel)
+{
+	return g_test_build_filename(G_TEST_DIST, "fixtures", "proc", rel, NULL);
+}
+
+static gchar *
+load_text(const gchar *rel)
+{
+	g_autofree gchar *path = fixture_path(rel);
+	g_autoptr(GError) error = NULL;
+	gchar *text = NULL;
+	g_assert_true(g_file_get_contents(path, &text, NULL, &error));
+	g_assert_no_error(error);
+	return text;
+}
+
+static HrHostState *
+read_fixture_host(const gchar *kernel)
+{
+	g_autofree gchar *root = fixture_path(kernel);
+	g_autoptr(GError) error = NULL;
+	HrHostState *state = hr_monitor_read_host(root, &error);
+	g_assert_no_error(error);
+	g_assert_nonnull(state);
+	return state;
+}
+
+static const HrZoneWatermarks *
+find_zone(const HrHostState *state, guint node, const gchar *zone)
+{
+	for (guint i = 0; i < state->zones->len; i++) {
+		const HrZoneWatermarks *z = g_ptr_array_index(state->zones, i);
+		if (z->node == node && g_strcmp0(z->zone, zone) == 0)
+			return z;
+	}
+	g_error("no zone %s on node %u", zone, node);
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Real kernels */
+
+static void
+test_debian61(void)
+{
+	g_autoptr(HrHostState) state = read_fixture_host("debian-6.1");
+	const HrNodeState *node;
+	const HrZoneWatermarks *dma32;
+	const HrBuddyZone *bz;
+
+	g_assert_cmpuint(state->buddy->len, ==, 2);
+	bz = g_ptr_array_index(state->buddy, 1);
+	g_assert_cmpstr(bz->zone, ==, "DMA32");
+	g_assert_cmpuint(bz->n_orders, ==, 11);
+	g_assert_cmpuint(bz->nr_free[0], ==, 515);
+	g_assert_cmpuint(bz->nr_free[10], ==, 198);
+
+	/* DMA, DMA32, Normal, Movable, Device; unpopulated ones too */
+	g_assert_cmpuint(state->zones->len, ==, 5);
+	dma32 = find_zone(state, 0, "DMA32");
+	g_assert_cmpuint(dma32->free, ==, 218547);
+	g_assert_cmpuint(dma32->min, ==, 11086);
+	g_assert_cmpuint(dma32->low, ==, 13857);
+	g_assert_cmpuint(dma32->high, ==, 16628);
+	g_assert_cmpuint(dma32->spanned, ==, 258016);
+	g_assert_cmpuint(dma32->present, ==, 258016);
+	g_assert_cmpuint(dma32->managed, ==, 242034);
+	g_assert_cmpuint(dma32->start_pfn, ==, 4096);
+
+	g_assert_cmpuint(state->nodes->len, ==, 1);
+	node = hr_host_state_get_node(state, 0);
+	g_assert_nonnull(node);
+	g_assert_null(hr_host_state_get_node(state, 1));
+	/* buddyinfo's DMA32 sums to exactly zoneinfo's "pages free" here */
+	g_assert_cmpuint(node->free_pages, ==, 218547);
+	g_assert_cmpuint(node->free_blocks, ==, 3 + 198 * 2);
+	g_assert_cmpuint(node->unusable_index, ==, 65);
+	g_assert_cmpuint(node->wmark_min, ==, 11086);
+	g_assert_cmpuint(node->wmark_high, ==, 16628);
+	g_assert_cmpuint(node->managed, ==, 242034);
+	g_assert_true(node->has_meminfo);
+	g_assert_nonnull(node->vmstat);
+
+	g_assert_cmpuint(hr_meminfo_get(state->meminfo, "MemTotal"), ==, 983496);
+	g_assert_cmpuint(hr_meminfo_get(state->meminfo, "MemFree"), ==, 889168);
+	g_assert_cmpuint(hr_vmstat_size(state->vmstat), ==, 173);
+	g_assert_cmpstr(state->thp.enabled, ==, "always");
+	g_assert_cmpstr(state->thp.defrag, ==, "madvise");
+	g_assert_cmpuint(state->thp.hpage_pmd_size, ==, 2 * 1024 * 1024);
+
+	g_assert_nonnull(state->pagetypes);
+	g_assert_cmpuint(state->pagetypes->pageblock_order, ==, 9);
+	g_assert_cmpuint(state->pagetypes->pages_per_block, ==, 512);
+	g_assert_cmpuint(state->pagetypes->n_orders, ==, 11);
+	g_assert_cmpuint(state->pagetypes->n_types, ==, 5);
+	g_assert_cmpint(hr_pagetypeinfo_type_index(state->pagetypes, "Movable"), ==, 1);
+	g_assert_cmpint(hr_pagetypeinfo_type_index(state->pagetypes, "CMA"), ==, -1);
+	{
+		const HrPagetypeZone *pz = g_ptr_array_index(state->pagetypes->zones, 1);
+		g_assert_cmpstr(pz->zone, ==, "DMA32");
+		g_assert_cmpuint(pz->nr_blocks[0], ==, 48);
+		g_assert_cmpuint(pz->nr_blocks[1], ==, 450);
+		g_assert_cmpuint(pz->nr_blocks[2], ==, 6);
+		g_assert_false(pz->capped);
+	}
+}
+
+static void
+test_debian612_two_nodes(void)
+{
+	g_autoptr(HrHostState) state = read_fixture_host("debian-6.12-2node");
+	const HrNodeState *n0, *n1;
+
+	g_assert_cmpuint(state->nodes->len, ==, 2);
+	n0 = hr_host_state_get_node(state, 0);
+	n1 = hr_host_state_get_node(state, 1);
+	g_assert_nonnull(n0);
+	g_assert_nonnull(n1);
+	g_assert_cmpuint(n0->free_pages, ==, 104410);
+	g_assert_cmpuint(n0->free_blocks, ==, 200);
+	g_assert_cmpuint(n0->unusable_index, ==, 19);
+	g_assert_cmpuint(n1->free_pages, ==, 98864);
+	g_assert_cmpuint(n1->free_blocks, ==, 191);
+	g_assert_cmpuint(n1->unusable_index, ==, 10);
+	g_assert_cmpuint(n0->mem_total_kb, ==, 476404);
+	g_assert_cmpuint(n1->mem_total_kb, ==, 515472);
+	g_assert_cmpuint(hr_vmstat_get(n1->vmstat, "nr_free_pages"), ==, 98838);
+
+	/* 5 zones per node, node 1 has no DMA, so buddyinfo lists 3 zones */
+	g_assert_cmpuint(state->zones->len, ==, 10);
+	g_assert_cmpuint(state->buddy->len, ==, 3);
+	/* 6.12 has the "promo" watermark; it is parsed past, not mistaken */
+	g_assert_cmpuint(find_zone(state, 0, "DMA")->high, ==, 284);
+	g_assert_cmpuint(find_zone(state, 0, "Movable")->min, ==, 32);
+
+	/* pagetypeinfo repeats its header per node */
+	g_assert_cmpuint(state->pagetypes->zones->len, ==, 3);
+	{
+		const HrPagetypeZone *pz = g_ptr_array_index(state->pagetypes->zones, 2);
+		g_assert_cmpuint(pz->node, ==, 1);
+		g_assert_cmpuint(pz->nr_free[1][10], ==, 95);
+		g_assert_cmpuint(pz->nr_blocks[1], ==, 241);
+	}
+}
+
+static void
+test_host_capture(void)
+{
+	g_autoptr(HrHostState) state = read_fixture_host("host-6.18.44");
+	const HrNodeState *n0 = hr_host_state_get_node(state, 0);
+
+	g_assert_nonnull(n0);
+	g_assert_cmpuint(n0->free_pages, ==, 941910);
+	g_assert_cmpuint(n0->free_blocks, ==, 1626);
+	g_assert_cmpuint(n0->unusable_index, ==, 116);
+	/* DMA32 + Normal; DMA is left out */
+	g_assert_cmpuint(n0->wmark_min, ==, 3957 + 12918);
+	g_assert_cmpuint(n0->wmark_low, ==, 4946 + 16147);
+	g_assert_cmpuint(n0->wmark_high, ==, 5935 + 19376);
+	/* the quirk of these machines: Normal managed far below present */
+	g_assert_cmpuint(find_zone(state, 0, "Normal")->managed, ==, 2523136);
+	g_assert_cmpuint(find_zone(state, 0, "Normal")->present, ==, 5505024);
+	g_assert_cmpstr(state->thp.enabled, ==, "madvise");
+	g_assert_cmpuint(state->compact.thp_fault_alloc, ==, 1930);
+	g_assert_true(hr_vmstat_lookup(state->vmstat, "compact_isolated", &(guint64){0}));
+}
+
+static void
+test_live_host(void)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrHostState) state = NULL;
+
+	if (!g_file_test("/proc/buddyinfo", G_FILE_TEST_EXISTS)) {
+		g_test_skip("no /proc/buddyinfo: not a Linux host");
+		return;
+	}
+	state = hr_monitor_read_host("/", &error);
+	g_assert_no_error(error);
+	g_assert_cmpuint(state->nodes->len, >=, 1);
+	for (guint i = 0; i < state->nodes->len; i++) {
+		const HrNodeState *n = g_ptr_array_index(state->nodes, i);
+		g_assert_cmpuint(n->free_blocks << HR_MONITOR_BLOCK_ORDER, <=, n->free_pages);
+		g_assert_cmpuint(n->unusable_index, <=, 1000);
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Derivations */
+
+static void
+test_unusable_index(void)
+{
+	HrBuddyZone z = {.n_orders = 11};
+
+	g_assert_cmpuint(hr_unusable_index(0, 0, 9), ==, 1000);
+	g_assert_cmpuint(hr_unusable_index(512, 1, 9), ==, 0);
+	g_assert_cmpuint(hr_unusable_index(1024, 1, 9), ==, 500);
+	/* one order-10 chunk is two 2 MiB blocks */
+	z.nr_free[10] = 1;
+	z.nr_free[0] = 1024;
+	g_assert_cmpuint(hr_buddy_free_pages(&z), ==, 2048);
+	g_assert_cmpuint(hr_buddy_free_blocks(&z, 9), ==, 2);
+	g_assert_cmpuint(hr_unusable_index(2048, 2, 9), ==, 500);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Broken input */
+
+typedef gpointer (*ParseFunc)(const gchar *text, const gchar *name, GError **error);
+
+static void
+free_result(ParseFunc parse, gpointer result)
+{
+	if (result == NULL)
+		return;
+	if (parse == (ParseFunc)hr_buddyinfo_parse || parse == (ParseFunc)hr_zoneinfo_parse)
+		g_ptr_array_unref(result);
+	else if (parse == (ParseFunc)hr_pagetypeinfo_parse)
+		hr_pagetypeinfo_free(result);
+	else if (parse == (ParseFunc)hr_vmstat_parse)
+		hr_vmstat_free(result);
+	else if (parse == (ParseFunc)hr_meminfo_parse)
+		hr_meminfo_free(result);
+	else
+		g_free(result);
+}
+
+static const struct {
+	const gchar *file;
+	ParseFunc parse;
+	const gchar *message; /* expected "name:line: ..." */
+} malformed[] = {
+	{"malformed/empty", (ParseFunc)hr_buddyinfo_parse, "buddyinfo: empty file"},
+	{"malformed/buddyinfo-truncated-midline", (ParseFunc)hr_buddyinfo_parse,
+	 "buddyinfo:2: truncated: last line has no newline"},
+	{"malformed/buddyinfo-short-line", (ParseFunc)hr_buddyinfo_parse,
+	 "buddyinfo:3: 10 orders where the previous lines have 11 (truncated?)"},
+	{"malformed/buddyinfo-bad-count", (ParseFunc)hr_buddyinfo_parse,
+	 "buddyinfo:2: order 10 count '9x9' is not a number"},
+	{"malformed/zoneinfo-truncated-pagesets", (ParseFunc)hr_zoneinfo_parse,
+	 "zoneinfo:1: truncated: node 0 zone DMA has no start_pfn"},
+	{"malformed/zoneinfo-no-managed", (ParseFunc)hr_zoneinfo_parse,
+	 "zoneinfo:1: truncated: node 0 zone DMA has no 'managed'"},
+	{"malformed/zoneinfo-bad-value", (ParseFunc)hr_zoneinfo_parse,
+	 "zoneinfo:5: nr_active_anon value 'lots' is not a number"},
+	{"malformed/pagetypeinfo-no-blocks", (ParseFunc)hr_pagetypeinfo_parse,
+	 "pagetypeinfo:15: truncated: missing the block count section"},
+	{"malformed/pagetypeinfo-bad-ppb", (ParseFunc)hr_pagetypeinfo_parse,
+	 "pagetypeinfo: 500 pages per block is not 2^9"},
+	{"malformed/vmstat-truncated-midline", (ParseFunc)hr_vmstat_parse,
+	 "vmstat:51: truncated: last line has no newline"},
+	{"malformed/vmstat-negative", (ParseFunc)hr_vmstat_parse,
+	 "vmstat:3: nr_zone_active_anon value '-5' is not a number"},
+	{"malformed/meminfo-no-colon", (ParseFunc)hr_meminfo_parse,
+	 "meminfo:2: key 'MemFree' does not end with ':'"},
+	{"malformed/thp-enabled-no-choice", (ParseFunc)hr_thp_parse_choice,
+	 "enabled:1: no '[choice]' in 'always madvise never'"},
+	{"debian-6.1/proc/zoneinfo", (ParseFunc)hr_buddyinfo_parse,
+	 "buddyinfo:1: expected 'Node N, zone NAME COUNT...', got 'Node 0, zone      DMA'"},
+	{"debian-6.1/proc/meminfo", (ParseFunc)hr_vmstat_parse,
+	 "vmstat:1: expected 'name value', got 'MemTotal:         983496 kB'"},
+};
+
+static void
+test_malformed(void)
+{
+	for (guint i = 0; i < G_N_ELEMENTS(malformed); i++) {
+		g_autofree gchar *text = load_text(malformed[i].file);
+		g_autoptr(GError) error = NULL;
+		/* the name given is what messages carry: file name only here */
+		g_autofree gchar *name = g_strndup(malformed[i].message,
+						   strcspn(malformed[i].message, ":"));
+		gpointer result = malformed[i].parse(text, name, &error);
+
+		g_test_message("%s: %s", malformed[i].file, error ? error->message : "(parsed)");
+		g_assert_null(result);
+		g_assert_error(error, HR_MONITOR_ERROR, HR_MONITOR_ERROR_PARSE);
+		g_assert_cmpstr(error->message, ==, malformed[i].message);
+	}
+}
+
+static void
+test_nul_byte(void)
+{
+	g_autofree gchar *root = g_dir_make_tmp("hr-monitor-XXXXXX", NULL);
+	g_autofree gchar *src = fixture_path("debian-6.1");
+	g_autofree gchar *bad = fixture_path("malformed/buddyinfo-nul");
+	g_autofree gchar *cmd = g_strdup_printf("sh -c 'cp -r %s/. %s/ && cp %s %s/proc/buddyinfo'", src,
+						root, bad, root);
+	g_autofree gchar *rm = g_strdup_printf("rm -rf %s", root);
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrHostState) state = NULL;
+	gint status = 0;
+
+	g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, &error));
+	g_assert_true(g_spawn_check_wait_status(status, NULL));
+	state = hr_monitor_read_host(root, &error);
+	g_assert_null(state);
+	g_assert_error(error, HR_MONITOR_ERROR, HR_MONITOR_ERROR_PARSE);
+	g_assert_nonnull(strstr(error->message, "proc/buddyinfo: contains a NUL byte"));
+	g_spawn_command_line_sync(rm, NULL, NULL, NULL, NULL);
+}
+
+/* A broken file in a tree is reported with its path. */
+static void
+test_tree_errors(void)
+{
+	static const struct {
+		const gchar *replace;
+		const gchar *with;	/* NULL: delete */
+		gint code;
+		const gchar *needle;
+	} cases[] = {
+		{"proc/zoneinfo", "malformed/zoneinfo-no-managed", HR_MONITOR_ERROR_PARSE,
+		 "proc/zoneinfo:1: truncated"},
+		{"proc/vmstat", NULL, HR_MONITOR_ERROR_MISSING, "proc/vmstat"},
+		{"sys/kernel/mm/transparent_hugepage/enabled", "malformed/thp-enabled-no-choice",
+		 HR_MONITOR_ERROR_PARSE, "transparent huge pages: "},
+		{"proc/pagetypeinfo", "malformed/pagetypeinfo-bad-ppb", HR_MONITOR_ERROR_PARSE,
+		 "pages per block"},
+		{"sys/devices/system/node/node0/meminfo", "malformed/meminfo-no-colon",
+		 HR_MONITOR_ERROR_PARSE, "node0/meminfo:2:"},
+	};
+	g_autofree gchar *src = fixture_path("debian-6.1");
+
+	for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+		g_autofree gchar *root = g_dir_make_tmp("hr-monitor-XXXXXX", NULL);
+		g_autofree gchar *target = g_build_filename(root, cases[i].replace, NULL);
+		g_autofree gchar *cmd = NULL;
+		g_autofree gchar *rm = g_strdup_printf("rm -rf %s", root);
+		g_autoptr(GError) error = NULL;
+		g_autoptr(HrHostState) state = NULL;
+		gint status = 0;
+
+		if (cases[i].with != NULL) {
+			g_autofree gchar *with = fixture_path(cases[i].with);
+			cmd = g_strdup_printf("sh -c 'cp -r %s/. %s/ && cp %s %s'", src, root, with,
+					      target);
+		} else {
+			cmd = g_strdup_printf("sh -c 'cp -r %s/. %s/ && rm %s'", src, root, target);
+		}
+		g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+		g_assert_true(g_spawn_check_wait_status(status, NULL));
+		state = hr_monitor_read_host(root, &error);
+		g_test_message("%s: %s", cases[i].replace, error ? error->message : "(read)");
+		g_assert_null(state);
+		g_assert_error(error, HR_MONITOR_ERROR, cases[i].code);
+		g_assert_nonnull(strstr(error->message, cases[i].needle));
+		g_spawn_command_line_sync(rm, NULL, NULL, NULL, NULL);
+	}
+}
+
+/*
+ * Every prefix of every real file: a parser either succeeds or fails with
+ * a parse error; a prefix cut inside a line always fails.
+ */
+static void
+test_every_prefix(void)
+{
+	static const struct {
+		const gchar *file;
+		ParseFunc parse;
+	} files[] = {
+		{"debian-6.12-2node/proc/buddyinfo", (ParseFunc)hr_buddyinfo_parse},
+		{"debian-6.12-2node/proc/pagetypeinfo", (ParseFunc)hr_pagetypeinfo_parse},
+		{"debian-6.12-2node/proc/zoneinfo", (ParseFunc)hr_zoneinfo_parse},
+		{"debian-6.1/proc/zoneinfo", (ParseFunc)hr_zoneinfo_parse},
+		{"host-6.18.44/proc/pagetypeinfo", (ParseFunc)hr_pagetypeinfo_parse},
+		{"host-6.18.44/proc/vmstat", (ParseFunc)hr_vmstat_parse},
+		{"host-6.18.44/proc/meminfo", (ParseFunc)hr_meminfo_parse},
+		{"debian-6.12-2node/sys/devices/system/node/node1/meminfo",
+		 (ParseFunc)hr_meminfo_parse},
+		{"host-6.18.44/sys/kernel/mm/transparent_hugepage/defrag",
+		 (ParseFunc)hr_thp_parse_choice},
+	};
+	guint accepted = 0, rejected = 0;
+
+	for (guint f = 0; f < G_N_ELEMENTS(files); f++) {
+		g_autofree gchar *text = load_text(files[f].file);
+		gsize len = strlen(text);
+
+		for (gsize cut = 0; cut <= len; cut++) {
+			g_autofree gchar *prefix = g_strndup(text, cut);
+			g_autoptr(GError) error = NULL;
+			gpointer result = files[f].parse(prefix, files[f].file, &error);
+
+			if (result == NULL) {
+				g_assert_error(error, HR_MONITOR_ERROR, HR_MONITOR_ERROR_PARSE);
+				g_assert_true(g_str_has_prefix(error->message, files[f].file));
+				rejected++;
+			} else {
+				g_assert_no_error(error);
+				g_assert_true(cut > 0 && prefix[cut - 1] == '\n');
+				accepted++;
+			}
+			free_result(files[f].parse, result);
+		}
+		/* the whole file parses */
+		{
+			g_autoptr(GError) error = NULL;
+			gpointer result = files[f].parse(text, files[f].file, &error);
+			g_assert_no_error(error);
+			free_result(files[f].parse, result);
+		}
+	}
+	g_test_message("%u prefixes accepted, %u rejected", accepted, rejected);
+	g_assert_cmpuint(rejected, >, accepted);
+}
+
+static void
+test_pagetypeinfo_capped(void)
+{
+	const gchar *text = "Page block order: 9\n"
+			    "Pages per block:  512\n"
+			    "\n"
+			    "Free pages count per migrate type at order       0      1 \n"
+			    "Node    0, zone   Normal, type    Unmovable      3 >100000 \n"
+			    "Node    0, zone   Normal, type      Movable      4      5 \n"
+			    "\n"
+			    "Number of blocks type     Unmovable      Movable \n"
+			    "Node 0, zone   Normal            7            8 \n";
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrPagetypeInfo) info = hr_pagetypeinfo_parse(text, "pagetypeinfo", &error);
+	const HrPagetypeZone *pz;
+
+	g_assert_no_error(error);
+	pz = g_ptr_array_index(info->zones, 0);
+	g_assert_true(pz->capped);
+	g_assert_cmpuint(pz->nr_free[0][1], ==, HR_PAGETYPE_COUNT_CAP);
+	g_assert_cmpuint(pz->nr_free[1][0], ==, 4);
+	g_assert_cmpuint(pz->nr_blocks[1], ==, 8);
+}
+
+static void
+test_choice(void)
+{
+	static const struct {
+		const gchar *text;
+		const gchar *expect; /* NULL: rejected */
+	} cases[] = {
+		{"always [madvise] never\n", "madvise"},
+		{"[always] madvise never\n", "always"},
+		{"always defer [defer+madvise] madvise never\n", "defer+madvise"},
+		{"[always] [never]\n", NULL},
+		{"always [] never\n", NULL},
+		{"always [madvise\n", NULL},
+		{"[always]\n[never]\n", NULL},
+		{"[always]", NULL},
+	};
+	for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+		g_autoptr(GError) error = NULL;
+		g_autofree gchar *got = hr_thp_parse_choice(cases[i].text, "enabled", &error);
+		g_assert_cmpstr(got, ==, cases[i].expect);
+		if (cases[i].expect == NULL)
+			g_assert_error(error, HR_MONITOR_ERROR, HR_MONITOR_ERROR_PARSE);
+	}
+}
+
+static void
+test_meminfo_node_prefix(void)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrMeminfo) mi = NULL;
+
+	mi = hr_meminfo_parse("Node 1 MemTotal: 10 kB\nNode 1 HugePages_Total:     0\n", "m", &error);
+	g_assert_no_error(error);
+	g_assert_cmpuint(hr_meminfo_get(mi, "MemTotal"), ==, 10);
+	g_assert_true(hr_meminfo_lookup(mi, "HugePages_Total", &(guint64){0}));
+	g_clear_pointer(&mi, hr_meminfo_free);
+
+	mi = hr_meminfo_parse("Node 1 MemTotal: 10 kB\nNode 2 MemFree: 5 kB\n", "m", &error);
+	g_assert_null(mi);
+	g_assert_error(error, HR_MONITOR_ERROR, HR_MONITOR_ERROR_PARSE);
+	g_assert_cmpstr(error->message, ==, "m:2: bad node prefix in 'Node 2 MemFree: 5 kB'");
+	g_clear_error(&error);
+
+	mi = hr_meminfo_parse("MemTotal: 10 kB\nMemTotal: 10 kB\n", "m", &error);
+	g_assert_null(mi);
+	g_assert_cmpstr(error->message, ==, "m:2: MemTotal listed twice");
+}
+
+int
+main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/monitor/kernel/debian-6.1", test_debian61);
+	g_test_add_func("/monitor/kernel/debian-6.12-two-nodes", test_debian612_two_nodes);
+	g_test_add_func("/monitor/kernel/host-capture", test_host_capture);
+	g_test_add_func("/monitor/kernel/live", test_live_host);
+	g_test_add_func("/monitor/derive/unusable-index", test_unusable_index);
+	g_test_add_func("/monitor/reject/malformed", test_malformed);
+	g_test_add_func("/monitor/reject/nul-byte", test_nul_byte);
+	g_test_add_func("/monitor/reject/tree", test_tree_errors);
+	g_test_add_func("/monitor/reject/every-prefix", test_every_prefix);
+	g_test_add_func("/monitor/pagetypeinfo/capped", test_pagetypeinfo_capped);
+	g_test_add_func("/monitor/thp/choice", test_choice);
+	g_test_add_func("/monitor/meminfo/node-prefix", test_meminfo_node_prefix);
+	return g_test_run();
+}
