@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
+import uuid as uuid_mod
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(REPO, "scripts")
@@ -217,13 +217,16 @@ class Guest:
     a test guest (accelerator probe, firmware paths, -nodefaults)."""
 
     def __init__(self, qemu, kver, vmlinuz, initrd, workdir, daemon=None,
-                 mem="1G", name=None, extra=()):
+                 mem="1G", name=None, extra=(), uuid=None, tag=""):
+        # A migration destination has the source's name and UUID; tag keeps
+        # its sockets and logs apart.
         self.name = name or "hr-test-%s" % kver.split("-")[0]
-        self.uuid = str(uuid.uuid4())
+        self.uuid = uuid or str(uuid_mod.uuid4())
         self.workdir = workdir
-        self.serial_sock = os.path.join(workdir, "serial-%s.sock" % self.name)
-        self.serial_log = os.path.join(workdir, "serial-%s.log" % self.name)
-        self.qmp_sock = os.path.join(workdir, "qmp-%s.sock" % self.name)
+        base = self.name + ("-" + tag if tag else "")
+        self.serial_sock = os.path.join(workdir, "serial-%s.sock" % base)
+        self.serial_log = os.path.join(workdir, "serial-%s.log" % base)
+        self.qmp_sock = os.path.join(workdir, "qmp-%s.sock" % base)
         dev = "virtio-hugeroom-pci,id=hr"
         args = ["bash", os.path.join(SCRIPTS, "boot-guest.sh"),
                 "-q", qemu, "-k", kver, "-i", initrd, "-m", mem,
@@ -241,7 +244,9 @@ class Guest:
         self.buf = ""
         self.round = 0
 
-    def start(self):
+    def start(self, wait_ready=True):
+        """Boot; wait_ready=False for a migration destination (-incoming),
+        whose agent is already past @@READY."""
         out = run(self.args)
         self.pid = int(out.strip().splitlines()[-1])
         wait_for(lambda: os.path.exists(self.serial_sock) or not self.alive(),
@@ -251,7 +256,8 @@ class Guest:
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(self.serial_sock)
         self.sock.settimeout(0.2)
-        self.expect("@@READY", 180)
+        if wait_ready:
+            self.expect("@@READY", 180)
 
     def qemu_output(self):
         try:

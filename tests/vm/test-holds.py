@@ -1,0 +1,543 @@
+#!/usr/bin/python3
+"""End to end: evacuation and 2 MiB holds on a real guest.
+
+Boots a Debian guest kernel (argv[1]: "6.12" or "6.1") under the patched
+QEMU, connected to a real hugeroomd, fills most of the guest's memory with
+a checksummed pattern (tests/vm/guest-tools/memfill) and drives
+evacuations with hugeroomctl.  Checks, on 6.12 (6.1: the first two):
+
+ 1. integrity: after `hugeroomctl evacuate --blocks N --wait` held many
+    blocks (some of them needing migration), every checksum still matches;
+ 2. host memory: QEMU's RssAnon drops by the held amount, every page of
+    every held block is absent from QEMU's page table (/proc/PID/pagemap),
+    guest MemTotal drops by exactly the held amount; `return --all` brings
+    MemTotal back and the guest, daemon and device agree on 0 held;
+ 3. an unmovable page (debugfs pin_unmovable) fails its block with reason
+    "unmovable" while the request goes on with the other blocks;
+ 4. memory pressure in the guest (tools/pressure, no swap): held blocks
+    come back with reason pressure, no process is OOM-killed, the daemon
+    and the device see the returns;
+ 5. hostile guest messages (driver debugfs inject) are rejected and count
+    as such, nothing is discarded (held counts unchanged, data intact);
+ 6. hugeroomd SIGKILLed in the middle of an evacuation: after its restart
+    the daemon's held set equals the guest's (debugfs held) and the
+    device's count (QMP query-hugeroom);
+ 7. migration to a second QEMU on this host (-incoming unix:): held blocks
+    stay held (QMP, daemon, guest) and discarded (pagemap of the new
+    QEMU), the guest keeps working (data intact, return works).
+
+RSS tolerance: before evacuating, the guest touches almost all its memory
+(tools/pressure), so every guest page is resident in QEMU and pages
+migrated inside the guest land in already resident memory.  What still
+moves RssAnon besides the discards is QEMU's own heap and TCG's
+translation buffer (anonymous memory too), a few MiB over a run; and the
+guest may touch some page it never touched before (page cache of the
+commands we run).  So the drop must be within 8 MiB + 3% of the held
+amount of it.  The pagemap check is exact: a held block has no resident
+page at all.
+"""
+
+import json
+import os
+import re
+import signal
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hrvm  # noqa: E402
+
+BLOCK = 2 << 20
+BLOCK_KB = 2048
+D = "/sys/kernel/debug/virtio_hugeroom"
+
+# debugfs inject kinds the driver offers for hostile HOLD/RETURNED lists.
+HOSTILE_KINDS = ["hold_outside", "hold_unaligned", "hold_duplicate",
+                 "hold_held", "returned_unheld", "hold_oversized"]
+
+
+def gpa_set(items):
+    out = set()
+    for x in items or ():
+        out.add(int(x, 0) if isinstance(x, str) else int(x))
+    return out
+
+
+class Holds:
+    """The test's view of one guest, daemon and device."""
+
+    def __init__(self, tap, guest, daemon, kver):
+        self.tap = tap
+        self.guest = guest
+        self.daemon = daemon
+        self.kver = kver
+        self.mf = []
+
+    # ---- the three views of held blocks ----
+    def guest_held(self):
+        gpas = set()
+        for line in self.guest.debugfs("held"):
+            for tok in re.findall(r"0x[0-9a-fA-F]+", line):
+                gpas.add(int(tok, 16))
+        return gpas
+
+    def detail(self):
+        return self.daemon.ctl_json("guest", self.guest.name)
+
+    def daemon_held(self):
+        h = self.detail().get("held") or {}
+        return gpa_set(h.get("gpas")), h.get("blocks")
+
+    def qmp_held(self, guest=None):
+        return (guest or self.guest).qmp("query-hugeroom")[0]["held-blocks"]
+
+    def views_agree(self, label, guest=None):
+        """Wait up to 20 s for guest, daemon and device to agree."""
+        last = {}
+
+        def agree():
+            g = self.guest_held()
+            d, dn = self.daemon_held()
+            q = self.qmp_held(guest)
+            last.update(guest=len(g), daemon=len(d), daemon_count=dn, qmp=q,
+                        only_guest=sorted(hex(x) for x in g - d)[:8],
+                        only_daemon=sorted(hex(x) for x in d - g)[:8])
+            return g if (g == d and dn == len(d) and q == len(g)) else None
+        try:
+            g = hrvm.wait_for(agree, 20, "held views to agree", interval=1)
+            self.tap.ok(True, "%s: guest, daemon and device agree on %d held blocks"
+                        % (label, len(g)))
+            return g
+        except hrvm.Failure:
+            self.tap.ok(False, "%s: guest, daemon and device agree on held blocks" % label,
+                        last)
+            return None
+
+    # ---- memfill ----
+    def memfill_start(self, name, mib, chunk, seed):
+        d = "/tmp/" + name
+        self.guest.cmd("sh mkdir -p %s; /tools/memfill serve %s %d %d %d >%s/log 2>&1 &"
+                       % (d, d, mib, chunk, seed, d))
+        line = hrvm.wait_for(lambda: (lambda l: l[0] if l and l[0].startswith("READY") else None)(
+            self.guest.cmd("sh cat %s/log" % d)), 600, "memfill %s READY" % name, interval=2)
+        self.mf.append(d)
+        hrvm.log("memfill %s: %s" % (name, line))
+        return line
+
+    def verify(self, label):
+        bad = []
+        for d in self.mf:
+            out = self.guest.cmd("sh /tools/memfill ctl %s verify || true" % d, timeout=600)
+            line = out[-1] if out else ""
+            m = re.search(r"kept=(\d+) bad=(\d+)", line)
+            if not m or int(m.group(2)) != 0 or int(m.group(1)) == 0:
+                bad.append("%s: %s" % (d, "\n".join(out)))
+        return self.tap.ok(not bad, "%s: every memfill checksum matches (%d processes)"
+                           % (label, len(self.mf)), "\n".join(bad))
+
+    # ---- hugeroomctl ----
+    def request(self, *args, wait=True, timeout=600):
+        """Run hugeroomctl --json VERB GUEST ARGS [--wait]; return the request."""
+        verb = args[0]
+        argv = [verb, self.guest.name] + [str(a) for a in args[1:]]
+        if wait:
+            argv.append("--wait")
+        out = self.daemon.ctl("--json", *argv)
+        # --wait may print progress objects first; the last object is final.
+        objs = []
+        dec = json.JSONDecoder()
+        s = out.strip()
+        while s:
+            o, n = dec.raw_decode(s)
+            objs.append(o)
+            s = s[n:].strip()
+        req = objs[-1]
+        if "request" in req and isinstance(req["request"], dict):
+            req = req["request"]
+        if wait and req.get("state") in ("queued", "sent", "running"):
+            rid = req["request_id"]
+            req = hrvm.wait_for(lambda: (lambda r: r if r.get("state") not in
+                                         ("queued", "sent", "running") else None)(
+                self.daemon.ctl_json("request", self.guest.name, str(rid))),
+                timeout, "request %s to end" % rid, interval=1)
+        return req
+
+    def get_request(self, rid):
+        r = self.daemon.ctl_json("request", self.guest.name, str(rid))
+        return r.get("request", r)
+
+    def meminfo(self):
+        return self.guest.meminfo()
+
+    def ram_hva(self, gpa, detail=None):
+        for r in (detail or self.detail())["ram"]:
+            if r["gpa"] <= gpa < r["gpa"] + r["size"]:
+                return r["hva"] + gpa - r["gpa"]
+        raise hrvm.Failure("gpa 0x%x outside the guest RAM the daemon knows" % gpa)
+
+
+def resident_pages(pid, hvas):
+    """Pages present in pid's page table, summed over 2 MiB blocks at hvas."""
+    n = 0
+    with open("/proc/%d/pagemap" % pid, "rb") as f:
+        for hva in hvas:
+            f.seek((hva >> 12) * 8)
+            data = f.read(512 * 8)
+            for (e,) in struct.iter_unpack("<Q", data):
+                if e & (1 << 63):
+                    n += 1
+    return n
+
+
+def warm(h):
+    """Touch nearly all free guest memory once so QEMU has it resident."""
+    mi = h.meminfo()
+    mib = max(16, mi["MemAvailable"] // 1024 - 48)
+    out = h.guest.cmd("sh /tools/pressure %d" % mib, timeout=900)
+    hrvm.log("warm-up touched %d MiB: %s" % (mib, out[-1] if out else ""))
+
+
+def fill(h):
+    """Fill most of the guest: a dense memfill and one with 64 KiB holes."""
+    avail = h.meminfo()["MemAvailable"] // 1024
+    dense = int(avail * 0.45)
+    holey = int(avail * 0.40)
+    h.memfill_start("mf-dense", dense, 0, 11)
+    h.memfill_start("mf-holes", holey, 16, 22)
+    mi = h.meminfo()
+    hrvm.log("filled %d MiB dense + %d MiB with holes (half kept); MemFree now %d MiB"
+             % (dense, holey, mi["MemFree"] // 1024))
+    return dense + holey // 2
+
+
+def check_integrity_and_rss(h, nblocks):
+    """Checks 1 and 2; returns nothing, leaves nothing held."""
+    tap, g, label = h.tap, h.guest, h.kver
+    warm(h)
+    kept = fill(h)
+    tap.ok(h.verify("%s before evacuating" % label), "%s: memfill holds %d MiB of pattern"
+           % (label, kept))
+    mi0 = h.meminfo()
+    rss0 = hrvm.rss_anon_kb(g.pid)
+    t0 = time.monotonic()
+    req = h.request("evacuate", "--blocks", nblocks)
+    dt = time.monotonic() - t0
+    res = req.get("result") or {}
+    freed = res.get("blocks_freed", 0)
+    hrvm.log("evacuate --blocks %d: state %s, result %s, %.1f s" %
+             (nblocks, req.get("state"), res, dt))
+    tap.ok(req.get("state") in ("done", "partial") and freed >= nblocks * 9 // 10,
+           "%s: evacuate --blocks %d --wait held %d blocks (state %s)"
+           % (label, nblocks, freed, req.get("state")), req)
+    tap.ok(res.get("pages_migrated", 0) > 0,
+           "%s: the evacuation migrated pages (%d), so the data was moved"
+           % (label, res.get("pages_migrated", 0)), res)
+    blocks = gpa_set(req.get("blocks"))
+    tap.ok(len(blocks) == freed, "%s: the request lists its %d held blocks" % (label, freed),
+           "listed %d" % len(blocks))
+    h.verify("%s after holding %d blocks" % (label, freed))
+
+    held = h.views_agree("%s after evacuate" % label)
+    held = held if held is not None else blocks
+    tap.ok(blocks <= held, "%s: every block the request freed is held" % label,
+           sorted(hex(x) for x in blocks - held)[:8])
+
+    mi1 = h.meminfo()
+    drop_kb = mi0["MemTotal"] - mi1["MemTotal"]
+    tap.ok(drop_kb == len(held) * BLOCK_KB,
+           "%s: guest MemTotal dropped by exactly the held amount (%d kB for %d blocks)"
+           % (label, drop_kb, len(held)), "MemTotal %d -> %d" % (mi0["MemTotal"], mi1["MemTotal"]))
+
+    rss1 = hrvm.rss_anon_kb(g.pid)
+    want = len(held) * BLOCK_KB
+    tol = 8192 + want * 3 // 100
+    tap.ok(abs((rss0 - rss1) - want) <= tol,
+           "%s: QEMU RssAnon dropped by the held amount: %d kB for %d kB held (tolerance %d kB)"
+           % (label, rss0 - rss1, want, tol), "RssAnon %d -> %d kB" % (rss0, rss1))
+    detail = h.detail()
+    hvas = [h.ram_hva(gpa, detail) for gpa in sorted(held)]
+    res_pages = resident_pages(g.pid, hvas)
+    tap.ok(res_pages == 0, "%s: no page of the %d held blocks is resident in QEMU (pagemap)"
+           % (label, len(held)), "%d resident pages" % res_pages)
+
+    # Return everything.
+    req = h.request("return", "--all")
+    res = req.get("result") or {}
+    tap.ok(req.get("state") == "done" and res.get("blocks_freed") == len(held),
+           "%s: return --all gave back %d blocks" % (label, res.get("blocks_freed", -1)), req)
+    mi2 = h.meminfo()
+    tap.ok(mi2["MemTotal"] == mi0["MemTotal"],
+           "%s: MemTotal back up after return (%d kB, was %d kB)"
+           % (label, mi2["MemTotal"], mi0["MemTotal"]))
+    h.views_agree("%s after return --all" % label)
+    h.verify("%s after return" % label)
+    return mi0
+
+
+def check_unmovable(h):
+    """pin_unmovable keeps a page nothing can migrate (a movable pageblock,
+    never on an LRU): its block must fail R_UNMOVABLE, the rest go on."""
+    tap, g = h.tap, h.guest
+    out = g.cmd("sh echo 1 >%s/pin_unmovable && cat %s/pin_unmovable" % (D, D))
+    pins = [int(t, 16) for l in out for t in re.findall(r"0x[0-9a-f]+", l)]
+    if not tap.ok(len(pins) == 1, "unmovable: debugfs pin_unmovable pinned a page", out):
+        return
+    victim = pins[0] & ~(BLOCK - 1)
+    g.cmd("sh echo 1 >%s/report_now" % D)
+    cands = [l.split() for l in g.debugfs("status") if l.startswith("candidate ")]
+    # Movable candidates that are not entirely free (they need migration),
+    # the victim second: the driver tries them in order.
+    others = [int(c[1], 16) for c in cands if int(c[3]) < 512 and c[5] == "1"]
+    others = [x for x in others if x != victim][:5]
+    if not tap.ok(len(others) >= 3, "unmovable: the guest offers partly used movable candidates (%d)"
+                  % len(others), "\n".join(" ".join(c) for c in cands[:10])):
+        return
+    gpas = others[:1] + [victim] + others[1:]
+    args = ["evacuate", "--blocks", len(gpas)]
+    for x in gpas:
+        args += ["--gpa", "0x%x" % x]
+    req = h.request(*args)
+    res = req.get("result") or {}
+    blocks = gpa_set(req.get("blocks"))
+    failed = res.get("failed") or {}
+    hrvm.log("unmovable: pinned page 0x%x in block 0x%x; result %s" % (pins[0], victim, res))
+    tap.ok(failed.get("unmovable", 0) == 1 and victim not in blocks,
+           "unmovable: the block with the pinned page fails with reason unmovable", req)
+    tap.ok(set(others[1:]) & blocks and res.get("blocks_tried") == len(gpas),
+           "unmovable: the request went on after it: tried %s, held %d of the other %d blocks"
+           % (res.get("blocks_tried"), len(blocks), len(others)), req)
+    tap.ok(req.get("state") == "partial" and res.get("status") in ("partial", "PARTIAL", 1),
+           "unmovable: the request ends partial", req)
+    g.cmd("sh echo 0 >%s/pin_unmovable" % D)
+    h.request("return", "--all")
+    h.views_agree("after the unmovable test")
+
+
+def oom_lines(g):
+    return [l for l in g.cmd("sh dmesg") if re.search(r"Out of memory|Killed process|oom-kill", l)]
+
+
+def check_pressure(h):
+    tap, g = h.tap, h.guest
+    mi = h.meminfo()
+    n = max(8, (mi["MemAvailable"] // 1024 - 64) // 2)
+    req = h.request("evacuate", "--blocks", n)
+    held = h.views_agree("pressure: before")
+    if not tap.ok(held is not None and len(held) >= 8,
+                  "pressure: %d blocks held before the pressure" % len(held or ()), req):
+        return
+    mi = h.meminfo()
+    need = len(held)  # MiB: half the held amount (2 MiB a block) must come back
+    mib = mi["MemAvailable"] // 1024 + need
+    hrvm.log("pressure: MemAvailable %d MiB, %d blocks held; touching %d MiB"
+             % (mi["MemAvailable"] // 1024, len(held), mib))
+    before = oom_lines(g)
+    out = g.cmd("sh /tools/pressure %d; echo rc=$?" % mib, timeout=1200)
+    hrvm.log("pressure: " + " | ".join(out[-4:]))
+    tap.ok(any(l.startswith("DONE") for l in out) and "rc=0" in out,
+           "pressure: the pressure process touched %d MiB and exited 0" % mib, "\n".join(out[-10:]))
+    after = oom_lines(g)
+    tap.ok(after == before and not after, "pressure: no process was OOM-killed",
+           "\n".join(after))
+    alive = g.cmd("sh for d in %s; do kill -0 $(sed -n 's/.*pid=//p' $d/log) && echo alive; done"
+                  % " ".join(h.mf))
+    tap.ok(alive.count("alive") == len(h.mf), "pressure: every memfill process survived", alive)
+    now = h.views_agree("pressure: after")
+    back = len(held) - len(now if now is not None else held)
+    tap.ok(back * 2 >= need,
+           "pressure: the guest took back %d held blocks (at least %d MiB were needed)"
+           % (back, need))
+    # The host is told why: the daemon counts RETURNED reasons.
+    d = h.detail()
+    pressure_returns = None
+    for key in ("returned", "returns"):
+        v = (d.get("held") or {}).get(key) or d.get(key)
+        if isinstance(v, dict):
+            pressure_returns = v.get("pressure")
+    log = h.daemon.log()
+    tap.ok((pressure_returns or 0) >= back > 0 or ("pressure" in log and back > 0),
+           "pressure: the daemon learnt that %d blocks came back for pressure" % back,
+           "detail held=%s\nlog tail:\n%s" % (d.get("held"), log[-1500:]))
+    h.verify("pressure: after")
+    h.request("return", "--all")
+
+
+def check_hostile(h):
+    tap, g = h.tap, h.guest
+    # Hold a few blocks first so duplicate/held cases have a target.
+    h.request("evacuate", "--blocks", 4)
+    held0 = h.views_agree("hostile: before")
+    q0 = g.qmp("query-hugeroom")[0]
+    rss0 = hrvm.rss_anon_kb(g.pid)
+    done = []
+    for kind in HOSTILE_KINDS:
+        try:
+            g.cmd("inject " + kind)
+            done.append(kind)
+        except hrvm.Failure as e:
+            tap.ok(False, "hostile: the driver can inject %s" % kind, str(e))
+    if done:
+        q1 = hrvm.wait_for(lambda: (lambda q: q if q["msgs-rejected"] >= q0["msgs-rejected"] + len(done)
+                                    else None)(g.qmp("query-hugeroom")[0]),
+                           20, "QEMU to reject the hostile messages")
+        tap.ok(q1["msgs-rejected"] - q0["msgs-rejected"] == len(done),
+               "hostile: QEMU rejected each hostile list (%s)" % ", ".join(done), (q0, q1))
+        tap.ok(q1["held-blocks"] == q0["held-blocks"],
+               "hostile: the device's held count is unchanged (%d)" % q1["held-blocks"], (q0, q1))
+        rss1 = hrvm.rss_anon_kb(g.pid)
+        tap.ok(rss0 - rss1 < 1024, "hostile: nothing was discarded (RssAnon %d -> %d kB)"
+               % (rss0, rss1))
+    h.views_agree("hostile: after")
+    tap.ok(g.alive() and h.daemon.alive(), "hostile: QEMU and hugeroomd stay up")
+    h.verify("hostile: after")
+    h.request("return", "--all")
+    return held0
+
+
+def check_daemon_kill(h):
+    tap, g, daemon = h.tap, h.guest, h.daemon
+    mi = h.meminfo()
+    n = max(8, (mi["MemAvailable"] // 1024 - 64) // 2)
+    req = h.request("evacuate", "--blocks", n, wait=False)
+    rid = req["request_id"]
+
+    def some_progress():
+        r = h.get_request(rid)
+        p = r.get("progress") or {}
+        return r if p.get("blocks_freed", 0) > 0 or r.get("blocks") else None
+    r = hrvm.wait_for(some_progress, 300, "the evacuation to hold its first blocks", interval=0.2)
+    daemon.proc.send_signal(signal.SIGKILL)
+    daemon.proc.wait()
+    ghere = len(h.guest_held())
+    tap.ok(r.get("state") in ("sent", "running") and ghere < n,
+           "daemon kill: hugeroomd SIGKILLed mid-evacuation (%d of %d held at the kill)"
+           % (ghere, n), r)
+    time.sleep(2)
+    daemon.start()
+    hrvm.wait_for(lambda: (lambda d: d if d.get("connected") else None)(h.detail()),
+                  60, "QEMU to reconnect to the restarted daemon", interval=1)
+    # Let the guest finish the command it was running: its held set stops growing.
+    last = [None]
+
+    def stable():
+        cur = len(h.guest_held())
+        ok = cur == last[0]
+        last[0] = cur
+        return ok
+    hrvm.wait_for(stable, 600, "the guest's evacuation to finish", interval=5)
+    held = h.views_agree("daemon kill: after restart")
+    tap.ok(held is not None and len(held) >= ghere,
+           "daemon kill: nothing held was lost across the restart (%d held)" % len(held or ()))
+    h.verify("daemon kill: after")
+    return held
+
+
+def check_migration(h, qemu, kver, vmlinuz, initrd, work):
+    tap, src = h.tap, h.guest
+    req = h.request("evacuate", "--blocks", 40)
+    held = h.views_agree("migration: before")
+    if not tap.ok(held, "migration: blocks held before migrating (%d)" % len(held or ()), req):
+        return
+    mi0 = h.meminfo()
+    path = os.path.join(work, "migrate.sock")
+    dst = hrvm.Guest(qemu, kver, vmlinuz, initrd, work, daemon=h.daemon, name=src.name,
+                     uuid=src.uuid, tag="dst", extra=("-incoming", "unix:" + path))
+    dst.start(wait_ready=False)
+    src.qmp("migrate", uri="unix:" + path)
+    st = hrvm.wait_for(lambda: (lambda s: s if s.get("status") in ("completed", "failed", "cancelled")
+                                else None)(src.qmp("query-migrate")), 900, "migration to end",
+                       interval=1)
+    if not tap.ok(st.get("status") == "completed", "migration: completed", st):
+        dst.stop()
+        return
+    try:
+        src.qmp("quit")
+    except (hrvm.Failure, OSError):
+        pass
+    hrvm.wait_for(lambda: not src.alive(), 30, "the source QEMU to exit")
+    dst.round = src.round + 1000
+    src.sock.close()
+    src.sock = None
+    h.guest = dst
+    q = dst.qmp("query-hugeroom")[0]
+    tap.ok(q["held-blocks"] == len(held),
+           "migration: the destination device holds the same %d blocks" % len(held), q)
+    # The daemon hears the destination's resync.
+    hrvm.wait_for(lambda: (lambda d: d if d.get("connected") and d.get("pid") == dst.pid else None)(
+        h.detail()), 60, "the destination QEMU to connect to hugeroomd", interval=1)
+    after = h.views_agree("migration: on the destination", guest=dst)
+    tap.ok(after == held, "migration: the same blocks are held after migrating",
+           "before %d after %s" % (len(held), len(after or ())))
+    detail = h.detail()
+    hvas = [h.ram_hva(gpa, detail) for gpa in sorted(held)]
+    n = resident_pages(dst.pid, hvas)
+    tap.ok(n == 0, "migration: held blocks are discarded in the destination QEMU (pagemap)",
+           "%d resident pages in held blocks" % n)
+    mi1 = h.meminfo()
+    tap.ok(mi1["MemTotal"] == mi0["MemTotal"], "migration: guest MemTotal unchanged")
+    h.verify("migration: on the destination")
+    req = h.request("return", "--all")
+    tap.ok(req.get("state") == "done", "migration: return --all works on the destination", req)
+    mi2 = h.meminfo()
+    tap.ok(mi2["MemTotal"] == mi0["MemTotal"] + len(held) * BLOCK_KB,
+           "migration: MemTotal back up on the destination")
+    h.verify("migration: after return")
+
+
+def main():
+    series = sys.argv[1] if len(sys.argv) > 1 else "6.12"
+    only = sys.argv[2].split(",") if len(sys.argv) > 2 else None
+    tap = hrvm.Tap()
+    work = hrvm.workdir("hr-holds-%s-" % series)
+    daemon = guest = h = None
+    try:
+        qemu = hrvm.qemu_binary()
+        kver, (vmlinuz, _mods) = hrvm.pick_kernel(series)
+        hrvm.log("kernel %s, qemu %s, accel %s, workdir %s" % (kver, qemu, hrvm.accel(), work))
+        ko = hrvm.build_module(kver)
+        initrd = hrvm.build_initramfs(kver, ko, work, tools=True)
+        daemon = hrvm.Daemon(work, interval_ms=0)
+        daemon.start()
+        guest = hrvm.Guest(qemu, kver, vmlinuz, initrd, work, daemon=daemon, mem="1G")
+        guest.start()
+        h = Holds(tap, guest, daemon, kver)
+        hrvm.wait_for(lambda: (lambda d: d if d.get("connected") else None)(h.detail()),
+                      30, "the daemon to list the guest", interval=0.5)
+        tap.ok(True, "%s: guest booted, connected to hugeroomd" % kver)
+
+        def want(name):
+            return only is None or name in only
+        if want("integrity"):
+            check_integrity_and_rss(h, 100)
+        if series == "6.12":
+            for name, fn in (("unmovable", check_unmovable), ("hostile", check_hostile),
+                             ("pressure", check_pressure), ("daemon-kill", check_daemon_kill)):
+                if want(name):
+                    try:
+                        fn(h)
+                    except hrvm.Failure as e:
+                        tap.ok(False, "%s: unexpected failure" % name, str(e))
+            if want("migration"):
+                check_migration(h, qemu, kver, vmlinuz, initrd, work)
+        tap.ok(not oom_lines(h.guest), "%s: no OOM kill in the guest during the run" % kver)
+    except hrvm.Failure as e:
+        tap.ok(False, "unexpected failure", str(e))
+        if h:
+            guest = h.guest
+        if guest:
+            hrvm.log("console tail:\n" + guest.console()[-3000:])
+        if daemon:
+            hrvm.log("daemon log tail:\n" + daemon.log())
+    finally:
+        if h:
+            guest = h.guest
+        if guest:
+            guest.stop()
+        if daemon:
+            daemon.stop()
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
