@@ -278,6 +278,8 @@ hr_request_new(guint64 id, const HrRequestParams *params, const HrRamRange *ram,
 	request->timeout_s = params->timeout_s;
 	request->blocks = g_array_new(FALSE, FALSE, sizeof(guint64));
 	request->created_at = g_date_time_new_now_utc();
+	request->notify = params->notify;
+	request->notify_data = params->notify_data;
 	return request;
 }
 

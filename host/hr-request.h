@@ -50,6 +50,11 @@ typedef enum {
 /* RETURN count that asks for every held block (SPEC 1.6.6.1) */
 #define HR_REQUEST_RETURN_ALL G_MAXUINT32
 
+typedef struct _HrRequest HrRequest;
+
+/* called after every change of state, progress or result */
+typedef void (*HrRequestFunc)(HrRequest *request, gpointer user_data);
+
 /*
  * What a caller (the API, a planner) asks for. Arrays are borrowed.
  * EVACUATE: @count blocks, CHEAPEST when @nr_gpas is 0 (optionally within
@@ -68,12 +73,9 @@ typedef struct {
 	guint32 budget_ms;
 	guint32 timeout_s; /* 0: the daemon's default */
 	gboolean all;
+	HrRequestFunc notify; /* NULL, or told of every change from the start */
+	gpointer notify_data;
 } HrRequestParams;
-
-typedef struct _HrRequest HrRequest;
-
-/* called after every change of state, progress or result */
-typedef void (*HrRequestFunc)(HrRequest *request, gpointer user_data);
 
 struct _HrRequest {
 	gint refcount;

@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Shared by the daemon tests: the daemon's library in-process on real Unix
+ * sockets in a temporary directory, a fake QEMU device that speaks the
+ * channel protocol to it, and a libsoup client for its API.
+ */
+
+#define G_LOG_DOMAIN "TestFake"
+
+#include "test-fake.h"
+
+#include <gio/gunixsocketaddress.h>
+#include <glib/gstdio.h>
+#include <libsoup/soup.h>
+#include <string.h>
+
+typedef struct {
+	GBytes *body;
+	GError *error;
+	gboolean done;
+} HttpResult;
+
+void
+fixture_setup(Fixture *f, gconstpointer data)
+{
+	g_autoptr(GError) error = NULL;
+	(void)data;
+	f->tmpdir = g_dir_make_tmp("hugeroom-test-XXXXXX", &error);
+	g_assert_no_error(error);
+	f->config = hr_config_new();
+	g_free(f->config->vm_socket);
+	g_free(f->config->api_socket);
+	f->config->vm_socket = g_build_filename(f->tmpdir, "vm.sock", NULL);
+	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
+	f->config->status_interval_ms = 250;
+	f->daemon = hr_daemon_new(f->config);
+	g_assert_true(hr_daemon_start(f->daemon, &error));
+	g_assert_no_error(error);
+}
+
+void
+fixture_teardown(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	hr_daemon_free(f->daemon);
+	/* the daemon removes its sockets */
+	g_assert_false(g_file_test(f->config->vm_socket, G_FILE_TEST_EXISTS));
+	g_assert_false(g_file_test(f->config->api_socket, G_FILE_TEST_EXISTS));
+	hr_config_free(f->config);
+	g_rmdir(f->tmpdir);
+	g_free(f->tmpdir);
+}
+
+/* run the main loop until @cond holds; fail the test after 10 s */
+void
+wait_for(CondFunc cond, gpointer data, const gchar *what)
+{
+	gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+	while (!cond(data)) {
+		if (g_get_monotonic_time() > deadline)
+			g_error("timed out waiting for %s", what);
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+}
+
+FakeDevice *
+fake_connect(Fixture *f)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->vm_socket);
+	FakeDevice *dev = g_new0(FakeDevice, 1);
+	dev->socket = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM,
+				   G_SOCKET_PROTOCOL_DEFAULT, &error);
+	g_assert_no_error(error);
+	g_assert_true(g_socket_connect(dev->socket, addr, NULL, &error));
+	g_assert_no_error(error);
+	g_socket_set_blocking(dev->socket, FALSE);
+	dev->reader = hr_frame_reader_new();
+	return dev;
+}
+
+void
+fake_free(FakeDevice *dev)
+{
+	g_socket_close(dev->socket, NULL);
+	g_object_unref(dev->socket);
+	hr_frame_reader_free(dev->reader);
+	g_free(dev);
+}
+
+void
+fake_send_raw(FakeDevice *dev, const guint8 *data, gsize len)
+{
+	gsize off = 0;
+	gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+	while (off < len) {
+		g_autoptr(GError) error = NULL;
+		gssize n = g_socket_send(dev->socket, (const gchar *)data + off, len - off, NULL,
+					 &error);
+		if (n < 0) {
+			g_assert_error(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK);
+			g_main_context_iteration(NULL, FALSE);
+			g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+			continue;
+		}
+		off += n;
+	}
+}
+
+void
+fake_send(FakeDevice *dev, guint16 type, GBytes *payload)
+{
+	g_autoptr(GBytes) frame = hr_chan_frame_encode(type, payload);
+	fake_send_raw(dev, g_bytes_get_data(frame, NULL), g_bytes_get_size(frame));
+}
+
+/* read what the daemon sent; TRUE once a frame or EOF arrived */
+gboolean
+fake_poll(FakeDevice *dev, HrChanFrame **frame)
+{
+	guint8 buf[4096];
+	g_autoptr(GError) error = NULL;
+	gssize n;
+
+	*frame = hr_frame_reader_next(dev->reader, &error);
+	g_assert_no_error(error);
+	if (*frame != NULL)
+		return TRUE;
+	n = g_socket_receive(dev->socket, (gchar *)buf, sizeof(buf), NULL, &error);
+	if (n == 0 || (n < 0 && !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))) {
+		dev->eof = TRUE;
+		return TRUE;
+	}
+	if (n > 0)
+		hr_frame_reader_push(dev->reader, buf, n);
+	return FALSE;
+}
+
+HrChanFrame *
+fake_recv(FakeDevice *dev)
+{
+	gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+	HrChanFrame *frame = NULL;
+	while (!fake_poll(dev, &frame)) {
+		g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+	g_assert_nonnull(frame);
+	return frame;
+}
+
+/* the daemon closed the connection */
+void
+fake_wait_eof(FakeDevice *dev)
+{
+	gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+	while (!dev->eof) {
+		g_autoptr(HrChanFrame) frame = NULL;
+		g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+		if (!fake_poll(dev, &frame)) {
+			g_main_context_iteration(NULL, FALSE);
+			g_usleep(1000);
+		}
+	}
+}
+
+HrChanHello *
+make_hello(const gchar *name, guint8 uuid_seed)
+{
+	HrChanHello *h = hr_chan_hello_new(1);
+	for (guint i = 0; i < 16; i++)
+		h->uuid[i] = uuid_seed + i;
+	g_strlcpy(h->name, name, sizeof(h->name));
+	h->ram_size = MiB(1024);
+	h->ram[0].gpa = 0;
+	h->ram[0].size = MiB(1024);
+	h->ram[0].hva = 0x7f0000000000ULL;
+	return h;
+}
+
+GBytes *
+make_status(guint64 seq, guint64 request_id, guint64 first_gpa)
+{
+	g_autoptr(HrStatus) s = hr_status_new(2, 3);
+	s->hdr.request_id = request_id;
+	s->seq = seq;
+	s->uptime_ns = 5000000000ULL;
+	s->mem_total_pages = 262144;
+	s->mem_free_pages = 200000;
+	s->mem_available_pages = 210000;
+	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
+		s->vmstat[i] = 100 + i;
+	for (guint z = 0; z < 2; z++) {
+		g_strlcpy(s->zones[z].name, z == 0 ? "DMA32" : "Normal", 12);
+		s->zones[z].nid = 0;
+		/* spans more than the 1 GiB of RAM the HELLO gives */
+		s->zones[z].spanned_pages = 524288;
+		s->zones[z].managed_pages = 250000;
+		s->zones[z].free_pages = 100000;
+		for (guint o = 0; o < VIRTIO_HUGEROOM_NR_ORDERS; o++)
+			s->zones[z].nr_free[o] = 10 * o + 1;
+		s->zones[z].hist[0] = 40;
+		s->zones[z].pcp_count = 31;
+		s->zones[z].pcp_high = 186;
+		s->zones[z].pcp_batch = 63;
+	}
+	for (guint c = 0; c < 3; c++) {
+		s->candidates[c].gpa = first_gpa + MiB(2) * c;
+		s->candidates[c].free_pages = 500 - c;
+		s->candidates[c].migratetype = VIRTIO_HUGEROOM_MT_MOVABLE;
+		s->candidates[c].zone = 1;
+	}
+	return hr_status_encode(s);
+}
+
+HrGuest *
+only_guest(Fixture *f)
+{
+	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	g_assert_cmpuint(guests->len, ==, 1);
+	return g_ptr_array_index(guests, 0);
+}
+
+/* HELLO, expect WELCOME, end the (empty) resync with a DEVICE_STATE */
+FakeDevice *
+fake_device_up(Fixture *f, const gchar *name, guint8 uuid_seed)
+{
+	FakeDevice *dev = fake_connect(f);
+	g_autoptr(HrChanHello) hello = make_hello(name, uuid_seed);
+	g_autoptr(GBytes) payload = hr_chan_hello_encode(hello);
+	g_autoptr(HrChanFrame) frame = NULL;
+	g_autoptr(GError) error = NULL;
+	HrChanWelcome welcome = {0};
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .msgs_relayed = 1};
+	g_autoptr(GBytes) state_payload = hr_chan_device_state_encode(&state);
+
+	fake_send(dev, HR_CHAN_HELLO, payload);
+	frame = fake_recv(dev);
+	g_assert_false(dev->eof);
+	g_assert_cmpuint(frame->type, ==, HR_CHAN_WELCOME);
+	g_assert_true(hr_chan_welcome_decode(frame->payload, &welcome, &error));
+	g_assert_cmpuint(welcome.proto_version, ==, 1);
+	g_assert_cmpuint(welcome.status_interval_ms, ==, 250);
+	fake_send(dev, HR_CHAN_DEVICE_STATE, state_payload);
+	return dev;
+}
+
+static void
+http_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	HttpResult *r = user_data;
+	r->body = soup_session_send_and_read_finish(SOUP_SESSION(source), res, &r->error);
+	r->done = TRUE;
+}
+
+static gboolean
+cond_http_done(gpointer data)
+{
+	return ((HttpResult *)data)->done;
+}
+
+/* the client runs on the daemon's own main loop, so it must be async */
+JsonNode *
+http(Fixture *f, const gchar *method, const gchar *path, guint expect_status, gchar **text)
+{
+	return http_body(f, method, path, NULL, expect_status, text);
+}
+
+JsonNode *
+http_body(Fixture *f, const gchar *method, const gchar *path, const gchar *body,
+	  guint expect_status, gchar **text)
+{
+	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->api_socket);
+	g_autoptr(SoupSession) session =
+	    soup_session_new_with_options("remote-connectable", addr, NULL);
+	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
+	g_autoptr(SoupMessage) msg = soup_message_new(method, uri);
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	HttpResult r = {0};
+
+	if (body != NULL) {
+		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
+		soup_message_set_request_body_from_bytes(msg, "application/json", bytes);
+	}
+	soup_session_send_and_read_async(session, msg, G_PRIORITY_DEFAULT, NULL, http_done_cb, &r);
+	wait_for(cond_http_done, &r, path);
+	g_assert_no_error(r.error);
+	g_assert_cmpuint(soup_message_get_status(msg), ==, expect_status);
+	if (text != NULL) {
+		*text = g_strndup(g_bytes_get_data(r.body, NULL), g_bytes_get_size(r.body));
+		g_bytes_unref(r.body);
+		return NULL;
+	}
+	g_assert_cmpstr(soup_message_headers_get_content_type(
+			    soup_message_get_response_headers(msg), NULL),
+			==, "application/json");
+	g_assert_true(json_parser_load_from_data(parser, g_bytes_get_data(r.body, NULL),
+						 g_bytes_get_size(r.body), &error));
+	g_assert_no_error(error);
+	g_bytes_unref(r.body);
+	return json_node_copy(json_parser_get_root(parser));
+}
+
+
+/* the next frame must be a HOST_CMD: decoded, with the device's own rules */
+HrCmd *
+fake_expect_cmd(FakeDevice *dev, guint16 type)
+{
+	g_autoptr(HrChanFrame) frame = fake_recv(dev);
+	g_autoptr(GError) error = NULL;
+	HrCmd *cmd;
+
+	g_assert_false(dev->eof);
+	g_assert_cmpuint(frame->type, ==, HR_CHAN_HOST_CMD);
+	cmd = hr_chan_host_cmd_decode(frame->payload, &error);
+	g_assert_no_error(error);
+	g_assert_cmpuint(cmd->hdr.type, ==, type);
+	return cmd;
+}
+
+/* nothing more from the daemon for @ms */
+void
+fake_expect_silence(FakeDevice *dev, guint ms)
+{
+	gint64 until = g_get_monotonic_time() + ms * 1000;
+	while (g_get_monotonic_time() < until) {
+		g_autoptr(HrChanFrame) frame = NULL;
+		if (fake_poll(dev, &frame) && frame != NULL)
+			g_error("unexpected %s frame from the daemon",
+				hr_chan_type_to_string(frame->type));
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+}
+
+GBytes *
+make_result(guint16 type, guint64 request_id, guint32 status, guint32 tried, guint32 freed,
+	    guint64 pages)
+{
+	HrResult r = {0};
+	r.hdr.type = type;
+	r.hdr.request_id = request_id;
+	r.status = status;
+	r.blocks_tried = tried;
+	r.blocks_freed = freed;
+	/* the rest failed as unmovable, so that the sum rule holds */
+	r.failed[VIRTIO_HUGEROOM_R_UNMOVABLE] = type == VIRTIO_HUGEROOM_MSG_RESULT ? tried - freed : 0;
+	r.pages_migrated = pages;
+	r.elapsed_us = 1000 * (guint64)tried;
+	return hr_result_encode(&r);
+}
+
+GBytes *
+make_blocks(guint16 type, guint64 request_id, guint32 reason, guint64 first, guint n)
+{
+	g_autoptr(HrBlocks) b = hr_blocks_new(type, n);
+	b->hdr.request_id = request_id;
+	b->reason = reason;
+	for (guint i = 0; i < n; i++)
+		b->gpas[i] = first + MiB(2) * i;
+	return hr_blocks_encode(b);
+}
+
+void
+fake_send_state(FakeDevice *dev, const HrChanDeviceState *state)
+{
+	g_autoptr(GBytes) payload = hr_chan_device_state_encode(state);
+	fake_send(dev, HR_CHAN_DEVICE_STATE, payload);
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "hr-api.h"
+#include "hr-daemon.h"
+
+G_BEGIN_DECLS
+
+#define MiB(x) ((guint64)(x) << 20)
+#define TIMEOUT_US (10 * G_USEC_PER_SEC)
+
+typedef struct {
+	gchar *tmpdir;
+	HrConfig *config;
+	HrDaemon *daemon;
+} Fixture;
+
+typedef struct {
+	GSocket *socket;
+	HrFrameReader *reader;
+	gboolean eof;
+} FakeDevice;
+
+typedef gboolean (*CondFunc)(gpointer data);
+
+void
+fixture_setup(Fixture *f, gconstpointer data);
+void
+fixture_teardown(Fixture *f, gconstpointer data);
+/* run the main loop until @cond holds; fail the test after 10 s */
+void
+wait_for(CondFunc cond, gpointer data, const gchar *what);
+
+FakeDevice *
+fake_connect(Fixture *f);
+void
+fake_free(FakeDevice *dev);
+void
+fake_send_raw(FakeDevice *dev, const guint8 *data, gsize len);
+void
+fake_send(FakeDevice *dev, guint16 type, GBytes *payload);
+void
+fake_send_state(FakeDevice *dev, const HrChanDeviceState *state);
+/* read what the daemon sent; TRUE once a frame or EOF arrived */
+gboolean
+fake_poll(FakeDevice *dev, HrChanFrame **frame);
+HrChanFrame *
+fake_recv(FakeDevice *dev);
+HrCmd *
+fake_expect_cmd(FakeDevice *dev, guint16 type);
+void
+fake_expect_silence(FakeDevice *dev, guint ms);
+/* the daemon closed the connection */
+void
+fake_wait_eof(FakeDevice *dev);
+/* HELLO, expect WELCOME, end the (empty) resync with a DEVICE_STATE */
+FakeDevice *
+fake_device_up(Fixture *f, const gchar *name, guint8 uuid_seed);
+
+HrChanHello *
+make_hello(const gchar *name, guint8 uuid_seed);
+GBytes *
+make_status(guint64 seq, guint64 request_id, guint64 first_gpa);
+GBytes *
+make_result(guint16 type, guint64 request_id, guint32 status, guint32 tried, guint32 freed,
+	    guint64 pages);
+GBytes *
+make_blocks(guint16 type, guint64 request_id, guint32 reason, guint64 first, guint n);
+HrGuest *
+only_guest(Fixture *f);
+
+/* the client runs on the daemon's own main loop, so it is async inside */
+JsonNode *
+http(Fixture *f, const gchar *method, const gchar *path, guint expect_status, gchar **text);
+JsonNode *
+http_body(Fixture *f, const gchar *method, const gchar *path, const gchar *body,
+	  guint expect_status, gchar **text);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeDevice, fake_free)
+
+G_END_DECLS
