@@ -44,6 +44,8 @@
  */
 
 #include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/gfp.h>
 #include <linux/kernel.h>
 #include <linux/ktime.h>
 #include <linux/mm.h>
@@ -51,10 +53,12 @@
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/nodemask.h>
+#include <linux/oom.h>
 #include <linux/pageblock-flags.h>
 #include <linux/page-flags.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
+#include <linux/shrinker.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/spinlock.h>
@@ -105,6 +109,24 @@
  */
 #define VIRTIO_HUGEROOM_MT_WALK_CAP	4096
 
+/*
+ * Evacuation and holds (see "Holding blocks" below).  A HOLD goes out every
+ * VIRTIO_HUGEROOM_HOLD_BATCH blocks or every second, a PROGRESS every second
+ * or every VIRTIO_HUGEROOM_HOLD_BATCH blocks but at most ten a second.
+ */
+#define VIRTIO_HUGEROOM_HOLD_BATCH	32
+#define VIRTIO_HUGEROOM_HOLD_NS		NSEC_PER_SEC
+#define VIRTIO_HUGEROOM_PROGRESS_NS	NSEC_PER_SEC
+#define VIRTIO_HUGEROOM_PROGRESS_MIN_NS	(NSEC_PER_SEC / 10)
+/* alloc_contig_range() attempts per block on -EBUSY, as virtio-mem does. */
+#define VIRTIO_HUGEROOM_EVAC_TRIES	5
+/* Blocks the OOM notifier gives back per call (8 MiB). */
+#define VIRTIO_HUGEROOM_OOM_BLOCKS	4
+/* Blocks in one RETURNED (fits VIRTIO_HUGEROOM_MAX_MSG). */
+#define VIRTIO_HUGEROOM_RET_BATCH	VIRTIO_HUGEROOM_MAX_EVT_BLOCKS
+/* Test aid: the most pages debugfs pin_unmovable keeps. */
+#define VIRTIO_HUGEROOM_MAX_PINS	65536
+
 /* A pageblock seen by the scanner that may be worth evacuating. */
 struct virtio_hugeroom_cand {
 	unsigned long pfn;
@@ -142,6 +164,9 @@ struct virtio_hugeroom_scan {
 	u64 sweeps;			/* completed sweeps */
 	u64 sweep_start_ns;
 	u64 last_sweep_ns;		/* wall time of the last sweep */
+	/* EVACUATE CHEAPEST|RANGES: candidates only inside these (sorted). */
+	const struct virtio_hugeroom_range *ranges;
+	unsigned int nr_ranges;
 };
 
 struct virtio_hugeroom {
@@ -201,6 +226,59 @@ struct virtio_hugeroom {
 	void *cmd_copy;
 	u64 cmds_received;
 	u64 cmds_invalid;
+
+	/*
+	 * Held blocks, linked by the head page's lru (the pages are ours and
+	 * PageOffline, like balloon pages).  hold_lock (a spinlock, taken
+	 * from the shrinker and the OOM notifier too) protects @held,
+	 * @nr_held, @limbo, @nr_limbo and the hold counters.
+	 *   held:  the device acked their HOLD; out of managed memory.
+	 *   limbo: a HOLD that listed them was never acked (timeout): the
+	 *          device may still discard them, so they stay out of the
+	 *          allocator until a device reset makes them safe.
+	 * return_lock serializes everything that gives blocks back, so a
+	 * block is never returned twice.
+	 */
+	spinlock_t hold_lock;
+	struct list_head held;		/* most recently held first */
+	unsigned int nr_held;
+	struct list_head limbo;
+	unsigned int nr_limbo;
+	u64 blocks_held_total;
+	u64 blocks_returned[VIRTIO_HUGEROOM_RET_UNLOAD + 1];
+	u64 evac_failed[VIRTIO_HUGEROOM_NR_REASONS];
+	u64 evac_pages_estimate;	/* in-use pages of attempted blocks */
+	u64 evac_pages_migrated;	/* pgmigrate_success deltas */
+	struct mutex return_lock;
+
+	/*
+	 * The one EVACUATE or CAPTURE that may run, in job_work.  job_lock
+	 * protects @job_busy, @job_id and @job_cancel; @job_cmd is written
+	 * by cmd_work only while !job_busy and read by job_work.
+	 */
+	spinlock_t job_lock;
+	bool job_busy;
+	bool job_cancel;
+	u64 job_id;
+	void *job_cmd;
+	u32 job_len;
+	struct work_struct job_work;
+	unsigned long *job_events;	/* all_vm_events() for job_work */
+	struct virtio_hugeroom_scan evac_scan;	/* CHEAPEST's own sweeps */
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+	struct shrinker *shrinker;
+#else
+	struct shrinker shrinker;
+	bool shrinker_registered;
+#endif
+	struct notifier_block oom_nb;
+	bool oom_registered;
+
+	/* debugfs pin_unmovable (a test aid), under pin_lock. */
+	struct mutex pin_lock;
+	struct page **pins;
+	unsigned int nr_pins;
 
 	struct dentry *debugfs;
 };
@@ -485,7 +563,30 @@ static int virtio_hugeroom_sweep_slot(struct virtio_hugeroom_sweep *sw,
 	return i;
 }
 
-static void virtio_hugeroom_scan_block(struct virtio_hugeroom_sweep *sw,
+/* Does the block at @pfn lie entirely inside one of the sorted ranges? */
+static bool virtio_hugeroom_in_ranges(const struct virtio_hugeroom_scan *s,
+				      unsigned long pfn)
+{
+	u64 start = PFN_PHYS(pfn), end = start + VIRTIO_HUGEROOM_BLOCK_SIZE;
+	unsigned int lo = 0, hi = s->nr_ranges;
+
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+		const struct virtio_hugeroom_range *r = &s->ranges[mid];
+
+		if (le64_to_cpu(r->end) <= start)
+			lo = mid + 1;
+		else if (le64_to_cpu(r->start) >= end)
+			hi = mid;
+		else
+			return le64_to_cpu(r->start) <= start &&
+			       end <= le64_to_cpu(r->end);
+	}
+	return false;
+}
+
+static void virtio_hugeroom_scan_block(const struct virtio_hugeroom_scan *s,
+				       struct virtio_hugeroom_sweep *sw,
 				       struct zone *zone, int slot,
 				       int nid, int zid, unsigned long pfn)
 {
@@ -515,6 +616,11 @@ static void virtio_hugeroom_scan_block(struct virtio_hugeroom_sweep *sw,
 	if (zid == ZONE_DMA)
 		return;
 #endif
+	/* Held blocks (ours, or a balloon's) are never candidates. */
+	if (PageOffline(head))
+		return;
+	if (s->ranges && !virtio_hugeroom_in_ranges(s, pfn))
+		return;
 
 	c.pfn = pfn;
 	c.free = free;
@@ -538,10 +644,9 @@ static void virtio_hugeroom_scan_next_zone(struct virtio_hugeroom_scan *s)
  * @deadline_ns (ktime_get_ns()) has passed.  Publishes the sweep to
  * scan->done when it completes.
  */
-static void virtio_hugeroom_scan(struct virtio_hugeroom *vh,
+static void virtio_hugeroom_scan(struct virtio_hugeroom_scan *s,
 				 unsigned long budget, u64 deadline_ns)
 {
-	struct virtio_hugeroom_scan *s = &vh->scan;
 	unsigned long batch = 0;
 
 	while (budget) {
@@ -586,8 +691,8 @@ static void virtio_hugeroom_scan(struct virtio_hugeroom *vh,
 			s->pfn = pageblock_align(zone->zone_start_pfn);
 		end = zone_end_pfn(zone);
 		while (budget && s->pfn + pageblock_nr_pages <= end) {
-			virtio_hugeroom_scan_block(s->cur, zone, slot, s->nid,
-						   s->zid, s->pfn);
+			virtio_hugeroom_scan_block(s, s->cur, zone, slot,
+						   s->nid, s->zid, s->pfn);
 			s->pfn += pageblock_nr_pages;
 			budget--;
 			if (++batch % VIRTIO_HUGEROOM_SCAN_BATCH)
@@ -718,14 +823,14 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 
 	/* Only the first sweep ignores the budget; see the top comment. */
 	if (!vh->scan.sweeps) {
-		virtio_hugeroom_scan(vh, ULONG_MAX, U64_MAX);
+		virtio_hugeroom_scan(&vh->scan, ULONG_MAX, U64_MAX);
 	} else {
 		u64 budget_ns = READ_ONCE(vh->status_interval_ms) *
 				(NSEC_PER_MSEC / 100);
 
 		budget_ns = clamp_t(u64, budget_ns, VIRTIO_HUGEROOM_SCAN_MIN_NS,
 				    VIRTIO_HUGEROOM_SCAN_MAX_NS);
-		virtio_hugeroom_scan(vh, VIRTIO_HUGEROOM_SCAN_BLOCKS,
+		virtio_hugeroom_scan(&vh->scan, VIRTIO_HUGEROOM_SCAN_BLOCKS,
 				     start + budget_ns);
 	}
 	sw = vh->scan.done;
@@ -806,7 +911,7 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 	st->mem_free_pages =
 		cpu_to_le64(global_zone_page_state(NR_FREE_PAGES));
 	st->mem_available_pages = cpu_to_le64(si_mem_available());
-	st->held_blocks = 0;
+	st->held_blocks = cpu_to_le32(READ_ONCE(vh->nr_held));
 	st->page_shift = cpu_to_le32(PAGE_SHIFT);
 	st->pb_order = cpu_to_le32(pageblock_order);
 	st->nr_zones = cpu_to_le16(nr_zones);
@@ -935,7 +1040,12 @@ static int virtio_hugeroom_event_send(struct virtio_hugeroom *vh, u32 len)
 	sg_init_one(&out, vh->event, len);
 	sg_init_one(&in, vh->ack, sizeof(*vh->ack));
 	memset(vh->ack, 0xff, sizeof(*vh->ack));
-	rc = virtqueue_add_sgs(vh->event_vq, sgs, 1, 1, vh->event, GFP_KERNEL);
+	/*
+	 * Never allocate with event_lock held: the OOM notifier waits for it.
+	 * Without an indirect table the ring uses direct descriptors.
+	 */
+	rc = virtqueue_add_sgs(vh->event_vq, sgs, 1, 1, vh->event,
+			       GFP_NOWAIT | __GFP_NOWARN);
 	if (rc)
 		return rc;
 	vh->event_inflight = vh->event;
@@ -951,30 +1061,967 @@ static int virtio_hugeroom_event_send(struct virtio_hugeroom *vh, u32 len)
 	return virtio_hugeroom_ack_errno(le32_to_cpu(vh->ack->status));
 }
 
-/* Send a RESULT with @status and nothing done for @request_id. */
-static int virtio_hugeroom_send_result(struct virtio_hugeroom *vh,
-				       u64 request_id, u32 status)
+/* Counts of one command, as RESULT and PROGRESS carry them. */
+struct virtio_hugeroom_counts {
+	u32 tried;
+	u32 freed;
+	u32 failed[VIRTIO_HUGEROOM_NR_REASONS];
+	u64 migrated;
+	u64 start_ns;
+};
+
+/* Send a RESULT or PROGRESS (@type) with @c for @request_id. */
+static int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
+				       u64 request_id, u32 status,
+				       const struct virtio_hugeroom_counts *c)
 {
 	struct virtio_hugeroom_result *res = vh->event;
+	unsigned int i;
 	int rc;
 
 	mutex_lock(&vh->event_lock);
 	memset(res, 0, sizeof(*res));
-	res->hdr.type = cpu_to_le16(VIRTIO_HUGEROOM_MSG_RESULT);
+	res->hdr.type = cpu_to_le16(type);
 	res->hdr.len = cpu_to_le32(sizeof(*res));
 	res->hdr.request_id = cpu_to_le64(request_id);
 	res->status = cpu_to_le32(status);
+	if (c) {
+		res->blocks_tried = cpu_to_le32(c->tried);
+		res->blocks_freed = cpu_to_le32(c->freed);
+		for (i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
+			res->failed[i] = cpu_to_le32(c->failed[i]);
+		res->pages_migrated = cpu_to_le64(c->migrated);
+		res->elapsed_us = cpu_to_le64(div_u64(ktime_get_ns() -
+						      c->start_ns,
+						      NSEC_PER_USEC));
+	}
 	rc = virtio_hugeroom_event_send(vh, sizeof(*res));
 	if (rc) {
 		vh->event_errors++;
 		dev_warn_ratelimited(&vh->vdev->dev,
-				     "result for request %llu failed: %d\n",
-				     request_id, rc);
+				     "%s for request %llu failed: %d\n",
+				     type == VIRTIO_HUGEROOM_MSG_RESULT ?
+				     "result" : "progress", request_id, rc);
 	} else {
 		vh->events_sent++;
 	}
 	mutex_unlock(&vh->event_lock);
 	return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/*
+ * Holding blocks.
+ *
+ * A block is taken from the allocator (alloc_contig_range() or an order-9
+ * allocation split into base pages), marked PageOffline at once like
+ * virtio-mem's fake-offline memory, and listed in a HOLD.  Only after the
+ * device acked the HOLD (and so discarded the block) is it held: it leaves
+ * the managed page count (MemTotal shrinks) and joins vh->held.  Blocks the
+ * device did not take go straight back to the allocator.  Giving a block
+ * back is the reverse, and again waits for the device's ack of the
+ * RETURNED before the guest may touch the memory (SPEC 1.6.6.1 item 2).
+ */
+
+static struct page *virtio_hugeroom_lru_page(struct list_head *pos)
+{
+	return list_entry(pos, struct page, lru);
+}
+
+/*
+ * The kernel names the page-type setters __SetPageOffline() and
+ * __ClearPageOffline(); checkpatch --strict flags every use of that
+ * upstream CamelCase, so they are spelt through this one macro.
+ */
+#define VIRTIO_HUGEROOM_SET_OFFLINE(page)	__PASTE(__, SetPageOffline)(page)
+#define VIRTIO_HUGEROOM_CLEAR_OFFLINE(page)	__PASTE(__, ClearPageOffline)(page)
+
+/* Mark the 512 pages at @pfn, just taken from the allocator, offline. */
+static void virtio_hugeroom_block_offline(unsigned long pfn)
+{
+	unsigned long i;
+
+	page_offline_begin();
+	for (i = 0; i < pageblock_nr_pages; i++)
+		VIRTIO_HUGEROOM_SET_OFFLINE(pfn_to_page(pfn + i));
+	page_offline_end();
+}
+
+/*
+ * Give the block at @pfn back to the allocator; @managed if it was held
+ * (taken out of the managed page count).
+ */
+static void virtio_hugeroom_block_put(unsigned long pfn, bool managed)
+{
+	unsigned long i;
+
+	for (i = 0; i < pageblock_nr_pages; i++)
+		VIRTIO_HUGEROOM_CLEAR_OFFLINE(pfn_to_page(pfn + i));
+	if (managed)
+		adjust_managed_page_count(pfn_to_page(pfn), pageblock_nr_pages);
+	free_contig_range(pfn, pageblock_nr_pages);
+}
+
+/* Is the block at @pfn held by us?  hold_lock held. */
+static bool virtio_hugeroom_is_held_locked(struct virtio_hugeroom *vh,
+					   unsigned long pfn)
+{
+	struct page *head = pfn_to_page(pfn);
+	struct page *page;
+
+	if (!PageOffline(head))
+		return false;
+	list_for_each_entry(page, &vh->held, lru)
+		if (page == head)
+			return true;
+	return false;
+}
+
+/* May the ack of a message that failed with @rc still come (and act)? */
+static bool virtio_hugeroom_maybe_seen(int rc)
+{
+	return rc == -ETIMEDOUT || rc == -EPROTO;
+}
+
+/*
+ * Send a HOLD or RETURNED (@type, @reason) listing the first @nr blocks of
+ * @list and wait for the ack.  Returns the ack's errno and its nr_done in
+ * @done.  With @trylock, fails with -EAGAIN instead of waiting for another
+ * sender (shrinker context).
+ */
+static int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
+				       u64 request_id, u32 reason,
+				       struct list_head *list, unsigned int nr,
+				       u32 *done, bool trylock)
+{
+	struct virtio_hugeroom_blocks *msg = vh->event;
+	__le64 *gpas = (void *)(msg + 1);
+	struct list_head *pos;
+	unsigned int i = 0;
+	u32 len = sizeof(*msg) + nr * sizeof(*gpas);
+	int rc;
+
+	*done = 0;
+	if (trylock) {
+		if (!mutex_trylock(&vh->event_lock))
+			return -EAGAIN;
+	} else {
+		mutex_lock(&vh->event_lock);
+	}
+	memset(msg, 0, sizeof(*msg));
+	msg->hdr.type = cpu_to_le16(type);
+	msg->hdr.len = cpu_to_le32(len);
+	msg->hdr.request_id = cpu_to_le64(request_id);
+	msg->nr_blocks = cpu_to_le32(nr);
+	msg->reason = cpu_to_le32(reason);
+	list_for_each(pos, list) {
+		struct page *page = virtio_hugeroom_lru_page(pos);
+
+		if (i == nr)
+			break;
+		gpas[i++] = cpu_to_le64(PFN_PHYS(page_to_pfn(page)));
+	}
+	rc = virtio_hugeroom_event_send(vh, len);
+	if (rc == 0 || rc == -EOPNOTSUPP)
+		*done = min_t(u32, le32_to_cpu(vh->ack->nr_done), nr);
+	if (rc && rc != -EOPNOTSUPP)
+		vh->event_errors++;
+	else
+		vh->events_sent++;
+	mutex_unlock(&vh->event_lock);
+	return rc;
+}
+
+/*
+ * Return up to @want held blocks (from @list if given: blocks the caller
+ * already took off vh->held; else the most recently held) to the guest
+ * with a RETURNED of @reason.  Blocks whose RETURNED was not acked stay
+ * held.  Returns the number of blocks given back.  return_lock held.
+ */
+static unsigned int virtio_hugeroom_return_locked(struct virtio_hugeroom *vh,
+						  struct list_head *list,
+						  unsigned int want,
+						  u32 reason, u64 request_id,
+						  bool trylock)
+{
+	unsigned int given = 0;
+
+	while (want) {
+		LIST_HEAD(batch);
+		unsigned int nr = 0;
+		struct page *page, *tmp;
+		u32 done;
+		int rc;
+
+		spin_lock(&vh->hold_lock);
+		if (list) {
+			while (nr < want && nr < VIRTIO_HUGEROOM_RET_BATCH &&
+			       !list_empty(list)) {
+				list_move_tail(list->next, &batch);
+				nr++;
+			}
+		} else {
+			while (nr < want && nr < VIRTIO_HUGEROOM_RET_BATCH &&
+			       !list_empty(&vh->held)) {
+				list_move_tail(vh->held.next, &batch);
+				nr++;
+			}
+		}
+		spin_unlock(&vh->hold_lock);
+		if (!nr)
+			break;
+
+		rc = virtio_hugeroom_send_blocks(vh,
+						 VIRTIO_HUGEROOM_MSG_RETURNED,
+						 request_id, reason, &batch,
+						 nr, &done, trylock);
+		if (rc) {
+			/* Still held by the device: keep them held. */
+			spin_lock(&vh->hold_lock);
+			list_splice(&batch, &vh->held);
+			spin_unlock(&vh->hold_lock);
+			if (rc != -EAGAIN)
+				dev_warn_ratelimited(&vh->vdev->dev,
+						     "RETURNED of %u blocks failed: %d\n",
+						     nr, rc);
+			break;
+		}
+		if (done != nr)
+			dev_warn_once(&vh->vdev->dev,
+				      "device held %u of %u returned blocks\n",
+				      done, nr);
+		spin_lock(&vh->hold_lock);
+		vh->nr_held -= nr;
+		vh->blocks_returned[reason] += nr;
+		spin_unlock(&vh->hold_lock);
+		list_for_each_entry_safe(page, tmp, &batch, lru) {
+			list_del(&page->lru);
+			virtio_hugeroom_block_put(page_to_pfn(page), true);
+		}
+		given += nr;
+		want -= nr;
+	}
+	if (list && !list_empty(list)) {
+		/* Not offered to the device: still held. */
+		spin_lock(&vh->hold_lock);
+		list_splice_init(list, &vh->held);
+		spin_unlock(&vh->hold_lock);
+	}
+	return given;
+}
+
+static unsigned int virtio_hugeroom_return_some(struct virtio_hugeroom *vh,
+						unsigned int want, u32 reason,
+						bool trylock)
+{
+	unsigned int given;
+
+	if (trylock) {
+		if (!mutex_trylock(&vh->return_lock))
+			return 0;
+	} else {
+		mutex_lock(&vh->return_lock);
+	}
+	given = virtio_hugeroom_return_locked(vh, NULL, want, reason, 0,
+					      trylock);
+	mutex_unlock(&vh->return_lock);
+	return given;
+}
+
+static bool virtio_hugeroom_deflate_on_oom(struct virtio_hugeroom *vh)
+{
+	return virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM);
+}
+
+/* Shrinker: the held pages are what it can free. */
+static unsigned long virtio_hugeroom_count(struct virtio_hugeroom *vh)
+{
+	if (!virtio_hugeroom_deflate_on_oom(vh))
+		return 0;
+	return (unsigned long)READ_ONCE(vh->nr_held) * pageblock_nr_pages;
+}
+
+/*
+ * Give back blocks for @nr_to_scan pages.  Reclaim may run in any task,
+ * including our own workers while they hold a lock, so only trylock.
+ */
+static unsigned long virtio_hugeroom_scan_held(struct virtio_hugeroom *vh,
+					       unsigned long nr_to_scan)
+{
+	unsigned int want, given;
+
+	if (!virtio_hugeroom_deflate_on_oom(vh))
+		return SHRINK_STOP;
+	want = DIV_ROUND_UP(nr_to_scan, pageblock_nr_pages);
+	given = virtio_hugeroom_return_some(vh, want,
+					    VIRTIO_HUGEROOM_RET_PRESSURE, true);
+	if (!given)
+		return SHRINK_STOP;
+	return (unsigned long)given * pageblock_nr_pages;
+}
+
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+static unsigned long virtio_hugeroom_shrink_count(struct shrinker *s,
+						  struct shrink_control *sc)
+{
+	return virtio_hugeroom_count(s->private_data);
+}
+
+static unsigned long virtio_hugeroom_shrink_scan(struct shrinker *s,
+						 struct shrink_control *sc)
+{
+	return virtio_hugeroom_scan_held(s->private_data, sc->nr_to_scan);
+}
+
+/* The one place that knows the two shrinker APIs (6.7 changed it). */
+static int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
+{
+	struct shrinker *s = shrinker_alloc(0, "virtio-hugeroom");
+
+	if (!s)
+		return -ENOMEM;
+	s->count_objects = virtio_hugeroom_shrink_count;
+	s->scan_objects = virtio_hugeroom_shrink_scan;
+	s->seeks = DEFAULT_SEEKS;
+	s->batch = pageblock_nr_pages;
+	s->private_data = vh;
+	shrinker_register(s);
+	vh->shrinker = s;
+	return 0;
+}
+
+static void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh)
+{
+	if (vh->shrinker)
+		shrinker_free(vh->shrinker);
+	vh->shrinker = NULL;
+}
+#else
+static unsigned long virtio_hugeroom_shrink_count(struct shrinker *s,
+						  struct shrink_control *sc)
+{
+	return virtio_hugeroom_count(container_of(s, struct virtio_hugeroom,
+						  shrinker));
+}
+
+static unsigned long virtio_hugeroom_shrink_scan(struct shrinker *s,
+						 struct shrink_control *sc)
+{
+	return virtio_hugeroom_scan_held(container_of(s, struct virtio_hugeroom,
+						      shrinker),
+					 sc->nr_to_scan);
+}
+
+static int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
+{
+	int rc;
+
+	vh->shrinker.count_objects = virtio_hugeroom_shrink_count;
+	vh->shrinker.scan_objects = virtio_hugeroom_shrink_scan;
+	vh->shrinker.seeks = DEFAULT_SEEKS;
+	vh->shrinker.batch = pageblock_nr_pages;
+	rc = register_shrinker(&vh->shrinker, "virtio-hugeroom");
+	vh->shrinker_registered = !rc;
+	return rc;
+}
+
+static void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh)
+{
+	if (vh->shrinker_registered)
+		unregister_shrinker(&vh->shrinker);
+	vh->shrinker_registered = false;
+}
+#endif
+
+/*
+ * Last resort before an OOM kill: give blocks back and say how many pages
+ * that freed.  Waiting for the RETURNED ack is allowed here (SPEC 1.6.6.1
+ * item 2); nobody allocates while holding return_lock or event_lock.
+ */
+static int virtio_hugeroom_oom_notify(struct notifier_block *nb,
+				      unsigned long dummy, void *parm)
+{
+	struct virtio_hugeroom *vh = container_of(nb, struct virtio_hugeroom,
+						  oom_nb);
+	unsigned long *freed = parm;
+	unsigned int given;
+
+	if (!virtio_hugeroom_deflate_on_oom(vh))
+		return NOTIFY_OK;
+	given = virtio_hugeroom_return_some(vh, VIRTIO_HUGEROOM_OOM_BLOCKS,
+					    VIRTIO_HUGEROOM_RET_PRESSURE,
+					    false);
+	*freed += (unsigned long)given * pageblock_nr_pages;
+	return NOTIFY_OK;
+}
+
+/*
+ * After a device reset the device holds nothing (SPEC 1.5.2): whatever is
+ * still on our lists can go back to the allocator.
+ */
+static void virtio_hugeroom_release_all(struct virtio_hugeroom *vh)
+{
+	LIST_HEAD(held);
+	LIST_HEAD(limbo);
+	struct page *page, *tmp;
+
+	spin_lock(&vh->hold_lock);
+	list_splice_init(&vh->held, &held);
+	list_splice_init(&vh->limbo, &limbo);
+	vh->nr_held = 0;
+	vh->nr_limbo = 0;
+	spin_unlock(&vh->hold_lock);
+	list_for_each_entry_safe(page, tmp, &held, lru) {
+		list_del(&page->lru);
+		virtio_hugeroom_block_put(page_to_pfn(page), true);
+	}
+	list_for_each_entry_safe(page, tmp, &limbo, lru) {
+		list_del(&page->lru);
+		virtio_hugeroom_block_put(page_to_pfn(page), false);
+	}
+}
+
+/* RETURN command (SPEC 1.6.6.1 item 1).  Runs in cmd_work. */
+static void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
+				      const struct virtio_hugeroom_return *ret)
+{
+	u64 id = le64_to_cpu(ret->hdr.request_id);
+	const __le64 *gpas = (const void *)(ret + 1);
+	u32 nr_gpas = le32_to_cpu(ret->nr_gpas);
+	struct virtio_hugeroom_counts c = { .start_ns = ktime_get_ns() };
+	unsigned int i, nr = 0, given;
+	LIST_HEAD(list);
+
+	mutex_lock(&vh->return_lock);
+	if (!nr_gpas) {
+		unsigned int want = min(le32_to_cpu(ret->count),
+					READ_ONCE(vh->nr_held));
+
+		given = virtio_hugeroom_return_locked(vh, NULL, want,
+						      VIRTIO_HUGEROOM_RET_HOST,
+						      id, false);
+		c.tried = want;
+		c.freed = given;
+		c.failed[VIRTIO_HUGEROOM_R_OTHER] = want - given;
+	} else {
+		spin_lock(&vh->hold_lock);
+		for (i = 0; i < nr_gpas; i++) {
+			u64 gpa = le64_to_cpu(gpas[i]);
+			unsigned long pfn = PHYS_PFN(gpa);
+
+			if (pfn_to_online_page(pfn) &&
+			    virtio_hugeroom_is_held_locked(vh, pfn)) {
+				list_move_tail(&pfn_to_page(pfn)->lru, &list);
+				nr++;
+			} else {
+				c.failed[VIRTIO_HUGEROOM_R_OTHER]++;
+			}
+		}
+		spin_unlock(&vh->hold_lock);
+		given = virtio_hugeroom_return_locked(vh, &list, nr,
+						      VIRTIO_HUGEROOM_RET_HOST,
+						      id, false);
+		/* Blocks not given back went back to vh->held. */
+		c.tried = nr_gpas;
+		c.freed = given;
+		c.failed[VIRTIO_HUGEROOM_R_OTHER] += nr - given;
+	}
+	mutex_unlock(&vh->return_lock);
+	virtio_hugeroom_send_counts(vh, VIRTIO_HUGEROOM_MSG_RESULT, id,
+				    c.freed == c.tried ? VIRTIO_HUGEROOM_S_OK :
+				    VIRTIO_HUGEROOM_S_PARTIAL, &c);
+}
+
+/* Send a RESULT with @status and nothing done for @request_id. */
+static int virtio_hugeroom_send_result(struct virtio_hugeroom *vh,
+				       u64 request_id, u32 status)
+{
+	return virtio_hugeroom_send_counts(vh, VIRTIO_HUGEROOM_MSG_RESULT,
+					   request_id, status, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+/*
+ * EVACUATE and CAPTURE.  One at a time, in job_work, so that cmd_work can
+ * still take CANCEL, RETURN and REPORT while it runs.
+ */
+
+/* One running EVACUATE or CAPTURE. */
+struct virtio_hugeroom_run {
+	struct virtio_hugeroom *vh;
+	u64 id;
+	u32 count;
+	u64 budget_ns;			/* 0 = none */
+	u64 budget_pages;		/* 0 = none */
+	struct virtio_hugeroom_counts c;
+	struct list_head pending;	/* taken, offline, HOLD not acked */
+	unsigned int nr_pending;
+	u64 first_pending_ns;
+	u64 last_progress_ns;
+	unsigned int since_progress;
+	u32 stop;			/* S_CANCELLED or S_BUDGET once stopped */
+	bool no_discard;		/* the device refused a HOLD */
+	bool budget_skipped;		/* a block was left for the budget */
+};
+
+/* pgmigrate_success now: a global counter, every migration counts. */
+static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
+{
+#ifdef CONFIG_MIGRATION
+	all_vm_events(vh->job_events);
+	return vh->job_events[PGMIGRATE_SUCCESS];
+#else
+	return 0;
+#endif
+}
+
+/*
+ * The one call of alloc_contig_range().  6.1 and 6.12 take a migratetype
+ * (6.12 through the alloc_hooks() macro); 6.17 changes it to flags and is
+ * refused at the top of this file.  GFP: may reclaim a little, never OOM,
+ * never warn (SPEC 1.6.3.2 item 4).
+ */
+static int virtio_hugeroom_contig_alloc(unsigned long pfn)
+{
+	return alloc_contig_range(pfn, pfn + pageblock_nr_pages,
+				  MIGRATE_MOVABLE,
+				  GFP_KERNEL | __GFP_NOWARN |
+				  __GFP_RETRY_MAYFAIL);
+}
+
+/* Sum of the high watermarks of all populated zones. */
+static unsigned long virtio_hugeroom_high_wmarks(void)
+{
+	unsigned long sum = 0;
+	int nid, zid;
+
+	/* for_each_populated_zone() needs symbols modules do not get. */
+	for_each_online_node(nid) {
+		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
+			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
+
+			if (populated_zone(zone))
+				sum += high_wmark_pages(zone);
+		}
+	}
+	return sum;
+}
+
+/*
+ * Admission (SPEC 1.6.3.2 item 6): may the guest give up 512 more pages
+ * of @zone (NULL: only the global rule) without going below the
+ * watermarks?  @taken: the pages are already allocated.
+ */
+static bool virtio_hugeroom_admit(struct zone *zone, bool taken)
+{
+	unsigned long need = taken ? 0 : pageblock_nr_pages;
+	long avail = si_mem_available();
+
+	if (zone && zone_page_state(zone, NR_FREE_PAGES) <
+		    high_wmark_pages(zone) + need)
+		return false;
+	return avail >= 0 &&
+	       (unsigned long)avail >= virtio_hugeroom_high_wmarks() + need;
+}
+
+static void virtio_hugeroom_run_fail(struct virtio_hugeroom_run *r,
+				     unsigned int reason)
+{
+	struct virtio_hugeroom *vh = r->vh;
+
+	r->c.tried++;
+	r->c.failed[reason]++;
+	spin_lock(&vh->hold_lock);
+	vh->evac_failed[reason]++;
+	spin_unlock(&vh->hold_lock);
+}
+
+/* S_CANCELLED or S_BUDGET if the command must stop now, else 0. */
+static u32 virtio_hugeroom_run_check(struct virtio_hugeroom_run *r)
+{
+	struct virtio_hugeroom *vh = r->vh;
+	bool cancel;
+
+	spin_lock(&vh->job_lock);
+	cancel = vh->job_cancel;
+	spin_unlock(&vh->job_lock);
+	if (cancel)
+		return VIRTIO_HUGEROOM_S_CANCELLED;
+	if (r->budget_ns && ktime_get_ns() - r->c.start_ns >= r->budget_ns)
+		return VIRTIO_HUGEROOM_S_BUDGET;
+	if (r->budget_pages && r->c.migrated >= r->budget_pages)
+		return VIRTIO_HUGEROOM_S_BUDGET;
+	return 0;
+}
+
+/* Send a HOLD for the pending blocks and settle them by the ack. */
+static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
+{
+	struct virtio_hugeroom *vh = r->vh;
+	struct page *page, *tmp;
+	unsigned int i = 0;
+	u32 done;
+	int rc;
+
+	if (!r->nr_pending)
+		return;
+	rc = virtio_hugeroom_send_blocks(vh, VIRTIO_HUGEROOM_MSG_HOLD, r->id, 0,
+					 &r->pending, r->nr_pending, &done,
+					 false);
+	if (rc == -EOPNOTSUPP)
+		r->no_discard = true;
+	if (rc && rc != -EOPNOTSUPP)
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "HOLD of %u blocks failed: %d\n",
+				     r->nr_pending, rc);
+
+	list_for_each_entry_safe(page, tmp, &r->pending, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (i++ < done) {
+			/* Discarded by the device: now held. */
+			adjust_managed_page_count(page, -pageblock_nr_pages);
+			spin_lock(&vh->hold_lock);
+			list_move(&page->lru, &vh->held);
+			vh->nr_held++;
+			vh->blocks_held_total++;
+			spin_unlock(&vh->hold_lock);
+			r->c.freed++;
+			continue;
+		}
+		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_OTHER);
+		if (virtio_hugeroom_maybe_seen(rc)) {
+			/* The device may still discard it: never reuse it. */
+			spin_lock(&vh->hold_lock);
+			list_move(&page->lru, &vh->limbo);
+			vh->nr_limbo++;
+			spin_unlock(&vh->hold_lock);
+			continue;
+		}
+		list_del(&page->lru);
+		virtio_hugeroom_block_put(pfn, false);
+	}
+	r->nr_pending = 0;
+}
+
+/* After each block: a HOLD when a batch is full or a second old. */
+static void virtio_hugeroom_run_tick(struct virtio_hugeroom_run *r)
+{
+	u64 now = ktime_get_ns();
+
+	if (r->nr_pending &&
+	    (r->nr_pending >= VIRTIO_HUGEROOM_HOLD_BATCH ||
+	     now - r->first_pending_ns >= VIRTIO_HUGEROOM_HOLD_NS))
+		virtio_hugeroom_run_flush(r);
+	now = ktime_get_ns();
+	if (now - r->last_progress_ns >= VIRTIO_HUGEROOM_PROGRESS_NS ||
+	    (r->since_progress >= VIRTIO_HUGEROOM_HOLD_BATCH &&
+	     now - r->last_progress_ns >= VIRTIO_HUGEROOM_PROGRESS_MIN_NS)) {
+		virtio_hugeroom_send_counts(r->vh, VIRTIO_HUGEROOM_MSG_PROGRESS,
+					    r->id, 0, &r->c);
+		r->last_progress_ns = ktime_get_ns();
+		r->since_progress = 0;
+	}
+}
+
+/* A block just taken from the allocator: offline, then pending. */
+static void virtio_hugeroom_run_take(struct virtio_hugeroom_run *r,
+				     unsigned long pfn)
+{
+	virtio_hugeroom_block_offline(pfn);
+	if (!r->nr_pending)
+		r->first_pending_ns = ktime_get_ns();
+	list_add_tail(&pfn_to_page(pfn)->lru, &r->pending);
+	r->nr_pending++;
+	r->c.tried++;
+}
+
+/* Blocks freed so far, counting those whose HOLD is not yet acked. */
+static bool virtio_hugeroom_run_enough(struct virtio_hugeroom_run *r)
+{
+	if (r->c.freed + r->nr_pending < r->count)
+		return false;
+	virtio_hugeroom_run_flush(r);
+	return r->c.freed >= r->count;
+}
+
+/*
+ * Checks before evacuating the block at @pfn.  Returns a failure reason,
+ * or -1 with the block's free pages and zone.  @explicit: the host named
+ * it (CHEAPEST only picks eligible blocks, but re-checks them).
+ */
+static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
+				      unsigned long pfn, unsigned int *free,
+				      struct zone **zonep)
+{
+	struct page *head = pfn_to_online_page(pfn);
+	struct page *last = pfn_to_online_page(pfn + pageblock_nr_pages - 1);
+	struct zone *zone;
+	bool held;
+	u8 mt;
+
+	if (!head || !last)
+		return VIRTIO_HUGEROOM_R_OFFLINE;
+	zone = page_zone(head);
+	if (page_zone(last) != zone || !zone_spans_pfn(zone, pfn) ||
+	    !zone_spans_pfn(zone, pfn + pageblock_nr_pages - 1))
+		return VIRTIO_HUGEROOM_R_ZONE;
+#ifdef CONFIG_ZONE_DMA
+	if (zone_idx(zone) == ZONE_DMA)
+		return VIRTIO_HUGEROOM_R_ZONE;
+#endif
+	spin_lock(&vh->hold_lock);
+	held = virtio_hugeroom_is_held_locked(vh, pfn);
+	spin_unlock(&vh->hold_lock);
+	if (held)
+		return VIRTIO_HUGEROOM_R_HELD;
+
+	mt = virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn));
+	*free = virtio_hugeroom_block_free(head, pfn);
+	if (mt == VIRTIO_HUGEROOM_MT_CMA || mt == VIRTIO_HUGEROOM_MT_ISOLATE ||
+	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && *free < pageblock_nr_pages))
+		return VIRTIO_HUGEROOM_R_ZONE;
+	if (!virtio_hugeroom_admit(zone, false))
+		return VIRTIO_HUGEROOM_R_NOMEM;
+	*zonep = zone;
+	return -1;
+}
+
+/*
+ * Try to free and take the block at @pfn.  Returns 1 if taken, 0 if it
+ * failed (counted), -EAGAIN if it was left alone for the page budget (not
+ * counted: SPEC 1.6.3.1).
+ */
+static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
+				      unsigned long pfn)
+{
+	struct virtio_hugeroom *vh = r->vh;
+	unsigned int free = 0, used, tries;
+	struct zone *zone = NULL;
+	u64 ev0, ev1;
+	int reason, rc;
+
+	reason = virtio_hugeroom_evac_check(vh, pfn, &free, &zone);
+	if (reason >= 0) {
+		virtio_hugeroom_run_fail(r, reason);
+		return 0;
+	}
+	used = pageblock_nr_pages - min_t(unsigned int, free,
+					  pageblock_nr_pages);
+	if (r->budget_pages && r->c.migrated + used > r->budget_pages) {
+		r->budget_skipped = true;
+		return -EAGAIN;
+	}
+
+	ev0 = virtio_hugeroom_pgmigrate(vh);
+	for (tries = 1; ; tries++) {
+		rc = virtio_hugeroom_contig_alloc(pfn);
+		if (rc != -EBUSY || tries == VIRTIO_HUGEROOM_EVAC_TRIES)
+			break;
+		/* SPEC 1.6.3.2 item 5, 1.6.8.1 item 2: check between tries. */
+		r->stop = virtio_hugeroom_run_check(r);
+		if (r->stop) {
+			rc = r->stop == VIRTIO_HUGEROOM_S_CANCELLED ?
+			     -ECANCELED : -ETIME;
+			break;
+		}
+		cond_resched();
+	}
+	ev1 = virtio_hugeroom_pgmigrate(vh);
+	if (ev1 > ev0)
+		r->c.migrated += ev1 - ev0;
+	spin_lock(&vh->hold_lock);
+	vh->evac_pages_estimate += used;
+	if (ev1 > ev0)
+		vh->evac_pages_migrated += ev1 - ev0;
+	spin_unlock(&vh->hold_lock);
+
+	switch (rc) {
+	case 0:
+		virtio_hugeroom_run_take(r, pfn);
+		r->since_progress++;
+		return 1;
+	case -EBUSY:
+		reason = VIRTIO_HUGEROOM_R_UNMOVABLE;
+		break;
+	case -ENOMEM:
+		reason = VIRTIO_HUGEROOM_R_NOMEM;
+		break;
+	case -ECANCELED:
+		reason = VIRTIO_HUGEROOM_R_CANCELLED;
+		break;
+	case -ETIME:
+		reason = VIRTIO_HUGEROOM_R_BUDGET;
+		break;
+	default:
+		reason = VIRTIO_HUGEROOM_R_OTHER;
+		break;
+	}
+	dev_dbg(&vh->vdev->dev, "block 0x%llx: %d after %u tries\n",
+		(u64)PFN_PHYS(pfn), rc, tries);
+	virtio_hugeroom_run_fail(r, reason);
+	r->since_progress++;
+	return 0;
+}
+
+/* Explicit form: the host's blocks, in its order, until count are freed. */
+static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
+					  const __le64 *gpas, u32 nr)
+{
+	u32 i;
+
+	for (i = 0; i < nr; i++) {
+		if (virtio_hugeroom_run_enough(r) || r->no_discard)
+			return;
+		r->stop = virtio_hugeroom_run_check(r);
+		if (r->stop)
+			return;
+		virtio_hugeroom_evac_block(r, PHYS_PFN(le64_to_cpu(gpas[i])));
+		if (r->stop)
+			return;
+		virtio_hugeroom_run_tick(r);
+	}
+}
+
+/*
+ * CHEAPEST form: a fresh sweep of every pageblock (not an old report),
+ * then its candidates, most free pages first, each re-checked.  Another
+ * sweep if that was not enough and the last one made progress.
+ */
+static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
+					  const struct virtio_hugeroom_range *ranges,
+					  u32 nr_ranges)
+{
+	struct virtio_hugeroom_scan *s = &r->vh->evac_scan;
+	unsigned int i;
+	bool progress;
+
+	s->ranges = nr_ranges ? ranges : NULL;
+	s->nr_ranges = nr_ranges;
+	do {
+		s->nid = NUMA_NO_NODE;
+		virtio_hugeroom_scan(s, ULONG_MAX, U64_MAX);
+		progress = false;
+		for (i = 0; i < s->done->nr_cands; i++) {
+			if (virtio_hugeroom_run_enough(r) || r->no_discard)
+				goto out;
+			r->stop = virtio_hugeroom_run_check(r);
+			if (r->stop)
+				goto out;
+			if (virtio_hugeroom_evac_block(r, s->done->cand[i].pfn) > 0)
+				progress = true;
+			if (r->stop)
+				goto out;
+			virtio_hugeroom_run_tick(r);
+		}
+	} while (progress && !virtio_hugeroom_run_enough(r));
+out:
+	s->ranges = NULL;
+	s->nr_ranges = 0;
+}
+
+/*
+ * CAPTURE: order-9 allocations that may compact (SPEC 1.6.5.1), split into
+ * base pages so that they go back exactly like evacuated blocks.
+ */
+static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
+{
+	struct virtio_hugeroom *vh = r->vh;
+	u64 ev0 = virtio_hugeroom_pgmigrate(vh), ev1;
+	struct page *page;
+
+	while (!virtio_hugeroom_run_enough(r) && !r->no_discard) {
+		r->stop = virtio_hugeroom_run_check(r);
+		if (r->stop)
+			break;
+		if (!virtio_hugeroom_admit(NULL, false)) {
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
+			break;
+		}
+		page = alloc_pages(GFP_HIGHUSER_MOVABLE | __GFP_NOWARN |
+				   __GFP_NORETRY, pageblock_order);
+		if (!page) {
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
+			break;
+		}
+#ifdef CONFIG_ZONE_DMA
+		if (zone_idx(page_zone(page)) == ZONE_DMA) {
+			__free_pages(page, pageblock_order);
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_ZONE);
+			break;
+		}
+#endif
+		if (!virtio_hugeroom_admit(page_zone(page), true)) {
+			__free_pages(page, pageblock_order);
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
+			break;
+		}
+		split_page(page, pageblock_order);
+		virtio_hugeroom_run_take(r, page_to_pfn(page));
+		r->since_progress++;
+		ev1 = virtio_hugeroom_pgmigrate(vh);
+		r->c.migrated = ev1 > ev0 ? ev1 - ev0 : 0;
+		virtio_hugeroom_run_tick(r);
+	}
+	ev1 = virtio_hugeroom_pgmigrate(vh);
+	r->c.migrated = ev1 > ev0 ? ev1 - ev0 : 0;
+}
+
+static void virtio_hugeroom_job_work(struct work_struct *work)
+{
+	struct virtio_hugeroom *vh = container_of(work, struct virtio_hugeroom,
+						  job_work);
+	const struct virtio_hugeroom_hdr *hdr = vh->job_cmd;
+	struct virtio_hugeroom_run r = {
+		.vh = vh,
+		.id = le64_to_cpu(hdr->request_id),
+		.c.start_ns = ktime_get_ns(),
+	};
+	u32 status;
+
+	INIT_LIST_HEAD(&r.pending);
+	r.last_progress_ns = r.c.start_ns;
+	if (le16_to_cpu(hdr->type) == VIRTIO_HUGEROOM_CMD_CAPTURE) {
+		const struct virtio_hugeroom_capture *cap = vh->job_cmd;
+
+		r.count = le32_to_cpu(cap->count);
+		r.budget_ns = (u64)le32_to_cpu(cap->budget_ms) * NSEC_PER_MSEC;
+		virtio_hugeroom_capture(&r);
+	} else {
+		const struct virtio_hugeroom_evacuate *ev = vh->job_cmd;
+
+		r.count = le32_to_cpu(ev->count);
+		r.budget_ns = (u64)le32_to_cpu(ev->budget_ms) * NSEC_PER_MSEC;
+		r.budget_pages = le64_to_cpu(ev->budget_pages);
+		if (le16_to_cpu(ev->hdr.flags) & VIRTIO_HUGEROOM_EVAC_F_CHEAPEST)
+			virtio_hugeroom_evac_cheapest(&r, (const void *)(ev + 1),
+						      le32_to_cpu(ev->nr_ranges));
+		else
+			virtio_hugeroom_evac_explicit(&r, (const void *)(ev + 1),
+						      le32_to_cpu(ev->nr_gpas));
+	}
+	virtio_hugeroom_run_flush(&r);
+
+	/* SPEC 1.6.3.1: first of CANCELLED, BUDGET, PARTIAL. */
+	if (r.c.freed >= r.count)
+		status = VIRTIO_HUGEROOM_S_OK;
+	else if (r.stop)
+		status = r.stop;
+	else if (r.budget_skipped)
+		status = VIRTIO_HUGEROOM_S_BUDGET;
+	else
+		status = VIRTIO_HUGEROOM_S_PARTIAL;
+	dev_info(&vh->vdev->dev,
+		 "request %llu: status %u, %u of %u blocks held, %u tried, %llu pages migrated, %llu ms\n",
+		 r.id, status, r.c.freed, r.count, r.c.tried, r.c.migrated,
+		 div_u64(ktime_get_ns() - r.c.start_ns, NSEC_PER_MSEC));
+	virtio_hugeroom_send_counts(vh, VIRTIO_HUGEROOM_MSG_RESULT, r.id, status,
+				    &r.c);
+
+	spin_lock(&vh->job_lock);
+	vh->job_busy = false;
+	vh->job_cancel = false;
+	spin_unlock(&vh->job_lock);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1018,6 +2065,124 @@ static int virtio_hugeroom_cmd_feature(u16 type)
 	default:
 		return -1;
 	}
+}
+
+/* Block-aligned, and no address repeated (n <= 500: quadratic is fine). */
+static bool virtio_hugeroom_gpas_ok(const __le64 *gpas, u32 n)
+{
+	u32 i, j;
+
+	for (i = 0; i < n; i++) {
+		u64 gpa = le64_to_cpu(gpas[i]);
+
+		if (!IS_ALIGNED(gpa, VIRTIO_HUGEROOM_BLOCK_SIZE))
+			return false;
+		for (j = 0; j < i; j++)
+			if (gpas[j] == gpas[i])
+				return false;
+	}
+	return true;
+}
+
+/*
+ * The per-type rules of SPEC 1.6.3 (EVACUATE), 1.6.5 (CAPTURE) and 1.6.6
+ * (RETURN), after virtio_hugeroom_check_cmd() checked the layout.
+ */
+static u32 virtio_hugeroom_check_args(const void *buf, u16 type)
+{
+	switch (type) {
+	case VIRTIO_HUGEROOM_CMD_EVACUATE: {
+		const struct virtio_hugeroom_evacuate *ev = buf;
+		const struct virtio_hugeroom_range *rg = (const void *)(ev + 1);
+		u16 flags = le16_to_cpu(ev->hdr.flags);
+		u32 count = le32_to_cpu(ev->count);
+		u32 nr_gpas = le32_to_cpu(ev->nr_gpas);
+		u32 nr_ranges = le32_to_cpu(ev->nr_ranges);
+		u64 prev_end = 0;
+		u32 i;
+
+		if (!count)
+			return VIRTIO_HUGEROOM_S_INVALID;
+		if (!(flags & VIRTIO_HUGEROOM_EVAC_F_CHEAPEST)) {
+			if (flags || nr_ranges || !nr_gpas ||
+			    nr_gpas > VIRTIO_HUGEROOM_MAX_CMD_BLOCKS ||
+			    count > nr_gpas ||
+			    !virtio_hugeroom_gpas_ok((const void *)(ev + 1),
+						     nr_gpas))
+				return VIRTIO_HUGEROOM_S_INVALID;
+			return 0;
+		}
+		if (nr_gpas)
+			return VIRTIO_HUGEROOM_S_INVALID;
+		if (!(flags & VIRTIO_HUGEROOM_EVAC_F_RANGES))
+			return nr_ranges ? VIRTIO_HUGEROOM_S_INVALID : 0;
+		if (!nr_ranges || nr_ranges > VIRTIO_HUGEROOM_MAX_CMD_RANGES)
+			return VIRTIO_HUGEROOM_S_INVALID;
+		for (i = 0; i < nr_ranges; i++) {
+			u64 start = le64_to_cpu(rg[i].start);
+			u64 end = le64_to_cpu(rg[i].end);
+
+			if (!IS_ALIGNED(start, VIRTIO_HUGEROOM_BLOCK_SIZE) ||
+			    !IS_ALIGNED(end, VIRTIO_HUGEROOM_BLOCK_SIZE) ||
+			    start >= end || (i && start < prev_end))
+				return VIRTIO_HUGEROOM_S_INVALID;
+			prev_end = end;
+		}
+		return 0;
+	}
+	case VIRTIO_HUGEROOM_CMD_CAPTURE: {
+		const struct virtio_hugeroom_capture *cap = buf;
+
+		return cap->count ? 0 : VIRTIO_HUGEROOM_S_INVALID;
+	}
+	case VIRTIO_HUGEROOM_CMD_RETURN: {
+		const struct virtio_hugeroom_return *ret = buf;
+		u32 count = le32_to_cpu(ret->count);
+		u32 nr_gpas = le32_to_cpu(ret->nr_gpas);
+
+		if (!nr_gpas)
+			return count ? 0 : VIRTIO_HUGEROOM_S_INVALID;
+		if (nr_gpas > VIRTIO_HUGEROOM_MAX_CMD_BLOCKS ||
+		    count != nr_gpas ||
+		    !virtio_hugeroom_gpas_ok((const void *)(ret + 1), nr_gpas))
+			return VIRTIO_HUGEROOM_S_INVALID;
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* Start an EVACUATE or CAPTURE in job_work, or answer S_BUSY. */
+static void virtio_hugeroom_start_job(struct virtio_hugeroom *vh,
+				      const void *buf, u32 len, u64 id)
+{
+	bool busy;
+
+	spin_lock(&vh->job_lock);
+	busy = vh->job_busy;
+	if (!busy) {
+		vh->job_busy = true;
+		vh->job_cancel = false;
+		vh->job_id = id;
+	}
+	spin_unlock(&vh->job_lock);
+	if (busy) {
+		virtio_hugeroom_send_result(vh, id, VIRTIO_HUGEROOM_S_BUSY);
+		return;
+	}
+	memcpy(vh->job_cmd, buf, len);
+	vh->job_len = len;
+	virtio_hugeroom_queue_work(vh, &vh->job_work);
+}
+
+/* CANCEL: stop the running command it names; otherwise ignore it. */
+static void virtio_hugeroom_cancel(struct virtio_hugeroom *vh, u64 id)
+{
+	spin_lock(&vh->job_lock);
+	if (vh->job_busy && vh->job_id == id)
+		vh->job_cancel = true;
+	spin_unlock(&vh->job_lock);
 }
 
 /*
@@ -1083,7 +2248,7 @@ static u32 virtio_hugeroom_check_cmd(struct virtio_hugeroom *vh,
 		return VIRTIO_HUGEROOM_S_UNSUPPORTED;
 	if ((flags & ~known_flags) || len != expect || !hdr->request_id)
 		return VIRTIO_HUGEROOM_S_INVALID;
-	return 0;
+	return virtio_hugeroom_check_args(buf, type);
 }
 
 /*
@@ -1121,10 +2286,17 @@ static void virtio_hugeroom_handle_cmd(struct virtio_hugeroom *vh,
 		virtio_hugeroom_report(vh, request_id, true);
 		break;
 	case VIRTIO_HUGEROOM_CMD_CANCEL:
-		/* Nothing runs that could be cancelled (SPEC 1.6.8.1 item 3). */
+		virtio_hugeroom_cancel(vh, request_id);
+		break;
+	case VIRTIO_HUGEROOM_CMD_EVACUATE:
+	case VIRTIO_HUGEROOM_CMD_CAPTURE:
+		virtio_hugeroom_start_job(vh, buf, len, request_id);
+		break;
+	case VIRTIO_HUGEROOM_CMD_RETURN:
+		virtio_hugeroom_do_return(vh, buf);
 		break;
 	default:
-		/* Not reached: no other feature is offered yet. */
+		/* SET_PCP: the feature is not offered yet. */
 		virtio_hugeroom_send_result(vh, request_id,
 					    VIRTIO_HUGEROOM_S_UNSUPPORTED);
 		break;
@@ -1262,6 +2434,22 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "scan_sweeps %llu\nscan_last_sweep_ns %llu\n",
 		   vh->scan.sweeps, vh->scan.last_sweep_ns);
 	seq_printf(m, "scan_blocks %lu\n", vh->scan.done->nr_blocks);
+	spin_lock(&vh->hold_lock);
+	seq_printf(m, "held_blocks_driver %u\nhold_limbo %u\n", vh->nr_held,
+		   vh->nr_limbo);
+	seq_printf(m, "blocks_held_total %llu\n", vh->blocks_held_total);
+	seq_printf(m, "blocks_returned_host %llu\n",
+		   vh->blocks_returned[VIRTIO_HUGEROOM_RET_HOST]);
+	seq_printf(m, "blocks_returned_pressure %llu\n",
+		   vh->blocks_returned[VIRTIO_HUGEROOM_RET_PRESSURE]);
+	seq_printf(m, "blocks_returned_unload %llu\n",
+		   vh->blocks_returned[VIRTIO_HUGEROOM_RET_UNLOAD]);
+	seq_puts(m, "evac_blocks_failed");
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
+		seq_printf(m, " %llu", vh->evac_failed[i]);
+	seq_printf(m, "\nevac_pages_estimate %llu\n", vh->evac_pages_estimate);
+	seq_printf(m, "evac_pages_migrated %llu\n", vh->evac_pages_migrated);
+	spin_unlock(&vh->hold_lock);
 	if (!vh->report_len) {
 		seq_puts(m, "report none\n");
 		goto out_unlock;
@@ -1352,6 +2540,115 @@ static const struct file_operations virtio_hugeroom_report_now_fops = {
 	.open = simple_open,
 	.write = virtio_hugeroom_report_now_write,
 	.llseek = noop_llseek,
+};
+
+/* "held": one held block's gpa per line, most recently held first. */
+static int virtio_hugeroom_held_show(struct seq_file *m, void *unused)
+{
+	struct virtio_hugeroom *vh = m->private;
+	struct page *page;
+
+	spin_lock(&vh->hold_lock);
+	list_for_each_entry(page, &vh->held, lru)
+		seq_printf(m, "0x%llx\n", (u64)PFN_PHYS(page_to_pfn(page)));
+	spin_unlock(&vh->hold_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_held);
+
+static void virtio_hugeroom_unpin(struct virtio_hugeroom *vh)
+{
+	unsigned int i;
+
+	for (i = 0; i < vh->nr_pins; i++)
+		__free_page(vh->pins[i]);
+	kvfree(vh->pins);
+	vh->pins = NULL;
+	vh->nr_pins = 0;
+}
+
+/*
+ * "pin_unmovable", a test aid: writing N keeps N pages that nothing can
+ * migrate, so that a test can name a block that must fail with
+ * R_UNMOVABLE.  By default they come from movable pageblocks
+ * (GFP_HIGHUSER_MOVABLE, never put on an LRU: like a long-term pin), which
+ * EVACUATE accepts and alloc_contig_range() cannot empty; "kernel N"
+ * allocates GFP_KERNEL pages instead (unmovable pageblocks: R_ZONE).
+ * Writing 0 frees them; so does unloading.  Reading lists their gpas.
+ */
+static ssize_t virtio_hugeroom_pin_write(struct file *file,
+					 const char __user *ubuf,
+					 size_t count, loff_t *ppos)
+{
+	struct virtio_hugeroom *vh =
+		((struct seq_file *)file->private_data)->private;
+	gfp_t gfp = GFP_HIGHUSER_MOVABLE;
+	char buf[32], *p;
+	size_t n = min(count, sizeof(buf) - 1);
+	unsigned int nr, i;
+	int rc;
+
+	if (copy_from_user(buf, ubuf, n))
+		return -EFAULT;
+	buf[n] = '\0';
+	p = strim(buf);
+	if (str_has_prefix(p, "kernel ")) {
+		gfp = GFP_KERNEL;
+		p = strim(p + strlen("kernel "));
+	}
+	rc = kstrtouint(p, 0, &nr);
+	if (rc)
+		return rc;
+	if (nr > VIRTIO_HUGEROOM_MAX_PINS)
+		return -E2BIG;
+
+	mutex_lock(&vh->pin_lock);
+	virtio_hugeroom_unpin(vh);
+	if (nr) {
+		vh->pins = kvcalloc(nr, sizeof(*vh->pins), GFP_KERNEL);
+		if (!vh->pins) {
+			rc = -ENOMEM;
+			goto out_unlock;
+		}
+		for (i = 0; i < nr; i++) {
+			vh->pins[i] = alloc_page(gfp | __GFP_NOWARN);
+			if (!vh->pins[i]) {
+				rc = -ENOMEM;
+				break;
+			}
+			vh->nr_pins++;
+		}
+	}
+out_unlock:
+	mutex_unlock(&vh->pin_lock);
+	return rc ? rc : count;
+}
+
+static int virtio_hugeroom_pin_show(struct seq_file *m, void *unused)
+{
+	struct virtio_hugeroom *vh = m->private;
+	unsigned int i;
+
+	mutex_lock(&vh->pin_lock);
+	for (i = 0; i < vh->nr_pins; i++)
+		seq_printf(m, "0x%llx\n",
+			   (u64)PFN_PHYS(page_to_pfn(vh->pins[i])));
+	mutex_unlock(&vh->pin_lock);
+	return 0;
+}
+
+static int virtio_hugeroom_pin_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, virtio_hugeroom_pin_show, inode->i_private);
+}
+
+static const struct file_operations virtio_hugeroom_pin_fops = {
+	.owner = THIS_MODULE,
+	.open = virtio_hugeroom_pin_open,
+	.read = seq_read,
+	.write = virtio_hugeroom_pin_write,
+	.llseek = seq_lseek,
+	.release = single_release,
 };
 
 enum virtio_hugeroom_inject {
@@ -1488,6 +2785,9 @@ static void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh)
 			    &virtio_hugeroom_report_now_fops);
 	debugfs_create_file("inject", 0200, dir, vh,
 			    &virtio_hugeroom_inject_fops);
+	debugfs_create_file("held", 0400, dir, vh, &virtio_hugeroom_held_fops);
+	debugfs_create_file("pin_unmovable", 0600, dir, vh,
+			    &virtio_hugeroom_pin_fops);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1578,12 +2878,35 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 {
 	unsigned long flags;
 
+	u64 orphan = 0;
+
 	spin_lock_irqsave(&vh->stop_lock, flags);
 	vh->stop = true;
 	spin_unlock_irqrestore(&vh->stop_lock, flags);
+	/* A running EVACUATE/CAPTURE stops between blocks (SPEC 1.6.3.2 11). */
+	spin_lock(&vh->job_lock);
+	vh->job_cancel = true;
+	spin_unlock(&vh->job_lock);
 	cancel_work_sync(&vh->config_work);
 	cancel_work_sync(&vh->cmd_work);
 	cancel_delayed_work_sync(&vh->status_work);
+	cancel_work_sync(&vh->job_work);
+	/* A job that was accepted but never started still owes a RESULT. */
+	spin_lock(&vh->job_lock);
+	if (vh->job_busy)
+		orphan = vh->job_id;
+	vh->job_busy = false;
+	vh->job_cancel = false;
+	spin_unlock(&vh->job_lock);
+	if (orphan)
+		virtio_hugeroom_send_result(vh, orphan,
+					    VIRTIO_HUGEROOM_S_CANCELLED);
+
+	/* Give every held block back before the reset (SPEC 1.6.6.1 item 4). */
+	mutex_lock(&vh->return_lock);
+	virtio_hugeroom_return_locked(vh, NULL, UINT_MAX,
+				      VIRTIO_HUGEROOM_RET_UNLOAD, 0, false);
+	mutex_unlock(&vh->return_lock);
 
 	mutex_lock(&vh->report_lock);
 	mutex_lock(&vh->event_lock);
@@ -1596,10 +2919,19 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	vh->status_inflight = NULL;
 	vh->event_inflight = NULL;
 	vh->vdev->config->del_vqs(vh->vdev);
+	/*
+	 * The reset emptied the device's held set: blocks a broken device
+	 * did not take back, and blocks in limbo, are safe to reuse now.
+	 */
+	virtio_hugeroom_release_all(vh);
 }
 
 static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
 {
+	kvfree(vh->evac_scan.done);
+	kvfree(vh->evac_scan.cur);
+	kfree(vh->job_events);
+	kfree(vh->job_cmd);
 	kvfree(vh->scan.done);
 	kvfree(vh->scan.cur);
 	kfree(vh->vm_events);
@@ -1662,7 +2994,16 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	INIT_WORK(&vh->cmd_work, virtio_hugeroom_cmd_work);
 	INIT_WORK(&vh->config_work, virtio_hugeroom_config_work);
 	INIT_DELAYED_WORK(&vh->status_work, virtio_hugeroom_status_work);
+	INIT_WORK(&vh->job_work, virtio_hugeroom_job_work);
 	vh->scan.nid = NUMA_NO_NODE;
+	vh->evac_scan.nid = NUMA_NO_NODE;
+	spin_lock_init(&vh->hold_lock);
+	INIT_LIST_HEAD(&vh->held);
+	INIT_LIST_HEAD(&vh->limbo);
+	mutex_init(&vh->return_lock);
+	spin_lock_init(&vh->job_lock);
+	mutex_init(&vh->pin_lock);
+	vh->oom_nb.notifier_call = virtio_hugeroom_oom_notify;
 
 	rc = -ENOMEM;
 	/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
@@ -1677,11 +3018,21 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 				GFP_KERNEL);
 	vh->scan.cur = kvzalloc(sizeof(*vh->scan.cur), GFP_KERNEL);
 	vh->scan.done = kvzalloc(sizeof(*vh->scan.done), GFP_KERNEL);
+	vh->job_cmd = kmalloc(VIRTIO_HUGEROOM_CMD_BUF, GFP_KERNEL);
+	vh->job_events = kcalloc(NR_VM_EVENT_ITEMS, sizeof(*vh->job_events),
+				 GFP_KERNEL);
+	vh->evac_scan.cur = kvzalloc(sizeof(*vh->evac_scan.cur), GFP_KERNEL);
+	vh->evac_scan.done = kvzalloc(sizeof(*vh->evac_scan.done), GFP_KERNEL);
 	if (!vh->report || !vh->inject || !vh->event || !vh->ack ||
 	    !vh->cmd_bufs || !vh->cmd_copy || !vh->vm_events ||
-	    !vh->scan.cur || !vh->scan.done)
+	    !vh->scan.cur || !vh->scan.done || !vh->job_cmd ||
+	    !vh->job_events || !vh->evac_scan.cur || !vh->evac_scan.done)
 		goto out_free;
 
+	/*
+	 * Not ordered: job_work (EVACUATE, CAPTURE) runs for long, and
+	 * cmd_work must still take CANCEL, RETURN and REPORT meanwhile.
+	 */
 	vh->wq = alloc_workqueue("virtio_hugeroom", WQ_FREEZABLE, 0);
 	if (!vh->wq)
 		goto out_free;
@@ -1692,9 +3043,22 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	rc = virtio_hugeroom_start(vh);
 	if (rc)
 		goto out_destroy_wq;
+	if (virtio_has_feature(vdev, VIRTIO_HUGEROOM_F_HOLD)) {
+		rc = virtio_hugeroom_shrinker_register(vh);
+		if (rc)
+			goto out_stop;
+		rc = register_oom_notifier(&vh->oom_nb);
+		if (rc)
+			goto out_shrinker;
+		vh->oom_registered = true;
+	}
 	virtio_hugeroom_debugfs_init(vh);
 	return 0;
 
+out_shrinker:
+	virtio_hugeroom_shrinker_unregister(vh);
+out_stop:
+	virtio_hugeroom_stop(vh);
 out_destroy_wq:
 	destroy_workqueue(vh->wq);
 out_free:
@@ -1709,7 +3073,11 @@ static void virtio_hugeroom_remove(struct virtio_device *vdev)
 
 	/* Waits for debugfs readers and writers that are still inside. */
 	debugfs_remove_recursive(vh->debugfs);
+	if (vh->oom_registered)
+		unregister_oom_notifier(&vh->oom_nb);
+	virtio_hugeroom_shrinker_unregister(vh);
 	virtio_hugeroom_stop(vh);
+	virtio_hugeroom_unpin(vh);
 	destroy_workqueue(vh->wq);
 	virtio_hugeroom_free(vh);
 	vdev->priv = NULL;
@@ -1730,7 +3098,20 @@ static int virtio_hugeroom_restore(struct virtio_device *vdev)
 
 static unsigned int virtio_hugeroom_features[] = {
 	VIRTIO_HUGEROOM_F_STATUS,
+	VIRTIO_HUGEROOM_F_EVACUATE,
+	VIRTIO_HUGEROOM_F_HOLD,
+	VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM,
 };
+
+/* SPEC 1.3.1 item 2: no EVACUATE or DEFLATE_ON_OOM without HOLD. */
+static int virtio_hugeroom_validate(struct virtio_device *vdev)
+{
+	if (!virtio_has_feature(vdev, VIRTIO_HUGEROOM_F_HOLD)) {
+		__virtio_clear_bit(vdev, VIRTIO_HUGEROOM_F_EVACUATE);
+		__virtio_clear_bit(vdev, VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM);
+	}
+	return 0;
+}
 
 static const struct virtio_device_id virtio_hugeroom_id_table[] = {
 	{ VIRTIO_ID_HUGEROOM, VIRTIO_DEV_ANY_ID },
@@ -1742,6 +3123,7 @@ static struct virtio_driver virtio_hugeroom_driver = {
 	.feature_table_size = ARRAY_SIZE(virtio_hugeroom_features),
 	.driver.name = KBUILD_MODNAME,
 	.id_table = virtio_hugeroom_id_table,
+	.validate = virtio_hugeroom_validate,
 	.probe = virtio_hugeroom_probe,
 	.remove = virtio_hugeroom_remove,
 	.config_changed = virtio_hugeroom_config_changed,
@@ -1753,5 +3135,5 @@ static struct virtio_driver virtio_hugeroom_driver = {
 
 module_virtio_driver(virtio_hugeroom_driver);
 MODULE_DEVICE_TABLE(virtio, virtio_hugeroom_id_table);
-MODULE_DESCRIPTION("Virtio hugeroom driver: free-list reports for the host");
+MODULE_DESCRIPTION("Virtio hugeroom driver: free-list reports and 2 MiB holds for the host");
 MODULE_LICENSE("GPL");
