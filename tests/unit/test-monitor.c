@@ -7,9 +7,15 @@
 
 #define G_LOG_DOMAIN "TestMonitor"
 
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
 
 #include "hr-monitor.h"
+#include "hr-thpmap.h"
 
 static gchar *
 fixture_path(const gchar *rel)
@@ -494,6 +500,299 @@ test_meminfo_node_prefix(void)
 	g_assert_cmpstr(error->message, ==, "m:2: MemTotal listed twice");
 }
 
+/* ---------------------------------------------------------------------- */
+/* Host THP map */
+
+#define MIB (G_GUINT64_CONSTANT(1024) * 1024)
+#define FIXTURE_HVA G_GUINT64_CONSTANT(0x40000000)
+#define KPF(bit) (G_GUINT64_CONSTANT(1) << (bit))
+
+static void
+put_u64(int fd, guint64 index, guint64 value)
+{
+	g_assert_cmpint(pwrite(fd, &value, sizeof(value), (off_t)(index * 8)), ==, 8);
+}
+
+/* pagemap entry for @hva and kpageflags entry for @pfn */
+static void
+put_page(int pm, int kpf, guint64 hva, guint64 pfn, guint64 pm_bits, guint64 flags)
+{
+	put_u64(pm, hva / 4096, pm_bits | pfn);
+	if (pfn != 0)
+		put_u64(kpf, pfn, flags);
+}
+
+typedef struct {
+	gchar *dir;
+	gchar *pagemap;
+	gchar *kpageflags;
+} ThpFixture;
+
+static void
+thp_fixture_setup(ThpFixture *fx, gconstpointer data)
+{
+	int pm, kpf;
+	guint64 b = FIXTURE_HVA;
+
+	(void)data;
+	fx->dir = g_dir_make_tmp("hr-thpmap-XXXXXX", NULL);
+	fx->pagemap = g_build_filename(fx->dir, "pagemap", NULL);
+	fx->kpageflags = g_build_filename(fx->dir, "kpageflags", NULL);
+	pm = g_open(fx->pagemap, O_RDWR | O_CREAT, 0600);
+	kpf = g_open(fx->kpageflags, O_RDWR | O_CREAT, 0600);
+	g_assert_cmpint(pm, >=, 0);
+	g_assert_cmpint(kpf, >=, 0);
+
+	/* 0: a PMD-sized THP: head and last page of one folio */
+	put_page(pm, kpf, b, 0x10000, HR_PM_PRESENT, KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_HEAD));
+	put_page(pm, kpf, b + 4096, 0x10001, HR_PM_PRESENT,
+		 KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_TAIL));
+	put_page(pm, kpf, b + 2 * MIB - 4096, 0x101ff, HR_PM_PRESENT,
+		 KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_TAIL));
+	b += 2 * MIB;
+	/* 1: a 64 KiB mTHP at the start; the last page is elsewhere */
+	put_page(pm, kpf, b, 0x20000, HR_PM_PRESENT, KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_HEAD));
+	put_page(pm, kpf, b + 2 * MIB - 4096, 0x30000, HR_PM_PRESENT, 0);
+	b += 2 * MIB;
+	/* 2: an ordinary 4 KiB page */
+	put_page(pm, kpf, b, 0x40000, HR_PM_PRESENT, 0x20 /* KPF_LRU */);
+	b += 2 * MIB;
+	/* 3: never touched */
+	put_page(pm, kpf, b, 0, 0, 0);
+	b += 2 * MIB;
+	/* 4: swapped out */
+	put_page(pm, kpf, b, 0, HR_PM_SWAPPED | 0x1234, 0);
+	b += 2 * MIB;
+	/* 5: hugetlbfs */
+	put_page(pm, kpf, b, 0x50000, HR_PM_PRESENT, KPF(HR_KPF_HUGE) | KPF(HR_KPF_COMPOUND_HEAD));
+	b += 2 * MIB;
+	/* 6: THP head whose last PFN is contiguous but not a THP tail */
+	put_page(pm, kpf, b, 0x60000, HR_PM_PRESENT, KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_HEAD));
+	put_page(pm, kpf, b + 2 * MIB - 4096, 0x601ff, HR_PM_PRESENT, 0);
+	b += 2 * MIB;
+	/* 7: a present page whose PFN is hidden (reader without CAP_SYS_ADMIN) */
+	put_page(pm, kpf, b, 0, HR_PM_PRESENT, 0);
+	close(pm);
+	close(kpf);
+}
+
+static void
+thp_fixture_teardown(ThpFixture *fx, gconstpointer data)
+{
+	(void)data;
+	g_unlink(fx->pagemap);
+	g_unlink(fx->kpageflags);
+	g_rmdir(fx->dir);
+	g_free(fx->pagemap);
+	g_free(fx->kpageflags);
+	g_free(fx->dir);
+}
+
+static void
+test_thpmap_fixture(ThpFixture *fx, gconstpointer data)
+{
+	/* gpa starts 1 MiB below a block boundary, like the PC's low RAM */
+	HrRamRange range = {.gpa = 1 * MIB, .size = 16 * MIB, .hva = FIXTURE_HVA - 1 * MIB};
+	static const HrThpBlock expect[] = {
+		HR_THP_BLOCK_THP,    HR_THP_BLOCK_SMALL,   HR_THP_BLOCK_SMALL, HR_THP_BLOCK_ABSENT,
+		HR_THP_BLOCK_ABSENT, HR_THP_BLOCK_HUGETLB, HR_THP_BLOCK_SMALL,
+	};
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrThpMap) map = NULL;
+	HrThpBlock block;
+
+	(void)data;
+	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &range, 1, &error);
+	g_assert_no_error(error);
+	/* whole blocks only: 2 MiB .. 16 MiB */
+	g_assert_cmpuint(map->n_blocks, ==, G_N_ELEMENTS(expect));
+	for (guint i = 0; i < G_N_ELEMENTS(expect); i++) {
+		g_test_message("block %u: %s", i, hr_thp_block_to_string(hr_thpmap_get(map, i)));
+		g_assert_cmpint(hr_thpmap_get(map, i), ==, expect[i]);
+		g_assert_cmpuint(hr_thpmap_block_gpa(map, i), ==, (2 + 2 * i) * MIB);
+	}
+	g_assert_cmpuint(map->n_thp, ==, 1);
+	g_assert_cmpuint(map->n_small, ==, 3);
+	g_assert_cmpuint(map->n_absent, ==, 2);
+	g_assert_cmpuint(map->n_hugetlb, ==, 1);
+	g_assert_cmpuint(map->n_misaligned, ==, 0);
+	g_assert_true(hr_thpmap_lookup(map, 2 * MIB, &block));
+	g_assert_cmpint(block, ==, HR_THP_BLOCK_THP);
+	g_assert_false(hr_thpmap_lookup(map, 3 * MIB, &block));
+	g_assert_false(hr_thpmap_lookup(map, 0, &block));
+	g_assert_false(hr_thpmap_lookup(map, 16 * MIB, &block));
+}
+
+static void
+test_thpmap_fixture_misaligned(ThpFixture *fx, gconstpointer data)
+{
+	/* the same THP seen through an hva 4 KiB off the gpa's alignment */
+	HrRamRange range = {.gpa = 0, .size = 2 * MIB, .hva = FIXTURE_HVA};
+	HrRamRange shifted = {.gpa = 0, .size = 4 * MIB, .hva = FIXTURE_HVA - 2 * MIB + 4096};
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrThpMap) map = NULL;
+
+	(void)data;
+	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &range, 1, &error);
+	g_assert_no_error(error);
+	g_assert_cmpint(hr_thpmap_get(map, 0), ==, HR_THP_BLOCK_THP);
+	g_clear_pointer(&map, hr_thpmap_free);
+
+	/* block gpa 2 MiB -> hva FIXTURE_HVA + 4096: a THP tail, half of each of two */
+	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &shifted, 1, &error);
+	g_assert_no_error(error);
+	g_assert_cmpuint(map->n_blocks, ==, 2);
+	g_assert_cmpint(hr_thpmap_get(map, 1), ==, HR_THP_BLOCK_SMALL);
+	g_assert_cmpuint(map->n_misaligned, ==, 1);
+}
+
+static void
+test_thpmap_fixture_errors(ThpFixture *fx, gconstpointer data)
+{
+	HrRamRange hidden = {.gpa = 0, .size = 2 * MIB, .hva = FIXTURE_HVA + 14 * MIB};
+	HrRamRange beyond = {.gpa = 0, .size = 2 * MIB, .hva = FIXTURE_HVA + 1024 * MIB};
+	HrRamRange overlap[] = {{.gpa = 0, .size = 4 * MIB, .hva = FIXTURE_HVA},
+				{.gpa = 2 * MIB, .size = 4 * MIB, .hva = FIXTURE_HVA}};
+	HrRamRange wrap = {.gpa = G_MAXUINT64 - MIB, .size = 4 * MIB, .hva = FIXTURE_HVA};
+	g_autofree gchar *missing = g_build_filename(fx->dir, "nope", NULL);
+	g_autoptr(GError) error = NULL;
+
+	(void)data;
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &hidden, 1, &error));
+	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_PERMISSION);
+	g_assert_nonnull(strstr(error->message, "CAP_SYS_ADMIN"));
+	g_clear_error(&error);
+
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &beyond, 1, &error));
+	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO);
+	g_assert_nonnull(strstr(error->message, "short read"));
+	g_clear_error(&error);
+
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, overlap, 2, &error));
+	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
+	g_clear_error(&error);
+
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &wrap, 1, &error));
+	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
+	g_clear_error(&error);
+
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, NULL, 0, &error));
+	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
+	g_clear_error(&error);
+
+	g_assert_null(hr_thpmap_scan_files(missing, fx->kpageflags, overlap, 1, &error));
+	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO);
+	g_clear_error(&error);
+
+	g_assert_null(hr_thpmap_scan(-1, overlap, 1, &error));
+	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
+}
+
+/* 8 MiB, 2 MiB aligned, anonymous */
+static guint8 *
+map_aligned(gsize len, gpointer *raw)
+{
+	guint8 *p = mmap(NULL, len + 2 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+	g_assert_true(p != MAP_FAILED);
+	*raw = p;
+	return (guint8 *)(((guintptr)p + 2 * MIB - 1) & ~(guintptr)(2 * MIB - 1));
+}
+
+static gboolean
+thp_usable(void)
+{
+	g_autofree gchar *enabled = NULL;
+	g_autofree gchar *choice = NULL;
+
+	if (getuid() != 0) {
+		g_test_skip("reading PFNs from pagemap needs root");
+		return FALSE;
+	}
+	if (!g_file_get_contents("/sys/kernel/mm/transparent_hugepage/enabled", &enabled, NULL,
+				 NULL)) {
+		g_test_skip("no transparent huge pages on this kernel");
+		return FALSE;
+	}
+	choice = hr_thp_parse_choice(enabled, "enabled", NULL);
+	if (g_strcmp0(choice, "never") == 0) {
+		g_test_skip("transparent huge pages are set to never");
+		return FALSE;
+	}
+	return TRUE;
+}
+
+/* This process's own memory, as if it were a guest's RAM. */
+static void
+test_thpmap_live(void)
+{
+	const gsize len = 8 * MIB;
+	gpointer raw_thp, raw_small, raw_untouched;
+	guint8 *thp, *small, *untouched;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrThpMap) map = NULL;
+	HrThpBlock block;
+
+	if (!thp_usable())
+		return;
+	thp = map_aligned(len, &raw_thp);
+	small = map_aligned(len, &raw_small);
+	untouched = map_aligned(len, &raw_untouched);
+	g_assert_cmpint(madvise(thp, len, MADV_HUGEPAGE), ==, 0);
+	g_assert_cmpint(madvise(small, len, MADV_NOHUGEPAGE), ==, 0);
+	g_assert_cmpint(madvise(untouched, len, MADV_HUGEPAGE), ==, 0);
+	memset(thp, 0x5a, len);
+	memset(small, 0xa5, len);
+
+	{
+		HrRamRange ranges[] = {
+			{.gpa = 0, .size = len, .hva = (guintptr)thp},
+			{.gpa = 8 * MIB, .size = len, .hva = (guintptr)small},
+			{.gpa = 16 * MIB, .size = len, .hva = (guintptr)untouched},
+			/* the THPs again, 4 KiB off: no block maps a whole one */
+			{.gpa = 32 * MIB, .size = 4 * MIB, .hva = (guintptr)thp + 4096},
+		};
+		map = hr_thpmap_scan(getpid(), ranges, G_N_ELEMENTS(ranges), &error);
+	}
+	g_assert_no_error(error);
+	g_test_message("%" G_GUINT64_FORMAT " blocks: %" G_GUINT64_FORMAT " thp, %" G_GUINT64_FORMAT
+		       " 4k (%" G_GUINT64_FORMAT " misaligned), %" G_GUINT64_FORMAT
+		       " absent, in %" G_GINT64_FORMAT " us",
+		       map->n_blocks, map->n_thp, map->n_small, map->n_misaligned, map->n_absent,
+		       map->scan_us);
+	g_assert_cmpuint(map->n_blocks, ==, 4 + 4 + 4 + 2);
+	for (guint i = 0; i < 4; i++) {
+		g_assert_cmpint(hr_thpmap_get(map, i), ==, HR_THP_BLOCK_THP);
+		g_assert_cmpint(hr_thpmap_get(map, 4 + i), ==, HR_THP_BLOCK_SMALL);
+		g_assert_cmpint(hr_thpmap_get(map, 8 + i), ==, HR_THP_BLOCK_ABSENT);
+	}
+	g_assert_cmpint(hr_thpmap_get(map, 12), ==, HR_THP_BLOCK_SMALL);
+	g_assert_cmpint(hr_thpmap_get(map, 13), ==, HR_THP_BLOCK_SMALL);
+	g_assert_cmpuint(map->n_thp, ==, 4);
+	g_assert_cmpuint(map->n_small, ==, 6);
+	g_assert_cmpuint(map->n_misaligned, ==, 2);
+	g_assert_cmpuint(map->n_absent, ==, 4);
+	g_assert_true(hr_thpmap_lookup(map, 8 * MIB, &block));
+	g_assert_cmpint(block, ==, HR_THP_BLOCK_SMALL);
+
+	/* dropping the first page of the second THP splits its mapping */
+	g_assert_cmpint(madvise(thp + 2 * MIB, 4096, MADV_DONTNEED), ==, 0);
+	{
+		HrRamRange range = {.gpa = 0, .size = len, .hva = (guintptr)thp};
+		g_clear_pointer(&map, hr_thpmap_free);
+		map = hr_thpmap_scan(getpid(), &range, 1, &error);
+	}
+	g_assert_no_error(error);
+	g_assert_cmpint(hr_thpmap_get(map, 0), ==, HR_THP_BLOCK_THP);
+	g_assert_cmpint(hr_thpmap_get(map, 1), ==, HR_THP_BLOCK_ABSENT);
+	g_assert_cmpint(hr_thpmap_get(map, 2), ==, HR_THP_BLOCK_THP);
+	g_assert_cmpuint(map->n_thp, ==, 3);
+
+	munmap(raw_thp, len + 2 * MIB);
+	munmap(raw_small, len + 2 * MIB);
+	munmap(raw_untouched, len + 2 * MIB);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -510,5 +809,12 @@ main(int argc, char **argv)
 	g_test_add_func("/monitor/pagetypeinfo/capped", test_pagetypeinfo_capped);
 	g_test_add_func("/monitor/thp/choice", test_choice);
 	g_test_add_func("/monitor/meminfo/node-prefix", test_meminfo_node_prefix);
+	g_test_add("/monitor/thpmap/fixture", ThpFixture, NULL, thp_fixture_setup,
+		   test_thpmap_fixture, thp_fixture_teardown);
+	g_test_add("/monitor/thpmap/fixture-misaligned", ThpFixture, NULL, thp_fixture_setup,
+		   test_thpmap_fixture_misaligned, thp_fixture_teardown);
+	g_test_add("/monitor/thpmap/fixture-errors", ThpFixture, NULL, thp_fixture_setup,
+		   test_thpmap_fixture_errors, thp_fixture_teardown);
+	g_test_add_func("/monitor/thpmap/live", test_thpmap_live);
 	return g_test_run();
 }

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "HrThpmap"
+
+#include "hr-thpmap.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+G_DEFINE_QUARK(hr-thpmap-error-quark, hr_thpmap_error)
+
+#define PAGE_SIZE 4096
+#define PAGES_PER_BLOCK (HR_THPMAP_BLOCK_SIZE / PAGE_SIZE)
+
+void
+hr_thpmap_free(HrThpMap *map)
+{
+	if (map == NULL)
+		return;
+	g_free(map->ranges);
+	g_free(map->first_block);
+	g_free(map->bits);
+	g_free(map);
+}
+
+const gchar *
+hr_thp_block_to_string(HrThpBlock block)
+{
+	switch (block) {
+	case HR_THP_BLOCK_ABSENT:
+		return "absent";
+	case HR_THP_BLOCK_SMALL:
+		return "4k";
+	case HR_THP_BLOCK_THP:
+		return "thp";
+	case HR_THP_BLOCK_HUGETLB:
+		return "hugetlb";
+	}
+	return "unknown";
+}
+
+HrThpBlock
+hr_thpmap_get(const HrThpMap *map, guint64 index)
+{
+	g_return_val_if_fail(index < map->n_blocks, HR_THP_BLOCK_ABSENT);
+	return (HrThpBlock)((map->bits[index / 32] >> ((index % 32) * 2)) & 3);
+}
+
+static void
+thpmap_set(HrThpMap *map, guint64 index, HrThpBlock block)
+{
+	map->bits[index / 32] |= (guint64)block << ((index % 32) * 2);
+}
+
+/* First 2 MiB-aligned gpa inside @r and the number of whole blocks. */
+static guint64
+range_blocks(const HrRamRange *r, guint64 *first_gpa)
+{
+	guint64 start = (r->gpa + HR_THPMAP_BLOCK_SIZE - 1) & ~(HR_THPMAP_BLOCK_SIZE - 1);
+	guint64 end = (r->gpa + r->size) & ~(HR_THPMAP_BLOCK_SIZE - 1);
+
+	*first_gpa = start;
+	return end > start ? (end - start) / HR_THPMAP_BLOCK_SIZE : 0;
+}
+
+guint64
+hr_thpmap_block_gpa(const HrThpMap *map, guint64 index)
+{
+	g_return_val_if_fail(index < map->n_blocks, 0);
+	for (guint r = map->n_ranges; r-- > 0;) {
+		if (index >= map->first_block[r]) {
+			guint64 first_gpa;
+			range_blocks(&map->ranges[r], &first_gpa);
+			return first_gpa + (index - map->first_block[r]) * HR_THPMAP_BLOCK_SIZE;
+		}
+	}
+	g_assert_not_reached();
+}
+
+gboolean
+hr_thpmap_lookup(const HrThpMap *map, guint64 gpa, HrThpBlock *block)
+{
+	for (guint r = 0; r < map->n_ranges; r++) {
+		guint64 first_gpa, n = range_blocks(&map->ranges[r], &first_gpa);
+		if (gpa >= first_gpa && gpa < first_gpa + n * HR_THPMAP_BLOCK_SIZE &&
+		    (gpa - first_gpa) % HR_THPMAP_BLOCK_SIZE == 0) {
+			*block = hr_thpmap_get(map, map->first_block[r] +
+							    (gpa - first_gpa) / HR_THPMAP_BLOCK_SIZE);
+			return TRUE;
+		}
+	}
+	return FALSE;
+}
+
+static gboolean
+read_u64(int fd, const gchar *path, guint64 index, guint64 *value, GError **error)
+{
+	ssize_t n = pread(fd, value, sizeof(*value), (off_t)(index * sizeof(*value)));
+
+	if (n == (ssize_t)sizeof(*value))
+		return TRUE;
+	if (n < 0) {
+		int saved = errno;
+		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO,
+			    "reading entry %" G_GUINT64_FORMAT " of %s: %s", index, path,
+			    g_strerror(saved));
+	} else {
+		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO,
+			    "short read of entry %" G_GUINT64_FORMAT " of %s (%zd bytes; the "
+			    "process exited or the address is outside it)",
+			    index, path, n);
+	}
+	return FALSE;
+}
+
+static gboolean
+check_ranges(const HrRamRange *ranges, guint n_ranges, GError **error)
+{
+	if (n_ranges == 0) {
+		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID, "no RAM ranges");
+		return FALSE;
+	}
+	for (guint i = 0; i < n_ranges; i++) {
+		const HrRamRange *a = &ranges[i];
+		if (a->size == 0 || a->gpa + a->size < a->gpa || a->hva + a->size < a->hva) {
+			g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID,
+				    "RAM range %u (gpa 0x%" G_GINT64_MODIFIER "x, size 0x%" G_GINT64_MODIFIER
+				    "x) is empty or wraps",
+				    i, a->gpa, a->size);
+			return FALSE;
+		}
+		for (guint j = 0; j < i; j++) {
+			const HrRamRange *b = &ranges[j];
+			if (a->gpa < b->gpa + b->size && b->gpa < a->gpa + a->size) {
+				g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID,
+					    "RAM ranges %u and %u overlap", j, i);
+				return FALSE;
+			}
+		}
+	}
+	return TRUE;
+}
+
+/*
+ * Classify the block at @hva. Reads the head page's pagemap entry and
+ * flags, and for a THP head the last page's too: a PMD-sized THP has its
+ * last page at head + 511 as a tail of the same folio.
+ */
+static gboolean
+classify(int pm_fd, const gchar *pm_path, int kpf_fd, const gchar *kpf_path, guint64 hva,
+	 HrThpBlock *block, GError **error)
+{
+	guint64 pm, pfn, flags, tail_pm, tail_flags;
+
+	if (!read_u64(pm_fd, pm_path, hva / PAGE_SIZE, &pm, error))
+		return FALSE;
+	if (!(pm & HR_PM_PRESENT)) {
+		*block = HR_THP_BLOCK_ABSENT;
+		return TRUE;
+	}
+	pfn = pm & HR_PM_PFN_MASK;
+	if (pfn == 0) {
+		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_PERMISSION,
+			    "%s hides page frame numbers: reading them needs CAP_SYS_ADMIN",
+			    pm_path);
+		return FALSE;
+	}
+	if (!read_u64(kpf_fd, kpf_path, pfn, &flags, error))
+		return FALSE;
+	if (flags & (G_GUINT64_CONSTANT(1) << HR_KPF_HUGE)) {
+		*block = HR_THP_BLOCK_HUGETLB;
+		return TRUE;
+	}
+	if (!(flags & (G_GUINT64_CONSTANT(1) << HR_KPF_THP)) ||
+	    !(flags & (G_GUINT64_CONSTANT(1) << HR_KPF_COMPOUND_HEAD))) {
+		*block = HR_THP_BLOCK_SMALL;
+		return TRUE;
+	}
+	if (!read_u64(pm_fd, pm_path, hva / PAGE_SIZE + PAGES_PER_BLOCK - 1, &tail_pm, error))
+		return FALSE;
+	if (!(tail_pm & HR_PM_PRESENT) || (tail_pm & HR_PM_PFN_MASK) != pfn + PAGES_PER_BLOCK - 1) {
+		*block = HR_THP_BLOCK_SMALL;
+		return TRUE;
+	}
+	if (!read_u64(kpf_fd, kpf_path, pfn + PAGES_PER_BLOCK - 1, &tail_flags, error))
+		return FALSE;
+	*block = (tail_flags & (G_GUINT64_CONSTANT(1) << HR_KPF_COMPOUND_TAIL)) &&
+				 (tail_flags & (G_GUINT64_CONSTANT(1) << HR_KPF_THP))
+			 ? HR_THP_BLOCK_THP
+			 : HR_THP_BLOCK_SMALL;
+	return TRUE;
+}
+
+static int
+open_ro(const gchar *path, GError **error)
+{
+	int fd = g_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		int saved = errno;
+		g_set_error(error, HR_THPMAP_ERROR,
+			    saved == EACCES || saved == EPERM ? HR_THPMAP_ERROR_PERMISSION
+							      : HR_THPMAP_ERROR_IO,
+			    "cannot open %s: %s%s", path, g_strerror(saved),
+			    saved == EACCES || saved == EPERM ? " (needs root)" : "");
+	}
+	return fd;
+}
+
+HrThpMap *
+hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
+		     const HrRamRange *ranges, guint n_ranges, GError **error)
+{
+	g_autoptr(HrThpMap) map = NULL;
+	gint64 start = g_get_monotonic_time();
+	int pm_fd = -1, kpf_fd = -1;
+	gboolean ok = TRUE;
+
+	if (!check_ranges(ranges, n_ranges, error))
+		return NULL;
+	map = g_new0(HrThpMap, 1);
+	map->n_ranges = n_ranges;
+	map->ranges = g_memdup2(ranges, sizeof(*ranges) * n_ranges);
+	map->first_block = g_new0(guint64, n_ranges);
+	for (guint r = 0; r < n_ranges; r++) {
+		guint64 first_gpa;
+		map->first_block[r] = map->n_blocks;
+		map->n_blocks += range_blocks(&ranges[r], &first_gpa);
+	}
+	map->bits = g_new0(guint64, (map->n_blocks + 31) / 32 + 1);
+
+	pm_fd = open_ro(pagemap_path, error);
+	if (pm_fd < 0)
+		return NULL;
+	kpf_fd = open_ro(kpageflags_path, error);
+	if (kpf_fd < 0) {
+		close(pm_fd);
+		return NULL;
+	}
+	for (guint r = 0; r < n_ranges && ok; r++) {
+		const HrRamRange *range = &ranges[r];
+		guint64 first_gpa, n = range_blocks(range, &first_gpa);
+		gboolean aligned = (range->hva - range->gpa) % HR_THPMAP_BLOCK_SIZE == 0;
+
+		for (guint64 b = 0; b < n; b++) {
+			guint64 hva = range->hva + (first_gpa - range->gpa) + b * HR_THPMAP_BLOCK_SIZE;
+			HrThpBlock block;
+
+			if (!classify(pm_fd, pagemap_path, kpf_fd, kpageflags_path, hva, &block,
+				      error)) {
+				ok = FALSE;
+				break;
+			}
+			/* a block across two host huge pages never frees a whole one */
+			if (!aligned && block == HR_THP_BLOCK_THP)
+				block = HR_THP_BLOCK_SMALL;
+			if (!aligned && block == HR_THP_BLOCK_SMALL)
+				map->n_misaligned++;
+			thpmap_set(map, map->first_block[r] + b, block);
+			switch (block) {
+			case HR_THP_BLOCK_ABSENT:
+				map->n_absent++;
+				break;
+			case HR_THP_BLOCK_SMALL:
+				map->n_small++;
+				break;
+			case HR_THP_BLOCK_THP:
+				map->n_thp++;
+				break;
+			case HR_THP_BLOCK_HUGETLB:
+				map->n_hugetlb++;
+				break;
+			}
+		}
+	}
+	close(pm_fd);
+	close(kpf_fd);
+	if (!ok)
+		return NULL;
+	map->scan_us = g_get_monotonic_time() - start;
+	return g_steal_pointer(&map);
+}
+
+HrThpMap *
+hr_thpmap_scan(gint pid, const HrRamRange *ranges, guint n_ranges, GError **error)
+{
+	g_autofree gchar *pagemap = g_strdup_printf("/proc/%d/pagemap", pid);
+	HrThpMap *map;
+
+	if (pid <= 0) {
+		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID, "no process id (%d)",
+			    pid);
+		return NULL;
+	}
+	map = hr_thpmap_scan_files(pagemap, "/proc/kpageflags", ranges, n_ranges, error);
+	if (map == NULL)
+		g_prefix_error(error, "host THP map of pid %d: ", pid);
+	return map;
+}

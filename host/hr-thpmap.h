@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+/*
+ * Which 2 MiB guest-physical blocks of a guest are backed by one host huge
+ * page.
+ *
+ * A guest block whose host backing is one PMD-sized THP is worth a whole
+ * free host 2 MiB block once the guest hands it over (QEMU discards it and
+ * the THP goes back to the host's buddy allocator at order 9). A block
+ * backed by 4 KiB pages only gives 512 scattered free host pages that host
+ * compaction still has to assemble.
+ *
+ * For each 2 MiB-aligned block of each RAM range (the layout from the
+ * device's HELLO: guest-physical address, size, QEMU virtual address) the
+ * scan reads one /proc/PID/pagemap entry for the first page; when that page
+ * is the head of a THP, one more for the last page, to tell a PMD-sized THP
+ * from a smaller multi-size THP (KPF_THP is set for both); and the
+ * /proc/kpageflags entry of each PFN read. That is at most two 8-byte reads
+ * per file per block, 32768 blocks for a 64 GiB guest.
+ *
+ * Needs CAP_SYS_ADMIN: without it pagemap reports PFN 0 and /proc/kpageflags
+ * cannot be opened; the scan then fails with HR_THPMAP_ERROR_PERMISSION.
+ * The reads are synchronous procfs reads that do not wait for I/O but walk
+ * page tables; a full scan of a 64 GiB guest takes tens of milliseconds, so
+ * the daemon should run it in a worker thread (GTask) for large guests.
+ */
+
+#include <glib.h>
+
+#include "hr-codec.h"
+
+G_BEGIN_DECLS
+
+#define HR_THPMAP_ERROR (hr_thpmap_error_quark())
+GQuark
+hr_thpmap_error_quark(void);
+
+typedef enum {
+	HR_THPMAP_ERROR_IO,	    /* open/read failed, the process is gone, short read */
+	HR_THPMAP_ERROR_PERMISSION, /* not CAP_SYS_ADMIN: PFNs hidden */
+	HR_THPMAP_ERROR_INVALID,    /* ranges overlap, wrap or are empty */
+} HrThpmapError;
+
+/* pagemap and kpageflags bits (Documentation/admin-guide/mm/pagemap.rst) */
+#define HR_PM_PFN_MASK ((G_GUINT64_CONSTANT(1) << 55) - 1)
+#define HR_PM_SWAPPED (G_GUINT64_CONSTANT(1) << 62)
+#define HR_PM_PRESENT (G_GUINT64_CONSTANT(1) << 63)
+#define HR_KPF_COMPOUND_HEAD 15
+#define HR_KPF_COMPOUND_TAIL 16
+#define HR_KPF_HUGE 17
+#define HR_KPF_THP 22
+
+#define HR_THPMAP_BLOCK_SIZE (G_GUINT64_CONSTANT(2) * 1024 * 1024)
+
+typedef enum {
+	HR_THP_BLOCK_ABSENT = 0, /* first page not in RAM (never touched, swapped, discarded) */
+	HR_THP_BLOCK_SMALL = 1,	 /* 4 KiB pages or a smaller folio, or hva not 2 MiB aligned */
+	HR_THP_BLOCK_THP = 2,	 /* one PMD-sized transparent huge page */
+	HR_THP_BLOCK_HUGETLB = 3 /* a hugetlbfs page (not given back by a discard) */
+} HrThpBlock;
+
+typedef struct {
+	guint n_ranges;
+	HrRamRange *ranges;
+	guint64 *first_block; /* per range: index of its first block */
+	guint64 n_blocks;     /* 2 MiB-aligned guest blocks inside the ranges */
+	guint64 n_thp;
+	guint64 n_small;
+	guint64 n_absent;
+	guint64 n_hugetlb;
+	guint64 n_misaligned; /* of n_small: hva and gpa differ modulo 2 MiB */
+	guint64 *bits;	      /* 2 bits per block: HrThpBlock */
+	gint64 scan_us;	      /* how long the scan took */
+} HrThpMap;
+
+/*
+ * Scan the QEMU process @pid whose guest RAM is @ranges (gpa, size, hva).
+ * Blocks are numbered in range order, ascending gpa within a range.
+ */
+HrThpMap *
+hr_thpmap_scan(gint pid, const HrRamRange *ranges, guint n_ranges, GError **error);
+/* The same over explicit files: tests, and a pagemap opened elsewhere. */
+HrThpMap *
+hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
+		     const HrRamRange *ranges, guint n_ranges, GError **error);
+void
+hr_thpmap_free(HrThpMap *map);
+
+HrThpBlock
+hr_thpmap_get(const HrThpMap *map, guint64 index);
+guint64
+hr_thpmap_block_gpa(const HrThpMap *map, guint64 index);
+/* FALSE when @gpa is not the start of a scanned block */
+gboolean
+hr_thpmap_lookup(const HrThpMap *map, guint64 gpa, HrThpBlock *block);
+const gchar *
+hr_thp_block_to_string(HrThpBlock block);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrThpMap, hr_thpmap_free)
+
+G_END_DECLS
