@@ -14,6 +14,7 @@
 
 #include <glib/gstdio.h>
 
+#include "hr-compact.h"
 #include "hr-monitor.h"
 #include "hr-thpmap.h"
 
@@ -793,6 +794,158 @@ test_thpmap_live(void)
 	munmap(raw_untouched, len + 2 * MIB);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Host compaction */
+
+typedef struct {
+	GMainLoop *loop;
+	HrCompactResult *result;
+	GError *error;
+	gboolean returned; /* hr_compact_node_async() came back before completion */
+	gboolean returned_at_completion;
+	guint ticks;	   /* main loop iterations while compaction ran */
+} CompactWait;
+
+static void
+compact_done(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	CompactWait *w = user_data;
+
+	(void)source;
+	w->result = hr_compact_node_finish(res, &w->error);
+	w->returned_at_completion = w->returned;
+	g_main_loop_quit(w->loop);
+}
+
+static gboolean
+compact_tick(gpointer user_data)
+{
+	CompactWait *w = user_data;
+	w->ticks++;
+	return G_SOURCE_CONTINUE;
+}
+
+static void
+run_compact(const gchar *root, guint node, CompactWait *w)
+{
+	guint tick;
+
+	w->loop = g_main_loop_new(NULL, FALSE);
+	tick = g_timeout_add(5, compact_tick, w);
+	hr_compact_node_async(root, node, NULL, compact_done, w);
+	w->returned = TRUE;
+	g_main_loop_run(w->loop);
+	g_source_remove(tick);
+	g_main_loop_unref(w->loop);
+}
+
+static gchar *
+copy_fixture_tree(const gchar *kernel)
+{
+	g_autofree gchar *src = fixture_path(kernel);
+	gchar *root = g_dir_make_tmp("hr-compact-XXXXXX", NULL);
+	g_autofree gchar *cmd = g_strdup_printf("cp -r %s/. %s/", src, root);
+	gint status = 0;
+
+	g_assert_true(g_spawn_command_line_sync(cmd, NULL, NULL, &status, NULL));
+	g_assert_true(g_spawn_check_wait_status(status, NULL));
+	return root;
+}
+
+static void
+remove_tree(const gchar *root)
+{
+	g_autofree gchar *cmd = g_strdup_printf("rm -rf %s", root);
+	g_spawn_command_line_sync(cmd, NULL, NULL, NULL, NULL);
+}
+
+/* A fake tree: the write lands in a plain file, nothing moves. */
+static void
+test_compact_fake(void)
+{
+	g_autofree gchar *root = copy_fixture_tree("debian-6.1");
+	g_autofree gchar *compact = g_build_filename(root, "sys/devices/system/node/node0/compact",
+						     NULL);
+	g_autofree gchar *written = NULL;
+	CompactWait w = {0};
+
+	g_assert_true(g_file_set_contents(compact, "", 0, NULL));
+	run_compact(root, 0, &w);
+	g_assert_no_error(w.error);
+	g_assert_true(w.returned_at_completion);
+	g_assert_true(g_file_get_contents(compact, &written, NULL, NULL));
+	g_assert_cmpstr(written, ==, "1");
+	g_assert_cmpuint(w.result->node, ==, 0);
+	g_assert_cmpuint(w.result->free_blocks_before, ==, 399);
+	g_assert_cmpuint(w.result->free_blocks_after, ==, 399);
+	g_assert_cmpuint(w.result->unusable_index_before, ==, 65);
+	g_assert_cmpuint(w.result->migrate_scanned, ==, 0);
+	g_assert_cmpint(hr_compact_result_blocks_gained(w.result), ==, 0);
+	g_free(w.result);
+
+	/* node 1 does not exist in that tree */
+	memset(&w, 0, sizeof(w));
+	run_compact(root, 1, &w);
+	g_assert_null(w.result);
+	g_assert_error(w.error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND);
+	g_assert_cmpstr(w.error->message, ==, "compacting node 1: the host has no memory on node 1");
+	g_clear_error(&w.error);
+
+	/* a node the monitor sees but without a compact file */
+	g_assert_cmpint(g_unlink(compact), ==, 0);
+	memset(&w, 0, sizeof(w));
+	run_compact(root, 0, &w);
+	g_assert_null(w.result);
+	g_assert_error(w.error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND);
+	g_assert_nonnull(strstr(w.error->message, "CONFIG_COMPACTION"));
+	g_clear_error(&w.error);
+	remove_tree(root);
+}
+
+/*
+ * The real thing on this host: scatter some free memory, compact node 0 and
+ * see the kernel's scanners count work while the main loop kept running.
+ */
+static void
+test_compact_live(void)
+{
+	const gsize len = 64 * MIB;
+	CompactWait w = {0};
+	guint8 *p;
+
+	if (getuid() != 0 || !g_file_test("/sys/devices/system/node/node0/compact",
+					  G_FILE_TEST_EXISTS)) {
+		g_test_skip("needs root and /sys/devices/system/node/node0/compact");
+		return;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	g_assert_true(p != MAP_FAILED);
+	g_assert_cmpint(madvise(p, len, MADV_NOHUGEPAGE), ==, 0);
+	memset(p, 1, len);
+	for (gsize off = 0; off < len; off += 2 * 4096)
+		g_assert_cmpint(madvise(p + off, 4096, MADV_DONTNEED), ==, 0);
+
+	run_compact("/", 0, &w);
+	g_assert_no_error(w.error);
+	g_test_message("node 0: %" G_GINT64_FORMAT " us, free blocks %" G_GUINT64_FORMAT
+		       " -> %" G_GUINT64_FORMAT ", unusable index %u -> %u, migrate scanned %"
+		       G_GUINT64_FORMAT ", free scanned %" G_GUINT64_FORMAT ", isolated %"
+		       G_GUINT64_FORMAT ", migrated %" G_GUINT64_FORMAT ", %u main loop ticks",
+		       w.result->wall_us, w.result->free_blocks_before, w.result->free_blocks_after,
+		       w.result->unusable_index_before, w.result->unusable_index_after,
+		       w.result->migrate_scanned, w.result->free_scanned, w.result->isolated,
+		       w.result->migrated, w.ticks);
+	g_assert_true(w.returned_at_completion);
+	g_assert_cmpint(w.result->wall_us, >, 0);
+	/* a full compaction of a node with movable pages scans them */
+	g_assert_cmpuint(w.result->migrate_scanned, >, 0);
+	/* the main loop kept turning while the worker thread compacted */
+	if (w.result->wall_us > 50000)
+		g_assert_cmpuint(w.ticks, >, 0);
+	g_free(w.result);
+	munmap(p, len);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -816,5 +969,7 @@ main(int argc, char **argv)
 	g_test_add("/monitor/thpmap/fixture-errors", ThpFixture, NULL, thp_fixture_setup,
 		   test_thpmap_fixture_errors, thp_fixture_teardown);
 	g_test_add_func("/monitor/thpmap/live", test_thpmap_live);
+	g_test_add_func("/monitor/compact/fake-tree", test_compact_fake);
+	g_test_add_func("/monitor/compact/live", test_compact_live);
 	return g_test_run();
 }

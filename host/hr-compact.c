@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "HrCompact"
+
+#include "hr-compact.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+static gboolean
+node_snapshot(const gchar *root, guint node, HrCompactCounters *counters, guint64 *free_blocks,
+	      guint64 *free_pages, guint *unusable, GError **error)
+{
+	g_autoptr(HrHostState) state = hr_monitor_read_host(root, error);
+	const HrNodeState *ns;
+
+	if (state == NULL)
+		return FALSE;
+	ns = hr_host_state_get_node(state, node);
+	if (ns == NULL) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+			    "the host has no memory on node %u", node);
+		return FALSE;
+	}
+	*counters = state->compact;
+	*free_blocks = ns->free_blocks;
+	*free_pages = ns->free_pages;
+	*unusable = ns->unusable_index;
+	return TRUE;
+}
+
+static guint64
+delta(guint64 before, guint64 after)
+{
+	return after >= before ? after - before : 0;
+}
+
+HrCompactResult *
+hr_compact_node(const gchar *root, guint node, GCancellable *cancellable, GError **error)
+{
+	g_autofree HrCompactResult *result = g_new0(HrCompactResult, 1);
+	g_autofree gchar *path = NULL;
+	HrCompactCounters before, after;
+	gint64 start;
+	ssize_t n;
+	int fd, saved;
+
+	if (root == NULL)
+		root = "/";
+	result->node = node;
+	path = g_strdup_printf("%s/sys/devices/system/node/node%u/compact", root, node);
+	if (!node_snapshot(root, node, &before, &result->free_blocks_before,
+			   &result->free_pages_before, &result->unusable_index_before, error)) {
+		g_prefix_error(error, "compacting node %u: ", node);
+		return NULL;
+	}
+	if (g_cancellable_set_error_if_cancelled(cancellable, error))
+		return NULL;
+
+	fd = g_open(path, O_WRONLY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		saved = errno;
+		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(saved),
+			    "cannot open %s: %s%s", path, g_strerror(saved),
+			    saved == ENOENT ? " (no such node, or a kernel without CONFIG_COMPACTION)"
+			    : saved == EACCES ? " (needs root)"
+					      : "");
+		return NULL;
+	}
+	start = g_get_monotonic_time();
+	do {
+		n = write(fd, "1", 1);
+	} while (n < 0 && errno == EINTR);
+	saved = errno;
+	result->wall_us = g_get_monotonic_time() - start;
+	close(fd);
+	if (n != 1) {
+		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(saved), "writing 1 to %s: %s",
+			    path, n < 0 ? g_strerror(saved) : "short write");
+		return NULL;
+	}
+
+	if (!node_snapshot(root, node, &after, &result->free_blocks_after,
+			   &result->free_pages_after, &result->unusable_index_after, error)) {
+		g_prefix_error(error, "after compacting node %u: ", node);
+		return NULL;
+	}
+	result->migrate_scanned = delta(before.compact_migrate_scanned, after.compact_migrate_scanned);
+	result->free_scanned = delta(before.compact_free_scanned, after.compact_free_scanned);
+	result->isolated = delta(before.compact_isolated, after.compact_isolated);
+	result->migrated = delta(before.pgmigrate_success, after.pgmigrate_success);
+	result->migrate_failed = delta(before.pgmigrate_fail, after.pgmigrate_fail);
+	g_debug("node %u compacted in %" G_GINT64_FORMAT " us: %" G_GUINT64_FORMAT
+		" -> %" G_GUINT64_FORMAT " free blocks, %" G_GUINT64_FORMAT " migrate-scanned, %"
+		G_GUINT64_FORMAT " free-scanned, %" G_GUINT64_FORMAT " migrated",
+		node, result->wall_us, result->free_blocks_before, result->free_blocks_after,
+		result->migrate_scanned, result->free_scanned, result->migrated);
+	return g_steal_pointer(&result);
+}
+
+typedef struct {
+	gchar *root;
+	guint node;
+} CompactTaskData;
+
+static void
+compact_task_data_free(CompactTaskData *data)
+{
+	g_free(data->root);
+	g_free(data);
+}
+
+static void
+compact_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+	CompactTaskData *data = task_data;
+	GError *error = NULL;
+	HrCompactResult *result;
+
+	(void)source;
+	result = hr_compact_node(data->root, data->node, cancellable, &error);
+	if (result == NULL)
+		g_task_return_error(task, error);
+	else
+		g_task_return_pointer(task, result, g_free);
+}
+
+void
+hr_compact_node_async(const gchar *root, guint node, GCancellable *cancellable,
+		      GAsyncReadyCallback callback, gpointer user_data)
+{
+	g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
+	CompactTaskData *data = g_new0(CompactTaskData, 1);
+
+	data->root = g_strdup(root != NULL ? root : "/");
+	data->node = node;
+	g_task_set_source_tag(task, hr_compact_node_async);
+	g_task_set_name(task, "hr-compact-node");
+	g_task_set_task_data(task, data, (GDestroyNotify)compact_task_data_free);
+	g_task_run_in_thread(task, compact_thread);
+}
+
+HrCompactResult *
+hr_compact_node_finish(GAsyncResult *result, GError **error)
+{
+	g_return_val_if_fail(g_task_is_valid(result, NULL), NULL);
+	g_return_val_if_fail(g_task_get_source_tag(G_TASK(result)) == hr_compact_node_async, NULL);
+	return g_task_propagate_pointer(G_TASK(result), error);
+}
+
+gint64
+hr_compact_result_blocks_gained(const HrCompactResult *result)
+{
+	return (gint64)result->free_blocks_after - (gint64)result->free_blocks_before;
+}
