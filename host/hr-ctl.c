@@ -4,6 +4,8 @@
 
 #include "hr-ctl.h"
 
+#include <string.h>
+
 gchar *
 hr_ctl_format_pages(gint64 pages)
 {
@@ -13,6 +15,9 @@ hr_ctl_format_pages(gint64 pages)
 	g_string_replace(out, "\u00a0", " ", 0);
 	return g_string_free(g_steal_pointer(&out), FALSE);
 }
+
+static JsonObject *
+hr_ctl_object_member(JsonObject *obj, const gchar *key);
 
 static gboolean
 hr_ctl_bad_json(GError **error, const gchar *what)
@@ -192,6 +197,40 @@ hr_ctl_render_guest(JsonNode *root, GString *out, GError **error)
 				       "relayed %s, rejected %s, commands dropped %s\n",
 				       driver_ok, discard, relayed, rejected, dropped);
 	}
+	if (hr_ctl_object_member(g, "held") != NULL) {
+		JsonObject *h = hr_ctl_object_member(g, "held");
+		JsonObject *ret = hr_ctl_object_member(h, "returned");
+		g_autofree gchar *freed = hr_ctl_member_str(h, "blocks_freed_total");
+		g_autofree gchar *pages = hr_ctl_member_str(h, "pages_migrated_total");
+		g_string_append_printf(out, "Freed:        %s blocks in all, %s pages migrated\n",
+				       freed, pages);
+		if (ret != NULL) {
+			g_autofree gchar *host = hr_ctl_member_str(ret, "host");
+			g_autofree gchar *pressure = hr_ctl_member_str(ret, "pressure");
+			g_autofree gchar *unload = hr_ctl_member_str(ret, "unload");
+			g_string_append_printf(out, "Returned:     %s to the host's request, %s under "
+					       "guest pressure, %s on driver unload\n",
+					       host, pressure, unload);
+		}
+	}
+	if (json_object_has_member(g, "requests") &&
+	    JSON_NODE_HOLDS_ARRAY(json_object_get_member(g, "requests"))) {
+		JsonArray *reqs = json_object_get_array_member(g, "requests");
+		guint n = json_array_get_length(reqs);
+		/* the newest few; "hugeroomctl requests" lists them all */
+		for (guint i = n > 5 ? n - 5 : 0; i < n; i++) {
+			JsonObject *r = json_array_get_object_element(reqs, i);
+			g_autofree gchar *id = hr_ctl_member_str(r, "request_id");
+			g_autofree gchar *kind = hr_ctl_member_str(r, "kind");
+			g_autofree gchar *state = hr_ctl_member_str(r, "state");
+			g_autofree gchar *freed = hr_ctl_member_str(r, "blocks_freed");
+			g_autofree gchar *tried = hr_ctl_member_str(r, "blocks_tried");
+			g_string_append_printf(out, "%s%s %s %s, %s/%s blocks\n",
+					       i == (n > 5 ? n - 5 : 0) ? "Requests:     "
+									: "              ",
+					       id, kind, state, freed, tried);
+		}
+	}
 	if (counters != NULL) {
 		g_autofree gchar *frames = hr_ctl_member_str(counters, "frames");
 		g_autofree gchar *rejected = hr_ctl_member_str(counters, "rejected");
@@ -228,4 +267,257 @@ hr_ctl_render_guest(JsonNode *root, GString *out, GError **error)
 					       json_object_get_int_member(vmstat, l->data));
 	}
 	return TRUE;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Requests */
+
+gchar *
+hr_ctl_format_us(gint64 us)
+{
+	if (us < 0)
+		return g_strdup("-");
+	if (us < 1000)
+		return g_strdup_printf("%" G_GINT64_FORMAT " us", us);
+	if (us < 1000000)
+		return g_strdup_printf("%.1f ms", us / 1000.0);
+	return g_strdup_printf("%.1f s", us / 1000000.0);
+}
+
+static JsonObject *
+hr_ctl_object_member(JsonObject *obj, const gchar *key)
+{
+	JsonNode *node = json_object_get_member(obj, key);
+	if (node == NULL || !JSON_NODE_HOLDS_OBJECT(node))
+		return NULL;
+	return json_node_get_object(node);
+}
+
+/* "unmovable 2, busy 1", or "none" */
+static gchar *
+hr_ctl_failures(JsonObject *counts)
+{
+	JsonObject *failed = counts != NULL ? hr_ctl_object_member(counts, "failed") : NULL;
+	g_autoptr(GString) str = g_string_new(NULL);
+	g_autoptr(GList) keys = NULL;
+
+	if (failed != NULL)
+		keys = json_object_get_members(failed);
+	for (GList *l = keys; l != NULL; l = l->next) {
+		gint64 n = hr_ctl_member_int(failed, l->data);
+		if (n <= 0)
+			continue;
+		g_string_append_printf(str, "%s%s %" G_GINT64_FORMAT, str->len > 0 ? ", " : "",
+				       (const gchar *)l->data, n);
+	}
+	if (str->len == 0)
+		g_string_append(str, "none");
+	return g_string_free(g_steal_pointer(&str), FALSE);
+}
+
+static gint64
+hr_ctl_failed_total(JsonObject *counts)
+{
+	JsonObject *failed = counts != NULL ? hr_ctl_object_member(counts, "failed") : NULL;
+	g_autoptr(GList) keys = NULL;
+	gint64 total = 0;
+
+	if (failed != NULL)
+		keys = json_object_get_members(failed);
+	for (GList *l = keys; l != NULL; l = l->next)
+		total += MAX(hr_ctl_member_int(failed, l->data), 0);
+	return total;
+}
+
+/* the result when there is one, else the latest progress */
+static JsonObject *
+hr_ctl_request_counts(JsonObject *req)
+{
+	JsonObject *result = hr_ctl_object_member(req, "result");
+	return result != NULL ? result : hr_ctl_object_member(req, "progress");
+}
+
+gboolean
+hr_ctl_render_requests(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *obj;
+	JsonArray *reqs;
+
+	if (!JSON_NODE_HOLDS_OBJECT(root))
+		return hr_ctl_bad_json(error, "object");
+	obj = json_node_get_object(root);
+	if (!json_object_has_member(obj, "requests"))
+		return hr_ctl_bad_json(error, "requests");
+	reqs = json_object_get_array_member(obj, "requests");
+	if (json_array_get_length(reqs) == 0) {
+		g_string_append(out, "no requests\n");
+		return TRUE;
+	}
+	g_string_append_printf(out, "%-18s %-8s %-9s %6s %6s %6s %6s %10s %9s  %s\n", "ID", "KIND",
+			       "STATE", "TARGET", "TRIED", "FREED", "FAILED", "PAGES", "ELAPSED",
+			       "CREATED");
+	for (guint i = 0; i < json_array_get_length(reqs); i++) {
+		JsonObject *r = json_array_get_object_element(reqs, i);
+		JsonObject *c = hr_ctl_request_counts(r);
+		g_autofree gchar *id = hr_ctl_member_str(r, "request_id");
+		g_autofree gchar *kind = hr_ctl_member_str(r, "kind");
+		g_autofree gchar *state = hr_ctl_member_str(r, "state");
+		g_autofree gchar *created = hr_ctl_member_str(r, "created_at");
+		g_autofree gchar *elapsed = hr_ctl_format_us(c != NULL ? hr_ctl_member_int(c, "elapsed_us") : -1);
+		gint64 target = hr_ctl_member_int(r, "target_blocks");
+		g_autofree gchar *target_str = target > 0 ? g_strdup_printf("%" G_GINT64_FORMAT, target)
+							  : g_strdup("all");
+		g_string_append_printf(out,
+				       "%-18s %-8s %-9s %6s %6" G_GINT64_FORMAT " %6" G_GINT64_FORMAT
+				       " %6" G_GINT64_FORMAT " %10" G_GINT64_FORMAT " %9s  %s\n",
+				       id, kind, state, target_str,
+				       c != NULL ? hr_ctl_member_int(c, "blocks_tried") : 0,
+				       c != NULL ? hr_ctl_member_int(c, "blocks_freed") : 0,
+				       hr_ctl_failed_total(c),
+				       c != NULL ? hr_ctl_member_int(c, "pages_migrated") : 0, elapsed,
+				       created);
+	}
+	return TRUE;
+}
+
+static gchar *
+hr_ctl_params(JsonObject *req)
+{
+	JsonObject *p = hr_ctl_object_member(req, "params");
+	g_autoptr(GString) str = g_string_new(NULL);
+	JsonNode *node;
+
+	if (p == NULL)
+		return g_strdup("-");
+	if (json_object_has_member(p, "all"))
+		g_string_append(str, "every held block");
+	else
+		g_string_append_printf(str, "%" G_GINT64_FORMAT " blocks",
+				       hr_ctl_member_int(p, "blocks"));
+	node = json_object_get_member(p, "gpas");
+	if (node != NULL && JSON_NODE_HOLDS_ARRAY(node))
+		g_string_append_printf(str, " from %u named",
+				       json_array_get_length(json_node_get_array(node)));
+	node = json_object_get_member(p, "ranges");
+	if (node != NULL && JSON_NODE_HOLDS_ARRAY(node))
+		g_string_append_printf(str, " within %u ranges",
+				       json_array_get_length(json_node_get_array(node)));
+	if (hr_ctl_member_int(p, "budget_pages") > 0)
+		g_string_append_printf(str, ", budget %" G_GINT64_FORMAT " pages",
+				       hr_ctl_member_int(p, "budget_pages"));
+	if (hr_ctl_member_int(p, "budget_ms") > 0)
+		g_string_append_printf(str, ", budget %" G_GINT64_FORMAT " ms",
+				       hr_ctl_member_int(p, "budget_ms"));
+	if (hr_ctl_member_int(p, "timeout_s") > 0)
+		g_string_append_printf(str, ", timeout %" G_GINT64_FORMAT " s",
+				       hr_ctl_member_int(p, "timeout_s"));
+	return g_string_free(g_steal_pointer(&str), FALSE);
+}
+
+gboolean
+hr_ctl_render_request(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *req;
+	JsonObject *c;
+	JsonNode *error_node;
+	g_autofree gchar *id = NULL;
+	g_autofree gchar *kind = NULL;
+	g_autofree gchar *state = NULL;
+	g_autofree gchar *params = NULL;
+	g_autofree gchar *failures = NULL;
+	g_autofree gchar *elapsed = NULL;
+	g_autofree gchar *created = NULL;
+	g_autofree gchar *finished = NULL;
+	gint64 freed, pages;
+
+	if (!JSON_NODE_HOLDS_OBJECT(root))
+		return hr_ctl_bad_json(error, "object");
+	req = json_node_get_object(root);
+	if (!json_object_has_member(req, "request_id") || !json_object_has_member(req, "state"))
+		return hr_ctl_bad_json(error, "request_id");
+	c = hr_ctl_request_counts(req);
+	id = hr_ctl_member_str(req, "request_id");
+	kind = hr_ctl_member_str(req, "kind");
+	state = hr_ctl_member_str(req, "state");
+	params = hr_ctl_params(req);
+	failures = hr_ctl_failures(c);
+	elapsed = hr_ctl_format_us(c != NULL ? hr_ctl_member_int(c, "elapsed_us") : -1);
+	created = hr_ctl_member_str(req, "created_at");
+	finished = hr_ctl_member_str(req, "finished_at");
+	freed = c != NULL ? hr_ctl_member_int(c, "blocks_freed") : 0;
+	pages = c != NULL ? hr_ctl_member_int(c, "pages_migrated") : 0;
+
+	g_string_append_printf(out, "Request:      %s (%s)\n", id, kind);
+	g_string_append_printf(out, "State:        %s", state);
+	if (hr_ctl_object_member(req, "result") != NULL) {
+		g_autofree gchar *status =
+		    hr_ctl_member_str(hr_ctl_object_member(req, "result"), "status");
+		g_string_append_printf(out, " (guest status %s)", status);
+	}
+	g_string_append(out, "\n");
+	error_node = json_object_get_member(req, "error");
+	if (error_node != NULL && !JSON_NODE_HOLDS_NULL(error_node))
+		g_string_append_printf(out, "Why:          %s\n", json_node_get_string(error_node));
+	g_string_append_printf(out, "Asked:        %s\n", params);
+	g_string_append_printf(out, "Blocks:       %" G_GINT64_FORMAT " %s of %" G_GINT64_FORMAT
+			       " tried\n",
+			       freed, g_strcmp0(kind, "return") == 0 ? "returned" : "freed",
+			       c != NULL ? hr_ctl_member_int(c, "blocks_tried") : 0);
+	g_string_append_printf(out, "Failures:     %s\n", failures);
+	if (freed > 0)
+		g_string_append_printf(out, "Pages:        %" G_GINT64_FORMAT
+				       " migrated, %.1f per freed block\n",
+				       pages, (gdouble)pages / freed);
+	else
+		g_string_append_printf(out, "Pages:        %" G_GINT64_FORMAT " migrated\n", pages);
+	g_string_append_printf(out, "Elapsed:      %s in the guest\n", elapsed);
+	g_string_append_printf(out, "Created:      %s\nFinished:     %s\n", created, finished);
+	return TRUE;
+}
+
+gchar *
+hr_ctl_progress_line(JsonNode *root, guint width, gboolean bar)
+{
+	JsonObject *req = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	JsonObject *c = req != NULL ? hr_ctl_request_counts(req) : NULL;
+	g_autoptr(GString) line = g_string_new(NULL);
+	g_autofree gchar *state = NULL;
+	g_autofree gchar *elapsed = NULL;
+	g_autofree gchar *tail = NULL;
+	gint64 target, freed, tried, failed, pages;
+
+	if (req == NULL)
+		return g_strdup("?");
+	state = hr_ctl_member_str(req, "state");
+	target = hr_ctl_member_int(req, "target_blocks");
+	freed = c != NULL ? hr_ctl_member_int(c, "blocks_freed") : 0;
+	tried = c != NULL ? hr_ctl_member_int(c, "blocks_tried") : 0;
+	pages = c != NULL ? hr_ctl_member_int(c, "pages_migrated") : 0;
+	failed = hr_ctl_failed_total(c);
+	elapsed = hr_ctl_format_us(c != NULL ? hr_ctl_member_int(c, "elapsed_us") : -1);
+	if (target > 0)
+		tail = g_strdup_printf("%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+				       " blocks, %" G_GINT64_FORMAT " tried, %" G_GINT64_FORMAT
+				       " failed, %" G_GINT64_FORMAT " pages, %s, %s",
+				       freed, target, tried, failed, pages, elapsed, state);
+	else
+		tail = g_strdup_printf("%" G_GINT64_FORMAT " blocks, %" G_GINT64_FORMAT
+				       " tried, %" G_GINT64_FORMAT " failed, %" G_GINT64_FORMAT
+				       " pages, %s, %s",
+				       freed, tried, failed, pages, elapsed, state);
+	if (bar && target > 0) {
+		/* "[####......] " takes what the text leaves, 10 columns at least */
+		gint room = (gint)width - (gint)strlen(tail) - 3;
+		if (room >= 10) {
+			gint filled = (gint)(MIN(freed, target) * room / target);
+			g_string_append_c(line, '[');
+			for (gint i = 0; i < room; i++)
+				g_string_append_c(line, i < filled ? '#' : '.');
+			g_string_append(line, "] ");
+		}
+	}
+	g_string_append(line, tail);
+	if (width > 0 && line->len > width)
+		g_string_truncate(line, width);
+	return g_string_free(g_steal_pointer(&line), FALSE);
 }

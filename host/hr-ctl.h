@@ -10,7 +10,22 @@ gboolean
 hr_ctl_render_guests(JsonNode *root, GString *out, GError **error);
 gboolean
 hr_ctl_render_guest(JsonNode *root, GString *out, GError **error);
-/* "1.5 GiB" from 4 KiB pages */
+/* GET /v1/guests/{name}/requests as a table */
+gboolean
+hr_ctl_render_requests(JsonNode *root, GString *out, GError **error);
+/* one request (GET .../requests/{id}): what was asked, what it did */
+gboolean
+hr_ctl_render_request(JsonNode *root, GString *out, GError **error);
+/*
+ * One line of progress for a request, @width columns at most: a bar when
+ * the target is known, then state, blocks, failures, pages and time.
+ */
+gchar *
+hr_ctl_progress_line(JsonNode *root, guint width, gboolean bar);
+/* "1.2 s", "350 ms", "12 us" */
+gchar *
+hr_ctl_format_us(gint64 us);
+/* "3.0 GiB"-style size from 4 KiB pages */
 gchar *
 hr_ctl_format_pages(gint64 pages);
 

@@ -5,6 +5,9 @@
 #include <gio/gunixsocketaddress.h>
 #include <libsoup/soup.h>
 #include <locale.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "hr-config.h"
 #include "hr-ctl.h"
@@ -17,17 +20,29 @@ typedef enum {
 
 static gchar *opt_socket;
 static gboolean opt_json;
+static gint64 opt_blocks = -1;
+static gchar **opt_gpas;
+static gchar **opt_ranges;
+static gint64 opt_budget_pages = -1;
+static gint64 opt_budget_ms = -1;
+static gint64 opt_timeout = -1;
+static gboolean opt_all;
+static gboolean opt_wait;
+
+/* how often --wait asks for the request */
+#define HR_CTL_POLL_MS 250
 
 /* a CLI may block: there is no main loop to keep responsive */
 static JsonNode *
-hr_ctl_request(const gchar *method, const gchar *path, guint *status, GError **error)
+hr_ctl_request(const gchar *method, const gchar *path, const gchar *body, guint *status,
+	       GError **error)
 {
 	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(opt_socket);
 	g_autoptr(SoupSession) session =
 	    soup_session_new_with_options("remote-connectable", addr, "timeout", 30, NULL);
 	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
 	g_autoptr(SoupMessage) msg = soup_message_new(method, uri);
-	g_autoptr(GBytes) body = NULL;
+	g_autoptr(GBytes) answer = NULL;
 	g_autoptr(JsonParser) parser = json_parser_new();
 	gsize len = 0;
 	const gchar *data;
@@ -37,13 +52,17 @@ hr_ctl_request(const gchar *method, const gchar *path, guint *status, GError **e
 			    "'%s' cannot be part of a request path", path);
 		return NULL;
 	}
-	body = soup_session_send_and_read(session, msg, NULL, error);
-	if (body == NULL) {
+	if (body != NULL) {
+		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
+		soup_message_set_request_body_from_bytes(msg, "application/json", bytes);
+	}
+	answer = soup_session_send_and_read(session, msg, NULL, error);
+	if (answer == NULL) {
 		g_prefix_error(error, "cannot connect to hugeroomd at %s: ", opt_socket);
 		return NULL;
 	}
 	*status = soup_message_get_status(msg);
-	data = g_bytes_get_data(body, &len);
+	data = g_bytes_get_data(answer, &len);
 	if (!json_parser_load_from_data(parser, data, len, error)) {
 		g_prefix_error(error, "hugeroomd at %s answered HTTP %u with bad JSON: ", opt_socket,
 			       *status);
@@ -83,20 +102,20 @@ hr_ctl_render_report(JsonNode *root, GString *out, GError **error)
 	return TRUE;
 }
 
-static HrCtlExit
-hr_ctl_run(const gchar *method, const gchar *path,
-	   gboolean (*render)(JsonNode *, GString *, GError **))
+/* a request to the daemon; NULL after telling the user why */
+static JsonNode *
+hr_ctl_call(const gchar *method, const gchar *path, const gchar *body)
 {
 	g_autoptr(GError) error = NULL;
 	g_autoptr(JsonNode) root = NULL;
 	guint status = 0;
 
-	root = hr_ctl_request(method, path, &status, &error);
+	root = hr_ctl_request(method, path, body, &status, &error);
 	if (root == NULL) {
 		g_printerr("hugeroomctl: %s (is hugeroomd running? start it with "
 			   "'systemctl start hugeroomd', or pass --socket PATH)\n",
 			   error->message);
-		return HR_CTL_EXIT_ERROR;
+		return NULL;
 	}
 	if (!SOUP_STATUS_IS_SUCCESSFUL(status)) {
 		JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
@@ -108,9 +127,297 @@ hr_ctl_run(const gchar *method, const gchar *path,
 			   obj != NULL && json_object_has_member(obj, "error")
 			       ? json_object_get_string_member(obj, "error")
 			       : "the daemon refused the request");
+		return NULL;
+	}
+	return g_steal_pointer(&root);
+}
+
+static HrCtlExit
+hr_ctl_run(const gchar *method, const gchar *path,
+	   gboolean (*render)(JsonNode *, GString *, GError **))
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(JsonNode) root = hr_ctl_call(method, path, NULL);
+
+	if (root == NULL)
+		return HR_CTL_EXIT_ERROR;
+	if (!hr_ctl_print(root, render, &error)) {
+		g_printerr("hugeroomctl: %s\n", error->message);
 		return HR_CTL_EXIT_ERROR;
 	}
-	if (!hr_ctl_print(root, render, &error)) {
+	return HR_CTL_EXIT_OK;
+}
+
+static gboolean
+hr_ctl_is_final(const gchar *state)
+{
+	const gchar *running[] = {"queued", "sent", "running", NULL};
+	return state != NULL && !g_strv_contains(running, state);
+}
+
+static guint
+hr_ctl_term_width(void)
+{
+	struct winsize ws;
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20)
+		return ws.ws_col;
+	return 80;
+}
+
+/*
+ * Poll the request until it ends: a bar redrawn in place on a terminal, a
+ * line per change otherwise (logs stay readable). Progress goes to stderr
+ * so that stdout holds only the summary or the JSON.
+ */
+static HrCtlExit
+hr_ctl_wait(const gchar *guest, guint64 id)
+{
+	g_autofree gchar *escaped = g_uri_escape_string(guest, NULL, FALSE);
+	g_autofree gchar *path =
+	    g_strdup_printf("/v1/guests/%s/requests/%" G_GUINT64_FORMAT, escaped, id);
+	g_autofree gchar *last = NULL;
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(GError) error = NULL;
+	gboolean tty = isatty(STDERR_FILENO);
+	const gchar *state;
+
+	for (;;) {
+		g_autofree gchar *line = NULL;
+		g_clear_pointer(&root, json_node_unref);
+		root = hr_ctl_call(SOUP_METHOD_GET, path, NULL);
+		if (root == NULL) {
+			if (tty && last != NULL)
+				g_printerr("\n");
+			return HR_CTL_EXIT_ERROR;
+		}
+		state = json_object_get_string_member_with_default(json_node_get_object(root),
+								   "state", NULL);
+		if (tty) {
+			line = hr_ctl_progress_line(root, hr_ctl_term_width() - 1, TRUE);
+			g_printerr("\r\033[K%s", line);
+		} else {
+			line = hr_ctl_progress_line(root, 0, FALSE);
+			/* without the time, which changes on every poll */
+			if (g_strcmp0(state, last) != 0 || hr_ctl_is_final(state))
+				g_printerr("request %" G_GUINT64_FORMAT ": %s\n", id, line);
+		}
+		g_free(last);
+		last = g_strdup(state);
+		if (hr_ctl_is_final(state))
+			break;
+		g_usleep(HR_CTL_POLL_MS * 1000);
+	}
+	if (tty)
+		g_printerr("\n");
+	if (!hr_ctl_print(root, hr_ctl_render_request, &error)) {
+		g_printerr("hugeroomctl: %s\n", error->message);
+		return HR_CTL_EXIT_ERROR;
+	}
+	return g_strcmp0(state, "done") == 0 ? HR_CTL_EXIT_OK : HR_CTL_EXIT_ERROR;
+}
+
+static gboolean
+hr_ctl_render_accepted(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	if (obj == NULL || !json_object_has_member(obj, "request_id")) {
+		g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+				    "the daemon's answer has no request_id");
+		return FALSE;
+	}
+	g_string_append_printf(out, "%s request %" G_GINT64_FORMAT " for %s: %s\n",
+			       json_object_get_string_member_with_default(obj, "kind", "?"),
+			       json_object_get_int_member(obj, "request_id"),
+			       json_object_get_string_member_with_default(obj, "guest", "?"),
+			       json_object_get_string_member_with_default(obj, "state", "?"));
+	return TRUE;
+}
+
+static gboolean
+hr_ctl_usage(const gchar *format, ...) G_GNUC_PRINTF(1, 2);
+
+static gboolean
+hr_ctl_usage(const gchar *format, ...)
+{
+	va_list args;
+	g_autofree gchar *text = NULL;
+
+	va_start(args, format);
+	text = g_strdup_vprintf(format, args);
+	va_end(args);
+	g_printerr("hugeroomctl: %s (see --help)\n", text);
+	return FALSE;
+}
+
+/* the options a command does not take must not be given */
+static gboolean
+hr_ctl_check_options(const gchar *command, gboolean blocks, gboolean gpas, gboolean ranges,
+		     gboolean budget_pages, gboolean budget_ms, gboolean all)
+{
+	struct {
+		gboolean given;
+		gboolean allowed;
+		const gchar *name;
+	} opts[] = {
+	    {opt_blocks >= 0, blocks, "--blocks"},
+	    {opt_gpas != NULL, gpas, "--gpa"},
+	    {opt_ranges != NULL, ranges, "--range"},
+	    {opt_budget_pages >= 0, budget_pages, "--budget-pages"},
+	    {opt_budget_ms >= 0, budget_ms, "--budget-ms"},
+	    {opt_all, all, "--all"},
+	};
+	for (guint i = 0; i < G_N_ELEMENTS(opts); i++) {
+		if (opts[i].given && !opts[i].allowed)
+			return hr_ctl_usage("%s does not take %s", command, opts[i].name);
+	}
+	return TRUE;
+}
+
+/* --gpa 0x200000 --gpa 0x400000,0x600000 */
+static void
+hr_ctl_add_gpas(JsonBuilder *b)
+{
+	json_builder_set_member_name(b, "gpas");
+	json_builder_begin_array(b);
+	for (guint i = 0; opt_gpas[i] != NULL; i++) {
+		g_auto(GStrv) parts = g_strsplit(opt_gpas[i], ",", -1);
+		for (guint j = 0; parts[j] != NULL; j++) {
+			g_strstrip(parts[j]);
+			if (parts[j][0] != '\0')
+				json_builder_add_string_value(b, parts[j]);
+		}
+	}
+	json_builder_end_array(b);
+}
+
+/* --range START:END */
+static gboolean
+hr_ctl_add_ranges(JsonBuilder *b)
+{
+	json_builder_set_member_name(b, "ranges");
+	json_builder_begin_array(b);
+	for (guint i = 0; opt_ranges[i] != NULL; i++) {
+		g_auto(GStrv) ends = g_strsplit(opt_ranges[i], ":", 2);
+		if (g_strv_length(ends) != 2 || ends[0][0] == '\0' || ends[1][0] == '\0')
+			return hr_ctl_usage("--range %s: give START:END, for example "
+					    "0x100000000:0x140000000",
+					    opt_ranges[i]);
+		json_builder_begin_object(b);
+		json_builder_set_member_name(b, "start");
+		json_builder_add_string_value(b, ends[0]);
+		json_builder_set_member_name(b, "end");
+		json_builder_add_string_value(b, ends[1]);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	return TRUE;
+}
+
+static HrCtlExit
+hr_ctl_submit(const gchar *command, const gchar *guest)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) body_node = NULL;
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *body = NULL;
+	g_autofree gchar *escaped = g_uri_escape_string(guest, NULL, FALSE);
+	g_autofree gchar *path = g_strdup_printf("/v1/guests/%s/%s", escaped, command);
+	gboolean evacuate = g_strcmp0(command, "evacuate") == 0;
+	gboolean capture = g_strcmp0(command, "capture") == 0;
+	gboolean ret = g_strcmp0(command, "return") == 0;
+	guint ways = (opt_blocks >= 0) + (opt_gpas != NULL) + opt_all;
+
+	if (!hr_ctl_check_options(command, TRUE, !capture, evacuate, evacuate, !ret, ret))
+		return HR_CTL_EXIT_USAGE;
+	if (capture && opt_blocks < 0) {
+		hr_ctl_usage("capture needs --blocks N");
+		return HR_CTL_EXIT_USAGE;
+	}
+	if (evacuate && ways == 0) {
+		hr_ctl_usage("evacuate needs --blocks N or --gpa ADDR");
+		return HR_CTL_EXIT_USAGE;
+	}
+	if (ret && ways != 1) {
+		hr_ctl_usage("return takes exactly one of --blocks N, --gpa ADDR, --all");
+		return HR_CTL_EXIT_USAGE;
+	}
+
+	json_builder_begin_object(b);
+	if (opt_blocks >= 0) {
+		json_builder_set_member_name(b, "blocks");
+		json_builder_add_int_value(b, opt_blocks);
+	}
+	if (opt_gpas != NULL)
+		hr_ctl_add_gpas(b);
+	if (opt_ranges != NULL && !hr_ctl_add_ranges(b))
+		return HR_CTL_EXIT_USAGE;
+	if (opt_budget_pages >= 0) {
+		json_builder_set_member_name(b, "budget_pages");
+		json_builder_add_int_value(b, opt_budget_pages);
+	}
+	if (opt_budget_ms >= 0) {
+		json_builder_set_member_name(b, "budget_ms");
+		json_builder_add_int_value(b, opt_budget_ms);
+	}
+	if (opt_timeout >= 0) {
+		json_builder_set_member_name(b, "timeout_s");
+		json_builder_add_int_value(b, opt_timeout);
+	}
+	if (opt_all) {
+		json_builder_set_member_name(b, "all");
+		json_builder_add_boolean_value(b, TRUE);
+	}
+	json_builder_end_object(b);
+	body_node = json_builder_get_root(b);
+	body = json_to_string(body_node, FALSE);
+
+	root = hr_ctl_call(SOUP_METHOD_POST, path, body);
+	if (root == NULL)
+		return HR_CTL_EXIT_ERROR;
+	if (opt_wait) {
+		guint64 id = json_object_get_int_member(json_node_get_object(root), "request_id");
+		if (!opt_json) {
+			g_autoptr(GString) out = g_string_new(NULL);
+			if (hr_ctl_render_accepted(root, out, NULL))
+				g_printerr("%s", out->str);
+		}
+		return hr_ctl_wait(guest, id);
+	}
+	if (!hr_ctl_print(root, hr_ctl_render_accepted, &error)) {
+		g_printerr("hugeroomctl: %s\n", error->message);
+		return HR_CTL_EXIT_ERROR;
+	}
+	return HR_CTL_EXIT_OK;
+}
+
+static gboolean
+hr_ctl_parse_id(const gchar *str, guint64 *id)
+{
+	if (!g_ascii_string_to_unsigned(str, 10, 1, G_MAXINT64, id, NULL))
+		return hr_ctl_usage("'%s' is not a request id (a number hugeroomctl printed)", str);
+	return TRUE;
+}
+
+static HrCtlExit
+hr_ctl_cancel(const gchar *guest, const gchar *id_str)
+{
+	g_autofree gchar *escaped = g_uri_escape_string(guest, NULL, FALSE);
+	g_autofree gchar *path = g_strdup_printf("/v1/guests/%s/cancel", escaped);
+	g_autofree gchar *body = NULL;
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(GError) error = NULL;
+	guint64 id;
+
+	if (!hr_ctl_parse_id(id_str, &id))
+		return HR_CTL_EXIT_USAGE;
+	body = g_strdup_printf("{\"request_id\":%" G_GUINT64_FORMAT "}", id);
+	root = hr_ctl_call(SOUP_METHOD_POST, path, body);
+	if (root == NULL)
+		return HR_CTL_EXIT_ERROR;
+	if (opt_wait)
+		return hr_ctl_wait(guest, id);
+	if (!hr_ctl_print(root, hr_ctl_render_accepted, &error)) {
 		g_printerr("hugeroomctl: %s\n", error->message);
 		return HR_CTL_EXIT_ERROR;
 	}
@@ -121,22 +428,51 @@ int
 main(int argc, char **argv)
 {
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GOptionContext) context = g_option_context_new("COMMAND [NAME]");
+	g_autoptr(GOptionContext) context = g_option_context_new("COMMAND [GUEST] [ARGS]");
 	const GOptionEntry entries[] = {
 	    {"socket", 's', 0, G_OPTION_ARG_FILENAME, &opt_socket,
 	     "hugeroomd's API socket (default " HR_CONFIG_DEFAULT_API_SOCKET ")", "PATH"},
 	    {"json", 'j', 0, G_OPTION_ARG_NONE, &opt_json, "Print the daemon's JSON", NULL},
+	    {"blocks", 'n', 0, G_OPTION_ARG_INT64, &opt_blocks, "Number of 2 MiB blocks", "N"},
+	    {"gpa", 'g', 0, G_OPTION_ARG_STRING_ARRAY, &opt_gpas,
+	     "A guest-physical block address (repeat, or separate with commas)", "ADDR"},
+	    {"range", 'r', 0, G_OPTION_ARG_STRING_ARRAY, &opt_ranges,
+	     "evacuate: pick blocks only inside START:END (repeat)", "START:END"},
+	    {"budget-pages", 0, 0, G_OPTION_ARG_INT64, &opt_budget_pages,
+	     "evacuate: stop after migrating this many 4 KiB pages", "P"},
+	    {"budget-ms", 0, 0, G_OPTION_ARG_INT64, &opt_budget_ms,
+	     "evacuate, capture: stop after this many ms in the guest", "MS"},
+	    {"timeout", 't', 0, G_OPTION_ARG_INT64, &opt_timeout,
+	     "Give up after S seconds, queue included (default: the daemon's)", "S"},
+	    {"all", 'a', 0, G_OPTION_ARG_NONE, &opt_all, "return: every held block", NULL},
+	    {"wait", 'w', 0, G_OPTION_ARG_NONE, &opt_wait,
+	     "Wait for the request to end, showing progress; exit 0 only if it did all", NULL},
 	    {NULL},
 	};
 	g_autofree gchar *escaped = NULL;
 	g_autofree gchar *path = NULL;
+	const gchar *cmd;
 
 	setlocale(LC_ALL, "");
-	g_option_context_set_summary(context,
-				     "Commands:\n"
-				     "  guests         list the guests hugeroomd knows\n"
-				     "  guest NAME     show one guest (name or UUID) in detail\n"
-				     "  report NAME    ask a guest for a status report now");
+	g_option_context_set_summary(
+	    context,
+	    "Commands:\n"
+	    "  guests                       list the guests hugeroomd knows\n"
+	    "  guest GUEST                  show one guest (name or UUID) in detail\n"
+	    "  report GUEST                 ask a guest for a status report now\n"
+	    "  evacuate GUEST (--blocks N | --gpa ADDR...) [--range START:END...]\n"
+	    "           [--budget-pages P] [--budget-ms MS] [--timeout S] [--wait]\n"
+	    "                               free and hold 2 MiB blocks: the N cheapest,\n"
+	    "                               or the named ones (with --blocks: stop after N)\n"
+	    "  capture GUEST --blocks N [--budget-ms MS] [--timeout S] [--wait]\n"
+	    "                               hold N blocks the guest's own compaction finds\n"
+	    "  return GUEST (--blocks N | --gpa ADDR... | --all) [--wait]\n"
+	    "                               give held blocks back to the guest\n"
+	    "  cancel GUEST REQUEST_ID [--wait]\n"
+	    "  requests GUEST               the guest's recent requests\n"
+	    "  request GUEST REQUEST_ID     one request in detail\n"
+	    "\n"
+	    "With --wait, exits 0 when the request did all it was asked, 1 otherwise.");
 	g_option_context_add_main_entries(context, entries, NULL);
 	if (!g_option_context_parse(context, &argc, &argv, &error)) {
 		g_printerr("hugeroomctl: %s (see --help)\n", error->message);
@@ -145,24 +481,54 @@ main(int argc, char **argv)
 	if (opt_socket == NULL)
 		opt_socket = g_strdup(HR_CONFIG_DEFAULT_API_SOCKET);
 	if (argc < 2) {
-		g_printerr("hugeroomctl: no command given; one of guests, guest NAME, report NAME "
-			   "(see --help)\n");
+		g_printerr("hugeroomctl: no command given; one of guests, guest, report, evacuate, "
+			   "capture, return, cancel, requests, request (see --help)\n");
 		return HR_CTL_EXIT_USAGE;
 	}
-	if (g_strcmp0(argv[1], "guests") == 0 && argc == 2)
+	cmd = argv[1];
+	if (g_strcmp0(cmd, "evacuate") == 0 || g_strcmp0(cmd, "capture") == 0 ||
+	    g_strcmp0(cmd, "return") == 0) {
+		if (argc != 3) {
+			hr_ctl_usage("%s takes one GUEST", cmd);
+			return HR_CTL_EXIT_USAGE;
+		}
+		return hr_ctl_submit(cmd, argv[2]);
+	}
+	if (!hr_ctl_check_options(cmd, FALSE, FALSE, FALSE, FALSE, FALSE, FALSE) ||
+	    (opt_timeout >= 0 && hr_ctl_usage("%s does not take --timeout", cmd)))
+		return HR_CTL_EXIT_USAGE;
+	if (opt_wait && g_strcmp0(cmd, "cancel") != 0) {
+		hr_ctl_usage("%s does not take --wait", cmd);
+		return HR_CTL_EXIT_USAGE;
+	}
+	if (g_strcmp0(cmd, "cancel") == 0 && argc == 4)
+		return hr_ctl_cancel(argv[2], argv[3]);
+	if (g_strcmp0(cmd, "request") == 0 && argc == 4) {
+		guint64 id;
+		if (!hr_ctl_parse_id(argv[3], &id))
+			return HR_CTL_EXIT_USAGE;
+		escaped = g_uri_escape_string(argv[2], NULL, FALSE);
+		path = g_strdup_printf("/v1/guests/%s/requests/%" G_GUINT64_FORMAT, escaped, id);
+		return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_request);
+	}
+	if (g_strcmp0(cmd, "guests") == 0 && argc == 2)
 		return hr_ctl_run(SOUP_METHOD_GET, "/v1/guests", hr_ctl_render_guests);
-	if ((g_strcmp0(argv[1], "guest") == 0 || g_strcmp0(argv[1], "report") == 0) &&
+	if ((g_strcmp0(cmd, "guest") == 0 || g_strcmp0(cmd, "report") == 0 ||
+	     g_strcmp0(cmd, "requests") == 0) &&
 	    argc == 3) {
 		escaped = g_uri_escape_string(argv[2], NULL, FALSE);
-		if (g_strcmp0(argv[1], "guest") == 0) {
+		if (g_strcmp0(cmd, "guest") == 0) {
 			path = g_strdup_printf("/v1/guests/%s", escaped);
 			return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_guest);
+		}
+		if (g_strcmp0(cmd, "requests") == 0) {
+			path = g_strdup_printf("/v1/guests/%s/requests", escaped);
+			return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_requests);
 		}
 		path = g_strdup_printf("/v1/guests/%s/report", escaped);
 		return hr_ctl_run(SOUP_METHOD_POST, path, hr_ctl_render_report);
 	}
-	g_printerr("hugeroomctl: cannot understand '%s' with %d argument(s); use guests, "
-		   "guest NAME or report NAME (see --help)\n",
-		   argv[1], argc - 2);
+	g_printerr("hugeroomctl: cannot understand '%s' with %d argument(s) (see --help)\n", cmd,
+		   argc - 2);
 	return HR_CTL_EXIT_USAGE;
 }

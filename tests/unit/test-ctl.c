@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hr-ctl.h"
+#include "hr-request.h"
 
 static JsonNode *
 load_fixture(const gchar *name)
@@ -82,6 +83,10 @@ test_guest_detail(void)
 	assert_contains(out->str, "Guest:        web1\n");
 	assert_contains(out->str, "QEMU pid:     4242\n");
 	assert_contains(out->str, "Held blocks:  12 (2 MiB each)\n");
+	assert_contains(out->str, "Freed:        6 blocks in all, 1200 pages migrated\n");
+	assert_contains(out->str, "Returned:     3 to the host's request, 1 under guest pressure, "
+				  "0 on driver unload\n");
+	assert_contains(out->str, "Requests:     1796017892627952 evacuate partial, 2/3 blocks\n");
 	assert_contains(out->str, "driver_ok yes, discard disabled no, relayed 120");
 	assert_contains(out->str, "Status:       seq 118, 412ms old\n");
 	assert_contains(out->str, "Memory:       total 3.9 GiB, free 1.0 GiB, available 1.1 GiB\n");
@@ -116,6 +121,149 @@ test_format_pages(void)
 	g_assert_cmpstr(b, ==, "4.0 KiB");
 }
 
+/* the JSON the daemon gives for a request, made by the daemon's own code */
+static JsonNode *
+request_json(HrRequest *r)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	hr_request_add_json(r, b);
+	return json_builder_get_root(b);
+}
+
+static HrRequest *
+make_request(void)
+{
+	g_autoptr(GError) error = NULL;
+	HrRequestParams p = {
+	    .kind = HR_REQUEST_EVACUATE, .count = 8, .budget_pages = 4000, .timeout_s = 60};
+	HrRequest *r = hr_request_new(42, &p, NULL, 0, &error);
+	g_assert_no_error(error);
+	return r;
+}
+
+static void
+test_progress_line(void)
+{
+	g_autoptr(HrRequest) r = make_request();
+	g_autoptr(JsonNode) queued = request_json(r);
+	g_autoptr(JsonNode) running = NULL;
+	g_autofree gchar *line0 = hr_ctl_progress_line(queued, 0, FALSE);
+	g_autofree gchar *plain = NULL;
+	g_autofree gchar *bar = NULL;
+	const gchar *tail = "2/8 blocks, 3 tried, 1 failed, 300 pages, 1.5 s, running";
+	HrResult prog = {.blocks_tried = 3,
+			 .blocks_freed = 2,
+			 .pages_migrated = 300,
+			 .elapsed_us = 1500000};
+	guint room;
+
+	g_assert_cmpstr(line0, ==, "0/8 blocks, 0 tried, 0 failed, 0 pages, 0 us, queued");
+	prog.failed[VIRTIO_HUGEROOM_R_UNMOVABLE] = 1;
+	hr_request_sent(r);
+	g_assert_true(hr_request_progress(r, &prog));
+	running = request_json(r);
+	plain = hr_ctl_progress_line(running, 0, FALSE);
+	g_assert_cmpstr(plain, ==, tail);
+
+	/* on a terminal: a bar filled to 2/8 of the room the text leaves */
+	bar = hr_ctl_progress_line(running, 100, TRUE);
+	room = 100 - strlen(tail) - 3;
+	g_assert_cmpuint(strlen(bar), ==, 100);
+	g_assert_true(g_str_has_suffix(bar, tail));
+	g_assert_cmpint(bar[0], ==, '[');
+	g_assert_cmpuint(strspn(bar + 1, "#"), ==, 2 * room / 8);
+	g_assert_cmpuint(strspn(bar + 1 + 2 * room / 8, "."), ==, room - 2 * room / 8);
+	g_assert_true(g_str_has_prefix(bar + 1 + room, "] "));
+	/* a narrow terminal drops the bar, never the numbers */
+	g_free(bar);
+	bar = hr_ctl_progress_line(running, strlen(tail) + 5, TRUE);
+	g_assert_cmpstr(bar, ==, tail);
+}
+
+static void
+test_request_summary(void)
+{
+	g_autoptr(HrRequest) r = make_request();
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(GString) out = g_string_new(NULL);
+	g_autoptr(GError) error = NULL;
+	HrResult res = {.hdr.type = VIRTIO_HUGEROOM_MSG_RESULT,
+			.status = VIRTIO_HUGEROOM_S_BUDGET,
+			.blocks_tried = 8,
+			.blocks_freed = 6,
+			.pages_migrated = 1200,
+			.elapsed_us = 4200000};
+
+	res.failed[VIRTIO_HUGEROOM_R_UNMOVABLE] = 1;
+	res.failed[VIRTIO_HUGEROOM_R_BUDGET] = 1;
+	hr_request_sent(r);
+	hr_request_result(r, &res);
+	g_assert_cmpint(r->state, ==, HR_REQUEST_BUDGET);
+	root = request_json(r);
+	g_assert_true(hr_ctl_render_request(root, out, &error));
+	g_assert_no_error(error);
+	assert_contains(out->str, "Request:      42 (evacuate)\n");
+	assert_contains(out->str, "State:        budget (guest status budget)\n");
+	assert_contains(out->str, "Asked:        8 blocks, budget 4000 pages, timeout 60 s\n");
+	assert_contains(out->str, "Blocks:       6 freed of 8 tried\n");
+	assert_contains(out->str, "Failures:     unmovable 1, budget 1\n");
+	assert_contains(out->str, "Pages:        1200 migrated, 200.0 per freed block\n");
+	assert_contains(out->str, "Elapsed:      4.2 s in the guest\n");
+	g_assert_null(strstr(out->str, "Why:"));
+}
+
+static void
+test_request_failed(void)
+{
+	g_autoptr(GError) error = NULL;
+	HrRequestParams p = {.kind = HR_REQUEST_RETURN, .all = TRUE, .timeout_s = 5};
+	g_autoptr(HrRequest) r = hr_request_new(7, &p, NULL, 0, &error);
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(GString) out = g_string_new(NULL);
+	g_autoptr(GString) table = g_string_new(NULL);
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autofree gchar *line = NULL;
+	g_autofree gchar *list = NULL;
+	g_auto(GStrv) rows = NULL;
+
+	hr_request_set_state(r, HR_REQUEST_LOST, "the device disconnected before it was sent");
+	root = request_json(r);
+	g_assert_true(hr_ctl_render_request(root, out, &error));
+	assert_contains(out->str, "Request:      7 (return)\nState:        lost\n");
+	assert_contains(out->str, "Why:          the device disconnected before it was sent\n");
+	assert_contains(out->str, "Asked:        every held block, timeout 5 s\n");
+	assert_contains(out->str, "Blocks:       0 returned of 0 tried\n");
+	assert_contains(out->str, "Failures:     none\n");
+	/* no target: no bar */
+	line = hr_ctl_progress_line(root, 80, TRUE);
+	g_assert_cmpstr(line, ==, "0 blocks, 0 tried, 0 failed, 0 pages, 0 us, lost");
+
+	/* the table of GET .../requests */
+	{
+		g_autofree gchar *one = json_to_string(root, FALSE);
+		list = g_strdup_printf("{\"guest\":\"vm1\",\"requests\":[%s]}", one);
+	}
+	g_assert_true(json_parser_load_from_data(parser, list, -1, &error));
+	g_assert_true(hr_ctl_render_requests(json_parser_get_root(parser), table, &error));
+	rows = g_strsplit(table->str, "\n", -1);
+	g_assert_cmpuint(g_strv_length(rows), ==, 3);
+	g_assert_true(g_str_has_prefix(rows[0], "ID                 KIND     STATE     TARGET  TRIED  "
+						"FREED FAILED      PAGES   ELAPSED  CREATED"));
+	g_assert_true(g_str_has_prefix(rows[1], "7                  return   lost         all      0 "
+						"     0      0          0      0 us  20"));
+}
+
+static void
+test_format_us(void)
+{
+	g_autofree gchar *a = hr_ctl_format_us(999);
+	g_autofree gchar *b = hr_ctl_format_us(1500);
+	g_autofree gchar *c = hr_ctl_format_us(61000000);
+	g_assert_cmpstr(a, ==, "999 us");
+	g_assert_cmpstr(b, ==, "1.5 ms");
+	g_assert_cmpstr(c, ==, "61.0 s");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -126,5 +274,9 @@ main(int argc, char **argv)
 	g_test_add_func("/ctl/guest/detail", test_guest_detail);
 	g_test_add_func("/ctl/guest/no-status", test_guest_no_status);
 	g_test_add_func("/ctl/format-pages", test_format_pages);
+	g_test_add_func("/ctl/format-us", test_format_us);
+	g_test_add_func("/ctl/request/progress-line", test_progress_line);
+	g_test_add_func("/ctl/request/summary", test_request_summary);
+	g_test_add_func("/ctl/request/failed-and-table", test_request_failed);
 	return g_test_run();
 }
