@@ -820,6 +820,137 @@ test_history(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(only_guest(f)->requests_final[HR_REQUEST_DONE], ==, 5);
 }
 
+typedef struct {
+	gboolean done;
+	gchar *out;
+	gchar *err;
+	GError *error;
+} Proc;
+
+static void
+proc_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	Proc *p = user_data;
+	g_subprocess_communicate_utf8_finish(G_SUBPROCESS(source), res, &p->out, &p->err,
+					     &p->error);
+	p->done = TRUE;
+}
+
+static gboolean
+cond_proc_done(gpointer data)
+{
+	return ((Proc *)data)->done;
+}
+
+/* start hugeroomctl against the test's daemon; its output comes in @p */
+static GSubprocess *
+ctl_start(Fixture *f, Proc *p, const gchar *const *args)
+{
+	const gchar *ctl = g_getenv("HUGEROOMCTL");
+	g_autoptr(GPtrArray) argv = g_ptr_array_new();
+	g_autoptr(GError) error = NULL;
+	GSubprocess *proc;
+
+	g_ptr_array_add(argv, (gpointer)ctl);
+	g_ptr_array_add(argv, (gpointer) "--socket");
+	g_ptr_array_add(argv, f->config->api_socket);
+	for (guint i = 0; args[i] != NULL; i++)
+		g_ptr_array_add(argv, (gpointer)args[i]);
+	g_ptr_array_add(argv, NULL);
+	proc = g_subprocess_newv((const gchar *const *)argv->pdata,
+				 G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
+				 &error);
+	g_assert_no_error(error);
+	g_subprocess_communicate_utf8_async(proc, NULL, NULL, proc_done_cb, p);
+	return proc;
+}
+
+static void
+proc_clear(Proc *p)
+{
+	g_free(p->out);
+	g_free(p->err);
+	g_clear_error(&p->error);
+	memset(p, 0, sizeof(*p));
+}
+
+static void
+assert_has(const gchar *text, const gchar *needle)
+{
+	if (strstr(text, needle) == NULL)
+		g_error("'%s' not in:\n%s", needle, text);
+}
+
+/* the real hugeroomctl binary, polling the daemon while the device answers */
+static void
+test_cli_wait(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(GSubprocess) proc = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	const gchar *evacuate[] = {"evacuate", "vm1", "--blocks", "2", "--wait", "--json", NULL};
+	const gchar *capture[] = {"capture", "vm1", "--blocks", "3", "--wait", NULL};
+	const gchar *requests[] = {"requests", "vm1", NULL};
+	JsonObject *req;
+	Proc p = {0};
+	(void)data;
+
+	if (g_getenv("HUGEROOMCTL") == NULL) {
+		g_test_skip("HUGEROOMCTL is not set (run through meson test)");
+		return;
+	}
+	dev = fake_device_up(f, "vm1", 0x10);
+	wait_ready(f, TRUE);
+
+	proc = ctl_start(f, &p, evacuate);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	send_msg(dev, make_result(VIRTIO_HUGEROOM_MSG_PROGRESS, cmd->hdr.request_id, 0, 1, 1, 10));
+	/* let it see the running state */
+	fake_expect_silence(dev, 600);
+	send_msg(dev, make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, cmd->hdr.request_id, 0, MiB(8), 2));
+	send_msg(dev, make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id,
+				  VIRTIO_HUGEROOM_S_OK, 2, 2, 30));
+	wait_for(cond_proc_done, &p, "hugeroomctl evacuate --wait");
+	g_assert_no_error(p.error);
+	g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 0);
+	/* stdout: the final request as JSON; stderr: a line per state */
+	g_assert_true(json_parser_load_from_data(parser, p.out, -1, &error));
+	req = json_node_get_object(json_parser_get_root(parser));
+	g_assert_cmpint(json_object_get_int_member(req, "request_id"), ==, cmd->hdr.request_id);
+	g_assert_cmpstr(json_object_get_string_member(req, "state"), ==, "done");
+	g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(req, "result"),
+						   "blocks_freed"),
+			==, 2);
+	assert_has(p.err, ": 1/2 blocks, 1 tried, 0 failed, 10 pages, 1.0 ms, running\n");
+	assert_has(p.err, ": 2/2 blocks, 2 tried, 0 failed, 30 pages, 2.0 ms, done\n");
+	proc_clear(&p);
+	g_clear_object(&proc);
+	g_clear_pointer(&cmd, hr_cmd_free);
+
+	/* a partial capture: the summary, and exit 1 */
+	proc = ctl_start(f, &p, capture);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_CAPTURE);
+	send_msg(dev, make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id,
+				  VIRTIO_HUGEROOM_S_PARTIAL, 3, 1, 0));
+	wait_for(cond_proc_done, &p, "hugeroomctl capture --wait");
+	g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 1);
+	assert_has(p.err, "capture request ");
+	assert_has(p.out, "State:        partial (guest status partial)\n");
+	assert_has(p.out, "Blocks:       1 freed of 3 tried\n");
+	assert_has(p.out, "Failures:     unmovable 2\n");
+	proc_clear(&p);
+	g_clear_object(&proc);
+
+	proc = ctl_start(f, &p, requests);
+	wait_for(cond_proc_done, &p, "hugeroomctl requests");
+	g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 0);
+	assert_has(p.out, " evacuate done           2      2      2      0         30    2.0 ms  ");
+	assert_has(p.out, " capture  partial        3      3      1      2          0    3.0 ms  ");
+	proc_clear(&p);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -841,6 +972,7 @@ main(int argc, char **argv)
 	ADD("/requests/gate", test_gate);
 	ADD("/requests/validation", test_validation);
 	ADD("/requests/history", test_history);
+	ADD("/requests/cli-wait", test_cli_wait);
 #undef ADD
 	return g_test_run();
 }
