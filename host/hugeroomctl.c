@@ -16,6 +16,7 @@ typedef enum {
 	HR_CTL_EXIT_OK = 0,
 	HR_CTL_EXIT_ERROR = 1,
 	HR_CTL_EXIT_USAGE = 2,
+	HR_CTL_EXIT_SHORT = 3, /* --wait: partial, budget or cancelled */
 } HrCtlExit;
 
 static gchar *opt_socket;
@@ -213,7 +214,12 @@ hr_ctl_wait(const gchar *guest, guint64 id)
 		g_printerr("hugeroomctl: %s\n", error->message);
 		return HR_CTL_EXIT_ERROR;
 	}
-	return g_strcmp0(state, "done") == 0 ? HR_CTL_EXIT_OK : HR_CTL_EXIT_ERROR;
+	if (g_strcmp0(state, "done") == 0)
+		return HR_CTL_EXIT_OK;
+	if (g_strcmp0(state, "partial") == 0 || g_strcmp0(state, "budget") == 0 ||
+	    g_strcmp0(state, "cancelled") == 0)
+		return HR_CTL_EXIT_SHORT;
+	return HR_CTL_EXIT_ERROR;
 }
 
 static gboolean
@@ -446,7 +452,7 @@ main(int argc, char **argv)
 	     "Give up after S seconds, queue included (default: the daemon's)", "S"},
 	    {"all", 'a', 0, G_OPTION_ARG_NONE, &opt_all, "return: every held block", NULL},
 	    {"wait", 'w', 0, G_OPTION_ARG_NONE, &opt_wait,
-	     "Wait for the request to end, showing progress; exit 0 only if it did all", NULL},
+	     "Wait for the request to end, showing progress, then summarize it", NULL},
 	    {NULL},
 	};
 	g_autofree gchar *escaped = NULL;
@@ -472,7 +478,9 @@ main(int argc, char **argv)
 	    "  requests GUEST               the guest's recent requests\n"
 	    "  request GUEST REQUEST_ID     one request in detail\n"
 	    "\n"
-	    "With --wait, exits 0 when the request did all it was asked, 1 otherwise.");
+	    "With --wait: exit 0 when the request did all it was asked (done); 3 when it\n"
+	    "ended short (partial, budget, cancelled); 1 when it failed, timed out or was\n"
+	    "lost, or on any error; 2 on a usage error.");
 	g_option_context_add_main_entries(context, entries, NULL);
 	if (!g_option_context_parse(context, &argc, &argv, &error)) {
 		g_printerr("hugeroomctl: %s (see --help)\n", error->message);
