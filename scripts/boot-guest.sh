@@ -29,7 +29,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-KVER= MEM=1G CPUS=2 NAME=hr-guest APPEND= LOG= SSOCK= QMP= QEMU= WAIT=
+KVER='' MEM=1G CPUS=2 NAME=hr-guest APPEND='' LOG='' SSOCK='' QMP='' QEMU='' WAIT=''
 ACCEL=${HUGEROOM_ACCEL:-auto}
 INITRDS=()
 while getopts 'k:i:l:m:c:n:a:S:Q:q:A:wh' opt; do
@@ -96,7 +96,7 @@ COMMON=(-nodefaults -L /usr/share/qemu -L /usr/share/seabios
 # /dev/kvm fine but the guest crashes, so opening it proves nothing.
 kvm_works() {
     [ -r /dev/kvm ] && [ -w /dev/kvm ] || return 1
-    local boot_id key cache dir rc=1 i pid
+    local boot_id key cache dir rc=1 pid
     boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
     key=$(printf '%s %s %s' "$boot_id" "$QEMU" "$(stat -c %Y "$QEMU")" | sha256sum | cut -c1-16)
     cache=$HUGEROOM_CACHE/accel/$key
@@ -116,7 +116,7 @@ kvm_works() {
         -kernel "$VMLINUZ" -initrd "$dir/probe.cpio.gz" \
         -append "console=ttyS0 panic=-1 quiet" >"$dir/qemu.log" 2>&1 &
     pid=$!
-    for i in $(seq 1 150); do
+    for _ in $(seq 1 150); do
         if grep -q HR-KVM-PROBE-OK "$dir/serial" 2>/dev/null; then rc=0; break; fi
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
