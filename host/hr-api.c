@@ -13,6 +13,8 @@
 struct _HrApi {
 	HrDaemon *daemon;
 	SoupServer *server;
+	GSocketService *service;
+	GSocket *socket;
 };
 
 static const gchar *hist_names[VIRTIO_HUGEROOM_NR_HIST] = {"512", "448", "256", "64", "1", "0"};
@@ -519,20 +521,6 @@ hr_api_check_method(SoupServerMessage *msg, const gchar *allowed)
 	return FALSE;
 }
 
-static gboolean
-hr_api_check_peer(SoupServerMessage *msg)
-{
-	g_autoptr(GError) error = NULL;
-	GSocket *socket = soup_server_message_get_socket(msg);
-	if (socket != NULL && hr_socket_peer_is_trusted(socket, &error))
-		return TRUE;
-	g_warning("API request refused: %s", error != NULL ? error->message : "no socket");
-	hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "%s: run hugeroomctl as root or as the "
-			   "user hugeroomd runs as",
-			   error != NULL ? error->message : "peer unknown");
-	return FALSE;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Requests: POST evacuate, capture, return, cancel; GET requests */
 
@@ -896,8 +884,6 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 	(void)server;
 	(void)query;
 
-	if (!hr_api_check_peer(msg))
-		return;
 	/* "/v1/guests", "/v1/guests/NAME", "/v1/guests/NAME/report" */
 	parts = g_strsplit(path + strlen("/v1/guests"), "/", -1);
 	if (g_strv_length(parts) <= 1 || (g_strv_length(parts) == 2 && parts[1][0] == '\0')) {
@@ -992,8 +978,6 @@ hr_api_metrics_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 	(void)server;
 	(void)query;
 
-	if (!hr_api_check_peer(msg))
-		return;
 	if (g_strcmp0(path, "/metrics") != 0) {
 		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
 		return;
@@ -1013,8 +997,6 @@ hr_api_default_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 	(void)server;
 	(void)query;
 	(void)user_data;
-	if (!hr_api_check_peer(msg))
-		return;
 	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
 			   "no such resource %s; try /v1/guests or /metrics", path);
 }
@@ -1036,20 +1018,100 @@ hr_api_free(HrApi *api)
 {
 	if (api == NULL)
 		return;
+	if (api->service != NULL) {
+		g_socket_service_stop(api->service);
+		g_socket_listener_close(G_SOCKET_LISTENER(api->service));
+		g_clear_object(&api->service);
+	}
+	g_clear_object(&api->socket);
 	soup_server_disconnect(api->server);
 	g_object_unref(api->server);
 	g_free(api);
+}
+
+static void
+hr_api_refused_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	g_autoptr(GSocketConnection) connection = user_data;
+	g_autoptr(GError) error = NULL;
+	if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(source), res, NULL, &error))
+		g_debug("refusal not delivered: %s", error->message);
+	g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
+}
+
+/* answer 403 without HTTP parsing: the peer gets nothing else from us */
+static void
+hr_api_refuse(GSocketConnection *connection, const gchar *why)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	g_autofree gchar *msg = g_strdup_printf("%s: run hugeroomctl as root or as the user "
+						"hugeroomd runs as",
+						why);
+	g_autofree gchar *body = NULL;
+	gchar *reply;
+	GOutputStream *out = g_io_stream_get_output_stream(G_IO_STREAM(connection));
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "error");
+	json_builder_add_string_value(b, msg);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	body = json_to_string(node, FALSE);
+	reply = g_strdup_printf("HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n"
+				"Content-Length: %" G_GSIZE_FORMAT "\r\nConnection: close\r\n\r\n%s",
+				strlen(body), body);
+	g_output_stream_write_all_async(out, reply, strlen(reply), G_PRIORITY_DEFAULT, NULL,
+					hr_api_refused_cb, g_object_ref(connection));
+	/* the stream does not copy: free the text once the connection goes */
+	g_object_set_data_full(G_OBJECT(connection), "hr-api-refusal", reply, g_free);
+}
+
+/*
+ * We accept connections ourselves and hand them to libsoup as streams:
+ * the peer is checked once per connection, and libsoup 3.2's own listener
+ * leaks a socket (and its fd) per connection.
+ */
+static gboolean
+hr_api_incoming_cb(GSocketService *service, GSocketConnection *connection, GObject *source,
+		   gpointer user_data)
+{
+	HrApi *api = user_data;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GSocketAddress) local = NULL;
+	g_autoptr(GSocketAddress) remote = NULL;
+	(void)service;
+	(void)source;
+
+	if (!hr_socket_peer_is_trusted(g_socket_connection_get_socket(connection), &error)) {
+		g_warning("API connection refused: %s", error->message);
+		hr_api_refuse(connection, error->message);
+		return TRUE;
+	}
+	local = g_socket_connection_get_local_address(connection, NULL);
+	remote = g_socket_connection_get_remote_address(connection, NULL);
+	if (!soup_server_accept_iostream(api->server, G_IO_STREAM(connection), local, remote,
+					 &error))
+		g_warning("API connection dropped: %s", error->message);
+	return TRUE;
 }
 
 gboolean
 hr_api_listen(HrApi *api, const gchar *path, GError **error)
 {
 	g_autoptr(GSocket) socket = hr_socket_listen_unix(path, 0660, error);
+	g_autoptr(GSocketService) service = NULL;
+
 	if (socket == NULL)
 		return FALSE;
-	if (!soup_server_listen_socket(api->server, socket, 0, error)) {
+	service = g_socket_service_new();
+	if (!g_socket_listener_add_socket(G_SOCKET_LISTENER(service), socket, NULL, error)) {
 		g_prefix_error(error, "cannot serve HTTP on %s: ", path);
 		return FALSE;
 	}
+	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_incoming_cb), api);
+	g_socket_service_start(service);
+	api->service = g_steal_pointer(&service);
+	api->socket = g_steal_pointer(&socket);
 	return TRUE;
 }

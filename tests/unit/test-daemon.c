@@ -11,6 +11,10 @@
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hr-api.h"
@@ -491,6 +495,100 @@ test_api_metrics(Fixture *f, gconstpointer data)
 	g_assert_nonnull(strstr(text, "hugeroom_rejected_connections_total 0\n"));
 }
 
+static guint
+count_fds(void)
+{
+	g_autoptr(GDir) dir = g_dir_open("/proc/self/fd", 0, NULL);
+	guint n = 0;
+	while (g_dir_read_name(dir) != NULL)
+		n++;
+	return n;
+}
+
+static void
+drain(guint ms)
+{
+	gint64 until = g_get_monotonic_time() + ms * 1000;
+	while (g_get_monotonic_time() < until) {
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+}
+
+/* every API connection is closed and freed (libsoup 3.2's listener leaks) */
+static void
+test_api_no_fd_leak(Fixture *f, gconstpointer data)
+{
+	guint before, after;
+	(void)data;
+
+	g_clear_pointer(&(JsonNode *){http(f, "GET", "/v1/guests", 200, NULL)}, json_node_unref);
+	drain(100);
+	before = count_fds();
+	for (guint i = 0; i < 40; i++) {
+		JsonNode *root = http(f, "GET", "/v1/guests", 200, NULL);
+		json_node_unref(root);
+	}
+	drain(200);
+	after = count_fds();
+	g_assert_cmpuint(after, <=, before + 2);
+}
+
+/* the child: connect as another uid, expect a 403 naming it */
+static int
+refused_child(const gchar *path)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	const char req[] = "GET /v1/guests HTTP/1.1\r\nHost: localhost\r\n\r\n";
+	char buf[4096];
+	size_t off = 0;
+	ssize_t n;
+	int fd;
+
+	alarm(10);
+	if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+		return 2;
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	strncpy(sun.sun_path, path, sizeof(sun.sun_path) - 1);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0)
+		return 3;
+	if (write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1))
+		return 4;
+	while (off < sizeof(buf) - 1 && (n = read(fd, buf + off, sizeof(buf) - 1 - off)) > 0)
+		off += n;
+	buf[off] = '\0';
+	if (strstr(buf, "HTTP/1.1 403 Forbidden\r\n") == NULL ||
+	    strstr(buf, "uid 65534 may not use this API") == NULL)
+		return 5;
+	return 0;
+}
+
+static void
+test_api_refuses_other_uid(Fixture *f, gconstpointer data)
+{
+	int status = 0;
+	pid_t pid;
+	(void)data;
+
+	if (getuid() != 0) {
+		g_test_skip("needs root to connect as another user");
+		return;
+	}
+	/* let the other user reach the socket: only the peer check stops it */
+	g_assert_cmpint(g_chmod(f->tmpdir, 0711), ==, 0);
+	g_assert_cmpint(g_chmod(f->config->api_socket, 0666), ==, 0);
+	pid = fork();
+	g_assert_cmpint(pid, >=, 0);
+	if (pid == 0)
+		_exit(refused_child(f->config->api_socket));
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+	g_assert_true(WIFEXITED(status));
+	g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+}
+
 static void
 test_second_daemon_refused(Fixture *f, gconstpointer data)
 {
@@ -510,6 +608,7 @@ main(int argc, char **argv)
 	/* a device dropped for garbage is a warning, and expected here */
 	g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
 	g_log_set_fatal_mask("HrDevice", G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+	g_log_set_fatal_mask("HrApi", G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
 
 #define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
 	ADD("/daemon/hello", test_hello);
@@ -527,6 +626,8 @@ main(int argc, char **argv)
 	ADD("/api/guest", test_api_guest);
 	ADD("/api/report", test_api_report);
 	ADD("/api/metrics", test_api_metrics);
+	ADD("/api/no-fd-leak", test_api_no_fd_leak);
+	ADD("/api/refuses-other-uid", test_api_refuses_other_uid);
 #undef ADD
 	return g_test_run();
 }
