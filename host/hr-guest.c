@@ -120,6 +120,16 @@ hr_guest_free(HrGuest *guest)
 	g_hash_table_unref(guest->held);
 	g_hash_table_unref(guest->pending);
 	g_clear_handle_id(&guest->retry_id, g_source_remove);
+	{
+		/* a planner may keep a request beyond us: no timer may fire on it */
+		GHashTableIter iter;
+		HrRequest *request;
+		g_hash_table_iter_init(&iter, guest->requests);
+		while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&request)) {
+			g_clear_handle_id(&request->timeout_id, g_source_remove);
+			request->owner = NULL;
+		}
+	}
 	g_queue_clear(&guest->queue);
 	g_queue_clear(&guest->finished);
 	g_hash_table_unref(guest->requests);
