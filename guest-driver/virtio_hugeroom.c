@@ -1561,6 +1561,7 @@ struct virtio_hugeroom_run {
 	unsigned int since_progress;
 	u32 stop;			/* S_CANCELLED or S_BUDGET once stopped */
 	bool no_discard;		/* the device refused a HOLD */
+	bool no_memory;			/* admission failed, or -ENOMEM */
 	bool budget_skipped;		/* a block was left for the budget */
 };
 
@@ -1803,6 +1804,9 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 
 	reason = virtio_hugeroom_evac_check(vh, pfn, &free, &zone);
 	if (reason >= 0) {
+		/* Every further block would break the admission rule too. */
+		if (reason == VIRTIO_HUGEROOM_R_NOMEM)
+			r->no_memory = true;
 		virtio_hugeroom_run_fail(r, reason);
 		return 0;
 	}
@@ -1845,7 +1849,9 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 		reason = VIRTIO_HUGEROOM_R_UNMOVABLE;
 		break;
 	case -ENOMEM:
+		/* As virtio-mem: no point in migrating more without memory. */
 		reason = VIRTIO_HUGEROOM_R_NOMEM;
+		r->no_memory = true;
 		break;
 	case -ECANCELED:
 		reason = VIRTIO_HUGEROOM_R_CANCELLED;
@@ -1871,7 +1877,8 @@ static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 	u32 i;
 
 	for (i = 0; i < nr; i++) {
-		if (virtio_hugeroom_run_enough(r) || r->no_discard)
+		if (virtio_hugeroom_run_enough(r) || r->no_discard ||
+		    r->no_memory)
 			return;
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
@@ -1903,7 +1910,8 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 		virtio_hugeroom_scan(s, ULONG_MAX, U64_MAX);
 		progress = false;
 		for (i = 0; i < s->done->nr_cands; i++) {
-			if (virtio_hugeroom_run_enough(r) || r->no_discard)
+			if (virtio_hugeroom_run_enough(r) || r->no_discard ||
+			    r->no_memory)
 				goto out;
 			r->stop = virtio_hugeroom_run_check(r);
 			if (r->stop)

@@ -11,6 +11,15 @@ socket,server=off), and once the driver is up (DEVICE_STATE driver_ok=1):
 Prints TAP and exits non-zero on failure.
 
 Usage: fake-daemon.py SOCKET_PATH [TIMEOUT_S]
+       fake-daemon.py holds SERIES        (6.12 or 6.1)
+
+"holds" boots a guest itself (tests/vm/hrvm.py, the patched QEMU, the
+guest agent and memfill) with this script as its daemon, and drives
+EVACUATE (CHEAPEST and explicit), CAPTURE, RETURN and CANCEL through the
+device: RESULT arithmetic, HOLD/RETURNED relays against debugfs "held",
+guest MemTotal and QEMU RssAnon against the held amount, a pinned block
+failing with R_UNMOVABLE, memory pressure returning blocks without an OOM
+kill, memfill checksums, and everything given back on rmmod.
 """
 import os
 import socket
@@ -143,4 +152,8 @@ def main():
 
 
 if __name__ == '__main__':
+    if len(sys.argv) > 1 and sys.argv[1] == 'holds':
+        import holds_test  # noqa: E402  (next to this file)
+        sys.exit(holds_test.main(sys.argv[2] if len(sys.argv) > 2
+                                 else '6.12'))
     sys.exit(main())

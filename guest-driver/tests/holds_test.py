@@ -1,0 +1,407 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Driver test of EVACUATE, CAPTURE, RETURN, CANCEL and holds, run by
+`fake-daemon.py holds SERIES`.
+
+This file plays hugeroomd over the device's chardev (a Unix socket the
+patched QEMU connects to) and drives the guest through tests/vm/hrvm.py
+(serial-console agent, memfill).  Checks, printed as TAP:
+
+* EVACUATE CHEAPEST: RESULT S_OK with blocks_freed == count and
+  blocks_freed + sum(failed) == blocks_tried; the relayed HOLDs list
+  exactly the blocks of debugfs "held"; every PROGRESS obeys the <= rule.
+* Host memory: the QEMU process's RssAnon drops by at least 90% of the held
+  amount (every guest page was made resident first), guest MemTotal drops by
+  exactly the held amount.
+* Explicit EVACUATE with a block that holds a pinned page (debugfs
+  pin_unmovable), a held block and free ones: R_UNMOVABLE, R_HELD, the
+  others freed, in order, until count.
+* CAPTURE holds blocks; a second EVACUATE while one runs gets S_BUSY; CANCEL
+  stops a long EVACUATE with S_CANCELLED.
+* RETURN (count and explicit, with a block never held: R_OTHER, S_PARTIAL)
+  relays RETURNED reason host with the command's id; MemTotal comes back.
+* Memory pressure (tools/pressure) gets blocks back (RETURNED reason
+  pressure) and no process is OOM-killed.
+* memfill checksums match after all of it; rmmod returns the rest (reason
+  unload) and the device holds nothing.
+"""
+import os
+import queue
+import socket
+import struct
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', '..', 'tests', 'vm'))
+import hrvm  # noqa: E402
+
+MAGIC = 0x48524348
+HELLO, WELCOME, GUEST_MSG, HOST_CMD, DEVICE_STATE, SET_INTERVAL = range(1, 7)
+STATUS, RESULT, PROGRESS, HOLD, RETURNED = 1, 2, 3, 4, 5
+EVACUATE, CAPTURE, RETURN, CANCEL = 17, 18, 19, 21
+F_EVACUATE, F_HOLD, F_DEFLATE = 1 << 1, 1 << 2, 1 << 4
+CHEAPEST = 1
+S_OK, S_PARTIAL, S_BUDGET, S_CANCELLED, S_INVALID, S_UNSUP, S_BUSY = range(7)
+R_UNMOVABLE, R_OFFLINE, R_ZONE, R_NOMEM, R_BUDGET, R_HELD = range(6)
+R_CANCELLED, R_OTHER = 6, 7
+RET_HOST, RET_PRESSURE, RET_UNLOAD = 0, 1, 2
+BLOCK = 2 << 20
+
+
+def frame(t, payload):
+    return struct.pack('<IHHII', MAGIC, 1, t, len(payload), 0) + payload
+
+
+def hdr(t, flags, length, rid):
+    return struct.pack('<HHIQ', t, flags, length, rid)
+
+
+class FakeDaemon:
+    """Accepts the device's connection and files every frame in a queue."""
+
+    def __init__(self, workdir):
+        self.vm_sock = os.path.join(workdir, 'vm.sock')
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(self.vm_sock)
+        self.srv.listen(1)
+        self.q = queue.Queue()
+        self.backlog = []       # decoded messages nobody asked for yet
+        self.conn = None
+        self.state = None
+        self.lock = threading.Lock()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        self.conn, _ = self.srv.accept()
+        buf = b''
+        while True:
+            try:
+                d = self.conn.recv(65536)
+            except OSError:
+                return
+            if not d:
+                return
+            buf += d
+            while len(buf) >= 16:
+                magic, _, t, ln, _ = struct.unpack('<IHHII', buf[:16])
+                assert magic == MAGIC
+                if len(buf) < 16 + ln:
+                    break
+                p, buf = buf[16:16 + ln], buf[16 + ln:]
+                if t == HELLO:
+                    self.conn.sendall(frame(WELCOME, struct.pack('<II', 1, 0)))
+                elif t == DEVICE_STATE:
+                    with self.lock:
+                        self.state = struct.unpack('<QQQQIIII', p)
+                elif t == GUEST_MSG:
+                    self.q.put(p)
+
+    def send(self, cmd):
+        self.conn.sendall(frame(HOST_CMD, cmd))
+
+    def of(self, rid, timeout):
+        """Messages of request rid up to its RESULT; others stay queued."""
+        out = []
+        end = time.monotonic() + timeout
+        while True:
+            keep = []
+            for m in self.backlog:
+                (out if m['id'] == rid and not (out and out[-1]['type'] ==
+                                                RESULT) else keep).append(m)
+            self.backlog = keep
+            if out and out[-1]['type'] == RESULT:
+                return out
+            left = end - time.monotonic()
+            if left <= 0:
+                raise hrvm.Failure('no RESULT for %d in %ds; got %s' %
+                                   (rid, timeout, [m['type'] for m in out]))
+            try:
+                self.backlog.append(decode(self.q.get(timeout=left)))
+            except queue.Empty:
+                continue
+
+    def drain(self, quiet=3):
+        """Everything not yet taken, once nothing came for quiet seconds."""
+        while True:
+            try:
+                self.backlog.append(decode(self.q.get(timeout=quiet)))
+            except queue.Empty:
+                break
+        out, self.backlog = self.backlog, []
+        return out
+
+
+def decode(p):
+    t, flags, ln, rid = struct.unpack('<HHIQ', p[:16])
+    m = {'type': t, 'flags': flags, 'len': ln, 'id': rid}
+    if t in (RESULT, PROGRESS):
+        st, tried, freed, _ = struct.unpack('<IIII', p[16:32])
+        m.update(status=st, tried=tried, freed=freed,
+                 failed=list(struct.unpack('<8I', p[32:64])),
+                 migrated=struct.unpack('<Q', p[64:72])[0],
+                 elapsed_us=struct.unpack('<Q', p[72:80])[0])
+    elif t in (HOLD, RETURNED):
+        nr, reason = struct.unpack('<II', p[16:24])
+        m.update(reason=reason,
+                 gpas=list(struct.unpack('<%dQ' % nr, p[24:24 + 8 * nr])))
+    return m
+
+
+def evacuate(rid, count, gpas=(), flags=0, budget_ms=0, budget_pages=0):
+    ln = 40 + 8 * len(gpas)
+    return (hdr(EVACUATE, flags, ln, rid) +
+            struct.pack('<IIIIQ', count, len(gpas), 0, budget_ms,
+                        budget_pages) +
+            b''.join(struct.pack('<Q', g) for g in gpas))
+
+
+def capture(rid, count, budget_ms=0):
+    return hdr(CAPTURE, 0, 24, rid) + struct.pack('<II', count, budget_ms)
+
+
+def ret(rid, count, gpas=()):
+    return (hdr(RETURN, 0, 24 + 8 * len(gpas), rid) +
+            struct.pack('<II', count, len(gpas)) +
+            b''.join(struct.pack('<Q', g) for g in gpas))
+
+
+def cancel(rid):
+    return hdr(CANCEL, 0, 16, rid)
+
+
+class Run:
+    def __init__(self, series):
+        self.tap = hrvm.Tap()
+        self.series = series
+        self.held = set()
+
+    def ok(self, cond, name, diag=''):
+        return self.tap.ok(cond, name, diag)
+
+    def command(self, cmd, rid, timeout=600):
+        """Send cmd (None: already sent), collect its messages up to the
+        RESULT."""
+        if cmd:
+            self.d.send(cmd)
+        mine = self.d.of(rid, timeout)
+        res = mine[-1]
+        holds = [g for m in mine if m['type'] == HOLD for g in m['gpas']]
+        rets = [m for m in mine if m['type'] == RETURNED]
+        progs = [m for m in mine if m['type'] == PROGRESS]
+        self.held |= set(holds)
+        for m in rets:
+            self.held -= set(m['gpas'])
+        hrvm.log('request %d: status %d tried %d freed %d failed %s '
+                 'migrated %d %d ms, %d HOLD gpas, %d PROGRESS' %
+                 (rid, res['status'], res['tried'], res['freed'],
+                  res['failed'], res['migrated'], res['elapsed_us'] // 1000,
+                  len(holds), len(progs)))
+        arith = res['freed'] + sum(res['failed']) == res['tried']
+        prog_ok = all(p['freed'] + sum(p['failed']) <= p['tried'] and
+                      p['status'] == 0 for p in progs)
+        self.ok(arith and prog_ok,
+                'request %d: RESULT and PROGRESS arithmetic' % rid)
+        return res, holds, rets, progs
+
+    def guest_held(self):
+        return {int(x, 16) for x in self.g.debugfs('held')}
+
+    def memtotal(self):
+        return self.g.meminfo()['MemTotal']
+
+    def field(self, key):
+        for line in self.g.debugfs('status'):
+            f = line.split()
+            if f and f[0] == key:
+                return f[1:]
+        return None
+
+    def memfill(self, name, mib, chunk, seed):
+        d = '/tmp/' + name
+        self.g.cmd('sh mkdir -p %s; /tools/memfill serve %s %d %d %d '
+                   '>%s/log 2>&1 &' % (d, d, mib, chunk, seed, d))
+        hrvm.wait_for(lambda: any('READY' in x for x in
+                                  self.g.cmd('sh cat %s/log' % d)),
+                      900, 'memfill %s' % name, interval=2)
+
+    def verify(self, what):
+        bad = []
+        for name in ('mf-dense', 'mf-holes'):
+            out = self.g.cmd('sh /tools/memfill ctl /tmp/%s verify || true'
+                             % name, timeout=900)
+            hrvm.log('%s %s: %s' % (what, name, out))
+            if not any('bad=0 ' in x for x in out):
+                bad.append(name)
+        return self.ok(not bad, '%s: every memfill checksum matches' % what,
+                       str(bad))
+
+    def main(self):
+        kver, _ = hrvm.pick_kernel(self.series)
+        wd = hrvm.workdir('hr-holds-%s' % self.series)
+        ko = hrvm.build_module(kver)
+        initrd = hrvm.build_initramfs(kver, ko, wd, tools=True)
+        self.d = FakeDaemon(wd)
+        self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,
+                            daemon=self.d, mem='1G')
+        self.g.start()
+        try:
+            self.body()
+        finally:
+            self.g.stop()
+        return self.tap.done()
+
+    def body(self):
+        g, d = self.g, self.d
+        hrvm.wait_for(lambda: d.state and d.state[5], 120, 'DRIVER_OK')
+        feats = d.state[0]
+        self.ok(feats & F_EVACUATE and feats & F_HOLD and feats & F_DEFLATE,
+                'driver negotiated EVACUATE, HOLD, DEFLATE_ON_OOM (%#x)' %
+                feats)
+
+        # Make every guest page resident in QEMU, then free it again, so
+        # that a discarded block shows up in RssAnon.
+        mi = g.meminfo()
+        touch = mi['MemAvailable'] // 1024 - 96
+        g.cmd('sh /tools/pressure %d' % touch, timeout=900)
+        self.memfill('mf-dense', 200, 0, 11)
+        self.memfill('mf-holes', 240, 16, 22)
+        self.verify('after fill')
+
+        # ---- CHEAPEST ----
+        total0, rss0 = self.memtotal(), hrvm.rss_anon_kb(g.pid)
+        res, holds, _, progs = self.command(evacuate(1001, 64,
+                                                     flags=CHEAPEST), 1001)
+        self.ok(res['status'] == S_OK and res['freed'] == 64 and
+                len(holds) == 64,
+                'CHEAPEST 64: S_OK, 64 freed, 64 gpas in HOLDs',
+                str(res))
+        gh = self.guest_held()
+        self.ok(gh == self.held, 'debugfs held equals the relayed HOLDs '
+                '(%d, %d)' % (len(gh), len(self.held)))
+        total1 = self.memtotal()
+        time.sleep(1)
+        rss1 = hrvm.rss_anon_kb(g.pid)
+        self.ok(total0 - total1 == 64 * 2048,
+                'MemTotal dropped by the held amount (%d kB)' %
+                (total0 - total1))
+        self.ok(rss0 - rss1 >= 0.9 * 64 * 2048,
+                'QEMU RssAnon dropped by >= 90%% of the held amount '
+                '(%d of %d kB)' % (rss0 - rss1, 64 * 2048))
+        self.ok(d.state[4] == len(self.held),
+                'device num_held %d == %d' % (d.state[4], len(self.held)))
+        st_held = self.field('held_blocks')
+        g.cmd('sh echo 1 >/sys/kernel/debug/virtio_hugeroom/report_now')
+        st_held = self.field('held_blocks')
+        self.ok(st_held == [str(len(self.held))],
+                'STATUS held_blocks is %s' % st_held)
+
+        # ---- explicit, with a pinned block and a held one ----
+        g.cmd('sh echo 64 >/sys/kernel/debug/virtio_hugeroom/pin_unmovable')
+        pins = [int(x, 16) for x in g.debugfs('pin_unmovable')]
+        cands = [int(line.split()[1], 16) for line in g.debugfs('status')
+                 if line.startswith('candidate ')]
+        pinned = None
+        for p in pins:
+            b = p & ~(BLOCK - 1)
+            if b in cands:
+                pinned = b
+                break
+        self.ok(pinned is not None, 'a candidate block holds a pinned page',
+                'pins %s' % [hex(p) for p in pins[:8]])
+        free = [c for c in cands if c != pinned and c not in self.held and
+                all(p & ~(BLOCK - 1) != c for p in pins)][:3]
+        a_held = sorted(self.held)[0]
+        gpas = [pinned or free[2], a_held] + free[:2]
+        res, holds, _, _ = self.command(evacuate(1002, 2, gpas), 1002)
+        self.ok(res['failed'][R_UNMOVABLE] == (1 if pinned else 0) and
+                res['failed'][R_HELD] == 1 and res['freed'] == 2 and
+                holds == free[:2] and res['status'] == S_OK,
+                'explicit: pinned block R_UNMOVABLE, held block R_HELD, '
+                'the next two held in order', str(res))
+        g.cmd('sh echo 0 >/sys/kernel/debug/virtio_hugeroom/pin_unmovable')
+
+        # ---- CAPTURE ----
+        res, holds, _, _ = self.command(capture(1003, 8, 60000), 1003)
+        self.ok(res['freed'] == len(holds) and res['freed'] >= 1 and
+                res['status'] in (S_OK, S_PARTIAL),
+                'CAPTURE 8: %d held' % res['freed'], str(res))
+
+        # ---- BUSY and CANCEL: cmdq keeps order, so both come after the
+        # EVACUATE has started and before it can have done 100 blocks ----
+        d.send(evacuate(1004, 100, flags=CHEAPEST))
+        d.send(evacuate(1005, 1, flags=CHEAPEST))
+        d.send(cancel(1004))
+        res, _, _, _ = self.command(None, 1005, timeout=60)
+        self.ok(res['status'] == S_BUSY and res['tried'] == 0,
+                'second EVACUATE while one runs: S_BUSY')
+        res, holds, _, _ = self.command(None, 1004)
+        self.ok(res['status'] == S_CANCELLED and res['freed'] < 100 and
+                res['freed'] == len(holds),
+                'CANCEL stops the running EVACUATE (%d freed)' % res['freed'],
+                str(res))
+        self.ok(self.guest_held() == self.held,
+                'debugfs held still equals the relayed view (%d)' %
+                len(self.held))
+        self.verify('after evacuations')
+
+        # ---- RETURN ----
+        total0 = self.memtotal()
+        res, _, rets, _ = self.command(ret(1006, 10), 1006)
+        gave = [x for m in rets for x in m['gpas']]
+        self.ok(res['status'] == S_OK and res['freed'] == 10 and
+                len(gave) == 10 and
+                all(m['reason'] == RET_HOST for m in rets),
+                'RETURN 10: S_OK, RETURNED reason host with the id')
+        self.ok(self.memtotal() - total0 == 10 * 2048,
+                'MemTotal came back by 10 blocks')
+        one = sorted(self.held)[0]
+        res, _, rets, _ = self.command(ret(1007, 2, [one, 0x200000 * 3]),
+                                       1007)
+        self.ok(res['status'] == S_PARTIAL and res['freed'] == 1 and
+                res['failed'][R_OTHER] == 1 and
+                [x for m in rets for x in m['gpas']] == [one],
+                'RETURN explicit with a block never held: S_PARTIAL, '
+                'R_OTHER', str(res))
+        self.ok(self.guest_held() == self.held, 'held views agree after '
+                'RETURN (%d)' % len(self.held))
+
+        # ---- pressure ----
+        before = len(self.held)
+        mi = g.meminfo()
+        need = mi['MemAvailable'] // 1024 + 48
+        out = g.cmd('sh /tools/pressure %d; echo rc=$?' % need, timeout=900)
+        hrvm.log('pressure %d MiB: %s' % (need, out[-3:]))
+        msgs = d.drain()
+        press = [x for m in msgs if m['type'] == RETURNED and
+                 m['reason'] == RET_PRESSURE for x in m['gpas']]
+        self.held -= set(press)
+        dm = '\n'.join(g.cmd('sh dmesg'))
+        self.ok(any('rc=0' in x for x in out) and 'Killed process' not in dm
+                and 'Out of memory' not in dm,
+                'pressure of %d MiB completes without an OOM kill' % need)
+        self.ok(press and len(self.held) < before,
+                'pressure: %d blocks came back with reason pressure' %
+                len(press))
+        self.ok(self.guest_held() == self.held, 'held views agree after '
+                'pressure (%d)' % len(self.held))
+        self.verify('after pressure')
+
+        # ---- unload ----
+        left = len(self.held)
+        g.cmd('sh rmmod virtio_hugeroom')
+        msgs = d.drain()
+        unl = [x for m in msgs if m['type'] == RETURNED and
+               m['reason'] == RET_UNLOAD for x in m['gpas']]
+        self.ok(set(unl) == self.held,
+                'rmmod returned every held block (%d of %d)' %
+                (len(unl), left))
+        self.ok(d.state[4] == 0, 'device holds nothing after rmmod')
+        dm = g.cmd('sh dmesg | grep -E "BUG|WARNING|Oops|corruption" '
+                   '|| true')
+        self.ok(not dm, 'dmesg clean', '\n'.join(dm))
+        self.verify('after rmmod')
+
+
+def main(series):
+    return Run(series).main()
