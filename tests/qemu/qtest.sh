@@ -6,15 +6,11 @@
 qemu=$(bash "$HR_SCRIPTS/build-qemu.sh" | tail -n1)
 dir=$(dirname "$qemu")
 [ -x "$dir/qos-test" ] || die "$dir/qos-test missing: build-qemu.sh did not build the qtests"
-# The qos pc machine has an e1000 NIC whose option ROM Debian ships in
-# ipxe-qemu, outside the firmware path the binary was built with.
-wrap=$(mktemp -d "${TMPDIR:-/tmp}/hr-qtest.XXXXXX")
-trap 'rm -rf "$wrap"' EXIT
-printf '#!/bin/sh\nexec %q -L /usr/lib/ipxe/qemu -L /usr/share/qemu -L /usr/share/seabios "$@"\n' \
-    "$qemu" >"$wrap/qemu-system-x86_64"
-chmod +x "$wrap/qemu-system-x86_64"
 P=/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus/virtio-hugeroom-pci
-out=$(QTEST_QEMU_BINARY=$wrap/qemu-system-x86_64 "$dir/qos-test" --tap \
+# Debian firmware (incl. ipxe-qemu ROMs for the e1000 the qos pc machine
+# has) is on the binary's --firmwarepath, so QTEST_QEMU_BINARY is the plain
+# binary: qtest reads the target from its name.
+out=$(QTEST_QEMU_BINARY=$qemu "$dir/qos-test" --tap \
     -p "$P/virtio-hugeroom/virtio-hugeroom-tests" -p "$P/virtio-hugeroom-pci-tests" 2>&1) || {
     printf '%s\n' "$out"; die "qos-test failed"; }
 printf '%s\n' "$out"
