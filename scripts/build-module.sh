@@ -2,8 +2,10 @@
 # Build the guest driver for one guest kernel version.
 #   scripts/build-module.sh KVER
 # Needs the matching linux-headers-KVER (scripts/fetch-kernels.sh installs
-# them).  Builds out of tree in $HUGEROOM_CACHE/module/KVER/ so the two
-# kernels' objects never mix in guest-driver/, and prints the path of
+# them).  Builds out of tree in $HUGEROOM_CACHE/module/KVER/<key>/, keyed by
+# the sources, so the two kernels' objects never mix in guest-driver/, an
+# unchanged driver is not rebuilt, and builds from different checkouts at
+# the same time do not trample each other.  Prints the path of
 # virtio_hugeroom.ko as the last line of stdout.
 . "$(dirname "$0")/lib.sh"
 
@@ -13,20 +15,38 @@ kdir=/lib/modules/$kver/build
 [ -e "$kdir/Makefile" ] ||
     die "no headers for $kver in /usr/src/linux-headers-$kver: run scripts/fetch-kernels.sh"
 
-out=$HUGEROOM_CACHE/module/$kver
-mkdir -p "$out"
+key=$(cd "$HR_REPO" && find guest-driver protocol -type f \( -name '*.[ch]' -o -name Kbuild -o -name Makefile \) \
+      -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+out=$HUGEROOM_CACHE/module/$kver/$key
+ko=$out/src/guest-driver/virtio_hugeroom.ko
+if [ -f "$out/.done" ] && [ -f "$ko" ]; then
+    echo "$ko"
+    exit 0
+fi
+
+tmp=$(mktemp -d "$HUGEROOM_CACHE/module/.build.XXXXXX" 2>/dev/null ||
+      { mkdir -p "$HUGEROOM_CACHE/module"; mktemp -d "$HUGEROOM_CACHE/module/.build.XXXXXX"; })
+trap 'rm -rf "$tmp"' EXIT
 # Copy the sources with the layout the Kbuild file expects (../protocol).
-rm -rf "$out/src.new"
-mkdir -p "$out/src.new"
-cp -r "$HR_REPO/guest-driver" "$HR_REPO/protocol" "$out/src.new/"
-rm -rf "$out/src"
-mv "$out/src.new" "$out/src"
+mkdir -p "$tmp/src"
+cp -r "$HR_REPO/guest-driver" "$HR_REPO/protocol" "$tmp/src/"
 
 info "building virtio_hugeroom.ko for $kver"
-make -C "$kdir" M="$out/src/guest-driver" modules >"$out/build.log" 2>&1 ||
-    { cat "$out/build.log" >&2; die "module build failed for $kver (log: $out/build.log)"; }
-if grep -q 'warning:' "$out/build.log"; then
-    grep 'warning:' "$out/build.log" >&2
-    die "module build for $kver has warnings (log: $out/build.log)"
+make -C "$kdir" M="$tmp/src/guest-driver" modules >"$tmp/build.log" 2>&1 ||
+    { cat "$tmp/build.log" >&2; die "module build failed for $kver"; }
+if grep -q 'warning:' "$tmp/build.log"; then
+    grep 'warning:' "$tmp/build.log" >&2
+    die "module build for $kver has warnings"
 fi
-echo "$out/src/guest-driver/virtio_hugeroom.ko"
+# Kbuild records absolute paths; rebuild in place is not needed, the .ko is
+# self-contained, so the finished tree can move into the cache atomically.
+touch "$tmp/.done"
+mkdir -p "$(dirname "$out")"
+if ! mv -T "$tmp" "$out" 2>/dev/null; then
+    [ -f "$out/.done" ] || die "could not store the module in $out"
+fi
+trap - EXIT
+rm -rf "$tmp"
+# Keep the 5 newest builds per kernel.
+ls -1dt "$HUGEROOM_CACHE/module/$kver"/*/ 2>/dev/null | tail -n +6 | xargs -r rm -rf
+echo "$ko"
