@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+/*
+ * The planner: where the next free 2 MiB host blocks of a node should come
+ * from, at the least total cost, within a deadline.
+ *
+ * It is a pure, deterministic function of its input: the request, each
+ * node's memory state (hr-monitor) and each guest's donor data (its status
+ * report's candidate blocks, the host THP map, its policy and its history).
+ * It does nothing itself; the daemon executes the steps and, when a step
+ * gives less than expected, applies the outcome and plans the remainder.
+ *
+ * Steps, in the order they appear in a plan:
+ *  1. FREE: free 2 MiB blocks the node already has above its high
+ *     watermark. Cost 0.
+ *  2. COMPACT: host compaction of the node, when its free memory above the
+ *     high watermark is at least compact_margin times what compaction must
+ *     assemble but sits in smaller chunks. Expected cost: a scan of the
+ *     node plus, per block, the used pages a block holds on average
+ *     (512 * used / managed), all in "pages migrated" units.
+ *  3. DONATE: guest evacuations, one step per guest, all in parallel.
+ *     A candidate block costs the guest pages it must migrate
+ *     (512 - free pages). A block backed by one host THP gives the host a
+ *     whole free 2 MiB block when discarded (benefit 1); a block backed by
+ *     4 KiB host pages only gives 512 scattered free pages, valued at
+ *     small_benefit_milli / 1000 of a block, and host compaction must then
+ *     assemble them (its per-block cost is added to the candidate's cost).
+ *     Candidates are taken in increasing cost per unit of benefit, from
+ *     every eligible guest at once, within each guest's budget, its floor
+ *     (free memory it must keep) and the deadline (a guest works through
+ *     its blocks one after another; guests work in parallel).
+ *  4. COMPACT after the donations, when some donated blocks were
+ *     4 KiB-backed.
+ *
+ * Guests are skipped when they are not donors, have nothing above their
+ * floor, or are deferred: each failed evacuation doubles the time a guest
+ * is left alone (defer_base_ms << failures-1, the shift capped at
+ * defer_max_shift like compaction's COMPACT_MAX_DEFER_SHIFT), and a
+ * success resets it.
+ *
+ * Gains are in thousandths of a block ("milli-blocks") so that fractional
+ * benefits stay exact integers and plans are reproducible.
+ *
+ * Cost: O(C + G * 513 + S log G) for C candidates of G guests and S picks
+ * (a counting sort per guest, then a heap merge of the per-guest streams).
+ */
+
+#include <glib.h>
+
+#include "hr-monitor.h"
+
+G_BEGIN_DECLS
+
+#define HR_PLAN_ANY_NODE (-1)
+#define HR_PLAN_BLOCK_PAGES 512
+#define HR_PLAN_BLOCK_BYTES (G_GUINT64_CONSTANT(2) * 1024 * 1024)
+
+typedef struct {
+	guint64 bytes;	     /* rounded up to whole 2 MiB blocks */
+	gint node;	     /* a node id, or HR_PLAN_ANY_NODE */
+	guint64 deadline_ms; /* time allowed from now; 0: none */
+	gboolean strict;     /* all or nothing: an incomplete plan has no steps */
+} HrPlanRequest;
+
+typedef struct {
+	guint node;
+	guint64 free_blocks; /* free chunks of order >= 9, in 2 MiB blocks */
+	guint64 free_pages;
+	guint64 managed;
+	guint64 wmark_high; /* pages the host keeps free */
+	guint unusable_index;
+	gboolean compacted; /* compacted earlier for this request: not again */
+} HrPlanNode;
+
+typedef struct {
+	guint64 gpa;
+	guint16 free_pages; /* 0-512, from the guest's status report */
+	guint8 host_thp;    /* backed by one host THP (hr-thpmap) */
+	guint8 tried;	    /* already evacuated or failed in this request: skipped */
+	guint32 reserved;
+} HrPlanCandidate;
+
+typedef struct {
+	guint64 id;
+	guint node; /* host node its RAM is on */
+	gboolean donor;
+	guint64 free_pages;  /* guest free memory now */
+	guint64 floor_pages; /* free memory the guest must keep */
+	guint budget_blocks; /* most blocks this request may take from it */
+	guint failures;	     /* consecutive failed evacuations */
+	gint64 next_allowed_ms; /* deferred until then */
+	HrPlanCandidate *candidates; /* borrowed, any order; tried is written by replanning */
+	guint n_candidates;
+} HrPlanGuest;
+
+typedef struct {
+	HrPlanNode *nodes; /* borrowed */
+	guint n_nodes;
+	HrPlanGuest *guests; /* borrowed */
+	guint n_guests;
+	gint64 now_ms; /* the clock deferrals are compared with */
+} HrPlanInput;
+
+typedef struct {
+	guint small_benefit_milli;     /* value of a 4 KiB-backed donated block: 500 */
+	guint compact_margin;	       /* free memory above the watermark needed per block assembled: 2 */
+	guint compact_scan_cost_milli; /* scanning a page, in thousandths of a migration: 30 */
+	guint compact_scan_ns;	       /* host compaction time per managed page: 80 */
+	guint host_migrate_ns;	       /* host compaction time per page migrated: 1000 */
+	guint guest_migrate_ns;	       /* guest evacuation time per page migrated: 5000 */
+	guint guest_request_ms;	       /* fixed latency of one evacuation request: 20 */
+	guint defer_base_ms;	       /* first deferral after a failure: 1000 */
+	guint defer_max_shift;	       /* 6: at most 64 times the base */
+} HrPlannerParams;
+
+void
+hr_planner_params_init(HrPlannerParams *params);
+
+typedef enum {
+	HR_PLAN_STEP_FREE,
+	HR_PLAN_STEP_COMPACT,
+	HR_PLAN_STEP_DONATE,
+} HrPlanStepKind;
+
+typedef struct {
+	guint64 gpa;
+	guint32 index; /* into the guest's candidates */
+	guint16 free_pages;
+	guint8 host_thp;
+	guint8 reserved;
+} HrPlanPick;
+
+typedef struct {
+	HrPlanStepKind kind;
+	guint node;
+	guint guest;	   /* DONATE: index into the input's guests */
+	guint64 guest_id;  /* DONATE */
+	GArray *picks;	   /* DONATE: HrPlanPick, in the order to evacuate */
+	guint n_thp;	   /* DONATE: picks backed by a host THP */
+	guint n_small;	   /* DONATE: picks backed by 4 KiB host pages */
+	guint64 blocks;	   /* FREE: blocks used; COMPACT: blocks it should assemble */
+	gboolean after_donations; /* COMPACT: runs when the donations are done */
+	guint64 gain_milli;	  /* expected host 2 MiB blocks, x1000 */
+	guint64 cost_pages;	  /* expected pages migrated (scans weighted in) */
+	guint64 est_ms;		  /* expected duration */
+} HrPlanStep;
+
+typedef struct {
+	gint node;	     /* the node planned for; -1 when no node qualified */
+	guint64 need_blocks; /* the request in blocks */
+	guint64 gain_milli;  /* expected, all steps */
+	guint64 cost_pages;
+	guint64 est_ms;	     /* free + compaction + slowest guest + compaction after */
+	gboolean complete;   /* gain_milli >= need_blocks * 1000 */
+	gchar *summary;	     /* one line for logs and reports */
+	GPtrArray *steps;    /* HrPlanStep */
+	guint guests_considered;
+	guint guests_deferred;
+} HrPlan;
+
+HrPlan *
+hr_planner_plan(const HrPlanRequest *request, const HrPlanInput *input,
+		const HrPlannerParams *params);
+void
+hr_plan_free(HrPlan *plan);
+const gchar *
+hr_plan_step_kind_to_string(HrPlanStepKind kind);
+
+/* What a step actually achieved. */
+typedef struct {
+	guint step;	       /* index into plan->steps */
+	guint64 blocks_gained; /* host 2 MiB blocks measured (buddyinfo) */
+	guint n_evacuated;     /* DONATE: blocks the guest handed over */
+	gboolean failed;       /* DONATE: the guest failed the evacuation */
+} HrStepOutcome;
+
+/*
+ * Fold outcomes into @input (node free blocks and pages, compaction done,
+ * guests' candidates tried, budgets, free memory and deferral), so that
+ * hr_planner_plan() on it plans what is left. A caller that re-reads the
+ * host instead may still apply outcomes for the guest side.
+ */
+void
+hr_planner_apply_outcomes(HrPlanInput *input, const HrPlan *plan, const HrStepOutcome *outcomes,
+			  guint n_outcomes, const HrPlannerParams *params);
+/* hr_planner_apply_outcomes() then hr_planner_plan() */
+HrPlan *
+hr_planner_replan(const HrPlanRequest *request, HrPlanInput *input, const HrPlan *plan,
+		  const HrStepOutcome *outcomes, guint n_outcomes, const HrPlannerParams *params);
+
+/* Deferral with exponential backoff (capped at 1 << defer_max_shift). */
+void
+hr_planner_guest_failed(HrPlanGuest *guest, gint64 now_ms, const HrPlannerParams *params);
+void
+hr_planner_guest_succeeded(HrPlanGuest *guest);
+gboolean
+hr_planner_guest_deferred(const HrPlanGuest *guest, gint64 now_ms);
+
+/* The cost model, exposed so tests can price plans independently. */
+void
+hr_plan_node_from_state(HrPlanNode *node, const HrNodeState *state);
+/* host pages to migrate per block compaction assembles on @node */
+guint64
+hr_planner_compact_block_cost(const HrPlanNode *node);
+/* weighted cost of scanning @node once */
+guint64
+hr_planner_compact_scan_cost(const HrPlanNode *node, const HrPlannerParams *params);
+/* cost of one donated candidate, including the host's share for a small one */
+guint64
+hr_planner_candidate_cost(const HrPlanNode *node, const HrPlanCandidate *candidate,
+			  const HrPlannerParams *params);
+guint64
+hr_planner_candidate_gain_milli(const HrPlanCandidate *candidate, const HrPlannerParams *params);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrPlan, hr_plan_free)
+
+G_END_DECLS
