@@ -852,8 +852,9 @@ hr_api_requests(SoupServerMessage *msg, HrGuest *guest, const gchar *id_str)
 			request = hr_guest_find_request(guest, id);
 		if (request == NULL) {
 			hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-					   "guest %s has no request '%s' (finished requests are "
-					   "kept only for the last %u)",
+					   "guest %s has no request '%s' (the daemon keeps the "
+					   "last %u finished requests per guest, and none across "
+					   "a restart)",
 					   guest->name, id_str, guest->history);
 			return;
 		}

@@ -387,7 +387,8 @@ hr_guest_cancel_request(HrGuest *guest, guint64 id, GError **error)
 	if (request == NULL) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
 			    "guest %s has no request %" G_GUINT64_FORMAT
-			    " (finished requests are kept only for the last %u)",
+			    " (the daemon keeps the last %u finished requests per guest, and none "
+			    "across a restart)",
 			    guest->name, id, guest->history);
 		return FALSE;
 	}

@@ -787,8 +787,8 @@ test_validation(Fixture *f, gconstpointer data)
 	g_clear_pointer(&root, json_node_unref);
 	root = http(f, "GET", "/v1/guests/vm1/requests/77", 404, NULL);
 	g_assert_cmpstr(json_object_get_string_member(json_node_get_object(root), "error"), ==,
-			"guest vm1 has no request '77' (finished requests are kept only for the "
-			"last 32)");
+			"guest vm1 has no request '77' (the daemon keeps the last 32 finished "
+			"requests per guest, and none across a restart)");
 	g_clear_pointer(&root, json_node_unref);
 	root = http(f, "GET", "/v1/guests/vm1/requests/abc", 404, NULL);
 	g_clear_pointer(&root, json_node_unref);
