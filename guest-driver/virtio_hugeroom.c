@@ -2023,13 +2023,17 @@ static void virtio_hugeroom_job_work(struct work_struct *work)
 		 "request %llu: status %u, %u of %u blocks held, %u tried, %llu pages migrated, %llu ms\n",
 		 r.id, status, r.c.freed, r.count, r.c.tried, r.c.migrated,
 		 div_u64(ktime_get_ns() - r.c.start_ns, NSEC_PER_MSEC));
-	virtio_hugeroom_send_counts(vh, VIRTIO_HUGEROOM_MSG_RESULT, r.id, status,
-				    &r.c);
-
+	/*
+	 * Free the slot before the RESULT: a host may send the next command
+	 * as soon as it sees it.  That command's job_work cannot run before
+	 * this one returns, and nothing below reads vh->job_cmd.
+	 */
 	spin_lock(&vh->job_lock);
 	vh->job_busy = false;
 	vh->job_cancel = false;
 	spin_unlock(&vh->job_lock);
+	virtio_hugeroom_send_counts(vh, VIRTIO_HUGEROOM_MSG_RESULT, r.id, status,
+				    &r.c);
 }
 
 /* ---------------------------------------------------------------------- */
