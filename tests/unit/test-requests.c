@@ -7,7 +7,10 @@
 
 #define G_LOG_DOMAIN "TestRequests"
 
+#include <fcntl.h>
+#include <pty.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test-fake.h"
 
@@ -842,13 +845,17 @@ cond_proc_done(gpointer data)
 	return ((Proc *)data)->done;
 }
 
-/* start hugeroomctl against the test's daemon; its output comes in @p */
+/*
+ * start hugeroomctl against the test's daemon; its output comes in @p, or
+ * its stderr goes to @tty_fd (a terminal) when that is not -1
+ */
 static GSubprocess *
-ctl_start(Fixture *f, Proc *p, const gchar *const *args)
+ctl_start_full(Fixture *f, Proc *p, const gchar *const *args, gint tty_fd)
 {
 	const gchar *ctl = g_getenv("HUGEROOMCTL");
 	g_autoptr(GPtrArray) argv = g_ptr_array_new();
 	g_autoptr(GError) error = NULL;
+	g_autoptr(GSubprocessLauncher) launcher = NULL;
 	GSubprocess *proc;
 
 	g_ptr_array_add(argv, (gpointer)ctl);
@@ -857,12 +864,31 @@ ctl_start(Fixture *f, Proc *p, const gchar *const *args)
 	for (guint i = 0; args[i] != NULL; i++)
 		g_ptr_array_add(argv, (gpointer)args[i]);
 	g_ptr_array_add(argv, NULL);
-	proc = g_subprocess_newv((const gchar *const *)argv->pdata,
-				 G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
-				 &error);
+	launcher = g_subprocess_launcher_new(
+	    G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+	    (tty_fd >= 0 ? G_SUBPROCESS_FLAGS_NONE : G_SUBPROCESS_FLAGS_STDERR_PIPE));
+	if (tty_fd >= 0)
+		g_subprocess_launcher_take_stderr_fd(launcher, tty_fd);
+	proc = g_subprocess_launcher_spawnv(launcher, (const gchar *const *)argv->pdata, &error);
 	g_assert_no_error(error);
 	g_subprocess_communicate_utf8_async(proc, NULL, NULL, proc_done_cb, p);
 	return proc;
+}
+
+static GSubprocess *
+ctl_start(Fixture *f, Proc *p, const gchar *const *args)
+{
+	return ctl_start_full(f, p, args, -1);
+}
+
+/* what the terminal got so far */
+static void
+pty_read(gint master, GString *into)
+{
+	gchar buf[1024];
+	gssize n;
+	while ((n = read(master, buf, sizeof(buf))) > 0)
+		g_string_append_len(into, buf, n);
 }
 
 static void
@@ -942,6 +968,45 @@ test_cli_wait(Fixture *f, gconstpointer data)
 	assert_has(p.out, "Failures:     unmovable 2\n");
 	proc_clear(&p);
 	g_clear_object(&proc);
+
+	/* on a terminal: a bar redrawn in place */
+	{
+		const gchar *tty_args[] = {"evacuate", "vm1", "--blocks", "4", "--wait", NULL};
+		g_autoptr(GString) screen = g_string_new(NULL);
+		gint master = -1, slave = -1;
+		g_assert_cmpint(openpty(&master, &slave, NULL, NULL, NULL), ==, 0);
+		g_assert_cmpint(fcntl(master, F_SETFL, O_NONBLOCK), ==, 0);
+		proc = ctl_start_full(f, &p, tty_args, slave);
+		g_clear_pointer(&cmd, hr_cmd_free);
+		cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+		send_msg(dev, make_result(VIRTIO_HUGEROOM_MSG_PROGRESS, cmd->hdr.request_id, 0, 2, 2,
+					  40));
+		fake_expect_silence(dev, 600);
+		send_msg(dev, make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id,
+					  VIRTIO_HUGEROOM_S_OK, 4, 4, 80));
+		wait_for(cond_proc_done, &p, "hugeroomctl evacuate --wait on a terminal");
+		pty_read(master, screen);
+		close(master);
+		g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 0);
+		/* half full while running, full at the end; the summary on stdout */
+		assert_has(screen->str, "\r\033[K[");
+		g_assert_nonnull(g_strstr_len(screen->str, -1, "] 2/4 blocks, 2 tried, 0 failed, "
+								"40 pages, 2.0 ms, running"));
+		g_assert_nonnull(strstr(screen->str, "] 4/4 blocks, 4 tried, 0 failed, 80 pages, "
+						     "4.0 ms, done\r\n"));
+		{
+			/* the last bar is full */
+			const gchar *end = strstr(screen->str, "] 4/4 blocks");
+			const gchar *start = end;
+			while (start > screen->str && *start != '[')
+				start--;
+			g_assert_cmpint(*start, ==, '[');
+			g_assert_cmpuint(strspn(start + 1, "#"), ==, end - start - 1);
+		}
+		assert_has(p.out, "State:        done (guest status ok)\n");
+		proc_clear(&p);
+		g_clear_object(&proc);
+	}
 
 	proc = ctl_start(f, &p, requests);
 	wait_for(cond_proc_done, &p, "hugeroomctl requests");
