@@ -443,6 +443,12 @@ hr_guest_handle_result(HrGuest *guest, const HrResult *result)
 			       guest->name, request->id, hr_request_state_to_string(request->state));
 		return;
 	}
+	if (result->status == VIRTIO_HUGEROOM_S_BUSY && request->cancel_sent) {
+		hr_guest_finish(guest, request, HR_REQUEST_CANCELLED,
+				"cancelled; the driver was busy and never started it");
+		hr_guest_dispatch(guest);
+		return;
+	}
 	if (result->status == VIRTIO_HUGEROOM_S_BUSY) {
 		/* an EVACUATE or CAPTURE we do not know of still runs: try again */
 		request->busy_retries++;

@@ -517,6 +517,23 @@ test_cancel(Fixture *f, gconstpointer data)
 	wait_held(f, 1);
 
 	post_fails(f, "cancel", body, 409, "~already ended: cancelled");
+
+	/* cancelled while the driver answers busy: it is not sent again */
+	{
+		g_autoptr(HrCmd) c_cmd = NULL;
+		g_autoptr(HrCmd) c_cancel = NULL;
+		g_autoptr(JsonNode) c_root = NULL;
+		g_autofree gchar *c_body = NULL;
+		guint64 c = post(f, "capture", "{\"blocks\":1}", "sent");
+		c_cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_CAPTURE);
+		c_body = g_strdup_printf("{\"request_id\":%" G_GUINT64_FORMAT "}", c);
+		c_root = http_body(f, "POST", "/v1/guests/vm1/cancel", c_body, 202, NULL);
+		c_cancel = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_CANCEL);
+		send_msg(dev,
+			 make_result(VIRTIO_HUGEROOM_MSG_RESULT, c, VIRTIO_HUGEROOM_S_BUSY, 0, 0, 0));
+		wait_state(f, c, HR_REQUEST_CANCELLED);
+		fake_expect_silence(dev, 1300);
+	}
 	post_fails(f, "cancel", "{\"request_id\":12345}", 404, "~guest vm1 has no request 12345");
 	post_fails(f, "cancel", "{}", 400, "request_id: missing; cancel names the request to stop");
 	post_fails(f, "cancel", "{\"request_id\":\"x\"}", 400,
