@@ -66,9 +66,8 @@ class Bench:
 
     def snapshot(self):
         """Fresh report: {gpa: free pages} of the candidates, hist per zone."""
-        self.g.cmd("sh echo 1 >%s/report_now" % D)
         cands, hist, flags = {}, {}, "?"
-        for line in self.g.debugfs("status"):
+        for line in self.g.fresh_status():
             f = line.split()
             if not f:
                 continue

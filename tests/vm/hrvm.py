@@ -56,6 +56,10 @@ def build_dir():
 
 
 def qemu_binary():
+    """QEMU from scripts/build-qemu.sh; $HUGEROOM_QEMU overrides it (for
+    developing a test while the series rebuilds; never in the suite)."""
+    if os.environ.get("HUGEROOM_QEMU"):
+        return os.environ["HUGEROOM_QEMU"]
     out = run(["bash", os.path.join(SCRIPTS, "build-qemu.sh")])
     path = out.strip().splitlines()[-1]
     if not os.access(path, os.X_OK):
@@ -353,6 +357,23 @@ class Guest:
     def debugfs(self, name):
         """Lines of /sys/kernel/debug/virtio_hugeroom/NAME."""
         return self.cmd("sh cat /sys/kernel/debug/virtio_hugeroom/%s" % name)
+
+    def fresh_status(self):
+        """Lines of debugfs status after a whole pageblock sweep that started
+        now.  Without a report period the driver sweeps only a slice of
+        guest memory per report, and a report carries the histogram and
+        candidates of the last complete sweep: ask for reports until
+        scan_sweeps has moved by two."""
+        d = "/sys/kernel/debug/virtio_hugeroom"
+        s0 = 0
+        for line in self.debugfs("status"):
+            f = line.split()
+            if len(f) == 2 and f[0] == "scan_sweeps":
+                s0 = int(f[1])
+        self.cmd("sh i=0; while [ $i -lt 400 ]; do echo 1 >%s/report_now || exit 1; "
+                 "s=$(sed -n 's/^scan_sweeps //p' %s/status); [ $s -ge %d ] && exit 0; "
+                 "i=$((i+1)); done; exit 1" % (d, d, s0 + 2), timeout=300)
+        return self.debugfs("status")
 
     def alive(self):
         if self.pid is None:
