@@ -232,12 +232,53 @@ stream_key(const HrPlanNode *node, const HrPlanCandidate *c, const HrPlannerPara
 	       hr_planner_candidate_gain_milli(c, params);
 }
 
-/* Counting sort of a guest's usable candidates by free pages, most first. */
+/*
+ * Split a guest's usable candidates into its two streams, most free pages
+ * first, in @space (room for all of its candidates). The status report
+ * lists them in that order already, which takes one pass; anything else
+ * gets a counting sort.
+ */
 static void
 sort_candidates(const HrPlanGuest *g, GuestRun *run, guint32 *space)
 {
 	guint count[2][HR_PLAN_BLOCK_PAGES + 1];
 	guint start[2][HR_PLAN_BLOCK_PAGES + 1];
+	const HrPlanCandidate *c = g->candidates;
+	const guint n = g->n_candidates;
+	guint32 *back = space + n - 1;
+	guint n_thp = 0, n_small = 0, prev = HR_PLAN_BLOCK_PAGES;
+	gboolean sorted = TRUE;
+
+	/* THP-backed from the front, 4 KiB-backed from the back */
+	for (guint i = 0; i < n; i++, c++) {
+		guint f = c->free_pages;
+		if (f > prev) {
+			sorted = f > HR_PLAN_BLOCK_PAGES;
+			if (!sorted)
+				break;
+			continue; /* invalid: skipped, like a tried one */
+		}
+		if (c->tried)
+			continue;
+		prev = f;
+		if (c->host_thp)
+			space[n_thp++] = i;
+		else
+			*(back - n_small++) = i;
+	}
+	if (sorted) {
+		guint32 *small = space + g->n_candidates - n_small;
+		for (guint a = 0, b = n_small; a + 1 < b; a++, b--) {
+			guint32 t = small[a];
+			small[a] = small[b - 1];
+			small[b - 1] = t;
+		}
+		run->order[STREAM_THP] = space;
+		run->n[STREAM_THP] = n_thp;
+		run->order[STREAM_SMALL] = small;
+		run->n[STREAM_SMALL] = n_small;
+		return;
+	}
 
 	memset(count, 0, sizeof(count));
 	for (guint i = 0; i < g->n_candidates; i++) {
@@ -651,7 +692,7 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 				continue;
 			run->guest = i;
 			sort_candidates(g, run, space + n_space);
-			n_space += run->n[STREAM_THP] + run->n[STREAM_SMALL];
+			n_space += g->n_candidates;
 			ctx.have_small |= run->n[STREAM_SMALL] > 0;
 			init_cap[ctx.n_runs++] = cap;
 		}
@@ -659,9 +700,16 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 	ctx.runs = runs;
 	ctx.init_cap = init_cap;
 
-	/* the variants: with or without compaction, with or without small blocks */
+	/*
+	 * The variants: with or without compaction, with or without small
+	 * blocks. Any but the first pays a compaction's scan, so when the
+	 * first is complete for less, the others cannot beat it.
+	 */
 	for (guint v = 0; v < 4; v++) {
 		Merge *m = &variants[v];
+		if (v > 0 && variants[0].gain >= ctx.need_milli &&
+		    variants[0].cost <= hr_planner_compact_scan_cost(node, params))
+			break;
 		m->allow_compact = v & 1;
 		m->allow_small = v & 2;
 		if ((m->allow_compact && ctx.compact_cap == 0) ||
