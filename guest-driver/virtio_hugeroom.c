@@ -1342,6 +1342,29 @@ static unsigned long virtio_hugeroom_count(struct virtio_hugeroom *vh)
 }
 
 /*
+ * Is some zone below its high watermark, the level kswapd reclaims to?
+ * Holds never take a zone there (admission rule), so then something else
+ * needs the memory.  Shrinkers also run without any shortage (drop_caches
+ * calls every shrinker until they give up): holds stay then.
+ */
+static bool virtio_hugeroom_under_pressure(void)
+{
+	int nid, zid;
+
+	for_each_online_node(nid) {
+		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
+			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
+
+			if (populated_zone(zone) &&
+			    zone_page_state(zone, NR_FREE_PAGES) <
+			    high_wmark_pages(zone))
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
  * Give back blocks for @nr_to_scan pages.  Reclaim may run in any task,
  * including our own workers while they hold a lock, so only trylock.
  */
@@ -1350,7 +1373,8 @@ static unsigned long virtio_hugeroom_scan_held(struct virtio_hugeroom *vh,
 {
 	unsigned int want, given;
 
-	if (!virtio_hugeroom_deflate_on_oom(vh))
+	if (!virtio_hugeroom_deflate_on_oom(vh) ||
+	    !virtio_hugeroom_under_pressure())
 		return SHRINK_STOP;
 	want = DIV_ROUND_UP(nr_to_scan, pageblock_nr_pages);
 	given = virtio_hugeroom_return_some(vh, want,

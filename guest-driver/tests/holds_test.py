@@ -397,6 +397,13 @@ class Run:
                 'R_OTHER', str(res))
         self.views_agree('after RETURN')
 
+        # ---- drop_caches runs every shrinker but is no shortage ----
+        before = len(self.held)
+        g.cmd('sh echo 3 >/proc/sys/vm/drop_caches')
+        self.views_agree('after drop_caches')
+        self.ok(len(self.held) == before,
+                'drop_caches gives no block back (%d held)' % len(self.held))
+
         # ---- pressure ----
         d.drain(1)
         self.views_agree('before pressure')
