@@ -687,7 +687,8 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 			    hr_planner_guest_deferred(g, input->now_ms))
 				continue;
 			above = g->free_pages > g->floor_pages ? g->free_pages - g->floor_pages : 0;
-			cap = (guint)MIN((guint64)g->budget_blocks, above / HR_PLAN_BLOCK_PAGES);
+			cap = g->budget_blocks > g->held_blocks ? g->budget_blocks - g->held_blocks : 0;
+			cap = (guint)MIN((guint64)cap, above / HR_PLAN_BLOCK_PAGES);
 			if (cap == 0)
 				continue;
 			run->guest = i;
@@ -848,7 +849,7 @@ hr_planner_apply_outcomes(HrPlanInput *input, const HrPlan *plan, const HrStepOu
 					g->candidates[pk->index].tried = TRUE;
 			}
 			evacuated = MIN(out->n_evacuated, step->picks->len);
-			g->budget_blocks -= MIN(g->budget_blocks, evacuated);
+			g->held_blocks += evacuated;
 			g->free_pages -= MIN(g->free_pages, (guint64)evacuated * HR_PLAN_BLOCK_PAGES);
 			if (out->failed)
 				hr_planner_guest_failed(g, input->now_ms, params);

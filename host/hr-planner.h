@@ -27,7 +27,8 @@
  *     small_benefit_milli / 1000 of a block, and host compaction must then
  *     assemble them (its per-block cost is added to the candidate's cost).
  *     Candidates are taken in increasing cost per unit of benefit, from
- *     every eligible guest at once, within each guest's budget, its floor
+ *     every eligible guest at once, within each guest's budget (blocks
+ *     the host may hold from it, minus those it holds), its floor
  *     (free memory it must keep) and the deadline (a guest works through
  *     its blocks one after another; guests work in parallel).
  *  4. COMPACT after the donations, when some donated blocks were
@@ -87,7 +88,8 @@ typedef struct {
 	gboolean donor;
 	guint64 free_pages;  /* guest free memory now */
 	guint64 floor_pages; /* free memory the guest must keep */
-	guint budget_blocks; /* most blocks this request may take from it */
+	guint held_blocks;   /* blocks the host holds from it already */
+	guint budget_blocks; /* most blocks the host may hold from it at once */
 	guint failures;	     /* consecutive failed evacuations */
 	gint64 next_allowed_ms; /* deferred until then */
 	HrPlanCandidate *candidates; /* borrowed, any order; tried is written by replanning */
@@ -177,7 +179,7 @@ typedef struct {
 
 /*
  * Fold outcomes into @input (node free blocks and pages, compaction done,
- * guests' candidates tried, budgets, free memory and deferral), so that
+ * guests' candidates tried, held blocks, free memory and deferral), so that
  * hr_planner_plan() on it plans what is left. A caller that re-reads the
  * host instead may still apply outcomes for the guest side.
  */

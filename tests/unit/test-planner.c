@@ -265,7 +265,8 @@ test_policy_floor_budget(void)
 	g[0].free_pages = 10 * 512;
 	g[0].floor_pages = 7 * 512 + 1; /* room for 2 blocks */
 	g[1] = guest(2, 0, b, 8);
-	g[1].budget_blocks = 3;
+	g[1].budget_blocks = 5;
+	g[1].held_blocks = 2; /* 3 more */
 	g[2] = guest(3, 0, d, 8);
 	g[2].donor = FALSE; /* the cheapest, but not a donor */
 
@@ -436,6 +437,9 @@ test_replan(void)
 	g_assert_true(a[0].tried && a[3].tried);
 	g_assert_true(b[0].tried);
 	g_assert_false(b[1].tried);
+	g_assert_cmpuint(g[0].held_blocks, ==, 1);
+	g_assert_cmpuint(g[1].held_blocks, ==, 1);
+	g_assert_cmpuint(g[1].free_pages, ==, (1 << 20) - 512);
 	g_assert_cmpuint(node.free_blocks, ==, 2);
 	/* two blocks are there now; the other three come from guest 2 only */
 	g_assert_true(again->complete);
