@@ -21,12 +21,15 @@ typedef enum {
 
 static gchar *opt_socket;
 static gboolean opt_json;
-static gint64 opt_blocks = -1;
+/* numbers the user did not give; any other value goes to the daemon to check */
+#define HR_CTL_UNSET G_MININT64
+
+static gint64 opt_blocks = HR_CTL_UNSET;
 static gchar **opt_gpas;
 static gchar **opt_ranges;
-static gint64 opt_budget_pages = -1;
-static gint64 opt_budget_ms = -1;
-static gint64 opt_timeout = -1;
+static gint64 opt_budget_pages = HR_CTL_UNSET;
+static gint64 opt_budget_ms = HR_CTL_UNSET;
+static gint64 opt_timeout = HR_CTL_UNSET;
 static gboolean opt_all;
 static gboolean opt_wait;
 
@@ -265,11 +268,11 @@ hr_ctl_check_options(const gchar *command, gboolean blocks, gboolean gpas, gbool
 		gboolean allowed;
 		const gchar *name;
 	} opts[] = {
-	    {opt_blocks >= 0, blocks, "--blocks"},
+	    {opt_blocks != HR_CTL_UNSET, blocks, "--blocks"},
 	    {opt_gpas != NULL, gpas, "--gpa"},
 	    {opt_ranges != NULL, ranges, "--range"},
-	    {opt_budget_pages >= 0, budget_pages, "--budget-pages"},
-	    {opt_budget_ms >= 0, budget_ms, "--budget-ms"},
+	    {opt_budget_pages != HR_CTL_UNSET, budget_pages, "--budget-pages"},
+	    {opt_budget_ms != HR_CTL_UNSET, budget_ms, "--budget-ms"},
 	    {opt_all, all, "--all"},
 	};
 	for (guint i = 0; i < G_N_ELEMENTS(opts); i++) {
@@ -332,11 +335,11 @@ hr_ctl_submit(const gchar *command, const gchar *guest)
 	gboolean evacuate = g_strcmp0(command, "evacuate") == 0;
 	gboolean capture = g_strcmp0(command, "capture") == 0;
 	gboolean ret = g_strcmp0(command, "return") == 0;
-	guint ways = (opt_blocks >= 0) + (opt_gpas != NULL) + opt_all;
+	guint ways = (opt_blocks != HR_CTL_UNSET) + (opt_gpas != NULL) + opt_all;
 
 	if (!hr_ctl_check_options(command, TRUE, !capture, evacuate, evacuate, !ret, ret))
 		return HR_CTL_EXIT_USAGE;
-	if (capture && opt_blocks < 0) {
+	if (capture && opt_blocks == HR_CTL_UNSET) {
 		hr_ctl_usage("capture needs --blocks N");
 		return HR_CTL_EXIT_USAGE;
 	}
@@ -350,7 +353,7 @@ hr_ctl_submit(const gchar *command, const gchar *guest)
 	}
 
 	json_builder_begin_object(b);
-	if (opt_blocks >= 0) {
+	if (opt_blocks != HR_CTL_UNSET) {
 		json_builder_set_member_name(b, "blocks");
 		json_builder_add_int_value(b, opt_blocks);
 	}
@@ -358,15 +361,15 @@ hr_ctl_submit(const gchar *command, const gchar *guest)
 		hr_ctl_add_gpas(b);
 	if (opt_ranges != NULL && !hr_ctl_add_ranges(b))
 		return HR_CTL_EXIT_USAGE;
-	if (opt_budget_pages >= 0) {
+	if (opt_budget_pages != HR_CTL_UNSET) {
 		json_builder_set_member_name(b, "budget_pages");
 		json_builder_add_int_value(b, opt_budget_pages);
 	}
-	if (opt_budget_ms >= 0) {
+	if (opt_budget_ms != HR_CTL_UNSET) {
 		json_builder_set_member_name(b, "budget_ms");
 		json_builder_add_int_value(b, opt_budget_ms);
 	}
-	if (opt_timeout >= 0) {
+	if (opt_timeout != HR_CTL_UNSET) {
 		json_builder_set_member_name(b, "timeout_s");
 		json_builder_add_int_value(b, opt_timeout);
 	}
@@ -503,7 +506,7 @@ main(int argc, char **argv)
 		return hr_ctl_submit(cmd, argv[2]);
 	}
 	if (!hr_ctl_check_options(cmd, FALSE, FALSE, FALSE, FALSE, FALSE, FALSE) ||
-	    (opt_timeout >= 0 && hr_ctl_usage("%s does not take --timeout", cmd)))
+	    (opt_timeout != HR_CTL_UNSET && hr_ctl_usage("%s does not take --timeout", cmd)))
 		return HR_CTL_EXIT_USAGE;
 	if (opt_wait && g_strcmp0(cmd, "cancel") != 0) {
 		hr_ctl_usage("%s does not take --wait", cmd);
