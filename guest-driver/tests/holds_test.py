@@ -361,6 +361,27 @@ class Run:
                 str(res))
         self.views_agree('after CANCEL')
 
+        # ---- CANCEL in the middle: after the first HOLD ----
+        d.send(evacuate(1009, 150, flags=CHEAPEST))
+        end = time.monotonic() + 300
+        while time.monotonic() < end:
+            got = [m for m in d.backlog if m['id'] == 1009]
+            if got:
+                break
+            try:
+                d.backlog.append(decode(d.q.get(timeout=1)))
+            except queue.Empty:
+                pass
+        d.send(cancel(1009))
+        res, holds, _, _ = self.command(None, 1009)
+        self.ok(res['status'] == S_CANCELLED and 0 < res['freed'] < 150 and
+                res['freed'] == len(holds),
+                'CANCEL after the first %s: S_CANCELLED with %d blocks held' %
+                ({HOLD: 'HOLD', PROGRESS: 'PROGRESS', RESULT: 'RESULT'}.get(
+                    got[0]['type'] if got else 0, '?'), res['freed']),
+                str(res))
+        self.views_agree('after a CANCEL mid-run')
+
         # ---- budgets, and blocks that need migration ----
         res, _, _, _ = self.command(evacuate(1010, 50, flags=CHEAPEST,
                                              budget_ms=1), 1010)
@@ -409,7 +430,8 @@ class Run:
         self.views_agree('before pressure')
         before = len(self.held)
         mi = g.meminfo()
-        need = mi['MemAvailable'] // 1024 + 48
+        # Touch up to 200 MiB more than is available: holds must come back.
+        need = mi['MemAvailable'] // 1024 + min(200, 2 * before - 32)
         out = g.cmd('sh /tools/pressure %d; echo rc=$?' % need, timeout=900)
         hrvm.log('pressure %d MiB: %s' % (need, out[-3:]))
         msgs = d.drain()
