@@ -39,7 +39,8 @@ make_guests(GRand *rand, guint n, HrPlanGuest *guests, HrPlanCandidate *space)
 			gint f = (gint)mean_free + g_rand_int_range(rand, -64, 65);
 			c[j].gpa = (guint64)g_rand_int_range(rand, 0, GUEST_BLOCKS) * HR_PLAN_BLOCK_BYTES;
 			c[j].free_pages = (guint16)CLAMP(f, 0, 512);
-			c[j].host_thp = g_rand_int_range(rand, 0, 10) < 7;
+			c[j].backing = g_rand_int_range(rand, 0, 10) < 7 ? HR_THP_BLOCK_THP
+								       : HR_THP_BLOCK_SMALL;
 			c[j].tried = 0;
 		}
 		qsort(c, TOP_K, sizeof(*c), cmp_free_desc);

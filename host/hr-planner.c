@@ -11,6 +11,20 @@
 
 enum { STREAM_THP, STREAM_SMALL, STREAM_COMPACT };
 
+static inline gboolean
+is_thp(const HrPlanCandidate *c)
+{
+	return c->backing == HR_THP_BLOCK_THP;
+}
+
+/* can it be picked at all: not tried, sane, and its discard frees host memory */
+static inline gboolean
+usable(const HrPlanCandidate *c)
+{
+	return !c->tried && c->free_pages <= HR_PLAN_BLOCK_PAGES &&
+	       (c->backing == HR_THP_BLOCK_THP || c->backing == HR_THP_BLOCK_SMALL);
+}
+
 void
 hr_planner_params_init(HrPlannerParams *params)
 {
@@ -107,13 +121,20 @@ hr_planner_candidate_cost(const HrPlanNode *node, const HrPlanCandidate *candida
 			  const HrPlannerParams *params)
 {
 	guint64 guest = HR_PLAN_BLOCK_PAGES - MIN(candidate->free_pages, HR_PLAN_BLOCK_PAGES);
-	return candidate->host_thp ? guest : guest + small_assembly_cost(node, params);
+	return is_thp(candidate) ? guest : guest + small_assembly_cost(node, params);
 }
 
 guint64
 hr_planner_candidate_gain_milli(const HrPlanCandidate *candidate, const HrPlannerParams *params)
 {
-	return candidate->host_thp ? MILLI : params->small_benefit_milli;
+	switch (candidate->backing) {
+	case HR_THP_BLOCK_THP:
+		return MILLI;
+	case HR_THP_BLOCK_SMALL:
+		return params->small_benefit_milli;
+	default:
+		return 0; /* nothing for the host's buddy allocator */
+	}
 }
 
 /* ---------------------------------------------------------------------- */
@@ -251,17 +272,14 @@ sort_candidates(const HrPlanGuest *g, GuestRun *run, guint32 *space)
 
 	/* THP-backed from the front, 4 KiB-backed from the back */
 	for (guint i = 0; i < n; i++, c++) {
-		guint f = c->free_pages;
-		if (f > prev) {
-			sorted = f > HR_PLAN_BLOCK_PAGES;
-			if (!sorted)
-				break;
-			continue; /* invalid: skipped, like a tried one */
-		}
-		if (c->tried)
+		if (!usable(c))
 			continue;
-		prev = f;
-		if (c->host_thp)
+		if (c->free_pages > prev) {
+			sorted = FALSE;
+			break;
+		}
+		prev = c->free_pages;
+		if (is_thp(c))
 			space[n_thp++] = i;
 		else
 			*(back - n_small++) = i;
@@ -283,9 +301,9 @@ sort_candidates(const HrPlanGuest *g, GuestRun *run, guint32 *space)
 	memset(count, 0, sizeof(count));
 	for (guint i = 0; i < g->n_candidates; i++) {
 		const HrPlanCandidate *c = &g->candidates[i];
-		if (c->tried || c->free_pages > HR_PLAN_BLOCK_PAGES)
+		if (!usable(c))
 			continue;
-		count[c->host_thp ? STREAM_THP : STREAM_SMALL][c->free_pages]++;
+		count[is_thp(c) ? STREAM_THP : STREAM_SMALL][c->free_pages]++;
 	}
 	for (guint s = 0; s < 2; s++) {
 		guint at = 0;
@@ -300,9 +318,9 @@ sort_candidates(const HrPlanGuest *g, GuestRun *run, guint32 *space)
 	for (guint i = 0; i < g->n_candidates; i++) {
 		const HrPlanCandidate *c = &g->candidates[i];
 		guint s;
-		if (c->tried || c->free_pages > HR_PLAN_BLOCK_PAGES)
+		if (!usable(c))
 			continue;
-		s = c->host_thp ? STREAM_THP : STREAM_SMALL;
+		s = is_thp(c) ? STREAM_THP : STREAM_SMALL;
 		run->order[s][start[s][c->free_pages]++] = i;
 	}
 }
@@ -456,7 +474,7 @@ merge_run(const NodeCtx *ctx, Merge *m)
 		for (guint p = 0; p < m->picks->len; p++) {
 			const Pick *pk = &g_array_index(m->picks, Pick, p);
 			const HrPlanGuest *g = &ctx->input->guests[ctx->runs[pk->run].guest];
-			if (g->candidates[pk->candidate].host_thp)
+			if (is_thp(&g->candidates[pk->candidate]))
 				continue;
 			if (small_picks[pk->run] == NULL)
 				small_picks[pk->run] = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -513,7 +531,7 @@ merge_run(const NodeCtx *ctx, Merge *m)
 		if (pk->removed)
 			continue;
 		m->cost += hr_planner_candidate_cost(node, c, params);
-		m->n_small += !c->host_thp;
+		m->n_small += !is_thp(c);
 	}
 	any_small = m->n_small > 0;
 	if (m->compact_blocks > 0 || any_small)
@@ -581,12 +599,12 @@ build_steps(HrPlan *plan, const NodeCtx *ctx, const Merge *m)
 		hp.gpa = c->gpa;
 		hp.index = pk->candidate;
 		hp.free_pages = c->free_pages;
-		hp.host_thp = c->host_thp;
+		hp.backing = c->backing;
 		g_array_append_val(step->picks, hp);
 		step->gain_milli += hr_planner_candidate_gain_milli(c, params);
 		/* the guest's pages; a small block's host share is on the compaction */
 		step->cost_pages += HR_PLAN_BLOCK_PAGES - c->free_pages;
-		if (c->host_thp)
+		if (is_thp(c))
 			step->n_thp++;
 		else
 			step->n_small++;

@@ -26,6 +26,9 @@
  *     4 KiB host pages only gives 512 scattered free pages, valued at
  *     small_benefit_milli / 1000 of a block, and host compaction must then
  *     assemble them (its per-block cost is added to the candidate's cost).
+ *     A block the host never backed (absent: the guest never touched it,
+ *     or it was discarded already) or backs with hugetlbfs gives the
+ *     host's buddy allocator nothing and is never picked.
  *     Candidates are taken in increasing cost per unit of benefit, from
  *     every eligible guest at once, within each guest's budget (blocks
  *     the host may hold from it, minus those it holds), its floor
@@ -50,6 +53,7 @@
 #include <glib.h>
 
 #include "hr-monitor.h"
+#include "hr-thpmap.h"
 
 G_BEGIN_DECLS
 
@@ -77,7 +81,7 @@ typedef struct {
 typedef struct {
 	guint64 gpa;
 	guint16 free_pages; /* 0-512, from the guest's status report */
-	guint8 host_thp;    /* backed by one host THP (hr-thpmap) */
+	guint8 backing;	    /* HrThpBlock from hr-thpmap: what discarding it frees on the host */
 	guint8 tried;	    /* already evacuated or failed in this request: skipped */
 	guint32 reserved;
 } HrPlanCandidate;
@@ -129,7 +133,7 @@ typedef struct {
 	guint64 gpa;
 	guint32 index; /* into the guest's candidates */
 	guint16 free_pages;
-	guint8 host_thp;
+	guint8 backing; /* HrThpBlock */
 	guint8 reserved;
 } HrPlanPick;
 

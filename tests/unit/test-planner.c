@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include <json-glib/json-glib.h>
+
 #include "hr-planner.h"
 
 #define MIB (G_GUINT64_CONSTANT(1024) * 1024)
@@ -94,7 +96,7 @@ test_free_blocks_first(void)
 {
 	HrPlannerParams params;
 	HrPlanNode node = tight_node(0);
-	HrPlanCandidate c[] = {{.gpa = 0x200000, .free_pages = 512, .host_thp = 1}};
+	HrPlanCandidate c[] = {{.gpa = 0x200000, .free_pages = 512, .backing = HR_THP_BLOCK_THP}};
 	HrPlanGuest g = guest(1, 0, c, 1);
 	HrPlanInput in = {.nodes = &node, .n_nodes = 1, .guests = &g, .n_guests = 1};
 	HrPlanRequest req = request(10);
@@ -139,7 +141,7 @@ test_compaction_when_fragmented(void)
 {
 	HrPlannerParams params;
 	HrPlanNode node = tight_node(0);
-	HrPlanCandidate c[] = {{.gpa = 0x200000, .free_pages = 0, .host_thp = 1}};
+	HrPlanCandidate c[] = {{.gpa = 0x200000, .free_pages = 0, .backing = HR_THP_BLOCK_THP}};
 	HrPlanGuest g = guest(1, 0, c, 1);
 	HrPlanInput in = {.nodes = &node, .n_nodes = 1, .guests = &g, .n_guests = 1};
 	HrPlanRequest req = request(100);
@@ -183,12 +185,12 @@ test_thp_backed_ranked(void)
 	HrPlannerParams params;
 	HrPlanNode node = tight_node(0);
 	HrPlanCandidate c[] = {
-		{.gpa = 0x1000000, .free_pages = 500, .host_thp = 0}, /* 12 + 231, per 0.5 */
-		{.gpa = 0x2000000, .free_pages = 100, .host_thp = 1}, /* 412 per 1 */
-		{.gpa = 0x3000000, .free_pages = 512, .host_thp = 0}, /* 0 + 231, per 0.5 */
-		{.gpa = 0x4000000, .free_pages = 0, .host_thp = 1},   /* 512 per 1 */
-		{.gpa = 0x5000000, .free_pages = 512, .host_thp = 0},
-		{.gpa = 0x6000000, .free_pages = 512, .host_thp = 0},
+		{.gpa = 0x1000000, .free_pages = 500, .backing = HR_THP_BLOCK_SMALL}, /* 12 + 231, per 0.5 */
+		{.gpa = 0x2000000, .free_pages = 100, .backing = HR_THP_BLOCK_THP}, /* 412 per 1 */
+		{.gpa = 0x3000000, .free_pages = 512, .backing = HR_THP_BLOCK_SMALL}, /* 0 + 231, per 0.5 */
+		{.gpa = 0x4000000, .free_pages = 0, .backing = HR_THP_BLOCK_THP},   /* 512 per 1 */
+		{.gpa = 0x5000000, .free_pages = 512, .backing = HR_THP_BLOCK_SMALL},
+		{.gpa = 0x6000000, .free_pages = 512, .backing = HR_THP_BLOCK_SMALL},
 	};
 	HrPlanGuest g = guest(7, 0, c, G_N_ELEMENTS(c));
 	HrPlanInput in = {.nodes = &node, .n_nodes = 1, .guests = &g, .n_guests = 1};
@@ -257,9 +259,9 @@ test_policy_floor_budget(void)
 
 	hr_planner_params_init(&params);
 	for (guint i = 0; i < 8; i++) {
-		a[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 510, .host_thp = 1};
-		b[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 500, .host_thp = 1};
-		d[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 512, .host_thp = 1};
+		a[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 510, .backing = HR_THP_BLOCK_THP};
+		b[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 500, .backing = HR_THP_BLOCK_THP};
+		d[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 512, .backing = HR_THP_BLOCK_THP};
 	}
 	g[0] = guest(1, 0, a, 8);
 	g[0].free_pages = 10 * 512;
@@ -312,8 +314,8 @@ test_deadline_spreads(void)
 	hr_planner_params_init(&params);
 	for (guint i = 0; i < 32; i++) {
 		/* equal costs: without a deadline the first guest gives everything */
-		a[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 312, .host_thp = 1};
-		b[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 312, .host_thp = 1};
+		a[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 312, .backing = HR_THP_BLOCK_THP};
+		b[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 312, .backing = HR_THP_BLOCK_THP};
 	}
 	g[0] = guest(1, 0, a, 32);
 	g[1] = guest(2, 0, b, 32);
@@ -349,8 +351,8 @@ test_node_choice(void)
 {
 	HrPlannerParams params;
 	HrPlanNode nodes[2] = {tight_node(0), tight_node(1)};
-	HrPlanCandidate a[] = {{.gpa = 0, .free_pages = 400, .host_thp = 1}};
-	HrPlanCandidate b[] = {{.gpa = 0, .free_pages = 500, .host_thp = 1}};
+	HrPlanCandidate a[] = {{.gpa = 0, .free_pages = 400, .backing = HR_THP_BLOCK_THP}};
+	HrPlanCandidate b[] = {{.gpa = 0, .free_pages = 500, .backing = HR_THP_BLOCK_THP}};
 	HrPlanGuest g[2];
 	HrPlanInput in = {.nodes = nodes, .n_nodes = 2, .guests = g, .n_guests = 2};
 	HrPlanRequest req = request(1);
@@ -414,8 +416,8 @@ test_replan(void)
 
 	hr_planner_params_init(&params);
 	for (guint i = 0; i < 4; i++) {
-		a[i] = (HrPlanCandidate){.gpa = BLOCKS(10 + i), .free_pages = 500, .host_thp = 1};
-		b[i] = (HrPlanCandidate){.gpa = BLOCKS(20 + i), .free_pages = 400, .host_thp = 1};
+		a[i] = (HrPlanCandidate){.gpa = BLOCKS(10 + i), .free_pages = 500, .backing = HR_THP_BLOCK_THP};
+		b[i] = (HrPlanCandidate){.gpa = BLOCKS(20 + i), .free_pages = 400, .backing = HR_THP_BLOCK_THP};
 	}
 	g[0] = guest(1, 0, a, 4);
 	g[1] = guest(2, 0, b, 4);
@@ -481,7 +483,7 @@ test_deterministic(void)
 	for (guint i = 0; i < 3; i++) {
 		for (guint j = 0; j < 64; j++) {
 			c[i][j] = (HrPlanCandidate){.gpa = BLOCKS(j), .free_pages = g_rand_int_range(rand, 0, 513),
-						    .host_thp = g_rand_boolean(rand)};
+						    .backing = g_rand_boolean(rand) ? HR_THP_BLOCK_THP : HR_THP_BLOCK_SMALL};
 		}
 		g[i] = guest(i + 1, 0, c[i], 64);
 	}
@@ -555,9 +557,9 @@ test_fixture_two_nodes(void)
 	g_autoptr(HrHostState) state = hr_monitor_read_host(root, &error);
 	HrPlannerParams params;
 	HrPlanNode nodes[2];
-	HrPlanCandidate c[] = {{.gpa = 0, .free_pages = 512, .host_thp = 1},
-			       {.gpa = BLOCKS(1), .free_pages = 480, .host_thp = 1},
-			       {.gpa = BLOCKS(2), .free_pages = 500, .host_thp = 1}};
+	HrPlanCandidate c[] = {{.gpa = 0, .free_pages = 512, .backing = HR_THP_BLOCK_THP},
+			       {.gpa = BLOCKS(1), .free_pages = 480, .backing = HR_THP_BLOCK_THP},
+			       {.gpa = BLOCKS(2), .free_pages = 500, .backing = HR_THP_BLOCK_THP}};
 	HrPlanGuest g = guest(9, 1, c, 3);
 	HrPlanInput in = {.nodes = nodes, .n_nodes = 2, .guests = &g, .n_guests = 1};
 	HrPlanRequest req = request(180);
@@ -598,6 +600,138 @@ test_fixture_two_nodes(void)
 	g_assert_cmpuint(plan->gain_milli, ==, 187000);
 }
 
+/*
+ * A real donor (fixtures/proc/donor-6.12): its status report's candidates
+ * and hr-thpmap's view of its QEMU process. Most of its fully free blocks
+ * were never touched, so the host backs them with nothing and giving them
+ * frees nothing: the planner must take the THP-backed ones, half full.
+ */
+typedef struct {
+	HrPlanCandidate *c;
+	guint n;
+	guint64 free_pages;
+	guint64 total_pages;
+} Donor;
+
+static void
+load_donor(Donor *d)
+{
+	g_autofree gchar *json = g_test_build_filename(G_TEST_DIST, "fixtures", "proc", "donor-6.12",
+						       "status.json", NULL);
+	g_autofree gchar *map = g_test_build_filename(G_TEST_DIST, "fixtures", "proc", "donor-6.12",
+						      "thpmap", NULL);
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GHashTable) backing = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *text = NULL;
+	g_auto(GStrv) lines = NULL;
+	JsonObject *status;
+	JsonArray *cands;
+
+	g_assert_true(g_file_get_contents(map, &text, NULL, &error));
+	lines = g_strsplit(text, "\n", -1);
+	for (guint i = 0; lines[i] != NULL; i++) {
+		g_auto(GStrv) w = g_strsplit(lines[i], " ", 2);
+		gint64 *gpa;
+		HrThpBlock b;
+		if (lines[i][0] == '#' || lines[i][0] == '\0')
+			continue;
+		g_assert_cmpuint(g_strv_length(w), ==, 2);
+		gpa = g_new(gint64, 1);
+		*gpa = (gint64)g_ascii_strtoull(w[0], NULL, 16);
+		if (g_strcmp0(w[1], "thp") == 0)
+			b = HR_THP_BLOCK_THP;
+		else if (g_strcmp0(w[1], "4k") == 0)
+			b = HR_THP_BLOCK_SMALL;
+		else if (g_strcmp0(w[1], "absent") == 0)
+			b = HR_THP_BLOCK_ABSENT;
+		else
+			b = HR_THP_BLOCK_HUGETLB;
+		g_hash_table_insert(backing, gpa, GUINT_TO_POINTER(b + 1));
+	}
+
+	g_assert_true(json_parser_load_from_file(parser, json, &error));
+	g_assert_no_error(error);
+	status = json_object_get_object_member(json_node_get_object(json_parser_get_root(parser)),
+					       "status");
+	cands = json_object_get_array_member(status, "candidates");
+	d->n = json_array_get_length(cands);
+	d->c = g_new0(HrPlanCandidate, d->n);
+	d->free_pages = json_object_get_int_member(status, "mem_free_pages");
+	d->total_pages = json_object_get_int_member(status, "mem_total_pages");
+	for (guint i = 0; i < d->n; i++) {
+		JsonObject *o = json_array_get_object_element(cands, i);
+		gint64 gpa = json_object_get_int_member(o, "gpa");
+		gpointer b = g_hash_table_lookup(backing, &gpa);
+		g_assert_nonnull(b);
+		d->c[i].gpa = (guint64)gpa;
+		d->c[i].free_pages = (guint16)json_object_get_int_member(o, "free_pages");
+		d->c[i].backing = GPOINTER_TO_UINT(b) - 1;
+	}
+}
+
+static void
+test_fixture_real_donor(void)
+{
+	HrPlannerParams params;
+	HrPlanNode node = tight_node(0);
+	Donor d = {0};
+	HrPlanGuest g;
+	HrPlanInput in = {.nodes = &node, .n_nodes = 1, .guests = &g, .n_guests = 1};
+	HrPlanRequest req = request(10);
+	g_autoptr(HrPlan) plan = NULL;
+	guint absent = 0, thp = 0;
+
+	hr_planner_params_init(&params);
+	load_donor(&d);
+	for (guint i = 0; i < d.n; i++) {
+		absent += d.c[i].backing == HR_THP_BLOCK_ABSENT;
+		thp += d.c[i].backing == HR_THP_BLOCK_THP;
+	}
+	/* what the capture holds: 256 candidates (the report's cap), 207 of
+	 * them fully free and never touched, 49 THP-backed and half full */
+	g_assert_cmpuint(d.n, ==, 256);
+	g_assert_cmpuint(absent, ==, 207);
+	g_assert_cmpuint(thp, ==, 49);
+	g = guest(1, 0, d.c, d.n);
+	g.free_pages = d.free_pages;
+	g.floor_pages = d.total_pages / 10;
+	g.budget_blocks = 64;
+
+	plan = hr_planner_plan(&req, &in, &params);
+	g_test_message("%s", plan->summary);
+	g_assert_true(plan->complete);
+	g_assert_cmpuint(plan->steps->len, ==, 1);
+	g_assert_cmpuint(step(plan, 0)->n_thp, ==, 10);
+	for (guint i = 0; i < 10; i++) {
+		const HrPlanPick *pk = &g_array_index(step(plan, 0)->picks, HrPlanPick, i);
+		g_assert_cmpint(pk->backing, ==, HR_THP_BLOCK_THP);
+	}
+	/* the one with 279 free pages first, then nine with 272 */
+	g_assert_cmpuint(pick_gpa(step(plan, 0), 0), ==, 0x25400000);
+	g_assert_cmpuint(plan->cost_pages, ==, 233 + 9 * 240);
+
+	/* all it has: 49 blocks, not the 64 of its budget */
+	g_clear_pointer(&plan, hr_plan_free);
+	req = request(100);
+	plan = hr_planner_plan(&req, &in, &params);
+	g_test_message("%s", plan->summary);
+	g_assert_false(plan->complete);
+	g_assert_cmpuint(plan->gain_milli, ==, 49000);
+
+	/* blind to the host's backing (all taken for 4 KiB-backed), the plan
+	 * would ask for the untouched blocks and the host would gain nothing */
+	for (guint i = 0; i < d.n; i++)
+		d.c[i].backing = HR_THP_BLOCK_SMALL;
+	g_clear_pointer(&plan, hr_plan_free);
+	req = request(10);
+	plan = hr_planner_plan(&req, &in, &params);
+	g_test_message("blind: %s", plan->summary);
+	g_assert_cmpuint(step(plan, 0)->picks->len, ==, 20);
+	g_assert_cmpuint(g_array_index(step(plan, 0)->picks, HrPlanPick, 0).free_pages, ==, 512);
+	g_free(d.c);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Brute force */
 
@@ -620,7 +754,7 @@ set_cost(const HrPlanNode *node, Item *items, guint n, guint mask, const HrPlann
 			continue;
 		cost += hr_planner_candidate_cost(node, items[i].c, params);
 		*gain += hr_planner_candidate_gain_milli(items[i].c, params);
-		small |= !items[i].c->host_thp;
+		small |= items[i].c->backing == HR_THP_BLOCK_SMALL;
 	}
 	if (small)
 		cost += hr_planner_compact_scan_cost(node, params);
@@ -631,7 +765,7 @@ static gboolean
 set_has_small(Item *items, guint n, guint mask)
 {
 	for (guint i = 0; i < n; i++) {
-		if ((mask & (1u << i)) && !items[i].c->host_thp)
+		if ((mask & (1u << i)) && items[i].c->backing == HR_THP_BLOCK_SMALL)
 			return TRUE;
 	}
 	return FALSE;
@@ -678,7 +812,10 @@ test_brute_force(void)
 					/* most candidates nearly free, some full */
 					.free_pages = g_rand_boolean(rand) ? g_rand_int_range(rand, 400, 513)
 									   : g_rand_int_range(rand, 0, 513),
-					.host_thp = g_rand_int_range(rand, 0, 3) != 0,
+					/* THP-backed, 4 KiB-backed, or never touched */
+					.backing = (const guint8[]){HR_THP_BLOCK_THP, HR_THP_BLOCK_THP,
+								    HR_THP_BLOCK_SMALL,
+								    HR_THP_BLOCK_ABSENT}[g_rand_int_range(rand, 0, 4)],
 				};
 				items[n_items++] = (Item){.guest = i, .c = &cand[i][j]};
 				max_item = MAX(max_item, hr_planner_candidate_cost(&node, &cand[i][j], &params));
@@ -726,9 +863,9 @@ test_brute_force(void)
 		if (!plan->complete) {
 			g_autofree gchar *text = plan_text(plan);
 			for (guint i = 0; i < n_items; i++)
-				g_printerr("item guest %u cap %u gpa %" G_GINT64_MODIFIER "x free %u thp %u\n",
+				g_printerr("item guest %u cap %u gpa %" G_GINT64_MODIFIER "x free %u %s\n",
 					   items[i].guest, caps[items[i].guest], items[i].c->gpa,
-					   items[i].c->free_pages, items[i].c->host_thp);
+					   items[i].c->free_pages, hr_thp_block_to_string(items[i].c->backing));
 			g_printerr("compact cap %" G_GUINT64_FORMAT "\n", compact_cap);
 			g_error("round %u: optimum %" G_GUINT64_FORMAT " exists, planner incomplete:\n%s",
 				round, opt, text);
@@ -779,6 +916,7 @@ main(int argc, char **argv)
 	g_test_add_func("/planner/deterministic", test_deterministic);
 	g_test_add_func("/planner/fixture/host", test_fixture_host);
 	g_test_add_func("/planner/fixture/two-nodes", test_fixture_two_nodes);
+	g_test_add_func("/planner/fixture/real-donor", test_fixture_real_donor);
 	g_test_add_func("/planner/brute-force", test_brute_force);
 	return g_test_run();
 }
