@@ -2694,6 +2694,12 @@ enum virtio_hugeroom_inject {
 	VIRTIO_HUGEROOM_INJ_TOO_MANY_ZONES,
 	VIRTIO_HUGEROOM_INJ_BAD_ZONE_NAME,
 	VIRTIO_HUGEROOM_INJ_TRUNCATED,
+	/* Hostile lists on eventq, from here on. */
+	VIRTIO_HUGEROOM_INJ_HOLD_OUTSIDE,
+	VIRTIO_HUGEROOM_INJ_HOLD_UNALIGNED,
+	VIRTIO_HUGEROOM_INJ_HOLD_DUPLICATE,
+	VIRTIO_HUGEROOM_INJ_HOLD_HELD,
+	VIRTIO_HUGEROOM_INJ_HOLD_OVERSIZED,
 };
 
 static const char * const virtio_hugeroom_inject_names[] = {
@@ -2703,7 +2709,81 @@ static const char * const virtio_hugeroom_inject_names[] = {
 	[VIRTIO_HUGEROOM_INJ_TOO_MANY_ZONES] = "too_many_zones",
 	[VIRTIO_HUGEROOM_INJ_BAD_ZONE_NAME] = "bad_zone_name",
 	[VIRTIO_HUGEROOM_INJ_TRUNCATED] = "truncated",
+	[VIRTIO_HUGEROOM_INJ_HOLD_OUTSIDE] = "hold_outside",
+	[VIRTIO_HUGEROOM_INJ_HOLD_UNALIGNED] = "hold_unaligned",
+	[VIRTIO_HUGEROOM_INJ_HOLD_DUPLICATE] = "hold_duplicate",
+	[VIRTIO_HUGEROOM_INJ_HOLD_HELD] = "hold_held",
+	[VIRTIO_HUGEROOM_INJ_HOLD_OVERSIZED] = "hold_oversized",
 };
+
+/* A request id no daemon hands out, for injected HOLDs. */
+#define VIRTIO_HUGEROOM_INJ_REQUEST	(U64_MAX - 1)
+/* Block aligned, far outside any guest's RAM (SPEC caps pfns at 2^52). */
+#define VIRTIO_HUGEROOM_INJ_FAR_GPA	BIT_ULL(50)
+
+/*
+ * Send a hostile HOLD of kind @what on eventq; the device must reject it
+ * whole (ACK_INVALID) and discard nothing.  Only addresses that cannot
+ * hurt the guest should a device accept them: far outside RAM, or blocks
+ * the device holds (and so has discarded) already.
+ */
+static int virtio_hugeroom_inject_hold(struct virtio_hugeroom *vh, int what)
+{
+	struct virtio_hugeroom_blocks *msg = vh->event;
+	__le64 *gpas = (void *)(msg + 1);
+	u32 nr = 1, len;
+	u64 held = 0;
+	int rc;
+
+	spin_lock(&vh->hold_lock);
+	if (!list_empty(&vh->held))
+		held = PFN_PHYS(page_to_pfn(list_first_entry(&vh->held,
+							     struct page,
+							     lru)));
+	spin_unlock(&vh->hold_lock);
+	if (!held && what != VIRTIO_HUGEROOM_INJ_HOLD_OUTSIDE &&
+	    what != VIRTIO_HUGEROOM_INJ_HOLD_UNALIGNED)
+		return -ENODATA;
+
+	mutex_lock(&vh->event_lock);
+	memset(msg, 0, sizeof(*msg));
+	msg->hdr.type = cpu_to_le16(VIRTIO_HUGEROOM_MSG_HOLD);
+	msg->hdr.request_id = cpu_to_le64(VIRTIO_HUGEROOM_INJ_REQUEST);
+	switch (what) {
+	case VIRTIO_HUGEROOM_INJ_HOLD_OUTSIDE:
+		gpas[0] = cpu_to_le64(VIRTIO_HUGEROOM_INJ_FAR_GPA);
+		break;
+	case VIRTIO_HUGEROOM_INJ_HOLD_UNALIGNED:
+		gpas[0] = cpu_to_le64(VIRTIO_HUGEROOM_INJ_FAR_GPA + PAGE_SIZE);
+		break;
+	case VIRTIO_HUGEROOM_INJ_HOLD_DUPLICATE:
+		gpas[0] = cpu_to_le64(held);
+		gpas[1] = cpu_to_le64(held);
+		nr = 2;
+		break;
+	case VIRTIO_HUGEROOM_INJ_HOLD_HELD:
+		gpas[0] = cpu_to_le64(held);
+		break;
+	default:
+		/* nr_blocks * 8 wraps to 8 in 32 bits: one gpa sent. */
+		gpas[0] = cpu_to_le64(held);
+		nr = 0x20000001;
+		break;
+	}
+	len = sizeof(*msg) + sizeof(*gpas) *
+	      (what == VIRTIO_HUGEROOM_INJ_HOLD_OVERSIZED ? 1 : nr);
+	msg->hdr.len = cpu_to_le32(len);
+	msg->nr_blocks = cpu_to_le32(nr);
+	rc = virtio_hugeroom_event_send(vh, len);
+	mutex_unlock(&vh->event_lock);
+	dev_info(&vh->vdev->dev, "injected %s (%u bytes): ack %d\n",
+		 virtio_hugeroom_inject_names[what], len, rc);
+	if (!rc)
+		dev_warn(&vh->vdev->dev, "device accepted a hostile %s\n",
+			 virtio_hugeroom_inject_names[what]);
+	/* Rejected is the expected outcome; a transport failure is not. */
+	return rc == -EINVAL || !rc ? 0 : rc;
+}
 
 /*
  * Derive a malformed STATUS of kind @what from the last report into
@@ -2777,6 +2857,12 @@ static ssize_t virtio_hugeroom_inject_write(struct file *file,
 	what = sysfs_match_string(virtio_hugeroom_inject_names, strim(name));
 	if (what < 0)
 		return what;
+	if (what >= VIRTIO_HUGEROOM_INJ_HOLD_OUTSIDE) {
+		if (!virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_HOLD))
+			return -EOPNOTSUPP;
+		rc = virtio_hugeroom_inject_hold(vh, what);
+		return rc ? rc : count;
+	}
 
 	mutex_lock(&vh->report_lock);
 	if (!vh->report_len) {

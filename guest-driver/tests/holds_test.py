@@ -317,6 +317,25 @@ class Run:
         self.ok(st_held == [str(len(self.held))],
                 'STATUS held_blocks is %s' % st_held)
 
+        # ---- hostile HOLDs (debugfs inject) while blocks are held ----
+        kinds = ['hold_outside', 'hold_unaligned', 'hold_duplicate',
+                 'hold_held', 'hold_oversized']
+        time.sleep(0.5)
+        rej0, num0 = d.state[2], d.state[4]
+        rss0 = hrvm.rss_anon_kb(g.pid)
+        for kind in kinds:
+            g.cmd('sh echo %s >/sys/kernel/debug/virtio_hugeroom/inject' %
+                  kind)
+        hrvm.wait_for(lambda: d.state[2] >= rej0 + len(kinds), 10,
+                      'the device to reject the hostile HOLDs')
+        time.sleep(0.5)
+        self.ok(d.state[2] - rej0 == len(kinds) and d.state[4] == num0,
+                'hostile HOLDs (%s) rejected, device held count unchanged' %
+                ', '.join(kinds), str(d.state))
+        self.ok(abs(hrvm.rss_anon_kb(g.pid) - rss0) < 4096,
+                'hostile HOLDs: nothing discarded')
+        self.views_agree('after hostile HOLDs')
+
         # ---- explicit, with a pinned block and a held one ----
         g.cmd('sh echo 64 >/sys/kernel/debug/virtio_hugeroom/pin_unmovable')
         pins = [int(x, 16) for x in g.debugfs('pin_unmovable')]
