@@ -17,14 +17,6 @@ is_thp(const HrPlanCandidate *c)
 	return c->backing == HR_THP_BLOCK_THP;
 }
 
-/* can it be picked at all: not tried, sane, and its discard frees host memory */
-static inline gboolean
-usable(const HrPlanCandidate *c)
-{
-	return !c->tried && c->free_pages <= HR_PLAN_BLOCK_PAGES &&
-	       (c->backing == HR_THP_BLOCK_THP || c->backing == HR_THP_BLOCK_SMALL);
-}
-
 void
 hr_planner_params_init(HrPlannerParams *params)
 {
@@ -174,9 +166,7 @@ typedef struct {
 
 typedef struct {
 	guint guest;
-	guint32 *order[2]; /* candidate indices, cheapest first */
-	guint n[2];
-	guint pos[2];
+	guint cursor[2];   /* per stream: next candidate index to look at */
 	guint cap;	     /* blocks it may still give */
 	guint64 budget_ns;   /* G_MAXUINT64: no deadline */
 	guint64 used_ns;
@@ -254,75 +244,26 @@ stream_key(const HrPlanNode *node, const HrPlanCandidate *c, const HrPlannerPara
 }
 
 /*
- * Split a guest's usable candidates into its two streams, most free pages
- * first, in @space (room for all of its candidates). The status report
- * lists them in that order already, which takes one pass; anything else
- * gets a counting sort.
+ * A guest's two streams are its THP-backed and its 4 KiB-backed candidates,
+ * each in the order of the report: most free pages first, which the STATUS
+ * codec enforces (SPEC rule 6). A stream is a cursor over the candidates,
+ * so the planner only looks at as many of a guest's candidates as it takes
+ * (plus the other stream's it skips), not at all 2048 of each guest.
+ * Returns the index of the stream's next usable candidate, or n_candidates.
  */
-static void
-sort_candidates(const HrPlanGuest *g, GuestRun *run, guint32 *space)
+static guint
+stream_peek(const HrPlanGuest *g, GuestRun *run, guint s)
 {
-	guint count[2][HR_PLAN_BLOCK_PAGES + 1];
-	guint start[2][HR_PLAN_BLOCK_PAGES + 1];
-	const HrPlanCandidate *c = g->candidates;
-	const guint n = g->n_candidates;
-	guint32 *back = space + n - 1;
-	guint n_thp = 0, n_small = 0, prev = HR_PLAN_BLOCK_PAGES;
-	gboolean sorted = TRUE;
+	const guint want = s == STREAM_THP ? HR_THP_BLOCK_THP : HR_THP_BLOCK_SMALL;
+	guint i = run->cursor[s];
 
-	/* THP-backed from the front, 4 KiB-backed from the back */
-	for (guint i = 0; i < n; i++, c++) {
-		if (!usable(c))
-			continue;
-		if (c->free_pages > prev) {
-			sorted = FALSE;
+	for (; i < g->n_candidates; i++) {
+		const HrPlanCandidate *c = &g->candidates[i];
+		if (c->backing == want && !c->tried && c->free_pages <= HR_PLAN_BLOCK_PAGES)
 			break;
-		}
-		prev = c->free_pages;
-		if (is_thp(c))
-			space[n_thp++] = i;
-		else
-			*(back - n_small++) = i;
 	}
-	if (sorted) {
-		guint32 *small = space + g->n_candidates - n_small;
-		for (guint a = 0, b = n_small; a + 1 < b; a++, b--) {
-			guint32 t = small[a];
-			small[a] = small[b - 1];
-			small[b - 1] = t;
-		}
-		run->order[STREAM_THP] = space;
-		run->n[STREAM_THP] = n_thp;
-		run->order[STREAM_SMALL] = small;
-		run->n[STREAM_SMALL] = n_small;
-		return;
-	}
-
-	memset(count, 0, sizeof(count));
-	for (guint i = 0; i < g->n_candidates; i++) {
-		const HrPlanCandidate *c = &g->candidates[i];
-		if (!usable(c))
-			continue;
-		count[is_thp(c) ? STREAM_THP : STREAM_SMALL][c->free_pages]++;
-	}
-	for (guint s = 0; s < 2; s++) {
-		guint at = 0;
-		for (gint f = HR_PLAN_BLOCK_PAGES; f >= 0; f--) {
-			start[s][f] = at;
-			at += count[s][f];
-		}
-		run->n[s] = at;
-		run->order[s] = space;
-		space += at;
-	}
-	for (guint i = 0; i < g->n_candidates; i++) {
-		const HrPlanCandidate *c = &g->candidates[i];
-		guint s;
-		if (!usable(c))
-			continue;
-		s = is_thp(c) ? STREAM_THP : STREAM_SMALL;
-		run->order[s][start[s][c->free_pages]++] = i;
-	}
+	run->cursor[s] = i;
+	return i;
 }
 
 static void
@@ -331,14 +272,34 @@ push_stream(GArray *heap, GuestRun *runs, guint r, guint s, const HrPlanInput *i
 {
 	GuestRun *run = &runs[r];
 	const HrPlanGuest *g = &input->guests[run->guest];
+	guint i;
 	HeapEntry e;
 
-	if (run->pos[s] >= run->n[s] || run->cap == 0)
+	if (run->cap == 0)
 		return;
-	e.key = stream_key(node, &g->candidates[run->order[s][run->pos[s]]], params);
+	i = stream_peek(g, run, s);
+	if (i >= g->n_candidates)
+		return;
+	e.key = stream_key(node, &g->candidates[i], params);
 	e.run = r;
 	e.stream = s;
 	heap_push(heap, e);
+}
+
+static gint
+candidate_cmp(gconstpointer a, gconstpointer b, gpointer user_data)
+{
+	const HrPlanCandidate *x = a, *y = b;
+
+	(void)user_data;
+	return (gint)y->free_pages - (gint)x->free_pages;
+}
+
+void
+hr_planner_sort_candidates(HrPlanCandidate *candidates, guint n_candidates)
+{
+	/* GLib's sort is a stable merge sort: ties keep their order */
+	g_qsort_with_data(candidates, (gint)n_candidates, sizeof(*candidates), candidate_cmp, NULL);
 }
 
 static HrPlanStep *
@@ -363,7 +324,6 @@ typedef struct {
 	GuestRun *runs;
 	guint n_runs;
 	guint *init_cap;
-	gboolean have_small;
 } NodeCtx;
 
 /* One way of meeting the need: with or without host compaction and small blocks. */
@@ -415,7 +375,7 @@ merge_run(const NodeCtx *ctx, Merge *m)
 	}
 	for (guint r = 0; r < ctx->n_runs; r++) {
 		GuestRun *run = &ctx->runs[r];
-		run->pos[STREAM_THP] = run->pos[STREAM_SMALL] = 0;
+		run->cursor[STREAM_THP] = run->cursor[STREAM_SMALL] = 0;
 		run->cap = ctx->init_cap[r];
 		run->used_ns = 0;
 		run->n_picked = 0;
@@ -445,7 +405,7 @@ merge_run(const NodeCtx *ctx, Merge *m)
 			continue;
 		}
 		run = &ctx->runs[e.run];
-		c = &ctx->input->guests[run->guest].candidates[run->order[e.stream][run->pos[e.stream]]];
+		c = &ctx->input->guests[run->guest].candidates[run->cursor[e.stream]];
 		if (run->cap == 0)
 			continue;
 		ns = guest_ns(c, params);
@@ -455,11 +415,11 @@ merge_run(const NodeCtx *ctx, Merge *m)
 		run->cap--;
 		run->n_picked++;
 		pick.run = e.run;
-		pick.candidate = run->order[e.stream][run->pos[e.stream]];
+		pick.candidate = run->cursor[e.stream];
 		pick.removed = FALSE;
 		g_array_append_val(m->picks, pick);
 		m->gain += hr_planner_candidate_gain_milli(c, params);
-		run->pos[e.stream]++;
+		run->cursor[e.stream]++;
 		push_stream(heap, ctx->runs, e.run, e.stream, ctx->input, node, params);
 	}
 
@@ -485,10 +445,11 @@ merge_run(const NodeCtx *ctx, Merge *m)
 			const HrPlanGuest *g = &ctx->input->guests[run->guest];
 
 			while (m->gain < ctx->need_milli && run->cap == 0 && small_picks[r] != NULL &&
-			       small_picks[r]->len > 0 && run->pos[STREAM_THP] < run->n[STREAM_THP]) {
+			       small_picks[r]->len > 0 &&
+			       stream_peek(g, run, STREAM_THP) < g->n_candidates) {
 				guint p = g_array_index(small_picks[r], guint, small_picks[r]->len - 1);
 				Pick *old = &g_array_index(m->picks, Pick, p);
-				guint32 ci = run->order[STREAM_THP][run->pos[STREAM_THP]];
+				guint32 ci = run->cursor[STREAM_THP];
 				const HrPlanCandidate *c = &g->candidates[ci];
 				guint64 used = run->used_ns - guest_ns(&g->candidates[old->candidate], params) +
 					       guest_ns(c, params);
@@ -499,7 +460,7 @@ merge_run(const NodeCtx *ctx, Merge *m)
 				old->removed = TRUE;
 				g_array_set_size(small_picks[r], small_picks[r]->len - 1);
 				run->used_ns = used;
-				run->pos[STREAM_THP]++;
+				run->cursor[STREAM_THP]++;
 				g_array_append_val(m->picks, pick);
 				m->gain += MILLI - params->small_benefit_milli;
 			}
@@ -647,9 +608,8 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 	Merge variants[4] = {{0}};
 	Merge *best = NULL;
 	g_autofree GuestRun *runs = NULL;
-	g_autofree guint32 *space = NULL;
 	g_autofree guint *init_cap = NULL;
-	guint64 headroom, n_space = 0;
+	guint64 headroom;
 	guint n_guests = 0;
 
 	plan->node = (gint)node->node;
@@ -687,14 +647,11 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 		plan->guests_considered++;
 		if (hr_planner_guest_deferred(g, input->now_ms))
 			plan->guests_deferred++;
-		n_space += g->n_candidates;
 		n_guests++;
 	}
 	if (ctx.free_take * MILLI < ctx.need_milli && n_guests > 0) {
 		runs = g_new0(GuestRun, n_guests);
 		init_cap = g_new0(guint, n_guests);
-		space = g_new(guint32, MAX(n_space, 1));
-		n_space = 0;
 		for (guint i = 0; i < input->n_guests; i++) {
 			const HrPlanGuest *g = &input->guests[i];
 			GuestRun *run = &runs[ctx.n_runs];
@@ -710,9 +667,6 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 			if (cap == 0)
 				continue;
 			run->guest = i;
-			sort_candidates(g, run, space + n_space);
-			n_space += g->n_candidates;
-			ctx.have_small |= run->n[STREAM_SMALL] > 0;
 			init_cap[ctx.n_runs++] = cap;
 		}
 	}
@@ -732,7 +686,7 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 		m->allow_compact = v & 1;
 		m->allow_small = v & 2;
 		if ((m->allow_compact && ctx.compact_cap == 0) ||
-		    (m->allow_small && (!ctx.have_small || ctx.compact_ms * 1000000 > ctx.deadline_ns)))
+		    (m->allow_small && ctx.compact_ms * 1000000 > ctx.deadline_ns))
 			continue;
 		merge_run(&ctx, m);
 		g_debug("node %u, compaction %s, small blocks %s: %" G_GUINT64_FORMAT

@@ -46,8 +46,11 @@
  * Gains are in thousandths of a block ("milli-blocks") so that fractional
  * benefits stay exact integers and plans are reproducible.
  *
- * Cost: O(C + G * 513 + S log G) for C candidates of G guests and S picks
- * (a counting sort per guest, then a heap merge of the per-guest streams).
+ * Cost: O(G + (S + K) log G) for G guests, S picks and K candidates looked
+ * at and skipped: each guest's candidates come sorted (most free pages
+ * first, as the STATUS codec enforces), and a heap merges per-guest
+ * streams, so candidates past the ones taken are never read. Unsorted
+ * candidates give a valid plan, but not the cheapest.
  */
 
 #include <glib.h>
@@ -96,7 +99,9 @@ typedef struct {
 	guint budget_blocks; /* most blocks the host may hold from it at once */
 	guint failures;	     /* consecutive failed evacuations */
 	gint64 next_allowed_ms; /* deferred until then */
-	HrPlanCandidate *candidates; /* borrowed, any order; tried is written by replanning */
+	/* borrowed; most free pages first, as in the STATUS report (see
+	 * hr_planner_sort_candidates()); tried is written by replanning */
+	HrPlanCandidate *candidates;
 	guint n_candidates;
 } HrPlanGuest;
 
@@ -122,6 +127,9 @@ typedef struct {
 
 void
 hr_planner_params_init(HrPlannerParams *params);
+/* Most free pages first, ties in their order: for candidates not from a report. */
+void
+hr_planner_sort_candidates(HrPlanCandidate *candidates, guint n_candidates);
 
 typedef enum {
 	HR_PLAN_STEP_FREE,
