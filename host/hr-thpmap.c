@@ -300,3 +300,58 @@ hr_thpmap_scan(gint pid, const HrRamRange *ranges, guint n_ranges, GError **erro
 		g_prefix_error(error, "host THP map of pid %d: ", pid);
 	return map;
 }
+
+typedef struct {
+	gint pid;
+	HrRamRange *ranges;
+	guint n_ranges;
+} ScanTaskData;
+
+static void
+scan_task_data_free(ScanTaskData *data)
+{
+	g_free(data->ranges);
+	g_free(data);
+}
+
+static void
+scan_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+	ScanTaskData *data = task_data;
+	GError *error = NULL;
+	HrThpMap *map;
+
+	(void)source;
+	(void)cancellable; /* checked once: a scan, once started, runs to its end */
+	if (g_task_return_error_if_cancelled(task))
+		return;
+	map = hr_thpmap_scan(data->pid, data->ranges, data->n_ranges, &error);
+	if (map == NULL)
+		g_task_return_error(task, error);
+	else
+		g_task_return_pointer(task, map, (GDestroyNotify)hr_thpmap_free);
+}
+
+void
+hr_thpmap_scan_async(gint pid, const HrRamRange *ranges, guint n_ranges,
+		     GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+	g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
+	ScanTaskData *data = g_new0(ScanTaskData, 1);
+
+	data->pid = pid;
+	data->ranges = n_ranges > 0 ? g_memdup2(ranges, sizeof(*ranges) * n_ranges) : NULL;
+	data->n_ranges = n_ranges;
+	g_task_set_source_tag(task, hr_thpmap_scan_async);
+	g_task_set_name(task, "hr-thpmap-scan");
+	g_task_set_task_data(task, data, (GDestroyNotify)scan_task_data_free);
+	g_task_run_in_thread(task, scan_thread);
+}
+
+HrThpMap *
+hr_thpmap_scan_finish(GAsyncResult *result, GError **error)
+{
+	g_return_val_if_fail(g_task_is_valid(result, NULL), NULL);
+	g_return_val_if_fail(g_task_get_source_tag(G_TASK(result)) == hr_thpmap_scan_async, NULL);
+	return g_task_propagate_pointer(G_TASK(result), error);
+}

@@ -23,11 +23,11 @@
  * cannot be opened; the scan then fails with HR_THPMAP_ERROR_PERMISSION.
  * The reads are synchronous procfs reads that do not wait for I/O but walk
  * page tables: 1.5 us per block measured on this host (2 GiB, half THP,
- * half untouched), so about 50 ms for a 64 GiB guest. The daemon should
- * run it in a worker thread (GTask) for large guests.
+ * half untouched), so about 50 ms for a 64 GiB guest: the daemon should
+ * use hr_thpmap_scan_async(), which runs it in a GTask worker thread.
  */
 
-#include <glib.h>
+#include <gio/gio.h>
 
 #include "hr-codec.h"
 
@@ -87,6 +87,12 @@ hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
 		     const HrRamRange *ranges, guint n_ranges, GError **error);
 void
 hr_thpmap_free(HrThpMap *map);
+/* hr_thpmap_scan() in a GTask worker thread, completing on the caller's context */
+void
+hr_thpmap_scan_async(gint pid, const HrRamRange *ranges, guint n_ranges,
+		     GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data);
+HrThpMap *
+hr_thpmap_scan_finish(GAsyncResult *result, GError **error);
 
 HrThpBlock
 hr_thpmap_get(const HrThpMap *map, guint64 index);

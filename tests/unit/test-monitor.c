@@ -505,6 +505,22 @@ test_meminfo_node_prefix(void)
 /* Host THP map */
 
 #define MIB (G_GUINT64_CONSTANT(1024) * 1024)
+
+typedef struct {
+	GMainLoop *loop;
+	HrThpMap *map;
+	GError *error;
+} ScanWait;
+
+static void
+scan_done(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	ScanWait *sw = user_data;
+
+	(void)source;
+	sw->map = hr_thpmap_scan_finish(res, &sw->error);
+	g_main_loop_quit(sw->loop);
+}
 #define FIXTURE_HVA G_GUINT64_CONSTANT(0x40000000)
 #define KPF(bit) (G_GUINT64_CONSTANT(1) << (bit))
 
@@ -687,6 +703,18 @@ test_thpmap_fixture_errors(ThpFixture *fx, gconstpointer data)
 
 	g_assert_null(hr_thpmap_scan(-1, overlap, 1, &error));
 	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
+	g_clear_error(&error);
+
+	/* errors come back through the async path too */
+	{
+		ScanWait sw = {.loop = g_main_loop_new(NULL, FALSE)};
+		hr_thpmap_scan_async(-1, overlap, 1, NULL, scan_done, &sw);
+		g_main_loop_run(sw.loop);
+		g_main_loop_unref(sw.loop);
+		g_assert_null(sw.map);
+		g_assert_error(sw.error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
+		g_clear_error(&sw.error);
+	}
 }
 
 /* 8 MiB, 2 MiB aligned, anonymous */
@@ -775,6 +803,25 @@ test_thpmap_live(void)
 	g_assert_cmpuint(map->n_absent, ==, 4);
 	g_assert_true(hr_thpmap_lookup(map, 8 * MIB, &block));
 	g_assert_cmpint(block, ==, HR_THP_BLOCK_SMALL);
+
+	/* the same scan in a worker thread, as the daemon runs it */
+	{
+		HrRamRange ranges[] = {
+			{.gpa = 0, .size = len, .hva = (guintptr)thp},
+			{.gpa = 8 * MIB, .size = len, .hva = (guintptr)small},
+			{.gpa = 16 * MIB, .size = len, .hva = (guintptr)untouched},
+		};
+		ScanWait sw = {.loop = g_main_loop_new(NULL, FALSE)};
+		hr_thpmap_scan_async(getpid(), ranges, G_N_ELEMENTS(ranges), NULL, scan_done, &sw);
+		g_main_loop_run(sw.loop);
+		g_main_loop_unref(sw.loop);
+		g_assert_no_error(sw.error);
+		g_assert_cmpuint(sw.map->n_blocks, ==, 12);
+		g_assert_cmpuint(sw.map->n_thp, ==, 4);
+		g_assert_cmpuint(sw.map->n_small, ==, 4);
+		g_assert_cmpuint(sw.map->n_absent, ==, 4);
+		hr_thpmap_free(sw.map);
+	}
 
 	/* dropping the first page of the second THP splits its mapping */
 	g_assert_cmpint(madvise(thp + 2 * MIB, 4096, MADV_DONTNEED), ==, 0);
