@@ -1,0 +1,760 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "HrReservation"
+
+#include "hr-reservation.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#define BLOCK_BYTES (G_GUINT64_CONSTANT(2) * 1024 * 1024)
+#define FILE_VERSION 1
+
+G_DEFINE_QUARK(hr-reservation-error-quark, hr_reservation_error)
+
+struct _HrReservationStore {
+	gchar *path;
+	GPtrArray *list; /* HrReservation, oldest first */
+	guint64 next_id;
+};
+
+static const gchar *state_names[HR_RESERVATION_N_STATES] = {
+    [HR_RESERVATION_CREATED] = "created",
+    [HR_RESERVATION_IN_PROGRESS] = "in-progress",
+    [HR_RESERVATION_READY] = "ready",
+    [HR_RESERVATION_CONSUMED] = "consumed",
+    [HR_RESERVATION_EXPIRED] = "expired",
+    [HR_RESERVATION_CANCELLED] = "cancelled",
+    [HR_RESERVATION_FAILED] = "failed",
+};
+
+const gchar *
+hr_reservation_state_to_string(HrReservationState state)
+{
+	return state < HR_RESERVATION_N_STATES ? state_names[state] : "unknown";
+}
+
+gint
+hr_reservation_state_from_string(const gchar *str)
+{
+	for (guint i = 0; i < HR_RESERVATION_N_STATES; i++) {
+		if (g_strcmp0(str, state_names[i]) == 0)
+			return i;
+	}
+	return -1;
+}
+
+gboolean
+hr_reservation_state_is_settled(HrReservationState state)
+{
+	return state != HR_RESERVATION_CREATED && state != HR_RESERVATION_IN_PROGRESS;
+}
+
+gboolean
+hr_reservation_state_is_live(HrReservationState state)
+{
+	return state == HR_RESERVATION_IN_PROGRESS || state == HR_RESERVATION_READY;
+}
+
+gboolean
+hr_reservation_transition_allowed(HrReservationState from, HrReservationState to)
+{
+	switch (from) {
+	case HR_RESERVATION_CREATED:
+		return to == HR_RESERVATION_IN_PROGRESS || to == HR_RESERVATION_CANCELLED ||
+		       to == HR_RESERVATION_FAILED;
+	case HR_RESERVATION_IN_PROGRESS:
+		return to == HR_RESERVATION_READY || to == HR_RESERVATION_CANCELLED ||
+		       to == HR_RESERVATION_FAILED;
+	case HR_RESERVATION_READY:
+		return to == HR_RESERVATION_CONSUMED || to == HR_RESERVATION_EXPIRED ||
+		       to == HR_RESERVATION_CANCELLED;
+	default:
+		/* consumed, expired, cancelled and failed are final */
+		return FALSE;
+	}
+}
+
+gboolean
+hr_parse_size(const gchar *str, guint64 *bytes)
+{
+	gchar *end = NULL;
+	guint64 v, shift = 0;
+
+	if (str == NULL || !g_ascii_isdigit(*str))
+		return FALSE;
+	errno = 0;
+	v = g_ascii_strtoull(str, &end, 10);
+	if (errno != 0)
+		return FALSE;
+	switch (g_ascii_toupper(*end)) {
+	case '\0':
+		break;
+	case 'K':
+		shift = 10;
+		break;
+	case 'M':
+		shift = 20;
+		break;
+	case 'G':
+		shift = 30;
+		break;
+	case 'T':
+		shift = 40;
+		break;
+	default:
+		return FALSE;
+	}
+	if (*end != '\0') {
+		end++;
+		/* "1G", "1GiB", "1GB" all mean 2^30 here */
+		if (g_ascii_strcasecmp(end, "") != 0 && g_ascii_strcasecmp(end, "iB") != 0 &&
+		    g_ascii_strcasecmp(end, "B") != 0)
+			return FALSE;
+	}
+	if (v == 0 || v > (G_MAXUINT64 >> shift))
+		return FALSE;
+	*bytes = v << shift;
+	return TRUE;
+}
+
+static void
+hr_reservation_step_free(HrReservationStep *step)
+{
+	g_free(step->kind);
+	g_free(step->guest);
+	g_free(step->state);
+	g_free(step->detail);
+	g_free(step);
+}
+
+void
+hr_reservation_hold_free(HrReservationHold *hold)
+{
+	g_free(hold->guest_uuid);
+	g_free(hold->guest_name);
+	g_free(hold);
+}
+
+static HrReservation *
+hr_reservation_new(void)
+{
+	HrReservation *r = g_new0(HrReservation, 1);
+	r->planned_node = -1;
+	r->steps = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_step_free);
+	r->holds = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
+	return r;
+}
+
+static void
+hr_reservation_free(HrReservation *r)
+{
+	g_free(r->id);
+	g_free(r->requester);
+	g_free(r->reason);
+	g_ptr_array_unref(r->steps);
+	g_ptr_array_unref(r->holds);
+	g_free(r);
+}
+
+HrReservationStore *
+hr_reservation_store_new(const gchar *path)
+{
+	HrReservationStore *store = g_new0(HrReservationStore, 1);
+	store->path = g_strdup(path);
+	store->list = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_free);
+	store->next_id = 1;
+	return store;
+}
+
+void
+hr_reservation_store_free(HrReservationStore *store)
+{
+	if (store == NULL)
+		return;
+	g_free(store->path);
+	g_ptr_array_unref(store->list);
+	g_free(store);
+}
+
+const gchar *
+hr_reservation_store_get_path(HrReservationStore *store)
+{
+	return store->path;
+}
+
+GPtrArray *
+hr_reservation_store_list(HrReservationStore *store)
+{
+	return store->list;
+}
+
+HrReservation *
+hr_reservation_store_find(HrReservationStore *store, const gchar *id)
+{
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		if (g_strcmp0(r->id, id) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* JSON */
+
+static void
+add_int(JsonBuilder *b, const gchar *key, gint64 value)
+{
+	json_builder_set_member_name(b, key);
+	json_builder_add_int_value(b, value);
+}
+
+static void
+add_str(JsonBuilder *b, const gchar *key, const gchar *value)
+{
+	json_builder_set_member_name(b, key);
+	if (value != NULL)
+		json_builder_add_string_value(b, value);
+	else
+		json_builder_add_null_value(b);
+}
+
+static void
+add_time(JsonBuilder *b, const gchar *key, gint64 us)
+{
+	json_builder_set_member_name(b, key);
+	if (us > 0) {
+		g_autoptr(GDateTime) sec = g_date_time_new_from_unix_utc(us / G_USEC_PER_SEC);
+		g_autoptr(GDateTime) dt = g_date_time_add(sec, us % G_USEC_PER_SEC);
+		g_autofree gchar *s = g_date_time_format_iso8601(dt);
+		json_builder_add_string_value(b, s);
+	} else {
+		json_builder_add_null_value(b);
+	}
+}
+
+static void
+hr_reservation_step_add_json(HrReservationStep *s, JsonBuilder *b)
+{
+	json_builder_begin_object(b);
+	add_str(b, "kind", s->kind);
+	add_int(b, "node", s->node);
+	if (s->guest != NULL) {
+		add_str(b, "guest", s->guest);
+		add_int(b, "request_id", s->request_id);
+		add_int(b, "blocks_asked", s->blocks_asked);
+		add_int(b, "blocks_held", s->blocks_held);
+	}
+	add_str(b, "state", s->state);
+	add_str(b, "detail", s->detail);
+	add_int(b, "expect_milli", s->expect_milli);
+	add_int(b, "gained", s->gained);
+	add_int(b, "pages_migrated", s->pages_migrated);
+	add_int(b, "pages_scanned", s->pages_scanned);
+	add_int(b, "elapsed_ms", s->elapsed_ms);
+	add_int(b, "started_us", s->started_at);
+	json_builder_end_object(b);
+}
+
+void
+hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
+{
+	json_builder_begin_object(b);
+	add_str(b, "id", r->id);
+	add_int(b, "bytes", r->bytes);
+	add_int(b, "need_blocks", r->need_blocks);
+	add_int(b, "node", r->node);
+	add_int(b, "planned_node", r->planned_node);
+	json_builder_set_member_name(b, "strict");
+	json_builder_add_boolean_value(b, r->strict);
+	add_str(b, "requester", r->requester);
+	add_str(b, "state", hr_reservation_state_to_string(r->state));
+	add_str(b, "reason", r->reason);
+	json_builder_set_member_name(b, "partial");
+	json_builder_add_boolean_value(b, r->partial);
+	add_int(b, "obtained", r->obtained);
+	add_int(b, "created_us", r->created_at);
+	add_int(b, "deadline_us", r->deadline_at);
+	add_int(b, "updated_us", r->updated_at);
+	add_int(b, "finished_us", r->finished_at);
+	add_time(b, "created", r->created_at);
+	add_time(b, "deadline", r->deadline_at);
+	add_time(b, "finished", r->finished_at);
+	add_int(b, "held_blocks", r->holds->len);
+	add_int(b, "blocks_returned", r->blocks_returned);
+	if (with_steps) {
+		json_builder_set_member_name(b, "steps");
+		json_builder_begin_array(b);
+		for (guint i = 0; i < r->steps->len; i++)
+			hr_reservation_step_add_json(g_ptr_array_index(r->steps, i), b);
+		json_builder_end_array(b);
+		json_builder_set_member_name(b, "holds");
+		json_builder_begin_array(b);
+		for (guint i = 0; i < r->holds->len; i++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, i);
+			g_autofree gchar *gpa = g_strdup_printf("0x%" G_GINT64_MODIFIER "x", h->gpa);
+			json_builder_begin_object(b);
+			add_str(b, "guest_uuid", h->guest_uuid);
+			add_str(b, "guest", h->guest_name);
+			add_str(b, "gpa", gpa);
+			add_int(b, "held_us", h->held_at);
+			json_builder_end_object(b);
+		}
+		json_builder_end_array(b);
+	}
+	json_builder_end_object(b);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Persistence */
+
+gboolean
+hr_reservation_store_save(HrReservationStore *store, GError **error)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonGenerator) gen = json_generator_new();
+	g_autoptr(JsonNode) root = NULL;
+	g_autofree gchar *text = NULL;
+	g_autofree gchar *dir = NULL;
+	gsize len = 0;
+
+	if (store->path == NULL)
+		return TRUE;
+	json_builder_begin_object(b);
+	add_int(b, "version", FILE_VERSION);
+	add_int(b, "next_id", store->next_id);
+	json_builder_set_member_name(b, "reservations");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < store->list->len; i++)
+		hr_reservation_add_json(g_ptr_array_index(store->list, i), b, TRUE);
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+	root = json_builder_get_root(b);
+	json_generator_set_root(gen, root);
+	json_generator_set_pretty(gen, TRUE);
+	text = json_generator_to_data(gen, &len);
+	dir = g_path_get_dirname(store->path);
+	if (g_mkdir_with_parents(dir, 0750) != 0) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
+			    "cannot create %s: %s", dir, g_strerror(errno));
+		return FALSE;
+	}
+	/* a temporary file, fsync, rename: a crash leaves the old or the new file */
+	if (!g_file_set_contents_full(store->path, text, len,
+				      G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+				      0640, error)) {
+		g_prefix_error(error, "cannot save reservations: ");
+		return FALSE;
+	}
+	return TRUE;
+}
+
+static gboolean
+corrupt(GError **error, const gchar *format, ...) G_GNUC_PRINTF(2, 3);
+
+static gboolean
+corrupt(GError **error, const gchar *format, ...)
+{
+	va_list ap;
+	g_autofree gchar *msg = NULL;
+	va_start(ap, format);
+	msg = g_strdup_vprintf(format, ap);
+	va_end(ap);
+	g_set_error_literal(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_CORRUPT, msg);
+	return FALSE;
+}
+
+static gboolean
+get_int(JsonObject *o, const gchar *key, gint64 min, gint64 max, gint64 *value, GError **error)
+{
+	JsonNode *n = json_object_get_member(o, key);
+	if (n == NULL || json_node_get_value_type(n) != G_TYPE_INT64)
+		return corrupt(error, "\"%s\" is missing or not an integer", key);
+	*value = json_node_get_int(n);
+	if (*value < min || *value > max)
+		return corrupt(error, "\"%s\" %" G_GINT64_FORMAT " is out of range", key, *value);
+	return TRUE;
+}
+
+static gboolean
+get_str(JsonObject *o, const gchar *key, gboolean nullable, gchar **value, GError **error)
+{
+	JsonNode *n = json_object_get_member(o, key);
+	if (n != NULL && nullable && JSON_NODE_HOLDS_NULL(n)) {
+		*value = NULL;
+		return TRUE;
+	}
+	if (n == NULL || json_node_get_value_type(n) != G_TYPE_STRING)
+		return corrupt(error, "\"%s\" is missing or not a string", key);
+	*value = g_strdup(json_node_get_string(n));
+	return TRUE;
+}
+
+static gboolean
+get_bool(JsonObject *o, const gchar *key, gboolean *value, GError **error)
+{
+	JsonNode *n = json_object_get_member(o, key);
+	if (n == NULL || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
+		return corrupt(error, "\"%s\" is missing or not a boolean", key);
+	*value = json_node_get_boolean(n);
+	return TRUE;
+}
+
+static gboolean
+get_array(JsonObject *o, const gchar *key, JsonArray **value, GError **error)
+{
+	JsonNode *n = json_object_get_member(o, key);
+	if (n == NULL || !JSON_NODE_HOLDS_ARRAY(n))
+		return corrupt(error, "\"%s\" is missing or not an array", key);
+	*value = json_node_get_array(n);
+	return TRUE;
+}
+
+static gboolean
+load_step(JsonNode *node, HrReservation *r, GError **error)
+{
+	JsonObject *o;
+	HrReservationStep *s;
+	gint64 v;
+
+	if (!JSON_NODE_HOLDS_OBJECT(node))
+		return corrupt(error, "a step is not an object");
+	o = json_node_get_object(node);
+	s = g_new0(HrReservationStep, 1);
+	g_ptr_array_add(r->steps, s);
+	if (!get_str(o, "kind", FALSE, &s->kind, error) ||
+	    !get_str(o, "state", FALSE, &s->state, error) ||
+	    !get_str(o, "detail", TRUE, &s->detail, error))
+		return FALSE;
+	if (!get_int(o, "node", -1, G_MAXINT, &v, error))
+		return FALSE;
+	s->node = v;
+	if (json_object_has_member(o, "guest")) {
+		if (!get_str(o, "guest", FALSE, &s->guest, error) ||
+		    !get_int(o, "request_id", 0, G_MAXINT64, &v, error))
+			return FALSE;
+		s->request_id = v;
+		if (!get_int(o, "blocks_asked", 0, G_MAXINT64, &v, error))
+			return FALSE;
+		s->blocks_asked = v;
+		if (!get_int(o, "blocks_held", 0, G_MAXINT64, &v, error))
+			return FALSE;
+		s->blocks_held = v;
+	}
+	if (!get_int(o, "expect_milli", 0, G_MAXINT64, &v, error))
+		return FALSE;
+	s->expect_milli = v;
+	if (!get_int(o, "gained", G_MININT64, G_MAXINT64, &s->gained, error) ||
+	    !get_int(o, "pages_migrated", 0, G_MAXINT64, &v, error))
+		return FALSE;
+	s->pages_migrated = v;
+	if (!get_int(o, "pages_scanned", 0, G_MAXINT64, &v, error))
+		return FALSE;
+	s->pages_scanned = v;
+	if (!get_int(o, "elapsed_ms", 0, G_MAXINT64, &v, error))
+		return FALSE;
+	s->elapsed_ms = v;
+	return get_int(o, "started_us", 0, G_MAXINT64, &s->started_at, error);
+}
+
+static gboolean
+load_hold(JsonNode *node, HrReservation *r, GError **error)
+{
+	JsonObject *o;
+	HrReservationHold *h;
+	g_autofree gchar *gpa = NULL;
+	gchar *end = NULL;
+
+	if (!JSON_NODE_HOLDS_OBJECT(node))
+		return corrupt(error, "a hold is not an object");
+	o = json_node_get_object(node);
+	h = g_new0(HrReservationHold, 1);
+	g_ptr_array_add(r->holds, h);
+	if (!get_str(o, "guest_uuid", FALSE, &h->guest_uuid, error) ||
+	    !get_str(o, "guest", FALSE, &h->guest_name, error) ||
+	    !get_str(o, "gpa", FALSE, &gpa, error) ||
+	    !get_int(o, "held_us", 0, G_MAXINT64, &h->held_at, error))
+		return FALSE;
+	if (!g_str_has_prefix(gpa, "0x"))
+		return corrupt(error, "hold gpa \"%s\" is not hexadecimal", gpa);
+	h->gpa = g_ascii_strtoull(gpa + 2, &end, 16);
+	if (end == gpa + 2 || *end != '\0' || h->gpa % BLOCK_BYTES != 0)
+		return corrupt(error, "hold gpa \"%s\" is not a 2 MiB aligned address", gpa);
+	return TRUE;
+}
+
+static gboolean
+load_reservation(JsonNode *node, HrReservationStore *store, GError **error)
+{
+	g_autoptr(GError) local = NULL;
+	g_autofree gchar *state = NULL;
+	JsonObject *o;
+	JsonArray *steps, *holds;
+	HrReservation *r;
+	gint64 v;
+	gint st;
+
+	if (!JSON_NODE_HOLDS_OBJECT(node))
+		return corrupt(error, "a reservation is not an object");
+	o = json_node_get_object(node);
+	r = hr_reservation_new();
+	g_ptr_array_add(store->list, r);
+	if (!get_str(o, "id", FALSE, &r->id, &local))
+		goto fail;
+	if (!get_int(o, "bytes", 1, G_MAXINT64, &v, &local))
+		goto fail;
+	r->bytes = v;
+	r->need_blocks = (r->bytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
+	if (!get_int(o, "node", -1, G_MAXINT, &v, &local))
+		goto fail;
+	r->node = v;
+	if (!get_int(o, "planned_node", -1, G_MAXINT, &v, &local))
+		goto fail;
+	r->planned_node = v;
+	if (!get_bool(o, "strict", &r->strict, &local) || !get_bool(o, "partial", &r->partial, &local) ||
+	    !get_str(o, "requester", TRUE, &r->requester, &local) ||
+	    !get_str(o, "reason", TRUE, &r->reason, &local) ||
+	    !get_str(o, "state", FALSE, &state, &local))
+		goto fail;
+	st = hr_reservation_state_from_string(state);
+	if (st < 0) {
+		corrupt(&local, "state \"%s\" is unknown", state);
+		goto fail;
+	}
+	r->state = st;
+	if (!get_int(o, "obtained", 0, r->need_blocks, &v, &local))
+		goto fail;
+	r->obtained = v;
+	if (!get_int(o, "created_us", 0, G_MAXINT64, &r->created_at, &local) ||
+	    !get_int(o, "deadline_us", 0, G_MAXINT64, &r->deadline_at, &local) ||
+	    !get_int(o, "updated_us", 0, G_MAXINT64, &r->updated_at, &local) ||
+	    !get_int(o, "finished_us", 0, G_MAXINT64, &r->finished_at, &local) ||
+	    !get_int(o, "blocks_returned", 0, G_MAXINT64, &v, &local))
+		goto fail;
+	r->blocks_returned = v;
+	if (!get_array(o, "steps", &steps, &local) || !get_array(o, "holds", &holds, &local))
+		goto fail;
+	for (guint i = 0; i < json_array_get_length(steps); i++) {
+		if (!load_step(json_array_get_element(steps, i), r, &local)) {
+			g_prefix_error(&local, "step %u: ", i);
+			goto fail;
+		}
+	}
+	for (guint i = 0; i < json_array_get_length(holds); i++) {
+		if (!load_hold(json_array_get_element(holds, i), r, &local)) {
+			g_prefix_error(&local, "hold %u: ", i);
+			goto fail;
+		}
+	}
+	if (hr_reservation_store_find(store, r->id) != r) {
+		corrupt(&local, "id \"%s\" appears twice", r->id);
+		goto fail;
+	}
+	return TRUE;
+fail:
+	g_propagate_prefixed_error(error, g_steal_pointer(&local), "reservation %s: ",
+				   r->id != NULL ? r->id : "(no id)");
+	return FALSE;
+}
+
+static gboolean
+hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize len,
+			   GError **error)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	JsonObject *o;
+	JsonArray *list;
+	gint64 v;
+
+	if (!json_parser_load_from_data(parser, text, len, error))
+		return FALSE;
+	if (json_parser_get_root(parser) == NULL)
+		return corrupt(error, "the file is empty");
+	if (!JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)))
+		return corrupt(error, "the top level is not an object");
+	o = json_node_get_object(json_parser_get_root(parser));
+	if (!get_int(o, "version", FILE_VERSION, FILE_VERSION, &v, error) ||
+	    !get_int(o, "next_id", 1, G_MAXINT64, &v, error) ||
+	    !get_array(o, "reservations", &list, error))
+		return FALSE;
+	store->next_id = v;
+	for (guint i = 0; i < json_array_get_length(list); i++) {
+		if (!load_reservation(json_array_get_element(list, i), store, error))
+			return FALSE;
+	}
+	return TRUE;
+}
+
+gboolean
+hr_reservation_store_load(HrReservationStore *store, GError **error)
+{
+	g_autoptr(GError) local = NULL;
+	g_autofree gchar *text = NULL;
+	g_autofree gchar *aside = NULL;
+	g_autoptr(GDateTime) now = NULL;
+	g_autofree gchar *stamp = NULL;
+	gsize len = 0;
+
+	if (store->path == NULL)
+		return TRUE;
+	if (!g_file_get_contents(store->path, &text, &len, &local)) {
+		if (g_error_matches(local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+			return TRUE;
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
+			    "cannot read reservations from %s: %s", store->path, local->message);
+		return FALSE;
+	}
+	if (hr_reservation_store_parse(store, text, len, &local))
+		return TRUE;
+
+	/* keep what we could not read for a person to look at, start empty */
+	g_ptr_array_set_size(store->list, 0);
+	store->next_id = 1;
+	now = g_date_time_new_now_utc();
+	stamp = g_date_time_format(now, "%Y%m%dT%H%M%S");
+	aside = g_strdup_printf("%s.corrupt-%s", store->path, stamp);
+	if (g_rename(store->path, aside) != 0) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_CORRUPT,
+			    "%s is corrupt (%s) and cannot be moved aside: %s; starting with no "
+			    "reservations",
+			    store->path, local->message, g_strerror(errno));
+		return FALSE;
+	}
+	g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_CORRUPT,
+		    "%s is corrupt (%s); kept as %s, starting with no reservations", store->path,
+		    local->message, aside);
+	return FALSE;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Changes */
+
+void
+hr_reservation_touch(HrReservationStore *store, HrReservation *r)
+{
+	g_autoptr(GError) error = NULL;
+	if (r != NULL)
+		r->updated_at = g_get_real_time();
+	if (!hr_reservation_store_save(store, &error))
+		g_warning("%s", error->message);
+}
+
+HrReservation *
+hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node,
+			    gint64 deadline_at, gboolean strict, const gchar *requester,
+			    GError **error)
+{
+	HrReservation *r;
+
+	if (bytes == 0) {
+		g_set_error_literal(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+				    "bytes: a reservation needs at least one byte");
+		return NULL;
+	}
+	if (node < HR_RESERVATION_ANY_NODE) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+			    "node: %d is not a node number", node);
+		return NULL;
+	}
+	r = hr_reservation_new();
+	r->id = g_strdup_printf("r%" G_GUINT64_FORMAT, store->next_id++);
+	r->bytes = bytes;
+	r->need_blocks = (bytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
+	r->node = node;
+	r->strict = strict;
+	r->requester = g_strdup(requester);
+	r->state = HR_RESERVATION_CREATED;
+	r->created_at = g_get_real_time();
+	r->deadline_at = deadline_at;
+	g_ptr_array_add(store->list, r);
+	hr_reservation_touch(store, r);
+	return r;
+}
+
+gboolean
+hr_reservation_set_state(HrReservationStore *store, HrReservation *r, HrReservationState state,
+			 const gchar *reason, GError **error)
+{
+	if (!hr_reservation_transition_allowed(r->state, state)) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+			    "reservation %s is %s and cannot become %s", r->id,
+			    hr_reservation_state_to_string(r->state),
+			    hr_reservation_state_to_string(state));
+		return FALSE;
+	}
+	g_info("reservation %s: %s -> %s%s%s", r->id, hr_reservation_state_to_string(r->state),
+	       hr_reservation_state_to_string(state), reason != NULL ? ": " : "",
+	       reason != NULL ? reason : "");
+	r->state = state;
+	if (reason != NULL) {
+		g_free(r->reason);
+		r->reason = g_strdup(reason);
+	}
+	if (hr_reservation_state_is_settled(state))
+		r->finished_at = g_get_real_time();
+	hr_reservation_touch(store, r);
+	return TRUE;
+}
+
+void
+hr_reservation_set_obtained(HrReservationStore *store, HrReservation *r, guint64 blocks)
+{
+	blocks = MIN(blocks, r->need_blocks);
+	if (blocks == r->obtained)
+		return;
+	r->obtained = blocks;
+	hr_reservation_touch(store, r);
+}
+
+HrReservationStep *
+hr_reservation_add_step(HrReservation *r, const gchar *kind, gint node)
+{
+	HrReservationStep *s = g_new0(HrReservationStep, 1);
+	s->kind = g_strdup(kind);
+	s->node = node;
+	s->state = g_strdup("running");
+	s->started_at = g_get_real_time();
+	g_ptr_array_add(r->steps, s);
+	return s;
+}
+
+void
+hr_reservation_add_hold(HrReservation *r, const gchar *guest_uuid, const gchar *guest_name,
+			guint64 gpa)
+{
+	HrReservationHold *h = g_new0(HrReservationHold, 1);
+	h->guest_uuid = g_strdup(guest_uuid);
+	h->guest_name = g_strdup(guest_name);
+	h->gpa = gpa;
+	h->held_at = g_get_real_time();
+	g_ptr_array_add(r->holds, h);
+}
+
+GPtrArray *
+hr_reservation_take_holds(HrReservation *r, guint max)
+{
+	GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
+	guint n = MIN(max, r->holds->len);
+	/* holds are appended as they come: the head is the oldest */
+	for (guint i = 0; i < n; i++)
+		g_ptr_array_add(out, g_ptr_array_steal_index(r->holds, 0));
+	r->blocks_returned += n;
+	return out;
+}
+
+guint64
+hr_reservation_store_promised(HrReservationStore *store, gint node, const HrReservation *except)
+{
+	guint64 sum = 0;
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		if (r == except || !hr_reservation_state_is_live(r->state))
+			continue;
+		if (r->planned_node < 0 || (node >= 0 && r->planned_node != node))
+			continue;
+		sum += r->obtained;
+	}
+	return sum;
+}

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+/*
+ * Reservations: "make N bytes of THP-capable memory free on node X (or any)
+ * by deadline D, strict or best effort", asked by a requester (a VM
+ * launcher, an operator).
+ *
+ *   created --start--> in-progress --enough--> ready --consume--> consumed
+ *      |                   |                     |
+ *      |                   |                     +--ttl passed---> expired
+ *      |                   +--deadline, best effort, some--------> ready (partial)
+ *      |                   +--deadline or impossible, strict-----> failed
+ *      |                   +--nothing obtained, best effort------> failed
+ *      +-------------------+---------------------+--release------> cancelled
+ *
+ * Progress is measured, not assumed: a reservation counts the node's free
+ * 2 MiB blocks above the high watermark (buddyinfo, zoneinfo) minus what
+ * other live reservations (in progress or ready) already count. So memory
+ * promised once is never promised twice: a ready reservation's blocks are
+ * subtracted from what a later one may count, until it is consumed,
+ * released or expires.
+ *
+ * Every step the daemon takes for a reservation (free blocks already
+ * there, host compaction, a guest's donation) is recorded with what it was
+ * expected to give, what it gave and what it cost. Guest blocks held for a
+ * reservation are recorded too (guest UUID, gpa, since when): they go back
+ * to their guests when the reservation is released, cancelled, failed or
+ * expired, and, for a consumed one, once the host has room again (the
+ * node's free memory above a configured high mark), oldest first.
+ *
+ * The store persists itself as JSON, atomically (a temporary file, fsync,
+ * rename) after every change, so a daemon restart keeps every reservation
+ * and its holds. A file that cannot be parsed is moved aside to
+ * FILE.corrupt-TIMESTAMP and the store starts empty with an error that
+ * says so; it never takes the daemon down.
+ */
+
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+#define HR_RESERVATION_ERROR (hr_reservation_error_quark())
+GQuark
+hr_reservation_error_quark(void);
+
+typedef enum {
+	HR_RESERVATION_ERROR_INVALID,	/* a parameter or a transition is not allowed */
+	HR_RESERVATION_ERROR_NOT_FOUND, /* no such reservation */
+	HR_RESERVATION_ERROR_CORRUPT,	/* the state file cannot be read back */
+	HR_RESERVATION_ERROR_IO,	/* the state file cannot be written */
+} HrReservationError;
+
+typedef enum {
+	HR_RESERVATION_CREATED,
+	HR_RESERVATION_IN_PROGRESS,
+	HR_RESERVATION_READY,
+	HR_RESERVATION_CONSUMED,
+	HR_RESERVATION_EXPIRED,
+	HR_RESERVATION_CANCELLED,
+	HR_RESERVATION_FAILED,
+	HR_RESERVATION_N_STATES,
+} HrReservationState;
+
+#define HR_RESERVATION_ANY_NODE (-1)
+
+/* One thing done for a reservation, with what it gave and cost. */
+typedef struct {
+	gchar *kind;	      /* "free", "compact", "donate" */
+	gint node;
+	gchar *guest;	      /* donate: the guest's name */
+	guint64 request_id;   /* donate: the evacuation request */
+	gchar *state;	      /* "running", "done", "short", "failed" */
+	gchar *detail;	      /* why it fell short or failed, or NULL */
+	guint64 expect_milli; /* the planner's expected gain, x1000 blocks */
+	gint64 gained;	      /* host 2 MiB blocks it gave, measured */
+	guint64 blocks_asked; /* donate: blocks requested */
+	guint64 blocks_held;  /* donate: blocks the guest handed over */
+	guint64 pages_migrated; /* cost: guest or host pages migrated */
+	guint64 pages_scanned;	/* cost: host compaction pages scanned */
+	guint64 elapsed_ms;
+	gint64 started_at; /* wall clock, us */
+} HrReservationStep;
+
+/* A guest block held on behalf of a reservation. */
+typedef struct {
+	gchar *guest_uuid;
+	gchar *guest_name;
+	guint64 gpa;
+	gint64 held_at; /* wall clock, us */
+} HrReservationHold;
+
+typedef struct {
+	gchar *id; /* "r1", "r2", ...: unique for the store's life */
+	guint64 bytes;
+	guint64 need_blocks; /* bytes in 2 MiB blocks, rounded up */
+	gint node;	     /* asked: a node, or HR_RESERVATION_ANY_NODE */
+	gint planned_node;   /* the node progress is counted on; -1 before */
+	gboolean strict;
+	gchar *requester;
+	HrReservationState state;
+	gchar *reason; /* why it failed, expired, was cancelled or is partial */
+	gboolean partial;
+	guint64 obtained; /* blocks counted for it (<= need_blocks) */
+	gint64 created_at;  /* wall clock, us */
+	gint64 deadline_at; /* 0: none */
+	gint64 updated_at;
+	gint64 finished_at;	/* reached a final state, or ready */
+	GPtrArray *steps;	/* HrReservationStep */
+	GPtrArray *holds;	/* HrReservationHold */
+	guint64 blocks_returned; /* holds given back so far */
+} HrReservation;
+
+typedef struct _HrReservationStore HrReservationStore;
+
+const gchar *
+hr_reservation_state_to_string(HrReservationState state);
+/* -1 when unknown */
+gint
+hr_reservation_state_from_string(const gchar *str);
+/* ready, consumed, expired, cancelled and failed: no more work */
+gboolean
+hr_reservation_state_is_settled(HrReservationState state);
+/* it counts memory as promised: in progress or ready */
+gboolean
+hr_reservation_state_is_live(HrReservationState state);
+/* may @from go to @to? */
+gboolean
+hr_reservation_transition_allowed(HrReservationState from, HrReservationState to);
+
+/* "1G", "512M", "2048K", "4096" (bytes); FALSE for garbage or 0 */
+gboolean
+hr_parse_size(const gchar *str, guint64 *bytes);
+
+/* @path: the JSON file; NULL keeps everything in memory only (tests) */
+HrReservationStore *
+hr_reservation_store_new(const gchar *path);
+void
+hr_reservation_store_free(HrReservationStore *store);
+/*
+ * Read the file. A missing file is an empty store. A corrupt or truncated
+ * one is moved aside (the error names where) and the store stays empty.
+ */
+gboolean
+hr_reservation_store_load(HrReservationStore *store, GError **error);
+/* write the file atomically; done by every change below */
+gboolean
+hr_reservation_store_save(HrReservationStore *store, GError **error);
+const gchar *
+hr_reservation_store_get_path(HrReservationStore *store);
+
+HrReservation *
+hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node,
+			    gint64 deadline_at, gboolean strict, const gchar *requester,
+			    GError **error);
+HrReservation *
+hr_reservation_store_find(HrReservationStore *store, const gchar *id);
+/* every reservation, oldest first */
+GPtrArray *
+hr_reservation_store_list(HrReservationStore *store);
+
+/* checked transition; saves. @reason may be NULL */
+gboolean
+hr_reservation_set_state(HrReservationStore *store, HrReservation *r, HrReservationState state,
+			 const gchar *reason, GError **error);
+/* blocks counted for @r (clamped to its need); saves when it changed */
+void
+hr_reservation_set_obtained(HrReservationStore *store, HrReservation *r, guint64 blocks);
+/* a new step, owned by @r; the caller fills it and calls _touch */
+HrReservationStep *
+hr_reservation_add_step(HrReservation *r, const gchar *kind, gint node);
+void
+hr_reservation_add_hold(HrReservation *r, const gchar *guest_uuid, const gchar *guest_name,
+			guint64 gpa);
+/* remove and return (as a new array, oldest first) up to @max holds of @r */
+GPtrArray *
+hr_reservation_take_holds(HrReservation *r, guint max);
+/* mark changed and save; logs a failed save */
+void
+hr_reservation_touch(HrReservationStore *store, HrReservation *r);
+
+/*
+ * Blocks promised on @node by live reservations other than @except
+ * (NULL: all). A reservation whose node is not decided yet promises
+ * nothing.
+ */
+guint64
+hr_reservation_store_promised(HrReservationStore *store, gint node, const HrReservation *except);
+
+void
+hr_reservation_hold_free(HrReservationHold *hold);
+void
+hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrReservationStore, hr_reservation_store_free)
+
+G_END_DECLS
