@@ -772,6 +772,56 @@ hr_planner_plan(const HrPlanRequest *request, const HrPlanInput *input,
 	return best;
 }
 
+void
+hr_plan_candidates_from_status(HrPlanCandidate *out, const HrCandidate *candidates,
+			       guint n_candidates, const HrThpMap *map)
+{
+	for (guint i = 0; i < n_candidates; i++) {
+		HrThpBlock backing = HR_THP_BLOCK_SMALL;
+
+		if (map != NULL && !hr_thpmap_lookup(map, candidates[i].gpa, &backing))
+			backing = HR_THP_BLOCK_SMALL;
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].gpa = candidates[i].gpa;
+		out[i].free_pages = candidates[i].free_pages;
+		out[i].backing = backing;
+	}
+}
+
+gchar *
+hr_plan_describe(const HrPlan *plan)
+{
+	GString *out = g_string_new(plan->summary);
+
+	g_string_append_c(out, '\n');
+	for (guint i = 0; i < plan->steps->len; i++) {
+		const HrPlanStep *s = g_ptr_array_index(plan->steps, i);
+
+		g_string_append_printf(out, "  %u. ", i + 1);
+		switch (s->kind) {
+		case HR_PLAN_STEP_FREE:
+			g_string_append_printf(out, "use %" G_GUINT64_FORMAT " free blocks of node %u",
+					       s->blocks, s->node);
+			break;
+		case HR_PLAN_STEP_COMPACT:
+			g_string_append_printf(out, "compact node %u%s: %" G_GUINT64_FORMAT " blocks",
+					       s->node, s->after_donations ? " after the donations" : "",
+					       s->blocks);
+			break;
+		case HR_PLAN_STEP_DONATE:
+			g_string_append_printf(out, "guest %" G_GUINT64_FORMAT " evacuates %u blocks "
+						    "(%u host-THP-backed, %u 4 KiB-backed)",
+					       s->guest_id, s->picks->len, s->n_thp, s->n_small);
+			break;
+		}
+		g_string_append_printf(out, ", gain %" G_GUINT64_FORMAT ".%03u blocks, cost %" G_GUINT64_FORMAT
+					    " pages, ~%" G_GUINT64_FORMAT " ms\n",
+				       s->gain_milli / MILLI, (guint)(s->gain_milli % MILLI), s->cost_pages,
+				       s->est_ms);
+	}
+	return g_string_free(out, FALSE);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Re-planning */
 

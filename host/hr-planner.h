@@ -211,6 +211,20 @@ hr_planner_guest_succeeded(HrPlanGuest *guest);
 gboolean
 hr_planner_guest_deferred(const HrPlanGuest *guest, gint64 now_ms);
 
+/*
+ * Planner candidates from a STATUS report's candidates (already in the
+ * order the planner wants) and the guest's host THP map; a block the map
+ * does not cover, or every block when @map is NULL, is taken as 4 KiB-backed.
+ * @out has room for @n_candidates.
+ */
+void
+hr_plan_candidates_from_status(HrPlanCandidate *out, const HrCandidate *candidates,
+			       guint n_candidates, const HrThpMap *map);
+
+/* A multi-line account of a plan: one line per step, what it gives and costs. */
+gchar *
+hr_plan_describe(const HrPlan *plan);
+
 /* The cost model, exposed so tests can price plans independently. */
 void
 hr_plan_node_from_state(HrPlanNode *node, const HrNodeState *state);

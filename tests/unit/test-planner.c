@@ -738,6 +738,57 @@ test_fixture_real_donor(void)
 	g_free(d.c);
 }
 
+/* Glue: a STATUS report's candidates and a host THP map become planner input. */
+static void
+test_candidates_from_status(void)
+{
+	HrCandidate in[] = {
+		{.gpa = 0x200000, .free_pages = 512},
+		{.gpa = 0x400000, .free_pages = 300},
+		{.gpa = 0x40000000, .free_pages = 100}, /* outside the map */
+	};
+	HrRamRange range = {.gpa = 0, .size = 8 * MIB, .hva = 0};
+	HrThpMap map = {0};
+	guint64 first = 0, bits[2] = {0};
+	HrPlanCandidate out[3];
+	HrPlannerParams params;
+	HrPlanNode node = tight_node(0);
+	HrPlanGuest g;
+	HrPlanInput input = {.nodes = &node, .n_nodes = 1, .guests = &g, .n_guests = 1};
+	HrPlanRequest req = request(1);
+	g_autoptr(HrPlan) plan = NULL;
+	g_autofree gchar *text = NULL;
+
+	/* blocks 0-3 of one range: absent, absent, thp, 4k */
+	map.n_ranges = 1;
+	map.ranges = &range;
+	map.first_block = &first;
+	map.n_blocks = 4;
+	map.bits = bits;
+	bits[0] = (guint64)HR_THP_BLOCK_THP << 4 | (guint64)HR_THP_BLOCK_SMALL << 6;
+
+	hr_plan_candidates_from_status(out, in, 3, &map);
+	g_assert_cmpint(out[0].backing, ==, HR_THP_BLOCK_ABSENT);
+	g_assert_cmpint(out[1].backing, ==, HR_THP_BLOCK_THP);
+	g_assert_cmpint(out[2].backing, ==, HR_THP_BLOCK_SMALL);
+	g_assert_cmpuint(out[1].free_pages, ==, 300);
+	g_assert_cmpuint(out[2].gpa, ==, 0x40000000);
+
+	/* the fully free block gives the host nothing; the THP-backed one is taken */
+	hr_planner_params_init(&params);
+	g = guest(5, 0, out, 3);
+	plan = hr_planner_plan(&req, &input, &params);
+	g_assert_true(plan->complete);
+	g_assert_cmpuint(pick_gpa(step(plan, 0), 0), ==, 0x400000);
+	text = hr_plan_describe(plan);
+	g_test_message("%s", text);
+	g_assert_nonnull(strstr(text, "  1. guest 5 evacuates 1 blocks (1 host-THP-backed, 0 4 KiB-backed), "
+				      "gain 1.000 blocks, cost 212 pages, ~22 ms\n"));
+
+	hr_plan_candidates_from_status(out, in, 3, NULL);
+	g_assert_cmpint(out[0].backing, ==, HR_THP_BLOCK_SMALL);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Brute force */
 
@@ -926,6 +977,7 @@ main(int argc, char **argv)
 	g_test_add_func("/planner/fixture/host", test_fixture_host);
 	g_test_add_func("/planner/fixture/two-nodes", test_fixture_two_nodes);
 	g_test_add_func("/planner/fixture/real-donor", test_fixture_real_donor);
+	g_test_add_func("/planner/candidates-from-status", test_candidates_from_status);
 	g_test_add_func("/planner/brute-force", test_brute_force);
 	return g_test_run();
 }
