@@ -596,6 +596,15 @@ hr_zoneinfo_parse(const gchar *text, const gchar *name, GError **error)
 			continue; /* per-cpu count/high/batch, vm stats threshold */
 		if (g_strcmp0(w[0], "per-node") == 0 || g_strcmp0(w[0], "protection:") == 0)
 			continue;
+		if (n == 2 && g_str_has_suffix(w[0], ":")) {
+			/* "name: value" zone lines newer kernels add after start_pfn */
+			g_autofree gchar *key = g_strndup(w[0], strlen(w[0]) - 1);
+			if (!zoneinfo_is_identifier(key) || !parse_u64(w[1], &v)) {
+				parse_error(error, name, i + 1, "unexpected line '%s'", line);
+				return NULL;
+			}
+			continue;
+		}
 		if (g_strcmp0(w[0], "pages") == 0) {
 			if (n != 3 || g_strcmp0(w[1], "free") != 0) {
 				parse_error(error, name, i + 1, "expected 'pages free N', got '%s'", line);

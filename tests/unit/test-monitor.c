@@ -453,6 +453,46 @@ test_pagetypeinfo_capped(void)
 	g_assert_cmpuint(pz->nr_blocks[1], ==, 8);
 }
 
+/* Zone lines of the "name: value" form a newer kernel may add are passed over. */
+static void
+test_zoneinfo_newer_lines(void)
+{
+	const gchar *text = "Node 0, zone   Normal\n"
+			    "  pages free     100\n"
+			    "        boost    0\n"
+			    "        min      10\n"
+			    "        low      12\n"
+			    "        high     14\n"
+			    "        spanned  1000\n"
+			    "        present  1000\n"
+			    "        managed  900\n"
+			    "        protection: (0, 0, 0, 0)\n"
+			    "  pagesets\n"
+			    "    cpu: 0\n"
+			    "              count: 3\n"
+			    "              high:  99\n"
+			    "  node_unreclaimable:  0\n"
+			    "  start_pfn:           4096\n"
+			    "  reserved_highatomic: 0\n"
+			    "  free_highatomic:     0\n";
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GPtrArray) zones = hr_zoneinfo_parse(text, "zoneinfo", &error);
+	const HrZoneWatermarks *z;
+
+	g_assert_no_error(error);
+	z = g_ptr_array_index(zones, 0);
+	/* the per-cpu "high:" is not the watermark */
+	g_assert_cmpuint(z->high, ==, 14);
+	g_assert_cmpuint(z->start_pfn, ==, 4096);
+	g_assert_cmpuint(z->managed, ==, 900);
+	g_clear_pointer(&zones, g_ptr_array_unref);
+
+	zones = hr_zoneinfo_parse("Node 0, zone   Normal\n  pages free 1\n  odd: thing\n", "zoneinfo",
+				  &error);
+	g_assert_null(zones);
+	g_assert_cmpstr(error->message, ==, "zoneinfo:3: unexpected line '  odd: thing'");
+}
+
 static void
 test_choice(void)
 {
@@ -1007,6 +1047,7 @@ main(int argc, char **argv)
 	g_test_add_func("/monitor/reject/tree", test_tree_errors);
 	g_test_add_func("/monitor/reject/every-prefix", test_every_prefix);
 	g_test_add_func("/monitor/pagetypeinfo/capped", test_pagetypeinfo_capped);
+	g_test_add_func("/monitor/zoneinfo/newer-lines", test_zoneinfo_newer_lines);
 	g_test_add_func("/monitor/thp/choice", test_choice);
 	g_test_add_func("/monitor/meminfo/node-prefix", test_meminfo_node_prefix);
 	g_test_add("/monitor/thpmap/fixture", ThpFixture, NULL, thp_fixture_setup,
