@@ -203,8 +203,11 @@ class Daemon:
         return self.proc is not None and self.proc.poll() is None
 
     def log(self):
-        with open(self.logfile) as f:
-            return f.read()[-4000:]
+        try:
+            with open(self.logfile) as f:
+                return f.read()[-4000:]
+        except OSError as e:
+            return "(no log: %s)" % e
 
     def ctl(self, *args):
         exe = os.path.join(build_dir(), "host", "hugeroomctl")

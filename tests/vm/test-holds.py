@@ -17,8 +17,11 @@ evacuations with hugeroomctl.  Checks, on 6.12 (6.1: the first two):
  4. memory pressure in the guest (tools/pressure, no swap): held blocks
     come back with reason pressure, no process is OOM-killed, the daemon
     and the device see the returns;
- 5. hostile guest messages (driver debugfs inject) are rejected and count
-    as such, nothing is discarded (held counts unchanged, data intact);
+ 5. hostile guest lists: the device's qtest hold-hostile (outside RAM,
+    misaligned, duplicate, never held, oversized...) passes in the same
+    QEMU binary; in the live guest, malformed messages sent while blocks
+    are held are rejected and counted, nothing is discarded (RssAnon, held
+    sets and data unchanged);
  6. hugeroomd SIGKILLed in the middle of an evacuation: after its restart
     the daemon's held set equals the guest's (debugfs held) and the
     device's count (QMP query-hugeroom);
@@ -419,7 +422,11 @@ def check_pressure(h):
                   "pressure: %d blocks held before the pressure" % len(held or ()), req):
         return
     mi = h.meminfo()
-    need = len(held)  # MiB: half the held amount (2 MiB a block) must come back
+    # Touch MemAvailable plus three quarters of the held amount: without
+    # swap, only the holds can cover that shortfall, less what the guest
+    # can still find below its watermarks and in reclaimable slab (the
+    # 32 MiB of slack in the check below).
+    need = len(held) * 2 * 3 // 4
     mib = mi["MemAvailable"] // 1024 + need
     hrvm.log("pressure: MemAvailable %d MiB, %d blocks held; touching %d MiB"
              % (mi["MemAvailable"] // 1024, len(held), mib))
@@ -436,9 +443,9 @@ def check_pressure(h):
     tap.ok(alive.count("alive") == len(h.mf), "pressure: every memfill process survived", alive)
     now = h.views_agree("pressure: after")
     back = len(held) - len(now if now is not None else held)
-    tap.ok(back * 2 >= need,
-           "pressure: the guest took back %d held blocks (at least %d MiB were needed)"
-           % (back, need))
+    tap.ok(back > 0 and back * 2 >= need - 32,
+           "pressure: the guest took back %d held blocks (%d MiB; the shortfall was %d MiB)"
+           % (back, back * 2, need))
     # The host is told why: the daemon counts RETURNED reasons.
     d = h.detail()
     pressure_returns = None
