@@ -21,7 +21,7 @@ from simharness import SimSetup  # noqa: E402
 
 
 def run(n, mem_gib, candidates):
-    s = SimSetup(status_interval_ms=1000)
+    s = SimSetup(status_interval_ms=1000, extra_config="host_backing=thp")
     try:
         time.sleep(0.3)
         base = s.rss_kib()
@@ -30,8 +30,11 @@ def run(n, mem_gib, candidates):
         time.sleep(2.5)  # a few status rounds so every buffer has been used
         rss = s.rss_kib()
         dec, inp = [], []
+        free = s.api("GET", "/v1/host")["nodes"][0]["available_blocks"]
         for _ in range(5):
-            r = s.api("POST", "/v1/plan", {"bytes": (2 * n) << 21, "node": 0}, expect=None)
+            # beyond the host's free blocks, so that every guest is weighed
+            r = s.api("POST", "/v1/plan", {"bytes": (free + 2 * n) << 21, "node": 0},
+                      expect=None)
             if r is None or "decision_us" not in r:
                 break
             dec.append(r["decision_us"])

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hr-daemon.h"
+#include "hr-prepare.h"
 #include "hr-socket.h"
 
 struct _HrApi {
@@ -970,6 +971,264 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 			   parts[2], guest->name);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Reservations, the host, plans */
+
+static const gchar *const reservation_fields[] = {"bytes", "size", "node", "deadline_s",
+						  "strict", "requester", NULL};
+
+static gboolean
+hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *deadline_s,
+			 gboolean *strict, const gchar **requester, GError **error)
+{
+	JsonNode *n;
+	guint64 v;
+
+	if (!hr_api_check_members(obj, "a reservation", reservation_fields, error))
+		return FALSE;
+	*bytes = 0;
+	if (!hr_api_get_uint(obj, "bytes", 1, G_MAXINT64, bytes, error))
+		return FALSE;
+	n = json_object_get_member(obj, "size");
+	if (n != NULL) {
+		if (*bytes != 0)
+			return hr_api_bad(error, "size: give bytes or size, not both");
+		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING ||
+		    !hr_parse_size(json_node_get_string(n), bytes)) {
+			g_autofree gchar *text = hr_api_node_to_string(n);
+			return hr_api_bad(error, "size: %s is not a size such as \"1G\", \"512M\"",
+					  text);
+		}
+	}
+	if (*bytes == 0)
+		return hr_api_bad(error, "bytes: missing; give {\"bytes\":N} or {\"size\":\"1G\"}");
+	*node = -1;
+	n = json_object_get_member(obj, "node");
+	if (n != NULL && !JSON_NODE_HOLDS_NULL(n)) {
+		v = 0;
+		if (!hr_api_get_uint(obj, "node", 0, 1023, &v, error))
+			return FALSE;
+		*node = (gint)v;
+	}
+	*deadline_s = 0;
+	if (!hr_api_get_uint(obj, "deadline_s", 0, 86400, deadline_s, error))
+		return FALSE;
+	*strict = FALSE;
+	n = json_object_get_member(obj, "strict");
+	if (n != NULL) {
+		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
+			return hr_api_bad(error, "strict: must be true or false");
+		*strict = json_node_get_boolean(n);
+	}
+	*requester = NULL;
+	n = json_object_get_member(obj, "requester");
+	if (n != NULL) {
+		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING ||
+		    !g_utf8_validate(json_node_get_string(n), -1, NULL) ||
+		    strlen(json_node_get_string(n)) > 256)
+			return hr_api_bad(error, "requester: must be a string of at most 256 bytes");
+		*requester = json_node_get_string(n);
+	}
+	return TRUE;
+}
+
+static void
+hr_api_reply_reservation(SoupServerMessage *msg, guint status, HrPrepare *prepare,
+			 HrReservation *r)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	g_autoptr(JsonNode) obj = NULL;
+	const gchar *plan = hr_prepare_get_last_plan(prepare, r->id);
+
+	hr_reservation_add_json(r, b, TRUE);
+	obj = json_builder_get_root(b);
+	json_object_set_string_member(json_node_get_object(obj), "last_plan", plan);
+	if (plan == NULL)
+		json_object_set_null_member(json_node_get_object(obj), "last_plan");
+	node = g_steal_pointer(&obj);
+	hr_api_reply_json(msg, status, node);
+}
+
+static guint
+hr_api_reservation_error_status(const GError *error)
+{
+	if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_NOT_FOUND))
+		return SOUP_STATUS_NOT_FOUND;
+	if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID))
+		return SOUP_STATUS_CONFLICT;
+	return SOUP_STATUS_BAD_REQUEST;
+}
+
+static void
+hr_api_reservations_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
+		       GHashTable *query, gpointer user_data)
+{
+	HrApi *api = user_data;
+	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
+	const gchar *method = soup_server_message_get_method(msg);
+	g_auto(GStrv) parts = NULL;
+	g_autoptr(GError) error = NULL;
+	HrReservation *r;
+	(void)server;
+	(void)query;
+
+	if (prepare == NULL) {
+		hr_api_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "reservations are not running");
+		return;
+	}
+	/* "/v1/reservations", "/v1/reservations/ID", "/v1/reservations/ID/ACTION" */
+	parts = g_strsplit(path + strlen("/v1/reservations"), "/", -1);
+	if (parts[0] == NULL || (parts[0][0] == '\0' && (parts[1] == NULL || parts[1][0] == '\0'))) {
+		if (g_strcmp0(method, SOUP_METHOD_POST) == 0) {
+			g_autoptr(JsonParser) parser = json_parser_new();
+			JsonObject *obj = hr_api_parse_body(msg, parser, &error);
+			guint64 bytes, deadline_s;
+			gint node;
+			gboolean strict;
+			const gchar *requester;
+
+			if (obj == NULL ||
+			    !hr_api_parse_reservation(obj, &bytes, &node, &deadline_s, &strict,
+						      &requester, &error)) {
+				hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
+				return;
+			}
+			r = hr_prepare_create(prepare, bytes, node, deadline_s, strict, requester,
+					      &error);
+			if (r == NULL) {
+				hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
+						   error->message);
+				return;
+			}
+			hr_api_reply_reservation(msg, SOUP_STATUS_ACCEPTED, prepare, r);
+			return;
+		}
+		if (hr_api_check_method(msg, SOUP_METHOD_GET)) {
+			GPtrArray *list = hr_reservation_store_list(hr_prepare_get_store(prepare));
+			g_autoptr(JsonBuilder) b = json_builder_new();
+			g_autoptr(JsonNode) node = NULL;
+			json_builder_begin_object(b);
+			json_builder_set_member_name(b, "reservations");
+			json_builder_begin_array(b);
+			for (guint i = 0; i < list->len; i++)
+				hr_reservation_add_json(g_ptr_array_index(list, i), b, FALSE);
+			json_builder_end_array(b);
+			json_builder_end_object(b);
+			node = json_builder_get_root(b);
+			hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+		}
+		return;
+	}
+	if (parts[0][0] != '\0' || parts[1] == NULL || (parts[2] != NULL && parts[3] != NULL)) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
+				   "no such resource %s; use /v1/reservations/ID", path);
+		return;
+	}
+	r = hr_reservation_store_find(hr_prepare_get_store(prepare), parts[1]);
+	if (r == NULL) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
+				   "no reservation %s (GET /v1/reservations lists them)", parts[1]);
+		return;
+	}
+	if (parts[2] == NULL) {
+		if (g_strcmp0(method, SOUP_METHOD_DELETE) == 0) {
+			if (!hr_prepare_release(prepare, r->id, &error)) {
+				hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
+						   error->message);
+				return;
+			}
+			hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
+			return;
+		}
+		if (hr_api_check_method(msg, SOUP_METHOD_GET))
+			hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
+		return;
+	}
+	if (g_strcmp0(parts[2], "release") == 0 || g_strcmp0(parts[2], "consume") == 0) {
+		gboolean ok;
+		if (!hr_api_check_method(msg, SOUP_METHOD_POST))
+			return;
+		ok = parts[2][0] == 'r' ? hr_prepare_release(prepare, r->id, &error)
+					: hr_prepare_consume(prepare, r->id, &error);
+		if (!ok) {
+			hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
+					   error->message);
+			return;
+		}
+		hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
+		return;
+	}
+	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
+			   "no such action '%s' on reservation %s; supported: release, consume",
+			   parts[2], r->id);
+}
+
+static void
+hr_api_host_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+	       gpointer user_data)
+{
+	HrApi *api = user_data;
+	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
+	g_autoptr(GError) error = NULL;
+	g_autoptr(JsonNode) node = NULL;
+	(void)server;
+	(void)query;
+
+	if (g_strcmp0(path, "/v1/host") != 0) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
+		return;
+	}
+	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
+		return;
+	node = prepare != NULL ? hr_prepare_host_json(prepare, &error) : NULL;
+	if (node == NULL) {
+		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "%s",
+				   error != NULL ? error->message : "reservations are not running");
+		return;
+	}
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
+/* POST /v1/plan: what the planner would do for a reservation, without doing it */
+static void
+hr_api_plan_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+	       gpointer user_data)
+{
+	HrApi *api = user_data;
+	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	g_autoptr(JsonNode) node = NULL;
+	HrPlanRequest req = {0};
+	JsonObject *obj;
+	guint64 deadline_s;
+	const gchar *requester;
+	(void)server;
+	(void)query;
+
+	if (g_strcmp0(path, "/v1/plan") != 0) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
+		return;
+	}
+	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
+		return;
+	obj = hr_api_parse_body(msg, parser, &error);
+	if (obj == NULL || !hr_api_parse_reservation(obj, &req.bytes, &req.node, &deadline_s,
+						     &req.strict, &requester, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
+		return;
+	}
+	req.deadline_ms = deadline_s * 1000;
+	node = prepare != NULL ? hr_prepare_plan_json(prepare, &req, &error) : NULL;
+	if (node == NULL) {
+		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "%s",
+				   error != NULL ? error->message : "reservations are not running");
+		return;
+	}
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
 static void
 hr_api_metrics_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		  GHashTable *query, gpointer user_data)
@@ -999,7 +1258,9 @@ hr_api_default_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 	(void)query;
 	(void)user_data;
 	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-			   "no such resource %s; try /v1/guests or /metrics", path);
+			   "no such resource %s; try /v1/guests, /v1/reservations, /v1/host or "
+			   "/metrics",
+			   path);
 }
 
 HrApi *
@@ -1011,6 +1272,9 @@ hr_api_new(HrDaemon *daemon)
 	soup_server_add_handler(api->server, NULL, hr_api_default_cb, api, NULL);
 	soup_server_add_handler(api->server, "/v1/guests", hr_api_guests_cb, api, NULL);
 	soup_server_add_handler(api->server, "/metrics", hr_api_metrics_cb, api, NULL);
+	soup_server_add_handler(api->server, "/v1/reservations", hr_api_reservations_cb, api, NULL);
+	soup_server_add_handler(api->server, "/v1/host", hr_api_host_cb, api, NULL);
+	soup_server_add_handler(api->server, "/v1/plan", hr_api_plan_cb, api, NULL);
 	return api;
 }
 

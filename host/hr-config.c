@@ -4,7 +4,46 @@
 
 #include "hr-config.h"
 
+#include <string.h>
+
 #define GROUP "hugeroomd"
+
+static void
+hr_guest_policy_free(HrGuestPolicy *policy)
+{
+	g_free(policy->pattern);
+	g_free(policy);
+}
+
+const gchar *
+hr_backing_mode_to_string(HrBackingMode mode)
+{
+	switch (mode) {
+	case HR_BACKING_SCAN:
+		return "scan";
+	case HR_BACKING_THP:
+		return "thp";
+	case HR_BACKING_SMALL:
+		return "small";
+	}
+	return "unknown";
+}
+
+void
+hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy *policy)
+{
+	policy->pattern = NULL;
+	policy->donor = TRUE;
+	policy->floor_mb = config->guest_floor_mb;
+	policy->budget_blocks = 0;
+	for (guint i = 0; i < config->guest_policies->len; i++) {
+		HrGuestPolicy *p = g_ptr_array_index(config->guest_policies, i);
+		if (g_pattern_match_simple(p->pattern, name)) {
+			*policy = *p;
+			return;
+		}
+	}
+}
 
 HrConfig *
 hr_config_new(void)
@@ -16,6 +55,14 @@ hr_config_new(void)
 	config->command_timeout_ms = 30000;
 	config->request_timeout_s = 300;
 	config->request_history = 32;
+	config->state_dir = g_strdup(HR_CONFIG_DEFAULT_STATE_DIR);
+	config->host_root = g_strdup("/");
+	config->reservation_tick_ms = 250;
+	config->reservation_ttl_s = 600;
+	config->return_high_mark_mb = 4096;
+	config->guest_floor_mb = 256;
+	config->backing = HR_BACKING_SCAN;
+	config->guest_policies = g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_policy_free);
 	return config;
 }
 
@@ -26,6 +73,9 @@ hr_config_free(HrConfig *config)
 		return;
 	g_free(config->vm_socket);
 	g_free(config->api_socket);
+	g_free(config->state_dir);
+	g_free(config->host_root);
+	g_ptr_array_unref(config->guest_policies);
 	g_free(config);
 }
 
@@ -53,11 +103,22 @@ hr_config_get_path(GKeyFile *kf, const gchar *key, gchar **value, GError **error
 }
 
 static gboolean
+hr_config_get_uint_in(GKeyFile *kf, const gchar *group, const gchar *key, guint64 min,
+		      guint64 max, gboolean zero_ok, guint64 *value, GError **error);
+
+static gboolean
 hr_config_get_uint(GKeyFile *kf, const gchar *key, guint64 min, guint64 max, gboolean zero_ok,
 		   guint64 *value, GError **error)
 {
+	return hr_config_get_uint_in(kf, GROUP, key, min, max, zero_ok, value, error);
+}
+
+static gboolean
+hr_config_get_uint_in(GKeyFile *kf, const gchar *group, const gchar *key, guint64 min, guint64 max, gboolean zero_ok,
+		   guint64 *value, GError **error)
+{
 	g_autoptr(GError) error_local = NULL;
-	g_autofree gchar *str = g_key_file_get_string(kf, GROUP, key, &error_local);
+	g_autofree gchar *str = g_key_file_get_string(kf, group, key, &error_local);
 	guint64 v = 0;
 	if (str == NULL) {
 		if (g_error_matches(error_local, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND) ||
@@ -75,6 +136,69 @@ hr_config_get_uint(GKeyFile *kf, const gchar *key, guint64 min, guint64 max, gbo
 		return FALSE;
 	}
 	*value = v;
+	return TRUE;
+}
+
+static gboolean
+hr_config_get_backing(GKeyFile *kf, HrBackingMode *mode, GError **error)
+{
+	g_autofree gchar *str = g_key_file_get_string(kf, GROUP, "host_backing", NULL);
+	if (str == NULL)
+		return TRUE;
+	g_strstrip(str);
+	for (guint m = HR_BACKING_SCAN; m <= HR_BACKING_SMALL; m++) {
+		if (g_strcmp0(str, hr_backing_mode_to_string(m)) == 0) {
+			*mode = m;
+			return TRUE;
+		}
+	}
+	g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+		    "host_backing=%s is not scan, thp or small", str);
+	return FALSE;
+}
+
+/* [guest:PATTERN] donor=true|false floor_mb=N budget_blocks=N */
+static gboolean
+hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
+{
+	g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
+	for (guint i = 0; groups[i] != NULL; i++) {
+		g_autoptr(GError) error_local = NULL;
+		HrGuestPolicy *p;
+		guint64 v;
+
+		if (!g_str_has_prefix(groups[i], "guest:"))
+			continue;
+		p = g_new0(HrGuestPolicy, 1);
+		p->pattern = g_strdup(groups[i] + strlen("guest:"));
+		p->donor = TRUE;
+		p->floor_mb = config->guest_floor_mb;
+		g_ptr_array_add(config->guest_policies, p);
+		if (*p->pattern == '\0') {
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+				    "[%s] names no guest: use [guest:NAME] or [guest:PATTERN*]",
+				    groups[i]);
+			return FALSE;
+		}
+		if (g_key_file_has_key(kf, groups[i], "donor", NULL)) {
+			p->donor = g_key_file_get_boolean(kf, groups[i], "donor", &error_local);
+			if (error_local != NULL) {
+				g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+					    "[%s] donor is not true or false", groups[i]);
+				return FALSE;
+			}
+		}
+		v = p->floor_mb;
+		if (!hr_config_get_uint_in(kf, groups[i], "floor_mb", 0, G_MAXUINT32, TRUE, &v,
+					   error))
+			return FALSE;
+		p->floor_mb = v;
+		v = 0;
+		if (!hr_config_get_uint_in(kf, groups[i], "budget_blocks", 0, G_MAXUINT32, TRUE, &v,
+					   error))
+			return FALSE;
+		p->budget_blocks = v;
+	}
 	return TRUE;
 }
 
@@ -113,6 +237,28 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 	if (!hr_config_get_uint(kf, "request_history", 1, 10000, FALSE, &v, error))
 		goto fail;
 	config->request_history = v;
+	if (!hr_config_get_path(kf, "state_dir", &config->state_dir, error) ||
+	    !hr_config_get_path(kf, "host_root", &config->host_root, error))
+		goto fail;
+	v = config->reservation_tick_ms;
+	if (!hr_config_get_uint(kf, "reservation_tick_ms", 10, 60000, FALSE, &v, error))
+		goto fail;
+	config->reservation_tick_ms = v;
+	v = config->reservation_ttl_s;
+	if (!hr_config_get_uint(kf, "reservation_ttl_s", 1, 86400 * 30, FALSE, &v, error))
+		goto fail;
+	config->reservation_ttl_s = v;
+	v = config->return_high_mark_mb;
+	if (!hr_config_get_uint(kf, "return_high_mark_mb", 0, G_MAXUINT32, TRUE, &v, error))
+		goto fail;
+	config->return_high_mark_mb = v;
+	v = config->guest_floor_mb;
+	if (!hr_config_get_uint(kf, "guest_floor_mb", 0, G_MAXUINT32, TRUE, &v, error))
+		goto fail;
+	config->guest_floor_mb = v;
+	if (!hr_config_get_backing(kf, &config->backing, error) ||
+	    !hr_config_get_policies(kf, config, error))
+		goto fail;
 	return TRUE;
 fail:
 	g_prefix_error(error, "config %s: ", path);

@@ -9,6 +9,22 @@ G_BEGIN_DECLS
 #define HR_CONFIG_DEFAULT_VM_SOCKET "/run/hugeroom/vm.sock"
 #define HR_CONFIG_DEFAULT_API_SOCKET "/run/hugeroom/api.sock"
 #define HR_CONFIG_DEFAULT_STATUS_INTERVAL_MS 1000
+#define HR_CONFIG_DEFAULT_STATE_DIR "/var/lib/hugeroom"
+
+/* How the planner learns what backs a guest block on the host. */
+typedef enum {
+	HR_BACKING_SCAN,  /* hr-thpmap over the QEMU process' pagemap */
+	HR_BACKING_THP,	  /* assume one host THP each (simulated guests) */
+	HR_BACKING_SMALL, /* assume 4 KiB pages each */
+} HrBackingMode;
+
+/* A [guest:PATTERN] group: the policy of the guests whose name matches. */
+typedef struct {
+	gchar *pattern; /* a glob, g_pattern_match_simple() */
+	gboolean donor;
+	guint64 floor_mb;      /* free memory the guest must keep */
+	guint budget_blocks;   /* most blocks held from it at once; 0: half its RAM */
+} HrGuestPolicy;
 
 typedef struct {
 	gchar *vm_socket;
@@ -17,6 +33,16 @@ typedef struct {
 	guint command_timeout_ms;   /* a command unanswered by then is lost */
 	guint request_timeout_s;    /* default deadline of an evacuate, capture, return */
 	guint request_history;	    /* finished requests kept per guest */
+
+	/* reservations */
+	gchar *state_dir;	     /* reservations.json lives here */
+	gchar *host_root;	     /* "/", or a tree with proc/ and sys/ (tests) */
+	guint reservation_tick_ms;   /* how often live reservations are driven */
+	guint reservation_ttl_s;     /* a ready reservation not consumed by then expires */
+	guint64 return_high_mark_mb; /* give holds back when a node has this much free; 0: never */
+	guint64 guest_floor_mb;	     /* default floor of a guest */
+	HrBackingMode backing;
+	GPtrArray *guest_policies; /* HrGuestPolicy, in file order; the first match wins */
 } HrConfig;
 
 HrConfig *
@@ -26,6 +52,11 @@ hr_config_free(HrConfig *config);
 /* a missing file is not an error when @must_exist is FALSE */
 gboolean
 hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError **error);
+/* the policy of guest @name: its [guest:PATTERN] group, or the defaults */
+void
+hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy *policy);
+const gchar *
+hr_backing_mode_to_string(HrBackingMode mode);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrConfig, hr_config_free)
 

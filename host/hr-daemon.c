@@ -10,6 +10,7 @@
 
 #include "hr-api.h"
 #include "hr-device.h"
+#include "hr-prepare.h"
 #include "hr-socket.h"
 
 /* how often pending commands and vanished QEMU processes are checked */
@@ -20,6 +21,7 @@ struct _HrDaemon {
 	GSocketService *service;
 	GSocket *vm_socket;
 	HrApi *api;
+	HrPrepare *prepare;
 	GPtrArray *devices; /* HrDevice, open connections */
 	GPtrArray *guests;  /* HrGuest */
 	guint64 next_guest_id;
@@ -53,6 +55,12 @@ hr_daemon_free(HrDaemon *daemon)
 	g_ptr_array_unref(daemon->guests);
 	g_free(daemon->last_unidentified_reason);
 	g_free(daemon);
+}
+
+HrPrepare *
+hr_daemon_get_prepare(HrDaemon *daemon)
+{
+	return daemon->prepare;
 }
 
 const HrConfig *
@@ -275,6 +283,8 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 		return FALSE;
 	}
 	g_socket_service_start(daemon->service);
+	/* reservations a previous run left resume here */
+	daemon->prepare = hr_prepare_new(daemon);
 	daemon->sweep_id = g_timeout_add(HR_DAEMON_SWEEP_MS, hr_daemon_sweep_cb, daemon);
 	daemon->started = TRUE;
 	g_info("listening for devices on %s, API on %s, status every %u ms",
@@ -294,6 +304,8 @@ void
 hr_daemon_stop(HrDaemon *daemon)
 {
 	g_clear_handle_id(&daemon->sweep_id, g_source_remove);
+	/* first, so that requests the closing devices end tell it nothing */
+	g_clear_pointer(&daemon->prepare, hr_prepare_free);
 	while (daemon->devices->len > 0)
 		hr_device_close(g_ptr_array_index(daemon->devices, 0), NULL);
 	if (daemon->service != NULL) {

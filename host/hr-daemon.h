@@ -9,6 +9,7 @@
 G_BEGIN_DECLS
 
 typedef struct _HrDaemon HrDaemon;
+typedef struct _HrPrepare HrPrepare;
 
 HrDaemon *
 hr_daemon_new(HrConfig *config);
@@ -47,6 +48,10 @@ hr_daemon_request_report(HrDaemon *daemon, HrGuest *guest, GError **error);
  */
 HrRequest *
 hr_daemon_submit(HrDaemon *daemon, HrGuest *guest, const HrRequestParams *params, GError **error);
+
+/* the reservation executor; NULL before start and after stop */
+HrPrepare *
+hr_daemon_get_prepare(HrDaemon *daemon);
 
 /* for hr-device.c */
 HrGuest *

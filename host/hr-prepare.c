@@ -1,0 +1,1213 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "HrPrepare"
+
+#include "hr-prepare.h"
+
+#include <gio/gio.h>
+
+#include "hr-compact.h"
+#include "hr-daemon.h"
+#include "hr-thpmap.h"
+
+#define BLOCK_PAGES 512
+#define THPMAP_MAX_AGE_US (10 * G_USEC_PER_SEC)
+
+/* What the executor remembers of a guest across reservations. */
+typedef struct {
+	guint failures;
+	gint64 next_allowed_ms;
+	HrThpMap *map;
+	gint64 map_at; /* monotonic us */
+	gboolean map_warned;
+} GuestPlanState;
+
+/* The work in hand for one live reservation; not persisted. */
+typedef struct {
+	GHashTable *tried; /* guest uuid -> set of gpas (guint64 *) offered once */
+	gboolean compacted;
+	gboolean compact_after;
+	gboolean free_recorded;
+	guint in_flight;
+	guint plans;
+	gchar *last_plan;
+} Run;
+
+/* One compaction or evacuation in flight. */
+typedef struct {
+	HrPrepare *prepare; /* NULL once the executor is gone */
+	gchar *res_id;
+	guint step_index;
+	gchar *guest_uuid;
+	HrRequest *request;
+	gint node;
+	gint64 started; /* monotonic us */
+	gint64 blocks_before;
+	gboolean submitting;
+	gboolean ended_early;
+} Op;
+
+struct _HrPrepare {
+	HrDaemon *daemon;
+	const HrConfig *config;
+	HrReservationStore *store;
+	HrPlannerParams params;
+	GHashTable *runs;    /* reservation id -> Run */
+	GHashTable *gstates; /* guest uuid -> GuestPlanState */
+	GPtrArray *ops;	     /* Op in flight */
+	GCancellable *cancellable;
+	guint tick_id;
+	guint kick_id;
+};
+
+static void
+guest_plan_state_free(GuestPlanState *gs)
+{
+	g_clear_pointer(&gs->map, hr_thpmap_free);
+	g_free(gs);
+}
+
+static void
+run_free(Run *run)
+{
+	g_hash_table_unref(run->tried);
+	g_free(run->last_plan);
+	g_free(run);
+}
+
+static void
+op_free(Op *op)
+{
+	g_free(op->res_id);
+	g_free(op->guest_uuid);
+	g_clear_pointer(&op->request, hr_request_unref);
+	g_free(op);
+}
+
+static Run *
+get_run(HrPrepare *p, HrReservation *r)
+{
+	Run *run = g_hash_table_lookup(p->runs, r->id);
+	if (run == NULL) {
+		run = g_new0(Run, 1);
+		run->tried = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+						   (GDestroyNotify)g_hash_table_unref);
+		g_hash_table_insert(p->runs, g_strdup(r->id), run);
+	}
+	return run;
+}
+
+static GuestPlanState *
+get_gstate(HrPrepare *p, HrGuest *guest)
+{
+	GuestPlanState *gs = g_hash_table_lookup(p->gstates, guest->uuid);
+	if (gs == NULL) {
+		gs = g_new0(GuestPlanState, 1);
+		g_hash_table_insert(p->gstates, g_strdup(guest->uuid), gs);
+	}
+	return gs;
+}
+
+static gboolean
+tick_cb(gpointer user_data);
+
+static gboolean
+kick_cb(gpointer user_data)
+{
+	HrPrepare *p = user_data;
+	p->kick_id = 0;
+	hr_prepare_tick(p);
+	return G_SOURCE_REMOVE;
+}
+
+/* drive again soon, from the main loop */
+static void
+kick(HrPrepare *p)
+{
+	if (p->kick_id == 0)
+		p->kick_id = g_idle_add(kick_cb, p);
+}
+
+HrPrepare *
+hr_prepare_new(HrDaemon *daemon)
+{
+	HrPrepare *p = g_new0(HrPrepare, 1);
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *path = NULL;
+
+	p->daemon = daemon;
+	p->config = hr_daemon_get_config(daemon);
+	path = g_build_filename(p->config->state_dir, "reservations.json", NULL);
+	p->store = hr_reservation_store_new(path);
+	if (!hr_reservation_store_load(p->store, &error))
+		g_warning("%s", error->message);
+	else if (hr_reservation_store_list(p->store)->len > 0)
+		g_info("%u reservations loaded from %s", hr_reservation_store_list(p->store)->len,
+		       path);
+	hr_planner_params_init(&p->params);
+	p->runs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)run_free);
+	p->gstates = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+					   (GDestroyNotify)guest_plan_state_free);
+	p->ops = g_ptr_array_new();
+	p->cancellable = g_cancellable_new();
+	p->tick_id = g_timeout_add(p->config->reservation_tick_ms, tick_cb, p);
+	return p;
+}
+
+void
+hr_prepare_free(HrPrepare *p)
+{
+	if (p == NULL)
+		return;
+	g_clear_handle_id(&p->tick_id, g_source_remove);
+	g_clear_handle_id(&p->kick_id, g_source_remove);
+	g_cancellable_cancel(p->cancellable);
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		if (op->request != NULL) {
+			/* the guest outlives us: stop it telling us */
+			hr_request_set_notify(op->request, NULL, NULL);
+			op_free(op);
+		} else {
+			/* a compaction thread: its callback frees the op */
+			op->prepare = NULL;
+		}
+	}
+	g_ptr_array_unref(p->ops);
+	g_object_unref(p->cancellable);
+	g_hash_table_unref(p->runs);
+	g_hash_table_unref(p->gstates);
+	hr_reservation_store_free(p->store);
+	g_free(p);
+}
+
+HrReservationStore *
+hr_prepare_get_store(HrPrepare *p)
+{
+	return p->store;
+}
+
+const gchar *
+hr_prepare_get_last_plan(HrPrepare *p, const gchar *id)
+{
+	Run *run = g_hash_table_lookup(p->runs, id);
+	return run != NULL ? run->last_plan : NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Host and guests as the planner sees them */
+
+/* free 2 MiB blocks above the high watermark, as the planner's FREE step counts */
+static guint64
+node_available(const HrNodeState *ns)
+{
+	guint64 headroom = ns->free_pages > ns->wmark_high ? ns->free_pages - ns->wmark_high : 0;
+	return MIN(ns->free_blocks, headroom / BLOCK_PAGES);
+}
+
+static gboolean
+guest_can_donate(HrGuest *guest)
+{
+	guint64 need = (1 << VIRTIO_HUGEROOM_F_EVACUATE) | (1 << VIRTIO_HUGEROOM_F_HOLD);
+	return hr_guest_is_connected(guest) && guest->ready && guest->status != NULL &&
+	       guest->have_state && guest->state.driver_ok && !guest->state.discard_disabled &&
+	       (guest->state.guest_features & need) == need;
+}
+
+typedef struct {
+	HrPlanInput input;
+	GArray *nodes;	      /* HrPlanNode */
+	GArray *guests;	      /* HrPlanGuest */
+	GPtrArray *refs;      /* HrGuest *, parallel to guests */
+	GPtrArray *cand_bufs; /* HrPlanCandidate arrays to free */
+} Input;
+
+static void
+input_free(Input *in)
+{
+	g_array_unref(in->nodes);
+	g_array_unref(in->guests);
+	g_ptr_array_unref(in->refs);
+	g_ptr_array_unref(in->cand_bufs);
+	g_free(in);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(Input, input_free)
+
+static guint8
+candidate_backing(HrPrepare *p, HrGuest *guest, GuestPlanState *gs, guint64 gpa)
+{
+	HrThpBlock block = HR_THP_BLOCK_ABSENT;
+
+	switch (p->config->backing) {
+	case HR_BACKING_THP:
+		return HR_THP_BLOCK_THP;
+	case HR_BACKING_SMALL:
+		return HR_THP_BLOCK_SMALL;
+	case HR_BACKING_SCAN:
+		break;
+	}
+	if (gs->map == NULL) {
+		/* without CAP_SYS_ADMIN the backing is unknown: count 4 KiB pages */
+		return HR_THP_BLOCK_SMALL;
+	}
+	(void)guest;
+	if (!hr_thpmap_lookup(gs->map, gpa, &block))
+		return HR_THP_BLOCK_ABSENT;
+	return block;
+}
+
+static void
+refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
+{
+	g_autoptr(GError) error = NULL;
+	gint64 now = g_get_monotonic_time();
+
+	if (p->config->backing != HR_BACKING_SCAN || guest->pid <= 0)
+		return;
+	if (gs->map != NULL && now - gs->map_at < THPMAP_MAX_AGE_US)
+		return;
+	g_clear_pointer(&gs->map, hr_thpmap_free);
+	gs->map = hr_thpmap_scan(guest->pid, (const HrRamRange *)guest->ram->data, guest->ram->len,
+				 &error);
+	gs->map_at = now;
+	if (gs->map == NULL && !gs->map_warned) {
+		gs->map_warned = TRUE;
+		g_warning("%s: cannot read the host backing of its RAM (%s); its blocks count as "
+			  "4 KiB-backed",
+			  guest->name, error->message);
+	}
+}
+
+static Input *
+build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run)
+{
+	Input *in = g_new0(Input, 1);
+	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	guint first_node = 0;
+
+	in->nodes = g_array_new(FALSE, TRUE, sizeof(HrPlanNode));
+	in->guests = g_array_new(FALSE, TRUE, sizeof(HrPlanGuest));
+	in->refs = g_ptr_array_new();
+	in->cand_bufs = g_ptr_array_new_with_free_func(g_free);
+
+	for (guint n = 0; n < host->nodes->len; n++) {
+		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
+		HrPlanNode pn = {0};
+		guint64 promised = hr_reservation_store_promised(p->store, ns->node, r);
+		hr_plan_node_from_state(&pn, ns);
+		/* what others were promised is not ours to count */
+		pn.free_blocks -= MIN(pn.free_blocks, promised);
+		pn.free_pages -= MIN(pn.free_pages, promised * BLOCK_PAGES);
+		pn.compacted = run != NULL && run->compacted;
+		if (n == 0)
+			first_node = ns->node;
+		g_array_append_val(in->nodes, pn);
+	}
+
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		GuestPlanState *gs;
+		HrGuestPolicy policy;
+		HrPlanGuest pg = {0};
+		HrPlanCandidate *cands;
+		GHashTable *tried = NULL;
+
+		if (!guest_can_donate(guest))
+			continue;
+		gs = get_gstate(p, guest);
+		hr_config_guest_policy(p->config, guest->name, &policy);
+		if (policy.donor)
+			refresh_thpmap(p, guest, gs);
+		if (run != NULL)
+			tried = g_hash_table_lookup(run->tried, guest->uuid);
+		pg.id = guest->id;
+		/* the QEMU process' node is not known yet: the first node's guests */
+		pg.node = first_node;
+		pg.donor = policy.donor;
+		pg.free_pages = guest->status->mem_free_pages;
+		pg.floor_pages = policy.floor_mb * 256;
+		pg.held_blocks = g_hash_table_size(guest->held);
+		pg.budget_blocks = policy.budget_blocks > 0
+				       ? policy.budget_blocks
+				       : (guint)(guest->ram_size / HR_PLAN_BLOCK_BYTES / 2);
+		pg.failures = gs->failures;
+		pg.next_allowed_ms = gs->next_allowed_ms;
+		cands = g_new0(HrPlanCandidate, MAX(guest->status->nr_candidates, 1));
+		for (guint c = 0; c < guest->status->nr_candidates; c++) {
+			const HrCandidate *hc = &guest->status->candidates[c];
+			cands[c].gpa = hc->gpa;
+			cands[c].free_pages = hc->free_pages;
+			cands[c].backing = policy.donor ? candidate_backing(p, guest, gs, hc->gpa)
+							: HR_THP_BLOCK_ABSENT;
+			cands[c].tried = tried != NULL && g_hash_table_contains(tried, &hc->gpa);
+			/* a block the guest holds already is not a candidate any more */
+			if (g_hash_table_contains(guest->held, &hc->gpa))
+				cands[c].tried = TRUE;
+		}
+		pg.candidates = cands;
+		pg.n_candidates = guest->status->nr_candidates;
+		g_ptr_array_add(in->cand_bufs, cands);
+		g_array_append_val(in->guests, pg);
+		g_ptr_array_add(in->refs, guest);
+	}
+	in->input.nodes = (HrPlanNode *)in->nodes->data;
+	in->input.n_nodes = in->nodes->len;
+	in->input.guests = (HrPlanGuest *)in->guests->data;
+	in->input.n_guests = in->guests->len;
+	in->input.now_ms = g_get_monotonic_time() / 1000;
+	return in;
+}
+
+static HrGuest *
+input_guest(Input *in, const HrPlanStep *step)
+{
+	if (step->guest >= in->refs->len)
+		return NULL;
+	return g_ptr_array_index(in->refs, step->guest);
+}
+
+static void
+plan_add_json_named(const HrPlan *plan, Input *in, JsonBuilder *b)
+{
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "node");
+	json_builder_add_int_value(b, plan->node);
+	json_builder_set_member_name(b, "need_blocks");
+	json_builder_add_int_value(b, plan->need_blocks);
+	json_builder_set_member_name(b, "gain_milli");
+	json_builder_add_int_value(b, plan->gain_milli);
+	json_builder_set_member_name(b, "cost_pages");
+	json_builder_add_int_value(b, plan->cost_pages);
+	json_builder_set_member_name(b, "est_ms");
+	json_builder_add_int_value(b, plan->est_ms);
+	json_builder_set_member_name(b, "complete");
+	json_builder_add_boolean_value(b, plan->complete);
+	json_builder_set_member_name(b, "summary");
+	json_builder_add_string_value(b, plan->summary != NULL ? plan->summary : "");
+	json_builder_set_member_name(b, "guests_considered");
+	json_builder_add_int_value(b, plan->guests_considered);
+	json_builder_set_member_name(b, "guests_deferred");
+	json_builder_add_int_value(b, plan->guests_deferred);
+	json_builder_set_member_name(b, "steps");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < plan->steps->len; i++) {
+		const HrPlanStep *s = g_ptr_array_index(plan->steps, i);
+		json_builder_begin_object(b);
+		json_builder_set_member_name(b, "kind");
+		json_builder_add_string_value(b, hr_plan_step_kind_to_string(s->kind));
+		json_builder_set_member_name(b, "node");
+		json_builder_add_int_value(b, s->node);
+		if (s->kind == HR_PLAN_STEP_DONATE) {
+			HrGuest *guest = in != NULL ? input_guest(in, s) : NULL;
+			json_builder_set_member_name(b, "guest_id");
+			json_builder_add_int_value(b, s->guest_id);
+			json_builder_set_member_name(b, "guest");
+			if (guest != NULL)
+				json_builder_add_string_value(b, guest->name);
+			else
+				json_builder_add_null_value(b);
+			json_builder_set_member_name(b, "blocks");
+			json_builder_add_int_value(b, s->picks->len);
+			json_builder_set_member_name(b, "thp");
+			json_builder_add_int_value(b, s->n_thp);
+			json_builder_set_member_name(b, "small");
+			json_builder_add_int_value(b, s->n_small);
+		} else {
+			json_builder_set_member_name(b, "blocks");
+			json_builder_add_int_value(b, s->blocks);
+		}
+		if (s->kind == HR_PLAN_STEP_COMPACT) {
+			json_builder_set_member_name(b, "after_donations");
+			json_builder_add_boolean_value(b, s->after_donations);
+		}
+		json_builder_set_member_name(b, "gain_milli");
+		json_builder_add_int_value(b, s->gain_milli);
+		json_builder_set_member_name(b, "cost_pages");
+		json_builder_add_int_value(b, s->cost_pages);
+		json_builder_set_member_name(b, "est_ms");
+		json_builder_add_int_value(b, s->est_ms);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+}
+
+void
+hr_plan_add_json(const HrPlan *plan, JsonBuilder *b)
+{
+	plan_add_json_named(plan, NULL, b);
+}
+
+JsonNode *
+hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
+{
+	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, error);
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(Input) in = NULL;
+	g_autoptr(HrPlan) plan = NULL;
+	gint64 t0, t1, t2;
+
+	if (host == NULL) {
+		g_prefix_error(error, "cannot read the host's memory state: ");
+		return NULL;
+	}
+	t0 = g_get_monotonic_time();
+	in = build_input(p, host, NULL, NULL);
+	t1 = g_get_monotonic_time();
+	plan = hr_planner_plan(request, &in->input, &p->params);
+	t2 = g_get_monotonic_time();
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "plan");
+	plan_add_json_named(plan, in, b);
+	json_builder_set_member_name(b, "guests");
+	json_builder_add_int_value(b, in->input.n_guests);
+	json_builder_set_member_name(b, "input_us");
+	json_builder_add_int_value(b, t1 - t0);
+	json_builder_set_member_name(b, "decision_us");
+	json_builder_add_int_value(b, t2 - t1);
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Giving holds back */
+
+static HrGuest *
+find_guest_by_uuid(HrPrepare *p, const gchar *uuid)
+{
+	return hr_daemon_find_guest(p->daemon, uuid);
+}
+
+/*
+ * RETURN up to @max of @r's holds, oldest first, to guests that are
+ * connected now; holds of a guest that no longer holds the block (it took
+ * it back under pressure, or its QEMU restarted) are dropped. Returns how
+ * many were sent back.
+ */
+static guint
+return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
+{
+	g_autoptr(GHashTable) per_guest = g_hash_table_new_full(
+	    g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_array_unref);
+	GPtrArray *keep = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
+	GHashTableIter iter;
+	gpointer key, value;
+	guint sent = 0, dropped = 0;
+
+	for (guint i = 0; i < r->holds->len; i++) {
+		HrReservationHold *h = g_ptr_array_index(r->holds, i);
+		HrGuest *guest = find_guest_by_uuid(p, h->guest_uuid);
+		GArray *gpas;
+
+		g_ptr_array_index(r->holds, i) = NULL;
+		if (guest != NULL && guest->ready && !g_hash_table_contains(guest->held, &h->gpa)) {
+			dropped++;
+			hr_reservation_hold_free(h);
+			continue;
+		}
+		if (sent >= max || guest == NULL || !hr_guest_is_connected(guest) || !guest->ready) {
+			g_ptr_array_add(keep, h);
+			continue;
+		}
+		gpas = g_hash_table_lookup(per_guest, guest->uuid);
+		if (gpas == NULL) {
+			gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
+			g_hash_table_insert(per_guest, guest->uuid, gpas);
+		}
+		g_array_append_val(gpas, h->gpa);
+		sent++;
+		hr_reservation_hold_free(h);
+	}
+	g_ptr_array_set_free_func(r->holds, NULL);
+	g_ptr_array_unref(r->holds);
+	r->holds = keep;
+
+	g_hash_table_iter_init(&iter, per_guest);
+	while (g_hash_table_iter_next(&iter, &key, &value)) {
+		HrGuest *guest = find_guest_by_uuid(p, key);
+		GArray *gpas = value;
+		for (guint off = 0; off < gpas->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
+			g_autoptr(GError) error = NULL;
+			HrRequestParams params = {0};
+			params.kind = HR_REQUEST_RETURN;
+			params.gpas = &g_array_index(gpas, guint64, off);
+			params.nr_gpas = MIN(gpas->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
+			params.count = params.nr_gpas;
+			if (hr_daemon_submit(p->daemon, guest, &params, &error) == NULL)
+				g_warning("reservation %s: cannot return %u blocks to %s: %s", r->id,
+					  params.nr_gpas, guest->name, error->message);
+		}
+		g_info("reservation %s: returning %u blocks to %s (%s)", r->id, gpas->len,
+		       guest->name, why);
+	}
+	r->blocks_returned += sent;
+	if (sent > 0 || dropped > 0)
+		hr_reservation_touch(p->store, r);
+	return sent;
+}
+
+/* consumed reservations: holds go back once a node has room again, oldest first */
+static void
+return_by_high_mark(HrPrepare *p, const HrHostState *host)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	guint64 mark_pages = p->config->return_high_mark_mb * 256;
+	g_autoptr(GPtrArray) holds = g_ptr_array_new();
+	g_autoptr(GHashTable) count = g_hash_table_new(g_direct_hash, g_direct_equal);
+	guint64 room = 0;
+
+	if (mark_pages == 0)
+		return;
+	for (guint n = 0; n < host->nodes->len; n++) {
+		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
+		if (ns->free_pages > mark_pages)
+			room += (ns->free_pages - mark_pages) / BLOCK_PAGES;
+	}
+	if (room == 0)
+		return;
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		if (r->state != HR_RESERVATION_CONSUMED)
+			continue;
+		for (guint h = 0; h < r->holds->len; h++)
+			g_ptr_array_add(holds, r);
+	}
+	if (holds->len == 0)
+		return;
+	/* per reservation holds are oldest first; across them, oldest reservation first */
+	for (guint i = 0; i < holds->len && i < room; i++) {
+		gpointer r = g_ptr_array_index(holds, i);
+		g_hash_table_insert(count, r,
+				    GUINT_TO_POINTER(GPOINTER_TO_UINT(g_hash_table_lookup(count, r)) + 1));
+	}
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		guint n = GPOINTER_TO_UINT(g_hash_table_lookup(count, r));
+		if (n > 0)
+			return_holds(p, r, n, "the host has room again");
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Steps */
+
+static gint64
+node_free_blocks(HrPrepare *p, gint node)
+{
+	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, NULL);
+	const HrNodeState *ns;
+	if (host == NULL || node < 0)
+		return 0;
+	ns = hr_host_state_get_node(host, node);
+	return ns != NULL ? (gint64)ns->free_blocks : 0;
+}
+
+static void
+set_step_state(HrReservationStep *s, const gchar *state, const gchar *detail)
+{
+	g_free(s->state);
+	s->state = g_strdup(state);
+	g_free(s->detail);
+	s->detail = g_strdup(detail);
+}
+
+static void
+op_end(HrPrepare *p, Op *op)
+{
+	Run *run = g_hash_table_lookup(p->runs, op->res_id);
+	if (run != NULL && run->in_flight > 0)
+		run->in_flight--;
+	g_ptr_array_remove(p->ops, op);
+	op_free(op);
+	kick(p);
+}
+
+static void
+compact_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	Op *op = user_data;
+	HrPrepare *p = op->prepare;
+	g_autoptr(GError) error = NULL;
+	g_autofree HrCompactResult *result = hr_compact_node_finish(res, &error);
+	HrReservation *r;
+	(void)source;
+
+	if (p == NULL) {
+		op_free(op);
+		return;
+	}
+	r = hr_reservation_store_find(p->store, op->res_id);
+	if (r != NULL && op->step_index < r->steps->len) {
+		HrReservationStep *s = g_ptr_array_index(r->steps, op->step_index);
+		s->elapsed_ms = (g_get_monotonic_time() - op->started) / 1000;
+		if (result == NULL) {
+			set_step_state(s, "failed", error->message);
+		} else {
+			g_autofree gchar *detail = NULL;
+			s->gained = hr_compact_result_blocks_gained(result);
+			s->pages_migrated = result->migrated;
+			s->pages_scanned = result->migrate_scanned + result->free_scanned;
+			s->elapsed_ms = result->wall_us / 1000;
+			detail = g_strdup_printf(
+			    "node %u: %" G_GUINT64_FORMAT " -> %" G_GUINT64_FORMAT
+			    " free 2 MiB blocks, unusable index %u -> %u",
+			    result->node, result->free_blocks_before, result->free_blocks_after,
+			    result->unusable_index_before, result->unusable_index_after);
+			set_step_state(s, (guint64)MAX(s->gained, 0) * 1000 >= s->expect_milli
+					      ? "done"
+					      : "short",
+				       detail);
+		}
+		g_info("reservation %s: compaction of node %d %s: %" G_GINT64_FORMAT
+		       " blocks in %" G_GUINT64_FORMAT " ms",
+		       r->id, op->node, s->state, s->gained, s->elapsed_ms);
+		hr_reservation_touch(p->store, r);
+	}
+	op_end(p, op);
+}
+
+static void
+start_compact(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 expect_milli)
+{
+	HrReservationStep *s = hr_reservation_add_step(r, "compact", node);
+	Op *op = g_new0(Op, 1);
+
+	s->expect_milli = expect_milli;
+	op->prepare = p;
+	op->res_id = g_strdup(r->id);
+	op->step_index = r->steps->len - 1;
+	op->node = node;
+	op->started = g_get_monotonic_time();
+	g_ptr_array_add(p->ops, op);
+	run->compacted = TRUE;
+	run->in_flight++;
+	g_info("reservation %s: compacting node %d", r->id, node);
+	hr_compact_node_async(p->config->host_root, node, p->cancellable, compact_done_cb, op);
+}
+
+static void
+defer_guest(HrPrepare *p, const gchar *uuid, gboolean failed)
+{
+	GuestPlanState *gs = g_hash_table_lookup(p->gstates, uuid);
+	HrPlanGuest pg = {0};
+	if (gs == NULL)
+		return;
+	pg.failures = gs->failures;
+	pg.next_allowed_ms = gs->next_allowed_ms;
+	if (failed)
+		hr_planner_guest_failed(&pg, g_get_monotonic_time() / 1000, &p->params);
+	else
+		hr_planner_guest_succeeded(&pg);
+	gs->failures = pg.failures;
+	gs->next_allowed_ms = pg.next_allowed_ms;
+}
+
+static void
+donate_finished(HrPrepare *p, Op *op, HrRequest *request)
+{
+	HrReservation *r = hr_reservation_store_find(p->store, op->res_id);
+	HrGuest *guest = find_guest_by_uuid(p, op->guest_uuid);
+	guint held = request->blocks != NULL ? request->blocks->len : 0;
+
+	if (r != NULL && op->step_index < r->steps->len) {
+		HrReservationStep *s = g_ptr_array_index(r->steps, op->step_index);
+		g_autofree gchar *detail = NULL;
+		const HrResult *res = request->have_result ? &request->result : &request->progress;
+
+		s->blocks_held = held;
+		s->pages_migrated = res->pages_migrated;
+		s->elapsed_ms = (g_get_monotonic_time() - op->started) / 1000;
+		s->gained = node_free_blocks(p, op->node) - op->blocks_before;
+		if (request->error != NULL) {
+			detail = g_strdup(request->error);
+		} else if (held < s->blocks_asked) {
+			GString *why = g_string_new(NULL);
+			for (guint i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++) {
+				if (res->failed[i] > 0)
+					g_string_append_printf(why, "%s%u %s", why->len ? ", " : "",
+							       res->failed[i],
+							       hr_reason_to_string(i));
+			}
+			detail = g_strdup_printf("%s: %u of %" G_GUINT64_FORMAT " blocks held%s%s",
+						 hr_request_state_to_string(request->state), held,
+						 s->blocks_asked, why->len ? "; failed: " : "",
+						 why->str);
+			g_string_free(why, TRUE);
+		}
+		set_step_state(s, held == 0 ? "failed" : held < s->blocks_asked ? "short" : "done",
+			       detail);
+		for (guint i = 0; i < held; i++)
+			hr_reservation_add_hold(r, op->guest_uuid,
+						guest != NULL ? guest->name : s->guest,
+						g_array_index(request->blocks, guint64, i));
+		g_info("reservation %s: %s gave %u of %" G_GUINT64_FORMAT " blocks, %" G_GUINT64_FORMAT
+		       " pages migrated, node %+" G_GINT64_FORMAT " free blocks",
+		       r->id, s->guest, held, s->blocks_asked, s->pages_migrated, s->gained);
+		hr_reservation_touch(p->store, r);
+		/* it ended while this ran: what came in goes straight back */
+		if (!hr_reservation_state_is_live(r->state) && r->state != HR_RESERVATION_CONSUMED)
+			return_holds(p, r, G_MAXUINT, "the reservation ended");
+	}
+	defer_guest(p, op->guest_uuid, held == 0);
+	op_end(p, op);
+}
+
+static void
+donate_notify(HrRequest *request, gpointer user_data)
+{
+	Op *op = user_data;
+	if (op->prepare == NULL || !hr_request_state_is_final(request->state))
+		return;
+	/* taken over by whoever sees the end first; never twice */
+	hr_request_set_notify(request, NULL, NULL);
+	if (op->submitting) {
+		op->ended_early = TRUE;
+		return;
+	}
+	donate_finished(op->prepare, op, request);
+}
+
+static void
+start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanStep *step,
+	     gint64 deadline_ms)
+{
+	HrGuest *guest = input_guest(in, step);
+	HrReservationStep *s;
+	g_autoptr(GArray) gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
+	g_autoptr(GError) error = NULL;
+	GHashTable *tried;
+	HrRequestParams params = {0};
+	HrRequest *request;
+	Op *op;
+
+	if (guest == NULL)
+		return;
+	tried = g_hash_table_lookup(run->tried, guest->uuid);
+	if (tried == NULL) {
+		tried = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+		g_hash_table_insert(run->tried, g_strdup(guest->uuid), tried);
+	}
+	for (guint i = 0; i < step->picks->len && gpas->len < VIRTIO_HUGEROOM_MAX_CMD_BLOCKS; i++) {
+		const HrPlanPick *pk = &g_array_index(step->picks, HrPlanPick, i);
+		g_array_append_val(gpas, pk->gpa);
+		g_hash_table_add(tried, g_memdup2(&pk->gpa, sizeof(guint64)));
+	}
+	if (gpas->len == 0)
+		return;
+	s = hr_reservation_add_step(r, "donate", step->node);
+	s->guest = g_strdup(guest->name);
+	s->blocks_asked = gpas->len;
+	s->expect_milli = step->gain_milli;
+
+	op = g_new0(Op, 1);
+	op->prepare = p;
+	op->res_id = g_strdup(r->id);
+	op->step_index = r->steps->len - 1;
+	op->guest_uuid = g_strdup(guest->uuid);
+	op->node = step->node;
+	op->started = g_get_monotonic_time();
+	op->blocks_before = node_free_blocks(p, step->node);
+
+	params.kind = HR_REQUEST_EVACUATE;
+	params.gpas = (const guint64 *)gpas->data;
+	params.nr_gpas = gpas->len;
+	params.count = gpas->len;
+	/* the planner's cost with room for its estimate being off, and the overshoot */
+	params.budget_pages = step->cost_pages * 2 + BLOCK_PAGES;
+	if (deadline_ms > 0)
+		params.timeout_s = MAX(1, (deadline_ms + 999) / 1000);
+	params.notify = donate_notify;
+	params.notify_data = op;
+	op->submitting = TRUE;
+	request = hr_daemon_submit(p->daemon, guest, &params, &error);
+	op->submitting = FALSE;
+	if (request == NULL) {
+		set_step_state(s, "failed", error->message);
+		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
+		defer_guest(p, guest->uuid, TRUE);
+		op_free(op);
+		return;
+	}
+	s->request_id = request->id;
+	op->request = hr_request_ref(request);
+	g_ptr_array_add(p->ops, op);
+	run->in_flight++;
+	g_info("reservation %s: asked %s for %u blocks (request %" G_GUINT64_FORMAT ")", r->id,
+	       guest->name, gpas->len, request->id);
+	if (op->ended_early)
+		donate_finished(p, op, request);
+}
+
+/* stop what runs for @r: cancel its evacuations (compaction cannot be stopped) */
+static void
+cancel_ops(HrPrepare *p, HrReservation *r)
+{
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		HrGuest *guest;
+		if (op->request == NULL || g_strcmp0(op->res_id, r->id) != 0 ||
+		    hr_request_state_is_final(op->request->state))
+			continue;
+		guest = find_guest_by_uuid(p, op->guest_uuid);
+		if (guest != NULL)
+			hr_guest_cancel_request(guest, op->request->id, NULL);
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Driving a reservation */
+
+static void
+settle(HrPrepare *p, HrReservation *r, HrReservationState state, gboolean partial,
+       const gchar *reason)
+{
+	g_autoptr(GError) error = NULL;
+	cancel_ops(p, r);
+	r->partial = partial;
+	if (!hr_reservation_set_state(p->store, r, state, reason, &error)) {
+		g_warning("%s", error->message);
+		return;
+	}
+	if (state != HR_RESERVATION_READY && state != HR_RESERVATION_CONSUMED)
+		return_holds(p, r, G_MAXUINT, hr_reservation_state_to_string(state));
+}
+
+static gint
+choose_node(HrPrepare *p, const HrHostState *host, HrReservation *r)
+{
+	gint best = -1;
+	gint64 best_avail = -1;
+	for (guint n = 0; n < host->nodes->len; n++) {
+		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
+		gint64 avail = (gint64)node_available(ns) -
+			       (gint64)hr_reservation_store_promised(p->store, ns->node, r);
+		if (avail > best_avail) {
+			best_avail = avail;
+			best = ns->node;
+		}
+	}
+	return best;
+}
+
+static void
+drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
+{
+	Run *run = get_run(p, r);
+	const HrNodeState *ns;
+	gint64 now = g_get_real_time();
+	gint64 remaining_ms = 0;
+	guint64 avail, promised;
+	g_autoptr(Input) in = NULL;
+	g_autoptr(HrPlan) plan = NULL;
+	HrPlanRequest req = {0};
+	g_autofree gchar *why = NULL;
+
+	if (r->state == HR_RESERVATION_CREATED) {
+		if (r->node >= 0 && hr_host_state_get_node(host, r->node) == NULL) {
+			why = g_strdup_printf("the host has no NUMA node %d", r->node);
+			settle(p, r, HR_RESERVATION_FAILED, FALSE, why);
+			return;
+		}
+		r->planned_node = r->node >= 0 ? r->node : choose_node(p, host, r);
+		hr_reservation_set_state(p->store, r, HR_RESERVATION_IN_PROGRESS, NULL, NULL);
+	}
+	ns = hr_host_state_get_node(host, r->planned_node);
+	if (ns == NULL) {
+		why = g_strdup_printf("the host has no NUMA node %d", r->planned_node);
+		settle(p, r, HR_RESERVATION_FAILED, FALSE, why);
+		return;
+	}
+	promised = hr_reservation_store_promised(p->store, r->planned_node, r);
+	avail = node_available(ns);
+	avail = avail > promised ? avail - promised : 0;
+	hr_reservation_set_obtained(p->store, r, avail);
+	if (r->obtained >= r->need_blocks) {
+		why = g_strdup_printf("%" G_GUINT64_FORMAT " free 2 MiB blocks on node %d "
+				      "(%u steps)",
+				      r->obtained, r->planned_node, r->steps->len);
+		settle(p, r, HR_RESERVATION_READY, FALSE, why);
+		return;
+	}
+	if (r->deadline_at > 0) {
+		remaining_ms = (r->deadline_at - now) / 1000;
+		if (remaining_ms <= 0) {
+			why = g_strdup_printf("deadline passed with %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+					      " blocks (%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+					      " MiB)",
+					      r->obtained, r->need_blocks, r->obtained * 2,
+					      r->need_blocks * 2);
+			if (r->strict || r->obtained == 0)
+				settle(p, r, HR_RESERVATION_FAILED, r->obtained > 0, why);
+			else
+				settle(p, r, HR_RESERVATION_READY, TRUE, why);
+			return;
+		}
+	}
+	if (run->in_flight > 0)
+		return;
+	if (run->compact_after) {
+		run->compact_after = FALSE;
+		if (!run->compacted) {
+			start_compact(p, r, run, r->planned_node, 0);
+			return;
+		}
+	}
+
+	in = build_input(p, host, r, run);
+	req.bytes = r->need_blocks * HR_PLAN_BLOCK_BYTES;
+	req.node = r->planned_node;
+	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
+	req.strict = r->strict;
+	plan = hr_planner_plan(&req, &in->input, &p->params);
+	run->plans++;
+	if (g_strcmp0(run->last_plan, plan->summary) != 0) {
+		g_free(run->last_plan);
+		run->last_plan = g_strdup(plan->summary);
+		g_info("reservation %s: plan %u: %s", r->id, run->plans, plan->summary);
+	}
+	for (guint i = 0; i < plan->steps->len; i++) {
+		const HrPlanStep *step = g_ptr_array_index(plan->steps, i);
+		switch (step->kind) {
+		case HR_PLAN_STEP_FREE:
+			if (!run->free_recorded) {
+				HrReservationStep *s =
+				    hr_reservation_add_step(r, "free", step->node);
+				s->expect_milli = step->gain_milli;
+				s->gained = step->blocks;
+				set_step_state(s, "done", "free already, above the high watermark");
+				run->free_recorded = TRUE;
+				hr_reservation_touch(p->store, r);
+			}
+			break;
+		case HR_PLAN_STEP_COMPACT:
+			if (step->after_donations)
+				run->compact_after = TRUE;
+			else if (!run->compacted)
+				start_compact(p, r, run, step->node, step->gain_milli);
+			break;
+		case HR_PLAN_STEP_DONATE:
+			start_donate(p, r, run, in, step, remaining_ms);
+			break;
+		}
+	}
+	if (run->in_flight == 0 && run->compact_after && !run->compacted) {
+		run->compact_after = FALSE;
+		start_compact(p, r, run, r->planned_node, 0);
+	}
+	if (run->in_flight > 0)
+		return;
+	/* nothing could be started: wait for deferred guests, else this is all */
+	if (plan->guests_deferred > 0 && !r->strict)
+		return;
+	why = g_strdup_printf("no more sources: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+			      " blocks; plan: %s",
+			      r->obtained, r->need_blocks, plan->summary);
+	if (r->strict || r->obtained == 0)
+		settle(p, r, HR_RESERVATION_FAILED, r->obtained > 0, why);
+	else
+		settle(p, r, HR_RESERVATION_READY, TRUE, why);
+}
+
+void
+hr_prepare_tick(HrPrepare *p)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrHostState) host = NULL;
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	gint64 now = g_get_real_time();
+	gboolean work = FALSE;
+
+	for (guint i = 0; i < list->len && !work; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&
+			       r->state != HR_RESERVATION_EXPIRED
+			   ? (r->state != HR_RESERVATION_CONSUMED || r->holds->len > 0)
+			   : r->holds->len > 0;
+	}
+	if (!work)
+		return;
+	host = hr_monitor_read_host(p->config->host_root, &error);
+	if (host == NULL) {
+		g_warning("cannot read the host's memory state: %s", error->message);
+		return;
+	}
+	/* oldest first: an older reservation gets its promise first */
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		switch (r->state) {
+		case HR_RESERVATION_CREATED:
+		case HR_RESERVATION_IN_PROGRESS:
+			drive(p, host, r);
+			break;
+		case HR_RESERVATION_READY:
+			if (now - r->finished_at > (gint64)p->config->reservation_ttl_s * G_USEC_PER_SEC) {
+				g_autofree gchar *why = g_strdup_printf(
+				    "not consumed within %u s of being ready",
+				    p->config->reservation_ttl_s);
+				settle(p, r, HR_RESERVATION_EXPIRED, r->partial, why);
+			}
+			break;
+		case HR_RESERVATION_CANCELLED:
+		case HR_RESERVATION_FAILED:
+		case HR_RESERVATION_EXPIRED:
+			/* holds of guests that were away when it ended */
+			if (r->holds->len > 0)
+				return_holds(p, r, G_MAXUINT, "the reservation ended");
+			break;
+		default:
+			break;
+		}
+	}
+	return_by_high_mark(p, host);
+}
+
+static gboolean
+tick_cb(gpointer user_data)
+{
+	hr_prepare_tick(user_data);
+	return G_SOURCE_CONTINUE;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Requests from the API */
+
+HrReservation *
+hr_prepare_create(HrPrepare *p, guint64 bytes, gint node, guint deadline_s, gboolean strict,
+		  const gchar *requester, GError **error)
+{
+	gint64 deadline_at = deadline_s > 0 ? g_get_real_time() + (gint64)deadline_s * G_USEC_PER_SEC
+					    : 0;
+	HrReservation *r = hr_reservation_store_create(p->store, bytes, node, deadline_at, strict,
+						       requester, error);
+	if (r == NULL)
+		return NULL;
+	g_info("reservation %s: %" G_GUINT64_FORMAT " bytes on node %d, deadline %u s%s, for %s",
+	       r->id, bytes, node, deadline_s, strict ? ", strict" : "",
+	       requester != NULL ? requester : "(anonymous)");
+	kick(p);
+	return r;
+}
+
+gboolean
+hr_prepare_release(HrPrepare *p, const gchar *id, GError **error)
+{
+	HrReservation *r = hr_reservation_store_find(p->store, id);
+	g_autofree gchar *why = NULL;
+
+	if (r == NULL) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_NOT_FOUND,
+			    "no reservation %s (GET /v1/reservations lists them)", id);
+		return FALSE;
+	}
+	switch (r->state) {
+	case HR_RESERVATION_CREATED:
+	case HR_RESERVATION_IN_PROGRESS:
+		why = g_strdup_printf("released before it was ready, with %" G_GUINT64_FORMAT
+				      " of %" G_GUINT64_FORMAT " blocks",
+				      r->obtained, r->need_blocks);
+		settle(p, r, HR_RESERVATION_CANCELLED, r->obtained < r->need_blocks, why);
+		return TRUE;
+	case HR_RESERVATION_READY:
+		settle(p, r, HR_RESERVATION_CANCELLED, r->partial, "released");
+		return TRUE;
+	case HR_RESERVATION_CONSUMED:
+		/* the memory is not needed any more: give the holds back now */
+		return_holds(p, r, G_MAXUINT, "released after use");
+		return TRUE;
+	default:
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+			    "reservation %s is %s already", id,
+			    hr_reservation_state_to_string(r->state));
+		return FALSE;
+	}
+}
+
+gboolean
+hr_prepare_consume(HrPrepare *p, const gchar *id, GError **error)
+{
+	HrReservation *r = hr_reservation_store_find(p->store, id);
+	if (r == NULL) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_NOT_FOUND,
+			    "no reservation %s (GET /v1/reservations lists them)", id);
+		return FALSE;
+	}
+	return hr_reservation_set_state(p->store, r, HR_RESERVATION_CONSUMED, "consumed", error);
+}
+
+JsonNode *
+hr_prepare_host_json(HrPrepare *p, GError **error)
+{
+	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, error);
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	const HrCompactCounters *c;
+
+	if (host == NULL) {
+		g_prefix_error(error, "cannot read the host's memory state: ");
+		return NULL;
+	}
+#define INT(k, v)                                                                                  \
+	do {                                                                                       \
+		json_builder_set_member_name(b, k);                                                \
+		json_builder_add_int_value(b, v);                                                  \
+	} while (0)
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "nodes");
+	json_builder_begin_array(b);
+	for (guint n = 0; n < host->nodes->len; n++) {
+		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
+		json_builder_begin_object(b);
+		INT("node", ns->node);
+		INT("free_pages", ns->free_pages);
+		INT("free_blocks", ns->free_blocks);
+		INT("available_blocks", node_available(ns));
+		INT("promised_blocks", hr_reservation_store_promised(p->store, ns->node, NULL));
+		INT("wmark_min", ns->wmark_min);
+		INT("wmark_low", ns->wmark_low);
+		INT("wmark_high", ns->wmark_high);
+		INT("managed", ns->managed);
+		INT("present", ns->present);
+		INT("unusable_index", ns->unusable_index);
+		if (ns->has_meminfo) {
+			INT("mem_total_kb", ns->mem_total_kb);
+			INT("mem_free_kb", ns->mem_free_kb);
+		}
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	c = &host->compact;
+	json_builder_set_member_name(b, "compaction");
+	json_builder_begin_object(b);
+	INT("compact_stall", c->compact_stall);
+	INT("compact_fail", c->compact_fail);
+	INT("compact_success", c->compact_success);
+	INT("compact_migrate_scanned", c->compact_migrate_scanned);
+	INT("compact_free_scanned", c->compact_free_scanned);
+	INT("compact_isolated", c->compact_isolated);
+	INT("compact_daemon_wake", c->compact_daemon_wake);
+	INT("pgmigrate_success", c->pgmigrate_success);
+	INT("pgmigrate_fail", c->pgmigrate_fail);
+	INT("thp_fault_alloc", c->thp_fault_alloc);
+	INT("thp_fault_fallback", c->thp_fault_fallback);
+	INT("thp_collapse_alloc", c->thp_collapse_alloc);
+	INT("thp_split_page", c->thp_split_page);
+	json_builder_end_object(b);
+	json_builder_set_member_name(b, "thp");
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "enabled");
+	json_builder_add_string_value(b, host->thp.enabled);
+	json_builder_set_member_name(b, "defrag");
+	json_builder_add_string_value(b, host->thp.defrag);
+	json_builder_set_member_name(b, "khugepaged_defrag");
+	if (host->thp.khugepaged_defrag != NULL)
+		json_builder_add_string_value(b, host->thp.khugepaged_defrag);
+	else
+		json_builder_add_null_value(b);
+	INT("hpage_pmd_size", host->thp.hpage_pmd_size);
+	json_builder_end_object(b);
+	json_builder_set_member_name(b, "backing");
+	json_builder_add_string_value(b, hr_backing_mode_to_string(p->config->backing));
+	json_builder_end_object(b);
+#undef INT
+	return json_builder_get_root(b);
+}

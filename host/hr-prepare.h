@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+/*
+ * The daemon's reservation executor: it drives every live reservation
+ * (hr-reservation) to ready with the planner (hr-planner) over the host's
+ * memory state (hr-monitor) and each guest's latest status.
+ *
+ * Every tick (reservation_tick_ms) it re-reads the host, counts for each
+ * reservation the free 2 MiB blocks of its node above the high watermark
+ * not promised to others, and, when that is short and nothing runs for it,
+ * plans the remainder and starts the plan's steps: host compaction of the
+ * node (hr-compact, in a thread), and guest donations, one EVACUATE per
+ * donor with the planner's blocks (hr_daemon_submit), all at once. A step
+ * that falls short is simply followed by a new plan; the blocks it tried
+ * are not offered again and a guest whose evacuation failed is deferred
+ * with backoff. A deadline ends the work: best effort keeps what it got
+ * (ready, partial), strict fails; a plan that cannot go further ends it
+ * the same way before the deadline.
+ *
+ * Blocks that guests hand over are recorded as the reservation's holds and
+ * go back (RETURN) when it is released, cancelled, fails or expires, and,
+ * once it is consumed, when its node has more than return_high_mark_mb
+ * free, oldest holds first.
+ */
+
+#include <json-glib/json-glib.h>
+
+#include "hr-config.h"
+#include "hr-monitor.h"
+#include "hr-planner.h"
+#include "hr-reservation.h"
+
+G_BEGIN_DECLS
+
+typedef struct _HrDaemon HrDaemon;
+typedef struct _HrPrepare HrPrepare;
+
+/* loads the state file; a corrupt one is set aside and logged */
+HrPrepare *
+hr_prepare_new(HrDaemon *daemon);
+void
+hr_prepare_free(HrPrepare *prepare);
+HrReservationStore *
+hr_prepare_get_store(HrPrepare *prepare);
+
+HrReservation *
+hr_prepare_create(HrPrepare *prepare, guint64 bytes, gint node, guint deadline_s,
+		  gboolean strict, const gchar *requester, GError **error);
+/* cancel a reservation that is not settled, or release a ready one */
+gboolean
+hr_prepare_release(HrPrepare *prepare, const gchar *id, GError **error);
+/* the requester used the memory */
+gboolean
+hr_prepare_consume(HrPrepare *prepare, const gchar *id, GError **error);
+/* run one tick now (tests; the timer does it otherwise) */
+void
+hr_prepare_tick(HrPrepare *prepare);
+
+/*
+ * The planner's choice for @request over the live state, without acting
+ * on it: {"plan": {...}, "input_us", "decision_us", "guests"}.
+ */
+JsonNode *
+hr_prepare_plan_json(HrPrepare *prepare, const HrPlanRequest *request, GError **error);
+/* the latest plan made for a reservation, or NULL */
+const gchar *
+hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);
+
+/* GET /v1/host: the host's state per node, readable */
+JsonNode *
+hr_prepare_host_json(HrPrepare *prepare, GError **error);
+void
+hr_plan_add_json(const HrPlan *plan, JsonBuilder *b);
+
+G_END_DECLS
