@@ -32,7 +32,7 @@ other, not with hardware.  This prints figures; it asserts nothing.
 import argparse
 import json
 import os
-import re
+import subprocess
 import sys
 import time
 
@@ -54,7 +54,13 @@ class Bench:
         self.n_fill = 0
 
     def ctl_request(self, *args):
-        out = self.d.ctl("--json", *args, "--wait")
+        # exit 3 = the request ended partial: still a result to print
+        exe = os.path.join(hrvm.build_dir(), "host", "hugeroomctl")
+        p = subprocess.run([exe, "--socket", self.d.api_sock, "--json"] + list(args) + ["--wait"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = p.stdout
+        if not out.strip():
+            raise hrvm.Failure("hugeroomctl %s: exit %d\n%s" % (args, p.returncode, p.stderr))
         dec = json.JSONDecoder()
         s, last = out.strip(), None
         while s:
