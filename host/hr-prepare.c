@@ -533,7 +533,6 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			params.kind = HR_REQUEST_RETURN;
 			params.gpas = &g_array_index(gpas, guint64, off);
 			params.nr_gpas = MIN(gpas->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
-			params.count = params.nr_gpas;
 			if (hr_daemon_submit(p->daemon, guest, &params, &error) == NULL)
 				g_warning("reservation %s: cannot return %u blocks to %s: %s", r->id,
 					  params.nr_gpas, guest->name, error->message);
@@ -922,6 +921,15 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	avail = node_available(ns);
 	avail = avail > promised ? avail - promised : 0;
 	hr_reservation_set_obtained(p->store, r, avail);
+	if (!run->free_recorded && r->obtained > 0) {
+		/* what was there from the start: the first step, at no cost */
+		HrReservationStep *s = hr_reservation_add_step(r, "free", r->planned_node);
+		s->gained = r->obtained;
+		s->expect_milli = r->obtained * 1000;
+		set_step_state(s, "done", "free already, above the high watermark");
+		run->free_recorded = TRUE;
+		hr_reservation_touch(p->store, r);
+	}
 	if (r->obtained >= r->need_blocks) {
 		why = g_strdup_printf("%" G_GUINT64_FORMAT " free 2 MiB blocks on node %d "
 				      "(%u steps)",

@@ -10,9 +10,9 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "hr-prepare.h"
 #include "hr-reservation.h"
-
-#define MiB(x) ((guint64)(x) << 20)
+#include "test-fake.h"
 
 typedef struct {
 	gchar *dir;
@@ -355,6 +355,399 @@ test_missing_file(Tmp *t, gconstpointer data)
 	g_assert_cmpuint(hr_reservation_store_list(store)->len, ==, 0);
 }
 
+/* ---------------------------------------------------------------------- */
+/* The executor: the daemon in-process, a fake device, a fake host tree */
+
+#define HOST_FIXTURE "proc/host-6.18.44"
+
+static gchar *
+host_dir(Fixture *f)
+{
+	return g_build_filename(f->tmpdir, "host", NULL);
+}
+
+/*
+ * The node's free memory: @blocks free 2 MiB chunks in Normal and 26000
+ * single pages in DMA32, just above the zones' high watermarks (25311
+ * pages), so that every block counts and compaction has nothing to gain.
+ */
+static void
+host_set_free_blocks(Fixture *f, guint blocks)
+{
+	g_autofree gchar *dir = host_dir(f);
+	g_autofree gchar *path = g_build_filename(dir, "proc", "buddyinfo", NULL);
+	g_autofree gchar *text = g_strdup_printf(
+	    "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n"
+	    "Node 0, zone    DMA32  26000      0      0      0      0      0      0      0      0      0      0 \n"
+	    "Node 0, zone   Normal    100     50     20      0      0      0      0      0      0 %6u      0 \n",
+	    blocks);
+	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
+static void
+exec_setup(Fixture *f, gconstpointer data)
+{
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *src = g_test_build_filename(G_TEST_DIST, "fixtures", HOST_FIXTURE, NULL);
+	g_autofree gchar *dst = NULL;
+	g_autofree gchar *cmd = NULL;
+	(void)data;
+
+	f->tmpdir = g_dir_make_tmp("hugeroom-exec-XXXXXX", &error);
+	g_assert_no_error(error);
+	dst = host_dir(f);
+	cmd = g_strdup_printf("cp -r '%s' '%s'", src, dst);
+	g_assert_cmpint(system(cmd), ==, 0);
+	host_set_free_blocks(f, 100);
+	f->config = hr_config_new();
+	g_free(f->config->vm_socket);
+	g_free(f->config->api_socket);
+	g_free(f->config->state_dir);
+	g_free(f->config->host_root);
+	f->config->vm_socket = g_build_filename(f->tmpdir, "vm.sock", NULL);
+	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
+	f->config->state_dir = g_build_filename(f->tmpdir, "state", NULL);
+	f->config->host_root = g_strdup(dst);
+	f->config->status_interval_ms = 250;
+	f->config->reservation_tick_ms = 50;
+	f->config->backing = HR_BACKING_THP;
+	/* the fake node has ~0.6 GiB free: never give holds back on our own */
+	f->config->return_high_mark_mb = 0;
+	f->daemon = hr_daemon_new(f->config);
+	g_assert_true(hr_daemon_start(f->daemon, &error));
+	g_assert_no_error(error);
+}
+
+static void
+exec_teardown(Fixture *f, gconstpointer data)
+{
+	g_autofree gchar *cmd = g_strdup_printf("rm -rf '%s'", f->tmpdir);
+	(void)data;
+	hr_daemon_free(f->daemon);
+	hr_config_free(f->config);
+	g_assert_cmpint(system(cmd), ==, 0);
+	g_free(f->tmpdir);
+}
+
+static HrReservationStore *
+exec_store(Fixture *f)
+{
+	return hr_prepare_get_store(hr_daemon_get_prepare(f->daemon));
+}
+
+typedef struct {
+	Fixture *f;
+	const gchar *id;
+	HrReservationState state;
+} WaitState;
+
+static gboolean
+cond_state(gpointer data)
+{
+	WaitState *w = data;
+	HrReservation *r = hr_reservation_store_find(exec_store(w->f), w->id);
+	return r != NULL && r->state == w->state;
+}
+
+static void
+wait_state(Fixture *f, const gchar *id, HrReservationState state)
+{
+	WaitState w = {f, id, state};
+	g_autofree gchar *what = g_strdup_printf("reservation %s %s", id,
+						 hr_reservation_state_to_string(state));
+	wait_for(cond_state, &w, what);
+}
+
+/* a donor with 3 candidates at 512 MiB (500, 499, 498 free pages) */
+static FakeDevice *
+donor_up(Fixture *f, const gchar *name, guint8 seed)
+{
+	FakeDevice *dev = fake_device_up(f, name, seed);
+	g_autoptr(GBytes) status = make_status(1, 0, MiB(512));
+	fake_send(dev, HR_CHAN_GUEST_MSG, status);
+	return dev;
+}
+
+static gboolean
+cond_have_status(gpointer data)
+{
+	Fixture *f = data;
+	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *g = g_ptr_array_index(guests, i);
+		if (g->status == NULL || !g->ready)
+			return FALSE;
+	}
+	return guests->len > 0;
+}
+
+/* answer an EVACUATE: hold the first @freed of its gpas */
+static void
+answer_evacuate(FakeDevice *dev, const HrCmd *cmd, guint freed)
+{
+	g_autoptr(HrBlocks) hold = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, freed);
+	g_autoptr(GBytes) hold_msg = NULL;
+	g_autoptr(GBytes) result = NULL;
+
+	hold->hdr.request_id = cmd->hdr.request_id;
+	for (guint i = 0; i < freed; i++)
+		hold->gpas[i] = cmd->gpas[i];
+	if (freed > 0) {
+		hold_msg = hr_blocks_encode(hold);
+		fake_send(dev, HR_CHAN_GUEST_MSG, hold_msg);
+	}
+	result = make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id,
+			     freed == cmd->nr_gpas ? VIRTIO_HUGEROOM_S_OK : VIRTIO_HUGEROOM_S_PARTIAL,
+			     cmd->nr_gpas, freed, 14 * freed);
+	fake_send(dev, HR_CHAN_GUEST_MSG, result);
+}
+
+static HrReservationStep *
+find_step(HrReservation *r, const gchar *kind)
+{
+	for (guint i = 0; i < r->steps->len; i++) {
+		HrReservationStep *s = g_ptr_array_index(r->steps, i);
+		if (g_strcmp0(s->kind, kind) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+/* free blocks are counted once: the second reservation must get its own */
+static void
+test_exec_free_then_donate(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	HrReservation *a, *b;
+	HrReservationStep *s;
+	(void)data;
+
+	dev = donor_up(f, "donor", 1);
+	wait_for(cond_have_status, f, "the donor's status");
+
+	/* 98 of the 100 free blocks: ready from what is there */
+	a = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(196), 0, 0, FALSE, "a", NULL);
+	wait_state(f, a->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(a->obtained, ==, 98);
+	g_assert_false(a->partial);
+	s = find_step(a, "free");
+	g_assert_nonnull(s);
+	g_assert_cmpint(s->gained, ==, 98);
+	g_assert_null(find_step(a, "donate"));
+
+	/* 5 more: 2 are unpromised, the donor must give 3 */
+	b = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(10), 0, 0, FALSE, "b", NULL);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
+	g_assert_cmpuint(cmd->count, ==, 3);
+	for (guint i = 0; i < 3; i++) {
+		g_assert_cmpuint(cmd->gpas[i], >=, MiB(512));
+		g_assert_cmpuint(cmd->gpas[i], <, MiB(518));
+	}
+	g_assert_cmpint(b->state, ==, HR_RESERVATION_IN_PROGRESS);
+	g_assert_cmpuint(b->obtained, ==, 2);
+	/* the blocks reach the host's buddy allocator when QEMU discards them */
+	host_set_free_blocks(f, 103);
+	answer_evacuate(dev, cmd, 3);
+	wait_state(f, b->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(b->obtained, ==, 5);
+	s = find_step(b, "donate");
+	g_assert_nonnull(s);
+	g_assert_cmpstr(s->guest, ==, "donor");
+	g_assert_cmpstr(s->state, ==, "done");
+	g_assert_cmpuint(s->blocks_asked, ==, 3);
+	g_assert_cmpuint(s->blocks_held, ==, 3);
+	g_assert_cmpuint(s->pages_migrated, ==, 42);
+	g_assert_cmpuint(b->holds->len, ==, 3);
+	/* a's promise did not move */
+	g_assert_cmpuint(a->obtained, ==, 98);
+	g_assert_cmpuint(hr_reservation_store_promised(exec_store(f), 0, NULL), ==, 103);
+
+	/* releasing b gives its three blocks back to the donor */
+	g_assert_true(hr_prepare_release(hr_daemon_get_prepare(f->daemon), b->id, NULL));
+	g_assert_cmpint(b->state, ==, HR_RESERVATION_CANCELLED);
+	{
+		g_autoptr(HrCmd) ret = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
+		g_assert_cmpuint(ret->nr_gpas, ==, 3);
+		for (guint i = 0; i < 3; i++)
+			g_assert_cmpuint(ret->gpas[i], ==, cmd->gpas[i]);
+	}
+	g_assert_cmpuint(b->holds->len, ==, 0);
+	g_assert_cmpuint(b->blocks_returned, ==, 3);
+}
+
+/* a best-effort reservation that cannot be met ends ready and partial, with why */
+static void
+test_exec_partial(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	HrReservation *r;
+	HrReservationStep *s;
+	(void)data;
+
+	host_set_free_blocks(f, 10);
+	dev = donor_up(f, "donor", 1);
+	wait_for(cond_have_status, f, "the donor's status");
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(40), 0, 30, FALSE, "p", NULL);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
+	/* one block is unmovable */
+	host_set_free_blocks(f, 12);
+	answer_evacuate(dev, cmd, 2);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_true(r->partial);
+	g_assert_cmpuint(r->obtained, ==, 12);
+	g_assert_nonnull(strstr(r->reason, "no more sources: 12 of 20 blocks"));
+	s = find_step(r, "donate");
+	g_assert_cmpstr(s->state, ==, "short");
+	g_assert_nonnull(strstr(s->detail, "2 of 3 blocks held"));
+	g_assert_nonnull(strstr(s->detail, "1 unmovable"));
+	/* the tried blocks were not offered again */
+	fake_expect_silence(dev, 300);
+}
+
+/* strict: all or nothing, at once, and nothing is held for it */
+static void
+test_exec_strict(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	HrReservation *r;
+	(void)data;
+
+	host_set_free_blocks(f, 10);
+	dev = donor_up(f, "donor", 1);
+	wait_for(cond_have_status, f, "the donor's status");
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(40), 0, 30, TRUE, "s", NULL);
+	wait_state(f, r->id, HR_RESERVATION_FAILED);
+	g_assert_nonnull(strstr(r->reason, "no more sources: 10 of 20 blocks"));
+	fake_expect_silence(dev, 300);
+}
+
+/* the deadline ends the work with what was achieved */
+static void
+test_exec_deadline(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(HrCmd) cancel = NULL;
+	HrReservation *r;
+	(void)data;
+
+	host_set_free_blocks(f, 1);
+	dev = donor_up(f, "slow", 1);
+	wait_for(cond_have_status, f, "the donor's status");
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 1, FALSE, "d", NULL);
+	/* the guest never answers */
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_true(r->partial);
+	g_assert_nonnull(strstr(r->reason, "deadline passed with 1 of 4 blocks"));
+	/* and its evacuation is called off */
+	cancel = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_CANCEL);
+	g_assert_cmpuint(cancel->hdr.request_id, ==, cmd->hdr.request_id);
+}
+
+/* [guest:...] donor=false keeps a guest out; a restart keeps reservations */
+static void
+test_exec_policy_and_restart(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	HrGuestPolicy *pol = g_new0(HrGuestPolicy, 1);
+	HrReservation *r;
+	g_autofree gchar *id = NULL;
+	(void)data;
+
+	pol->pattern = g_strdup("prod-*");
+	pol->donor = FALSE;
+	g_ptr_array_add(f->config->guest_policies, pol);
+	host_set_free_blocks(f, 2);
+	dev = donor_up(f, "prod-db", 1);
+	wait_for(cond_have_status, f, "the guest's status");
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "x", NULL);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_true(r->partial);
+	g_assert_cmpuint(r->obtained, ==, 2);
+	fake_expect_silence(dev, 200);
+	id = g_strdup(r->id);
+
+	/* the daemon restarts: the reservation is still ready, still promised */
+	g_clear_pointer(&dev, fake_free);
+	hr_daemon_free(f->daemon);
+	f->daemon = hr_daemon_new(f->config);
+	g_assert_true(hr_daemon_start(f->daemon, NULL));
+	r = hr_reservation_store_find(exec_store(f), id);
+	g_assert_nonnull(r);
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_READY);
+	g_assert_cmpuint(hr_reservation_store_promised(exec_store(f), 0, NULL), ==, 2);
+	g_assert_true(hr_prepare_consume(hr_daemon_get_prepare(f->daemon), id, NULL));
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_CONSUMED);
+	g_assert_cmpuint(hr_reservation_store_promised(exec_store(f), 0, NULL), ==, 0);
+}
+
+/* the HTTP API */
+static void
+test_exec_api(Fixture *f, gconstpointer data)
+{
+	g_autoptr(JsonNode) created = NULL;
+	g_autoptr(JsonNode) list = NULL;
+	g_autoptr(JsonNode) one = NULL;
+	g_autoptr(JsonNode) host = NULL;
+	g_autoptr(JsonNode) plan = NULL;
+	g_autoptr(JsonNode) err = NULL;
+	g_autoptr(JsonNode) released = NULL;
+	g_autofree gchar *path = NULL;
+	JsonObject *o;
+	const gchar *id;
+	(void)data;
+
+	created = http_body(f, "POST", "/v1/reservations",
+			    "{\"size\":\"20M\",\"node\":0,\"deadline_s\":5,\"requester\":\"ci\"}",
+			    202, NULL);
+	o = json_node_get_object(created);
+	id = json_object_get_string_member(o, "id");
+	g_assert_cmpstr(id, ==, "r1");
+	g_assert_cmpint(json_object_get_int_member(o, "need_blocks"), ==, 10);
+	wait_state(f, id, HR_RESERVATION_READY);
+	path = g_strdup_printf("/v1/reservations/%s", id);
+	one = http(f, "GET", path, 200, NULL);
+	o = json_node_get_object(one);
+	g_assert_cmpstr(json_object_get_string_member(o, "state"), ==, "ready");
+	g_assert_cmpstr(json_object_get_string_member(o, "requester"), ==, "ci");
+	g_assert_cmpint(json_array_get_length(json_object_get_array_member(o, "steps")), ==, 1);
+	list = http(f, "GET", "/v1/reservations", 200, NULL);
+	g_assert_cmpint(json_array_get_length(json_object_get_array_member(
+			    json_node_get_object(list), "reservations")),
+			==, 1);
+	host = http(f, "GET", "/v1/host", 200, NULL);
+	o = json_array_get_object_element(
+	    json_object_get_array_member(json_node_get_object(host), "nodes"), 0);
+	g_assert_cmpint(json_object_get_int_member(o, "free_blocks"), ==, 100);
+	g_assert_cmpint(json_object_get_int_member(o, "available_blocks"), ==, 100);
+	g_assert_cmpint(json_object_get_int_member(o, "promised_blocks"), ==, 10);
+	plan = http_body(f, "POST", "/v1/plan", "{\"bytes\":2097152}", 200, NULL);
+	g_assert_true(json_object_get_boolean_member(
+	    json_object_get_object_member(json_node_get_object(plan), "plan"), "complete"));
+
+	err = http_body(f, "POST", "/v1/reservations", "{\"size\":\"lots\"}", 400, NULL);
+	g_assert_nonnull(strstr(json_object_get_string_member(json_node_get_object(err), "error"),
+				"size: \"lots\" is not a size"));
+	g_clear_pointer(&err, json_node_unref);
+	err = http_body(f, "POST", "/v1/reservations", "{\"bytes\":1,\"color\":1}", 400, NULL);
+	g_clear_pointer(&err, json_node_unref);
+	err = http(f, "DELETE", "/v1/reservations/r99", 404, NULL);
+	g_clear_pointer(&err, json_node_unref);
+
+	released = http(f, "DELETE", path, 200, NULL);
+	g_assert_cmpstr(json_object_get_string_member(json_node_get_object(released), "state"), ==,
+			"cancelled");
+	/* twice is a conflict, with the state named */
+	err = http_body(f, "POST", "/v1/reservations/r1/release", "{}", 409, NULL);
+	g_assert_nonnull(strstr(json_object_get_string_member(json_node_get_object(err), "error"),
+				"cancelled already"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -370,5 +763,17 @@ main(int argc, char **argv)
 		   tmp_teardown);
 	g_test_add("/reservations/persist/missing", Tmp, NULL, tmp_setup, test_missing_file,
 		   tmp_teardown);
+	g_test_add("/reservations/exec/free-then-donate", Fixture, NULL, exec_setup,
+		   test_exec_free_then_donate, exec_teardown);
+	g_test_add("/reservations/exec/partial", Fixture, NULL, exec_setup, test_exec_partial,
+		   exec_teardown);
+	g_test_add("/reservations/exec/strict", Fixture, NULL, exec_setup, test_exec_strict,
+		   exec_teardown);
+	g_test_add("/reservations/exec/deadline", Fixture, NULL, exec_setup, test_exec_deadline,
+		   exec_teardown);
+	g_test_add("/reservations/exec/policy-and-restart", Fixture, NULL, exec_setup,
+		   test_exec_policy_and_restart, exec_teardown);
+	g_test_add("/reservations/exec/api", Fixture, NULL, exec_setup, test_exec_api,
+		   exec_teardown);
 	return g_test_run();
 }
