@@ -102,7 +102,7 @@ if ! grep -q 'hr.device=1' /proc/cmdline; then
 	exit
 fi
 
-echo "1..16"
+echo "1..19"
 check "module loaded" grep -q '^virtio_hugeroom ' /proc/modules
 check "device bound" sh -c "ls $DRV | grep -q virtio"
 check "debugfs status exists" test -r "$DBG/status"
@@ -149,6 +149,16 @@ after=$(field reports_sent)
 check "reports still flow after injections ($before -> $after)" \
 	test "$after" -gt "$before"
 check "no errors counted" test "$(field report_errors)" = 0
+
+check "nothing held without a host command" \
+	test "$(field held_blocks_driver)" = 0 -a -z "$(cat $DBG/held)"
+echo 8 >"$DBG/pin_unmovable"
+pins=$(grep -c '^0x' "$DBG/pin_unmovable")
+echo 0 >"$DBG/pin_unmovable"
+check "pin_unmovable pins 8 pages and lets them go ($pins)" \
+	test "$pins" = 8 -a -z "$(cat $DBG/pin_unmovable)"
+check "pin_unmovable refuses nonsense" \
+	sh -c "! echo nonsense >$DBG/pin_unmovable"
 
 grep -v '^candidate' "$DBG/status" | sed 's/^/# /'
 grep '^candidate' "$DBG/status" | head -5 | sed 's/^/# /'
