@@ -521,3 +521,217 @@ hr_ctl_progress_line(JsonNode *root, guint width, gboolean bar)
 		g_string_truncate(line, width);
 	return g_string_free(g_steal_pointer(&line), FALSE);
 }
+
+/* ---------------------------------------------------------------------- */
+/* Reservations and the host */
+
+static const gchar *
+hr_ctl_str(JsonObject *obj, const gchar *key, const gchar *def)
+{
+	JsonNode *node = json_object_get_member(obj, key);
+	if (node == NULL || !JSON_NODE_HOLDS_VALUE(node) ||
+	    json_node_get_value_type(node) != G_TYPE_STRING)
+		return def;
+	return json_node_get_string(node);
+}
+
+static gint64
+hr_ctl_int(JsonObject *obj, const gchar *key)
+{
+	return json_object_get_int_member_with_default(obj, key, 0);
+}
+
+/* "2.0 GiB" from 2 MiB blocks */
+static gchar *
+hr_ctl_format_blocks(gint64 blocks)
+{
+	return hr_ctl_format_pages(blocks * 512);
+}
+
+gboolean
+hr_ctl_render_reservations(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	JsonArray *list;
+
+	if (obj == NULL || !json_object_has_member(obj, "reservations"))
+		return hr_ctl_bad_json(error, "reservations");
+	list = json_object_get_array_member(obj, "reservations");
+	if (json_array_get_length(list) == 0) {
+		g_string_append(out, "no reservations\n");
+		return TRUE;
+	}
+	g_string_append_printf(out, "%-6s %-12s %10s %10s %5s %6s %-6s %-16s %s\n", "ID", "STATE",
+			       "SIZE", "OBTAINED", "NODE", "HELD", "STRICT", "REQUESTER", "REASON");
+	for (guint i = 0; i < json_array_get_length(list); i++) {
+		JsonObject *r = json_array_get_object_element(list, i);
+		g_autofree gchar *size = hr_ctl_format_blocks(hr_ctl_int(r, "need_blocks"));
+		g_autofree gchar *got = hr_ctl_format_blocks(hr_ctl_int(r, "obtained"));
+		g_autofree gchar *node = hr_ctl_int(r, "node") < 0
+					     ? g_strdup("any")
+					     : g_strdup_printf("%" G_GINT64_FORMAT,
+							       hr_ctl_int(r, "node"));
+		g_autofree gchar *state = g_strdup_printf(
+		    "%s%s", hr_ctl_str(r, "state", "?"),
+		    json_object_get_boolean_member_with_default(r, "partial", FALSE) ? "*" : "");
+		g_string_append_printf(out, "%-6s %-12s %10s %10s %5s %6" G_GINT64_FORMAT " %-6s %-16s %s\n",
+				       hr_ctl_str(r, "id", "?"), state, size, got, node,
+				       hr_ctl_int(r, "held_blocks"),
+				       json_object_get_boolean_member_with_default(r, "strict", FALSE)
+					   ? "yes"
+					   : "no",
+				       hr_ctl_str(r, "requester", "-"), hr_ctl_str(r, "reason", ""));
+	}
+	g_string_append(out, "(* partial: less than asked)\n");
+	return TRUE;
+}
+
+/* the final report: what each step gave and what it cost */
+gboolean
+hr_ctl_render_reservation(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *r = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	JsonArray *steps;
+	gint64 pages = 0, scanned = 0, ms = 0;
+	g_autofree gchar *size = NULL;
+	g_autofree gchar *got = NULL;
+
+	if (r == NULL || !json_object_has_member(r, "steps"))
+		return hr_ctl_bad_json(error, "reservation steps");
+	size = hr_ctl_format_blocks(hr_ctl_int(r, "need_blocks"));
+	got = hr_ctl_format_blocks(hr_ctl_int(r, "obtained"));
+	g_string_append_printf(out, "Reservation:  %s for %s, %s\n", hr_ctl_str(r, "id", "?"),
+			       hr_ctl_str(r, "requester", "(anonymous)"),
+			       json_object_get_boolean_member_with_default(r, "strict", FALSE)
+				   ? "strict (all or nothing)"
+				   : "best effort");
+	g_string_append_printf(out, "State:        %s%s\n", hr_ctl_str(r, "state", "?"),
+			       json_object_get_boolean_member_with_default(r, "partial", FALSE)
+				   ? " (partial)"
+				   : "");
+	if (hr_ctl_str(r, "reason", NULL) != NULL)
+		g_string_append_printf(out, "Reason:       %s\n", hr_ctl_str(r, "reason", ""));
+	g_string_append_printf(out, "Obtained:     %s of %s (%" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+			       " free 2 MiB blocks) on node %" G_GINT64_FORMAT "\n",
+			       got, size, hr_ctl_int(r, "obtained"), hr_ctl_int(r, "need_blocks"),
+			       hr_ctl_int(r, "planned_node"));
+	g_string_append_printf(out, "Holds:        %" G_GINT64_FORMAT " guest blocks held, %" G_GINT64_FORMAT
+			       " given back\n",
+			       hr_ctl_int(r, "held_blocks"), hr_ctl_int(r, "blocks_returned"));
+	g_string_append_printf(out, "Created:      %s\n", hr_ctl_str(r, "created", "-"));
+	if (hr_ctl_str(r, "deadline", NULL) != NULL)
+		g_string_append_printf(out, "Deadline:     %s\n", hr_ctl_str(r, "deadline", ""));
+	if (hr_ctl_str(r, "finished", NULL) != NULL)
+		g_string_append_printf(out, "Finished:     %s\n", hr_ctl_str(r, "finished", ""));
+	if (hr_ctl_str(r, "last_plan", NULL) != NULL)
+		g_string_append_printf(out, "Last plan:    %s\n", hr_ctl_str(r, "last_plan", ""));
+	steps = json_object_get_array_member(r, "steps");
+	g_string_append(out, "\nSTEP KIND     SOURCE           STATE    EXPECTED   GAINED  "
+			     "MIGRATED   SCANNED      TIME  DETAIL\n");
+	for (guint i = 0; i < json_array_get_length(steps); i++) {
+		JsonObject *s = json_array_get_object_element(steps, i);
+		g_autofree gchar *source = NULL;
+		g_autofree gchar *time = hr_ctl_format_us(hr_ctl_int(s, "elapsed_ms") * 1000);
+		g_autofree gchar *expect =
+		    g_strdup_printf("%.1f", hr_ctl_int(s, "expect_milli") / 1000.0);
+		if (json_object_has_member(s, "guest"))
+			source = g_strdup_printf("%s %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT,
+						 hr_ctl_str(s, "guest", "?"),
+						 hr_ctl_int(s, "blocks_held"),
+						 hr_ctl_int(s, "blocks_asked"));
+		else
+			source = g_strdup_printf("host node %" G_GINT64_FORMAT, hr_ctl_int(s, "node"));
+		g_string_append_printf(out, "%4u %-8s %-16s %-8s %8s %8" G_GINT64_FORMAT " %9" G_GINT64_FORMAT
+				       " %9" G_GINT64_FORMAT " %9s  %s\n",
+				       i + 1, hr_ctl_str(s, "kind", "?"), source,
+				       hr_ctl_str(s, "state", "?"), expect, hr_ctl_int(s, "gained"),
+				       hr_ctl_int(s, "pages_migrated"), hr_ctl_int(s, "pages_scanned"),
+				       time, hr_ctl_str(s, "detail", ""));
+		pages += hr_ctl_int(s, "pages_migrated");
+		scanned += hr_ctl_int(s, "pages_scanned");
+		ms += hr_ctl_int(s, "elapsed_ms");
+	}
+	g_string_append_printf(out, "Cost:         %" G_GINT64_FORMAT " pages migrated, %" G_GINT64_FORMAT
+			       " pages scanned, %" G_GINT64_FORMAT " ms of step time "
+			       "(blocks gained are measured on the node and overlap for steps "
+			       "that ran together)\n",
+			       pages, scanned, ms);
+	return TRUE;
+}
+
+gchar *
+hr_ctl_reservation_progress_line(JsonNode *root, guint width, gboolean bar)
+{
+	JsonObject *r = json_node_get_object(root);
+	gint64 need = MAX(hr_ctl_int(r, "need_blocks"), 1);
+	gint64 got = hr_ctl_int(r, "obtained");
+	JsonArray *steps = json_object_get_array_member(r, "steps");
+	guint running = 0;
+	g_autoptr(GString) line = g_string_new(NULL);
+
+	for (guint i = 0; steps != NULL && i < json_array_get_length(steps); i++) {
+		if (g_strcmp0(hr_ctl_str(json_array_get_object_element(steps, i), "state", ""),
+			      "running") == 0)
+			running++;
+	}
+	if (bar) {
+		guint len = 20, fill = (guint)(len * MIN(got, need) / need);
+		g_string_append_c(line, '[');
+		for (guint i = 0; i < len; i++)
+			g_string_append_c(line, i < fill ? '#' : '-');
+		g_string_append(line, "] ");
+	}
+	g_string_append_printf(line, "%s %s: %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
+			       " blocks, %u steps (%u running)",
+			       hr_ctl_str(r, "id", "?"), hr_ctl_str(r, "state", "?"), got, need,
+			       steps != NULL ? json_array_get_length(steps) : 0, running);
+	if (line->len > width)
+		g_string_truncate(line, width);
+	return g_string_free(g_steal_pointer(&line), FALSE);
+}
+
+gboolean
+hr_ctl_render_host(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	JsonArray *nodes;
+	JsonObject *c, *thp;
+
+	if (obj == NULL || !json_object_has_member(obj, "nodes"))
+		return hr_ctl_bad_json(error, "nodes");
+	nodes = json_object_get_array_member(obj, "nodes");
+	g_string_append_printf(out, "%-4s %10s %10s %10s %10s %10s %10s %6s\n", "NODE", "MANAGED",
+			       "FREE", "FREE-2M", "AVAILABLE", "PROMISED", "WMARK-HIGH",
+			       "FRAG");
+	for (guint i = 0; i < json_array_get_length(nodes); i++) {
+		JsonObject *n = json_array_get_object_element(nodes, i);
+		g_autofree gchar *managed = hr_ctl_format_pages(hr_ctl_int(n, "managed"));
+		g_autofree gchar *free = hr_ctl_format_pages(hr_ctl_int(n, "free_pages"));
+		g_autofree gchar *blocks = hr_ctl_format_blocks(hr_ctl_int(n, "free_blocks"));
+		g_autofree gchar *avail = hr_ctl_format_blocks(hr_ctl_int(n, "available_blocks"));
+		g_autofree gchar *promised = hr_ctl_format_blocks(hr_ctl_int(n, "promised_blocks"));
+		g_autofree gchar *high = hr_ctl_format_pages(hr_ctl_int(n, "wmark_high"));
+		g_string_append_printf(out, "%-4" G_GINT64_FORMAT " %10s %10s %10s %10s %10s %10s %6.3f\n",
+				       hr_ctl_int(n, "node"), managed, free, blocks, avail, promised,
+				       high, hr_ctl_int(n, "unusable_index") / 1000.0);
+	}
+	g_string_append(out, "(FREE-2M: free memory in chunks of 2 MiB or more; AVAILABLE: of "
+			     "it, above the high watermark;\n FRAG: unusable free space index "
+			     "for 2 MiB, 0 = all free memory in 2 MiB chunks, 1 = none)\n");
+	c = hr_ctl_object_member(obj, "compaction");
+	if (c != NULL) {
+		g_autoptr(GList) members = json_object_get_members(c);
+		g_string_append(out, "\nCompaction and migration (since boot):\n");
+		for (GList *l = members; l != NULL; l = l->next)
+			g_string_append_printf(out, "  %-26s %" G_GINT64_FORMAT "\n",
+					       (const gchar *)l->data, hr_ctl_int(c, l->data));
+	}
+	thp = hr_ctl_object_member(obj, "thp");
+	if (thp != NULL)
+		g_string_append_printf(out, "\nTHP: enabled %s, defrag %s, khugepaged defrag %s, "
+				       "PMD size %" G_GINT64_FORMAT " KiB\n",
+				       hr_ctl_str(thp, "enabled", "?"), hr_ctl_str(thp, "defrag", "?"),
+				       hr_ctl_str(thp, "khugepaged_defrag", "-"),
+				       hr_ctl_int(thp, "hpage_pmd_size") / 1024);
+	return TRUE;
+}

@@ -29,4 +29,15 @@ hr_ctl_format_us(gint64 us);
 gchar *
 hr_ctl_format_pages(gint64 pages);
 
+/* reservations: GET /v1/reservations, one reservation with its steps */
+gboolean
+hr_ctl_render_reservations(JsonNode *root, GString *out, GError **error);
+gboolean
+hr_ctl_render_reservation(JsonNode *root, GString *out, GError **error);
+gchar *
+hr_ctl_reservation_progress_line(JsonNode *root, guint width, gboolean bar);
+/* GET /v1/host, per node */
+gboolean
+hr_ctl_render_host(JsonNode *root, GString *out, GError **error);
+
 G_END_DECLS

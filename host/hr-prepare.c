@@ -30,6 +30,8 @@ typedef struct {
 	gboolean free_recorded;
 	guint in_flight;
 	guint plans;
+	guint64 held_total; /* blocks guests handed over for it */
+	guint64 donate_cap; /* ask no more after that: twice the first shortfall */
 	gchar *last_plan;
 } Run;
 
@@ -280,7 +282,7 @@ refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 }
 
 static Input *
-build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run)
+build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, gboolean guests_too)
 {
 	Input *in = g_new0(Input, 1);
 	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
@@ -313,7 +315,7 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run)
 		HrPlanCandidate *cands;
 		GHashTable *tried = NULL;
 
-		if (!guest_can_donate(guest))
+		if (!guests_too || !guest_can_donate(guest))
 			continue;
 		gs = get_gstate(p, guest);
 		hr_config_guest_policy(p->config, guest->name, &policy);
@@ -453,7 +455,7 @@ hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
 		return NULL;
 	}
 	t0 = g_get_monotonic_time();
-	in = build_input(p, host, NULL, NULL);
+	in = build_input(p, host, NULL, NULL, TRUE);
 	t1 = g_get_monotonic_time();
 	plan = hr_planner_plan(request, &in->input, &p->params);
 	t2 = g_get_monotonic_time();
@@ -736,6 +738,8 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		}
 		set_step_state(s, held == 0 ? "failed" : held < s->blocks_asked ? "short" : "done",
 			       detail);
+		if (g_hash_table_lookup(p->runs, r->id) != NULL)
+			((Run *)g_hash_table_lookup(p->runs, r->id))->held_total += held;
 		for (guint i = 0; i < held; i++)
 			hr_reservation_add_hold(r, op->guest_uuid,
 						guest != NULL ? guest->name : s->guest,
@@ -930,6 +934,8 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 		run->free_recorded = TRUE;
 		hr_reservation_touch(p->store, r);
 	}
+	if (run->donate_cap == 0)
+		run->donate_cap = 2 * (r->need_blocks - r->obtained) + 16;
 	if (r->obtained >= r->need_blocks) {
 		why = g_strdup_printf("%" G_GUINT64_FORMAT " free 2 MiB blocks on node %d "
 				      "(%u steps)",
@@ -962,7 +968,12 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 		}
 	}
 
-	in = build_input(p, host, r, run);
+	/*
+	 * Guests that handed over twice what was asked without the host seeing
+	 * it (4 KiB-backed blocks compaction could not assemble, a QEMU that
+	 * does not discard) are not asked again for this reservation.
+	 */
+	in = build_input(p, host, r, run, run->held_total < run->donate_cap);
 	req.bytes = r->need_blocks * HR_PLAN_BLOCK_BYTES;
 	req.node = r->planned_node;
 	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;

@@ -32,6 +32,10 @@ static gint64 opt_budget_ms = HR_CTL_UNSET;
 static gint64 opt_timeout = HR_CTL_UNSET;
 static gboolean opt_all;
 static gboolean opt_wait;
+static gint64 opt_node = HR_CTL_UNSET;
+static gint64 opt_deadline = HR_CTL_UNSET;
+static gboolean opt_strict;
+static gchar *opt_requester;
 
 /* how often --wait asks for the request */
 #define HR_CTL_POLL_MS 250
@@ -433,6 +437,103 @@ hr_ctl_cancel(const gchar *guest, const gchar *id_str)
 	return HR_CTL_EXIT_OK;
 }
 
+/*
+ * Poll a reservation until it settles, then print the report. Exit 0 when
+ * ready with all that was asked, 3 when ready with part of it, 1 when it
+ * failed, expired or was cancelled.
+ */
+static HrCtlExit
+hr_ctl_wait_reservation(const gchar *id)
+{
+	g_autofree gchar *escaped = g_uri_escape_string(id, NULL, FALSE);
+	g_autofree gchar *path = g_strdup_printf("/v1/reservations/%s", escaped);
+	g_autofree gchar *last = NULL;
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(GError) error = NULL;
+	gboolean tty = isatty(STDERR_FILENO);
+	const gchar *state;
+
+	for (;;) {
+		g_autofree gchar *line = NULL;
+		g_clear_pointer(&root, json_node_unref);
+		root = hr_ctl_call(SOUP_METHOD_GET, path, NULL);
+		if (root == NULL)
+			return HR_CTL_EXIT_ERROR;
+		state = json_object_get_string_member_with_default(json_node_get_object(root),
+								   "state", "");
+		line = hr_ctl_reservation_progress_line(root, hr_ctl_term_width() - 1, tty);
+		if (tty) {
+			g_printerr("\r\033[K%s", line);
+		} else if (g_strcmp0(line, last) != 0) {
+			g_printerr("%s\n", line);
+		}
+		g_free(last);
+		last = g_steal_pointer(&line);
+		if (g_strcmp0(state, "created") != 0 && g_strcmp0(state, "in-progress") != 0)
+			break;
+		g_usleep(HR_CTL_POLL_MS * 1000);
+	}
+	if (tty)
+		g_printerr("\n");
+	if (!hr_ctl_print(root, hr_ctl_render_reservation, &error)) {
+		g_printerr("hugeroomctl: %s\n", error->message);
+		return HR_CTL_EXIT_ERROR;
+	}
+	if (g_strcmp0(state, "ready") == 0)
+		return json_object_get_boolean_member_with_default(json_node_get_object(root),
+								   "partial", FALSE)
+			   ? HR_CTL_EXIT_SHORT
+			   : HR_CTL_EXIT_OK;
+	return HR_CTL_EXIT_ERROR;
+}
+
+static HrCtlExit
+hr_ctl_prepare(const gchar *size)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) body_node = NULL;
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *body = NULL;
+	const gchar *id;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "size");
+	json_builder_add_string_value(b, size);
+	if (opt_node != HR_CTL_UNSET) {
+		json_builder_set_member_name(b, "node");
+		json_builder_add_int_value(b, opt_node);
+	}
+	if (opt_deadline != HR_CTL_UNSET) {
+		json_builder_set_member_name(b, "deadline_s");
+		json_builder_add_int_value(b, opt_deadline);
+	}
+	json_builder_set_member_name(b, "strict");
+	json_builder_add_boolean_value(b, opt_strict);
+	json_builder_set_member_name(b, "requester");
+	json_builder_add_string_value(b, opt_requester != NULL ? opt_requester : "hugeroomctl");
+	json_builder_end_object(b);
+	body_node = json_builder_get_root(b);
+	body = json_to_string(body_node, FALSE);
+	root = hr_ctl_call(SOUP_METHOD_POST, "/v1/reservations", body);
+	if (root == NULL)
+		return HR_CTL_EXIT_ERROR;
+	id = json_object_get_string_member_with_default(json_node_get_object(root), "id", "?");
+	if (opt_wait) {
+		if (!opt_json)
+			g_printerr("reservation %s accepted\n", id);
+		return hr_ctl_wait_reservation(id);
+	}
+	if (opt_json) {
+		g_autofree gchar *text = json_to_string(root, TRUE);
+		g_print("%s\n", text);
+	} else {
+		g_print("reservation %s accepted; follow it with 'hugeroomctl reservation %s'\n", id,
+			id);
+	}
+	return HR_CTL_EXIT_OK;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -456,6 +557,14 @@ main(int argc, char **argv)
 	    {"all", 'a', 0, G_OPTION_ARG_NONE, &opt_all, "return: every held block", NULL},
 	    {"wait", 'w', 0, G_OPTION_ARG_NONE, &opt_wait,
 	     "Wait for the request to end, showing progress, then summarize it", NULL},
+	    {"node", 0, 0, G_OPTION_ARG_INT64, &opt_node, "prepare: the host NUMA node (default any)",
+	     "N"},
+	    {"deadline", 'd', 0, G_OPTION_ARG_INT64, &opt_deadline,
+	     "prepare: stop working after S seconds and keep what was made free", "S"},
+	    {"strict", 0, 0, G_OPTION_ARG_NONE, &opt_strict,
+	     "prepare: all or nothing (fail rather than keep part)", NULL},
+	    {"requester", 0, 0, G_OPTION_ARG_STRING, &opt_requester,
+	     "prepare: who asks, shown in the reservation (default hugeroomctl)", "NAME"},
 	    {NULL},
 	};
 	g_autofree gchar *escaped = NULL;
@@ -480,10 +589,20 @@ main(int argc, char **argv)
 	    "  cancel GUEST REQUEST_ID [--wait]\n"
 	    "  requests GUEST               the guest's recent requests\n"
 	    "  request GUEST REQUEST_ID     one request in detail\n"
+	    "  prepare SIZE [--node N] [--deadline S] [--strict] [--requester NAME] [--wait]\n"
+	    "                               make SIZE (\"4G\", \"512M\") of 2 MiB blocks free on\n"
+	    "                               the host: free ones, host compaction, guest donations\n"
+	    "  reservations                 list reservations\n"
+	    "  reservation ID               one reservation: each step, what it gave and cost\n"
+	    "  release ID                   cancel a reservation or release its memory; holds go\n"
+	    "                               back to the guests\n"
+	    "  consume ID                   the memory of a ready reservation is in use\n"
+	    "  host                         the host's memory per NUMA node\n"
 	    "\n"
 	    "With --wait: exit 0 when the request did all it was asked (done); 3 when it\n"
 	    "ended short (partial, budget, cancelled); 1 when it failed, timed out or was\n"
-	    "lost, or on any error; 2 on a usage error.");
+	    "lost, or on any error; 2 on a usage error. prepare --wait: 0 when ready in full,\n"
+	    "3 when ready with part of it, 1 when it failed.");
 	g_option_context_add_main_entries(context, entries, NULL);
 	if (!g_option_context_parse(context, &argc, &argv, &error)) {
 		g_printerr("hugeroomctl: %s (see --help)\n", error->message);
@@ -497,6 +616,23 @@ main(int argc, char **argv)
 		return HR_CTL_EXIT_USAGE;
 	}
 	cmd = argv[1];
+	if ((opt_node != HR_CTL_UNSET || opt_deadline != HR_CTL_UNSET || opt_strict ||
+	     opt_requester != NULL) &&
+	    g_strcmp0(cmd, "prepare") != 0) {
+		hr_ctl_usage("--node, --deadline, --strict and --requester go with prepare");
+		return HR_CTL_EXIT_USAGE;
+	}
+	if (g_strcmp0(cmd, "prepare") == 0) {
+		if (argc != 3) {
+			hr_ctl_usage("prepare takes one SIZE, for example 'prepare 4G'");
+			return HR_CTL_EXIT_USAGE;
+		}
+		if (!hr_ctl_check_options(cmd, FALSE, FALSE, FALSE, FALSE, FALSE, FALSE) ||
+		    (opt_timeout != HR_CTL_UNSET && hr_ctl_usage("prepare takes --deadline, not "
+								 "--timeout")))
+			return HR_CTL_EXIT_USAGE;
+		return hr_ctl_prepare(argv[2]);
+	}
 	if (g_strcmp0(cmd, "evacuate") == 0 || g_strcmp0(cmd, "capture") == 0 ||
 	    g_strcmp0(cmd, "return") == 0) {
 		if (argc != 3) {
@@ -521,6 +657,21 @@ main(int argc, char **argv)
 		escaped = g_uri_escape_string(argv[2], NULL, FALSE);
 		path = g_strdup_printf("/v1/guests/%s/requests/%" G_GUINT64_FORMAT, escaped, id);
 		return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_request);
+	}
+	if (g_strcmp0(cmd, "reservations") == 0 && argc == 2)
+		return hr_ctl_run(SOUP_METHOD_GET, "/v1/reservations", hr_ctl_render_reservations);
+	if (g_strcmp0(cmd, "host") == 0 && argc == 2)
+		return hr_ctl_run(SOUP_METHOD_GET, "/v1/host", hr_ctl_render_host);
+	if ((g_strcmp0(cmd, "reservation") == 0 || g_strcmp0(cmd, "release") == 0 ||
+	     g_strcmp0(cmd, "consume") == 0) &&
+	    argc == 3) {
+		escaped = g_uri_escape_string(argv[2], NULL, FALSE);
+		if (g_strcmp0(cmd, "reservation") == 0) {
+			path = g_strdup_printf("/v1/reservations/%s", escaped);
+			return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_reservation);
+		}
+		path = g_strdup_printf("/v1/reservations/%s/%s", escaped, cmd);
+		return hr_ctl_run(SOUP_METHOD_POST, path, hr_ctl_render_reservation);
 	}
 	if (g_strcmp0(cmd, "guests") == 0 && argc == 2)
 		return hr_ctl_run(SOUP_METHOD_GET, "/v1/guests", hr_ctl_render_guests);
