@@ -414,6 +414,10 @@ class Run:
                 'budget_pages 4096: %d blocks, %d pages migrated, status %d '
                 '(overshoot at most one block)' %
                 (res['freed'], res['migrated'], res['status']), str(res))
+        hrvm.log('driver counters: estimate %s migrated %s failed %s' %
+                 (self.field('evac_pages_estimate'),
+                  self.field('evac_pages_migrated'),
+                  self.field('evac_blocks_failed')))
         self.views_agree('after budgets')
         self.verify('after evacuations')
 
@@ -465,6 +469,29 @@ class Run:
                 'pressure: %d blocks came back with reason pressure' %
                 len(press))
         self.verify('after pressure')
+
+        # ---- s2idle suspend: freeze returns every hold, restore works ----
+        d.drain(1)
+        self.views_agree('before suspend')
+        left = self.held
+        g.cmd('sh (sleep 1; echo freeze >/sys/power/state) >/dev/null 2>&1 &')
+        time.sleep(5)
+        g.qmp('system_wakeup')
+        g.cmd('sh true', timeout=120)
+        msgs = d.drain()
+        unl = [x for m in msgs if m['type'] == RETURNED and
+               m['reason'] == RET_UNLOAD for x in m['gpas']]
+        dm = g.cmd('sh dmesg | grep -iE "PM: suspend (entry|exit)" || true')
+        self.ok(set(unl) == left and len(unl) == len(left) and
+                len(dm) >= 2,
+                'suspend: freeze returned every held block (%d of %d)' %
+                (len(unl), len(left)), '\n'.join(dm))
+        self.views_agree('after resume')
+        res, holds, _, _ = self.command(evacuate(1020, 8, flags=CHEAPEST),
+                                        1020)
+        self.ok(res['status'] == S_OK and len(holds) == 8,
+                'after resume: EVACUATE works again')
+        self.verify('after suspend')
 
         # ---- unload ----
         self.views_agree('before rmmod')
