@@ -22,6 +22,12 @@ typedef struct _HrApi HrApi;
  *   POST /v1/guests/{name}/cancel    {"request_id":N}
  *   GET  /v1/guests/{name}/requests  every known request, in full
  *   GET  /v1/guests/{name}/requests/{id}
+ *   POST /v1/reservations            {"size":"4G"|"bytes":N, "node", "deadline_s",
+ *                                    "strict", "requester"} -> 202 reservation
+ *   GET  /v1/reservations[/{id}]     list, or one with steps and holds
+ *   DELETE /v1/reservations/{id}, POST .../release, POST .../consume
+ *   POST /v1/plan                    the planner's choice now, nothing done
+ *   GET  /v1/host                    the host's memory per node
  *   GET  /metrics                    Prometheus text
  */
 HrApi *
