@@ -925,14 +925,16 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	avail = node_available(ns);
 	avail = avail > promised ? avail - promised : 0;
 	hr_reservation_set_obtained(p->store, r, avail);
-	if (!run->free_recorded && r->obtained > 0) {
+	if (!run->free_recorded) {
 		/* what was there from the start: the first step, at no cost */
-		HrReservationStep *s = hr_reservation_add_step(r, "free", r->planned_node);
-		s->gained = r->obtained;
-		s->expect_milli = r->obtained * 1000;
-		set_step_state(s, "done", "free already, above the high watermark");
+		if (r->obtained > 0) {
+			HrReservationStep *s = hr_reservation_add_step(r, "free", r->planned_node);
+			s->gained = r->obtained;
+			s->expect_milli = r->obtained * 1000;
+			set_step_state(s, "done", "free already, above the high watermark");
+			hr_reservation_touch(p->store, r);
+		}
 		run->free_recorded = TRUE;
-		hr_reservation_touch(p->store, r);
 	}
 	if (run->donate_cap == 0)
 		run->donate_cap = 2 * (r->need_blocks - r->obtained) + 16;

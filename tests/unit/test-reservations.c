@@ -10,6 +10,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "hr-ctl.h"
 #include "hr-prepare.h"
 #include "hr-reservation.h"
 #include "test-fake.h"
@@ -716,16 +717,39 @@ test_exec_api(Fixture *f, gconstpointer data)
 	g_assert_cmpstr(json_object_get_string_member(o, "state"), ==, "ready");
 	g_assert_cmpstr(json_object_get_string_member(o, "requester"), ==, "ci");
 	g_assert_cmpint(json_array_get_length(json_object_get_array_member(o, "steps")), ==, 1);
+	{
+		/* hugeroomctl's report of it: each step, what it gave and cost */
+		g_autoptr(GString) out = g_string_new(NULL);
+		g_autoptr(GError) error = NULL;
+		g_autofree gchar *line = hr_ctl_reservation_progress_line(one, 60, TRUE);
+		g_assert_true(hr_ctl_render_reservation(one, out, &error));
+		g_assert_nonnull(strstr(out->str, "State:        ready\n"));
+		g_assert_nonnull(strstr(out->str, "10 of 10 free 2 MiB blocks"));
+		g_assert_nonnull(strstr(out->str, "free     host node 0      done"));
+		g_assert_nonnull(strstr(out->str, "Cost:         0 pages migrated"));
+		g_assert_cmpstr(line, ==, "[####################] r1 ready: 10/10 blocks, 1 steps (0 ru");
+	}
 	list = http(f, "GET", "/v1/reservations", 200, NULL);
 	g_assert_cmpint(json_array_get_length(json_object_get_array_member(
 			    json_node_get_object(list), "reservations")),
 			==, 1);
+	{
+		g_autoptr(GString) out = g_string_new(NULL);
+		g_assert_true(hr_ctl_render_reservations(list, out, NULL));
+		g_assert_nonnull(strstr(out->str, "r1     ready"));
+		g_assert_nonnull(strstr(out->str, "ci"));
+	}
 	host = http(f, "GET", "/v1/host", 200, NULL);
 	o = json_array_get_object_element(
 	    json_object_get_array_member(json_node_get_object(host), "nodes"), 0);
 	g_assert_cmpint(json_object_get_int_member(o, "free_blocks"), ==, 100);
 	g_assert_cmpint(json_object_get_int_member(o, "available_blocks"), ==, 100);
 	g_assert_cmpint(json_object_get_int_member(o, "promised_blocks"), ==, 10);
+	{
+		g_autoptr(GString) out = g_string_new(NULL);
+		g_assert_true(hr_ctl_render_host(host, out, NULL));
+		g_assert_nonnull(strstr(out->str, "THP: enabled"));
+	}
 	plan = http_body(f, "POST", "/v1/plan", "{\"bytes\":2097152}", 200, NULL);
 	g_assert_true(json_object_get_boolean_member(
 	    json_object_get_object_member(json_node_get_object(plan), "plan"), "complete"));
