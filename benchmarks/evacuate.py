@@ -148,13 +148,17 @@ def main():
         hrvm.wait_for(lambda: (lambda d: d if d.get("connected") else None)(
             daemon.ctl_json("guest", guest.name)), 30, "the guest to connect", interval=0.5)
         b = Bench(guest, daemon, args.chunk)
-        n = args.blocks
-        print("# %s, %s guest, accel %s, holes of %d pages, %d blocks per method"
-              % (kver, args.mem, hrvm.accel(), args.chunk, n))
 
         # 1. evacuate
         mib = b.fragment()
         cands, hist, flags = b.snapshot()
+        # Entirely free blocks cost nothing to anyone: ask for that many
+        # plus --blocks, so that --blocks of them need pages moved.
+        nfree = sum(h[0] for z, h in hist.items() if z != "DMA")
+        n = nfree + args.blocks
+        print("# %s, %s guest, accel %s, holes of %d pages, %d blocks per method "
+              "(%d entirely free + %d)" % (kver, args.mem, hrvm.accel(), args.chunk, n,
+                                           nfree, args.blocks))
         print("# evacuate: fragmented %d MiB; movable pageblocks by free pages "
               "(512, 448-511, 256-447, 64-255, 1-63, 0): %s; %d candidates, flags %s"
               % (mib, hist, len(cands), flags))

@@ -373,9 +373,10 @@ class Guest:
             f = line.split()
             if len(f) == 2 and f[0] == "scan_sweeps":
                 s0 = int(f[1])
-        self.cmd("sh i=0; while [ $i -lt 400 ]; do echo 1 >%s/report_now || exit 1; "
+        # A subshell: "exit" in the agent's own eval would end the agent.
+        self.cmd("sh (i=0; while [ $i -lt 400 ]; do echo 1 >%s/report_now || exit 1; "
                  "s=$(sed -n 's/^scan_sweeps //p' %s/status); [ $s -ge %d ] && exit 0; "
-                 "i=$((i+1)); done; exit 1" % (d, d, s0 + 2), timeout=300)
+                 "i=$((i+1)); done; exit 1)" % (d, d, s0 + 2), timeout=300)
         return self.debugfs("status")
 
     def alive(self):

@@ -257,22 +257,7 @@ def fill(h):
 
 
 def fresh_status(g):
-    """debugfs status after a whole pageblock sweep that started now: with
-    no report period the driver sweeps only a slice per report, and a
-    report carries the histogram and candidates of the last complete sweep."""
-    def sweeps():
-        for line in g.debugfs("status"):
-            f = line.split()
-            if len(f) == 2 and f[0] == "scan_sweeps":
-                return int(f[1])
-        return 0
-    s0 = sweeps()
-    out = g.cmd("sh i=0; while [ $i -lt 400 ]; do echo 1 >%s/report_now || exit 1; "
-                "s=$(sed -n 's/^scan_sweeps //p' %s/status); [ $s -ge %d ] && break; "
-                "i=$((i+1)); done; echo reports=$i" % (D, D, s0 + 2), timeout=300)
-    lines = g.debugfs("status")
-    hrvm.log("fresh status after %s" % out[-1:])
-    return lines
+    return g.fresh_status()
 
 
 def free_blocks(h):
