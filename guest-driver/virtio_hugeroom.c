@@ -1155,6 +1155,7 @@ static void virtio_hugeroom_block_put(unsigned long pfn, bool managed)
 {
 	unsigned long i;
 
+	set_page_private(pfn_to_page(pfn), 0);
 	for (i = 0; i < pageblock_nr_pages; i++)
 		VIRTIO_HUGEROOM_CLEAR_OFFLINE(pfn_to_page(pfn + i));
 	if (managed)
@@ -1162,19 +1163,18 @@ static void virtio_hugeroom_block_put(unsigned long pfn, bool managed)
 	free_contig_range(pfn, pageblock_nr_pages);
 }
 
-/* Is the block at @pfn held by us?  hold_lock held. */
+/*
+ * Is the block at @pfn (online) held by us?  A held block's head page has
+ * page_private() pointing at its device from the HOLD ack until it is
+ * freed, also while a RETURNED for it is in flight (the pages are ours:
+ * nothing else reads private).  hold_lock held.
+ */
 static bool virtio_hugeroom_is_held_locked(struct virtio_hugeroom *vh,
 					   unsigned long pfn)
 {
 	struct page *head = pfn_to_page(pfn);
-	struct page *page;
 
-	if (!PageOffline(head))
-		return false;
-	list_for_each_entry(page, &vh->held, lru)
-		if (page == head)
-			return true;
-	return false;
+	return PageOffline(head) && page_private(head) == (unsigned long)vh;
 }
 
 /* May the ack of a message that failed with @rc still come (and act)? */
@@ -1708,6 +1708,7 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 			adjust_managed_page_count(page, -pageblock_nr_pages);
 			spin_lock(&vh->hold_lock);
 			list_move(&page->lru, &vh->held);
+			set_page_private(page, (unsigned long)vh);
 			vh->nr_held++;
 			vh->blocks_held_total++;
 			spin_unlock(&vh->hold_lock);
