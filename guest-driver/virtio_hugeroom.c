@@ -2044,10 +2044,10 @@ static void virtio_hugeroom_job_work(struct work_struct *work)
 		status = VIRTIO_HUGEROOM_S_BUDGET;
 	else
 		status = VIRTIO_HUGEROOM_S_PARTIAL;
-	dev_info(&vh->vdev->dev,
-		 "request %llu: status %u, %u of %u blocks held, %u tried, %llu pages migrated, %llu ms\n",
-		 r.id, status, r.c.freed, r.count, r.c.tried, r.c.migrated,
-		 div_u64(ktime_get_ns() - r.c.start_ns, NSEC_PER_MSEC));
+	dev_dbg(&vh->vdev->dev,
+		"request %llu: status %u, %u of %u blocks held, %u tried, %llu pages migrated, %llu ms\n",
+		r.id, status, r.c.freed, r.count, r.c.tried, r.c.migrated,
+		div_u64(ktime_get_ns() - r.c.start_ns, NSEC_PER_MSEC));
 	/*
 	 * Free the slot before the RESULT: a host may send the next command
 	 * as soon as it sees it.  That command's job_work cannot run before
