@@ -327,7 +327,17 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		/* the QEMU process' node is not known yet: the first node's guests */
 		pg.node = first_node;
 		pg.donor = policy.donor;
+		/*
+		 * The status may predate blocks the guest handed over since: each
+		 * one took 512 pages of its free memory (its own free pages and
+		 * the free pages its used pages moved to).
+		 */
 		pg.free_pages = guest->status->mem_free_pages;
+		if (g_hash_table_size(guest->held) > guest->status->held_blocks)
+			pg.free_pages -= MIN(pg.free_pages,
+					     (guint64)(g_hash_table_size(guest->held) -
+						       guest->status->held_blocks) *
+						 BLOCK_PAGES);
 		pg.floor_pages = policy.floor_mb * 256;
 		pg.held_blocks = g_hash_table_size(guest->held);
 		pg.budget_blocks = policy.budget_blocks > 0
@@ -880,12 +890,13 @@ static gint
 choose_node(HrPrepare *p, const HrHostState *host, HrReservation *r)
 {
 	gint best = -1;
-	gint64 best_avail = -1;
+	gint64 best_avail = G_MININT64;
 	for (guint n = 0; n < host->nodes->len; n++) {
 		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
 		gint64 avail = (gint64)node_available(ns) -
 			       (gint64)hr_reservation_store_promised(p->store, ns->node, r);
-		if (avail > best_avail) {
+		/* all promised away: still a node, the one with the least debt */
+		if (best < 0 || avail > best_avail) {
 			best_avail = avail;
 			best = ns->node;
 		}
