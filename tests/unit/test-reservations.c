@@ -772,6 +772,47 @@ test_exec_api(Fixture *f, gconstpointer data)
 				"cancelled already"));
 }
 
+/* consumed: holds go back once the node has room, oldest first, only as many as fit */
+static void
+test_exec_high_mark(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(HrCmd) ret = NULL;
+	HrReservation *r;
+	(void)data;
+
+	host_set_free_blocks(f, 1);
+	dev = donor_up(f, "donor", 1);
+	wait_for(cond_have_status, f, "the donor's status");
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "h", NULL);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
+	host_set_free_blocks(f, 4);
+	answer_evacuate(dev, cmd, 3);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	g_assert_true(hr_prepare_consume(hr_daemon_get_prepare(f->daemon), r->id, NULL));
+	/* disabled (0): the holds stay, whatever the host has */
+	fake_expect_silence(dev, 200);
+	g_assert_cmpuint(r->holds->len, ==, 3);
+
+	/*
+	 * The node has 26280 + 4 * 512 = 28328 free pages. A high mark of
+	 * 106 MiB (27136 pages) leaves room for 2 blocks: the two oldest go.
+	 */
+	f->config->return_high_mark_mb = 106;
+	ret = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, 2);
+	g_assert_cmpuint(ret->gpas[0], ==, cmd->gpas[0]);
+	g_assert_cmpuint(ret->gpas[1], ==, cmd->gpas[1]);
+	g_assert_cmpuint(r->holds->len, ==, 1);
+	g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(r->holds, 0))->gpa, ==,
+			 cmd->gpas[2]);
+	g_assert_cmpuint(r->blocks_returned, ==, 2);
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_CONSUMED);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -798,6 +839,8 @@ main(int argc, char **argv)
 	g_test_add("/reservations/exec/policy-and-restart", Fixture, NULL, exec_setup,
 		   test_exec_policy_and_restart, exec_teardown);
 	g_test_add("/reservations/exec/api", Fixture, NULL, exec_setup, test_exec_api,
+		   exec_teardown);
+	g_test_add("/reservations/exec/high-mark", Fixture, NULL, exec_setup, test_exec_high_mark,
 		   exec_teardown);
 	return g_test_run();
 }
