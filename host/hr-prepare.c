@@ -12,6 +12,8 @@
 
 #define BLOCK_PAGES 512
 #define THPMAP_MAX_AGE_US (10 * G_USEC_PER_SEC)
+/* larger guests are scanned in a thread (about 1.5 us per 2 MiB block) */
+#define THPMAP_SYNC_MAX_BYTES (G_GUINT64_CONSTANT(8) << 30)
 
 /* What the executor remembers of a guest across reservations. */
 typedef struct {
@@ -20,7 +22,13 @@ typedef struct {
 	HrThpMap *map;
 	gint64 map_at; /* monotonic us */
 	gboolean map_warned;
+	gboolean scanning;
 } GuestPlanState;
+
+typedef struct {
+	HrPrepare *prepare; /* valid unless the scan was cancelled */
+	gchar *uuid;
+} ScanCtx;
 
 /* The work in hand for one live reservation; not persisted. */
 typedef struct {
@@ -207,6 +215,9 @@ node_available(const HrNodeState *ns)
 	return MIN(ns->free_blocks, headroom / BLOCK_PAGES);
 }
 
+static HrGuest *
+find_guest_by_uuid(HrPrepare *p, const gchar *uuid);
+
 static gboolean
 guest_can_donate(HrGuest *guest)
 {
@@ -260,25 +271,74 @@ candidate_backing(HrPrepare *p, HrGuest *guest, GuestPlanState *gs, guint64 gpa)
 }
 
 static void
+thpmap_failed(GuestPlanState *gs, HrGuest *guest, const GError *error)
+{
+	if (!gs->map_warned) {
+		gs->map_warned = TRUE;
+		g_warning("%s: cannot read the host backing of its RAM (%s); its blocks count as "
+			  "4 KiB-backed",
+			  guest != NULL ? guest->name : "a guest", error->message);
+	}
+}
+
+static void
+thpmap_scanned_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	ScanCtx *ctx = user_data;
+	g_autoptr(GError) error = NULL;
+	HrThpMap *map = hr_thpmap_scan_finish(res, &error);
+	GuestPlanState *gs;
+	(void)source;
+
+	if (map == NULL && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+		/* the executor is gone */
+		g_free(ctx->uuid);
+		g_free(ctx);
+		return;
+	}
+	gs = g_hash_table_lookup(ctx->prepare->gstates, ctx->uuid);
+	if (gs != NULL) {
+		gs->scanning = FALSE;
+		gs->map_at = g_get_monotonic_time();
+		if (map != NULL) {
+			g_clear_pointer(&gs->map, hr_thpmap_free);
+			gs->map = g_steal_pointer(&map);
+		} else {
+			thpmap_failed(gs, find_guest_by_uuid(ctx->prepare, ctx->uuid), error);
+		}
+	}
+	g_clear_pointer(&map, hr_thpmap_free);
+	g_free(ctx->uuid);
+	g_free(ctx);
+}
+
+static void
 refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 {
 	g_autoptr(GError) error = NULL;
 	gint64 now = g_get_monotonic_time();
+	ScanCtx *ctx;
 
-	if (p->config->backing != HR_BACKING_SCAN || guest->pid <= 0)
+	if (p->config->backing != HR_BACKING_SCAN || guest->pid <= 0 || gs->scanning)
 		return;
-	if (gs->map != NULL && now - gs->map_at < THPMAP_MAX_AGE_US)
+	if (gs->map_at != 0 && now - gs->map_at < THPMAP_MAX_AGE_US)
 		return;
+	if (guest->ram_size > THPMAP_SYNC_MAX_BYTES) {
+		/* the previous map serves until the new one is in */
+		ctx = g_new0(ScanCtx, 1);
+		ctx->prepare = p;
+		ctx->uuid = g_strdup(guest->uuid);
+		gs->scanning = TRUE;
+		hr_thpmap_scan_async(guest->pid, (const HrRamRange *)guest->ram->data,
+				     guest->ram->len, p->cancellable, thpmap_scanned_cb, ctx);
+		return;
+	}
 	g_clear_pointer(&gs->map, hr_thpmap_free);
 	gs->map = hr_thpmap_scan(guest->pid, (const HrRamRange *)guest->ram->data, guest->ram->len,
 				 &error);
 	gs->map_at = now;
-	if (gs->map == NULL && !gs->map_warned) {
-		gs->map_warned = TRUE;
-		g_warning("%s: cannot read the host backing of its RAM (%s); its blocks count as "
-			  "4 KiB-backed",
-			  guest->name, error->message);
-	}
+	if (gs->map == NULL)
+		thpmap_failed(gs, guest, error);
 }
 
 static Input *
