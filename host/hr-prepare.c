@@ -55,6 +55,7 @@ typedef struct {
 	gint64 blocks_before;
 	gboolean submitting;
 	gboolean ended_early;
+	GArray *returning; /* a RETURN: the gpas it gives back (guint64) */
 } Op;
 
 struct _HrPrepare {
@@ -91,6 +92,7 @@ op_free(Op *op)
 	g_free(op->res_id);
 	g_free(op->guest_uuid);
 	g_clear_pointer(&op->request, hr_request_unref);
+	g_clear_pointer(&op->returning, g_array_unref);
 	g_free(op);
 }
 
@@ -551,6 +553,47 @@ find_guest_by_uuid(HrPrepare *p, const gchar *uuid)
 	return hr_daemon_find_guest(p->daemon, uuid);
 }
 
+/* a RETURN that did not give everything back: the rest are still holds */
+static void
+return_notify(HrRequest *request, gpointer user_data)
+{
+	Op *op = user_data;
+	HrPrepare *p = op->prepare;
+	HrReservation *r;
+	HrGuest *guest;
+	g_autoptr(GHashTable) back = NULL;
+	guint kept = 0;
+
+	if (p == NULL || !hr_request_state_is_final(request->state))
+		return;
+	hr_request_set_notify(request, NULL, NULL);
+	if (op->submitting) {
+		op->ended_early = TRUE;
+		return;
+	}
+	r = hr_reservation_store_find(p->store, op->res_id);
+	guest = find_guest_by_uuid(p, op->guest_uuid);
+	back = g_hash_table_new(g_int64_hash, g_int64_equal);
+	for (guint i = 0; request->blocks != NULL && i < request->blocks->len; i++)
+		g_hash_table_add(back, &g_array_index(request->blocks, guint64, i));
+	for (guint i = 0; r != NULL && guest != NULL && i < op->returning->len; i++) {
+		guint64 *gpa = &g_array_index(op->returning, guint64, i);
+		if (g_hash_table_contains(back, gpa) || !g_hash_table_contains(guest->held, gpa))
+			continue;
+		hr_reservation_add_hold(r, guest->uuid, guest->name, *gpa);
+		kept++;
+	}
+	if (kept > 0) {
+		r->blocks_returned -= MIN(r->blocks_returned, kept);
+		g_message("reservation %s: %s kept %u blocks its RETURN ended %s without; "
+			  "trying again later",
+			  r->id, guest->name, kept, hr_request_state_to_string(request->state));
+		hr_reservation_touch(p->store, r);
+	}
+	g_ptr_array_remove(p->ops, op);
+	op_free(op);
+}
+
 /*
  * RETURN up to @max of @r's holds, oldest first, to guests that are
  * connected now; holds of a guest that no longer holds the block (it took
@@ -602,12 +645,37 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 		for (guint off = 0; off < gpas->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
 			g_autoptr(GError) error = NULL;
 			HrRequestParams params = {0};
+			HrRequest *request;
+			Op *op = g_new0(Op, 1);
+
 			params.kind = HR_REQUEST_RETURN;
 			params.gpas = &g_array_index(gpas, guint64, off);
 			params.nr_gpas = MIN(gpas->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
-			if (hr_daemon_submit(p->daemon, guest, &params, &error) == NULL)
+			params.notify = return_notify;
+			params.notify_data = op;
+			op->prepare = p;
+			op->res_id = g_strdup(r->id);
+			op->guest_uuid = g_strdup(guest->uuid);
+			op->returning = g_array_new(FALSE, FALSE, sizeof(guint64));
+			g_array_append_vals(op->returning, params.gpas, params.nr_gpas);
+			op->submitting = TRUE;
+			request = hr_daemon_submit(p->daemon, guest, &params, &error);
+			op->submitting = FALSE;
+			if (request == NULL) {
+				/* they stay holds: the next tick tries again */
+				for (guint i = 0; i < params.nr_gpas; i++)
+					hr_reservation_add_hold(r, guest->uuid, guest->name,
+								params.gpas[i]);
+				sent -= params.nr_gpas;
 				g_warning("reservation %s: cannot return %u blocks to %s: %s", r->id,
 					  params.nr_gpas, guest->name, error->message);
+				op_free(op);
+				continue;
+			}
+			op->request = hr_request_ref(request);
+			g_ptr_array_add(p->ops, op);
+			if (op->ended_early)
+				return_notify(request, op);
 		}
 		g_info("reservation %s: returning %u blocks to %s (%s)", r->id, gpas->len,
 		       guest->name, why);
@@ -919,7 +987,7 @@ cancel_ops(HrPrepare *p, HrReservation *r)
 	for (guint i = 0; i < p->ops->len; i++) {
 		Op *op = g_ptr_array_index(p->ops, i);
 		HrGuest *guest;
-		if (op->request == NULL || g_strcmp0(op->res_id, r->id) != 0 ||
+		if (op->request == NULL || op->returning != NULL || g_strcmp0(op->res_id, r->id) != 0 ||
 		    hr_request_state_is_final(op->request->state))
 			continue;
 		guest = find_guest_by_uuid(p, op->guest_uuid);

@@ -813,6 +813,50 @@ test_exec_high_mark(Fixture *f, gconstpointer data)
 	g_assert_cmpint(r->state, ==, HR_RESERVATION_CONSUMED);
 }
 
+/* a RETURN that gives back less than asked leaves the rest as holds, tried again */
+static void
+test_exec_return_short(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(HrCmd) ret = NULL;
+	g_autoptr(HrCmd) again = NULL;
+	g_autoptr(HrBlocks) back = hr_blocks_new(VIRTIO_HUGEROOM_MSG_RETURNED, 1);
+	g_autoptr(GBytes) back_msg = NULL;
+	g_autoptr(GBytes) result = NULL;
+	HrReservation *r;
+	(void)data;
+
+	host_set_free_blocks(f, 1);
+	dev = donor_up(f, "donor", 1);
+	wait_for(cond_have_status, f, "the donor's status");
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "h", NULL);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	host_set_free_blocks(f, 4);
+	answer_evacuate(dev, cmd, 3);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_true(hr_prepare_release(hr_daemon_get_prepare(f->daemon), r->id, NULL));
+	ret = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, 3);
+	g_assert_cmpuint(r->holds->len, ==, 0);
+
+	/* the guest gives back only the first */
+	back->hdr.request_id = ret->hdr.request_id;
+	back->reason = VIRTIO_HUGEROOM_RET_HOST;
+	back->gpas[0] = ret->gpas[0];
+	back_msg = hr_blocks_encode(back);
+	fake_send(dev, HR_CHAN_GUEST_MSG, back_msg);
+	result = make_result(VIRTIO_HUGEROOM_MSG_RESULT, ret->hdr.request_id,
+			     VIRTIO_HUGEROOM_S_PARTIAL, 3, 1, 0);
+	fake_send(dev, HR_CHAN_GUEST_MSG, result);
+
+	/* the two it kept are asked for again */
+	again = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(again->nr_gpas, ==, 2);
+	g_assert_cmpuint(again->gpas[0], ==, ret->gpas[1]);
+	g_assert_cmpuint(again->gpas[1], ==, ret->gpas[2]);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -842,5 +886,7 @@ main(int argc, char **argv)
 		   exec_teardown);
 	g_test_add("/reservations/exec/high-mark", Fixture, NULL, exec_setup, test_exec_high_mark,
 		   exec_teardown);
+	g_test_add("/reservations/exec/return-short", Fixture, NULL, exec_setup,
+		   test_exec_return_short, exec_teardown);
 	return g_test_run();
 }
