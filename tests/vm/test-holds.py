@@ -4,7 +4,9 @@
 Boots a Debian guest kernel (argv[1]: "6.12" or "6.1") under the patched
 QEMU, connected to a real hugeroomd, fills most of the guest's memory with
 a checksummed pattern (tests/vm/guest-tools/memfill) and drives
-evacuations with hugeroomctl.  Checks, on 6.12 (6.1: the first two):
+evacuations with hugeroomctl.  Checks, on 6.12 and 6.1 alike (the issue
+asks 6.1 for the first two at least; argv[2] picks sections by name:
+integrity,unmovable,hostile,pressure,daemon-kill,migration):
 
  1. integrity: after `hugeroomctl evacuate --blocks N --wait` held many
     blocks (some of them needing migration), every checksum still matches;
@@ -599,6 +601,8 @@ def check_migration(h, qemu, kver, vmlinuz, initrd, work):
 
 def main():
     series = sys.argv[1] if len(sys.argv) > 1 else "6.12"
+    # argv[2]: sections to run, comma separated; default all of them, on
+    # both kernels (the issue asks 6.1 for integrity and RSS at least).
     only = sys.argv[2].split(",") if len(sys.argv) > 2 else None
     tap = hrvm.Tap()
     work = hrvm.workdir("hr-holds-%s-" % series)
@@ -624,17 +628,16 @@ def main():
             return only is None or name in only
         if want("integrity"):
             check_integrity_and_rss(h)
-        if series == "6.12":
-            for name, fn in (("unmovable", check_unmovable),
-                             ("hostile", lambda h: check_hostile(h, qemu)),
-                             ("pressure", check_pressure), ("daemon-kill", check_daemon_kill)):
-                if want(name):
-                    try:
-                        fn(h)
-                    except hrvm.Failure as e:
-                        tap.ok(False, "%s: unexpected failure" % name, str(e))
-            if want("migration"):
-                check_migration(h, qemu, kver, vmlinuz, initrd, work)
+        for name, fn in (("unmovable", check_unmovable),
+                         ("hostile", lambda h: check_hostile(h, qemu)),
+                         ("pressure", check_pressure), ("daemon-kill", check_daemon_kill)):
+            if want(name):
+                try:
+                    fn(h)
+                except hrvm.Failure as e:
+                    tap.ok(False, "%s: unexpected failure" % name, str(e))
+        if want("migration"):
+            check_migration(h, qemu, kver, vmlinuz, initrd, work)
         tap.ok(not oom_lines(h.guest), "%s: no OOM kill in the guest during the run" % kver)
     except hrvm.Failure as e:
         tap.ok(False, "unexpected failure", str(e))
