@@ -339,8 +339,12 @@ class Run:
         # ---- explicit, with a pinned block and a held one ----
         g.cmd('sh echo 64 >/sys/kernel/debug/virtio_hugeroom/pin_unmovable')
         pins = [int(x, 16) for x in g.debugfs('pin_unmovable')]
-        cands = [int(line.split()[1], 16) for line in g.debugfs('status')
-                 if line.startswith('candidate ')]
+        # MOVABLE candidates of a fresh report: an all-free block of
+        # another type may get a kernel page before it is tried (R_ZONE).
+        g.cmd('sh echo 1 >/sys/kernel/debug/virtio_hugeroom/report_now')
+        cands = [int(f[1], 16) for f in (line.split() for line in
+                                         g.debugfs('status'))
+                 if f and f[0] == 'candidate' and f[5] == '1']
         # Pinned pages come from MOVABLE pageblocks, which EVACUATE
         # accepts; none of their pages can be migrated away.
         pinned = pins[0] & ~(BLOCK - 1) if pins else None
