@@ -857,6 +857,36 @@ test_exec_return_short(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(again->gpas[1], ==, ret->gpas[2]);
 }
 
+/* a guest whose evacuation gave nothing is left alone for a while, then asked again */
+static void
+test_exec_deferral(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(HrCmd) again = NULL;
+	g_autoptr(GBytes) fresh = NULL;
+	HrReservation *r;
+	gint64 failed_at;
+	(void)data;
+
+	host_set_free_blocks(f, 1);
+	dev = donor_up(f, "flaky", 1);
+	wait_for(cond_have_status, f, "the donor's status");
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 30, FALSE, "d", NULL);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	answer_evacuate(dev, cmd, 0);
+	failed_at = g_get_monotonic_time();
+	/* new candidates elsewhere: worth asking, but not yet (1 s backoff) */
+	fresh = make_status(2, 0, MiB(700));
+	fake_send(dev, HR_CHAN_GUEST_MSG, fresh);
+	fake_expect_silence(dev, 600);
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
+	again = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpint(g_get_monotonic_time() - failed_at, >=, 900 * 1000);
+	g_assert_cmpuint(again->gpas[0], >=, MiB(700));
+	g_assert_cmpstr(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, "failed");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -888,5 +918,7 @@ main(int argc, char **argv)
 		   exec_teardown);
 	g_test_add("/reservations/exec/return-short", Fixture, NULL, exec_setup,
 		   test_exec_return_short, exec_teardown);
+	g_test_add("/reservations/exec/deferral", Fixture, NULL, exec_setup, test_exec_deferral,
+		   exec_teardown);
 	return g_test_run();
 }
