@@ -3000,7 +3000,6 @@ out_del_vqs:
 static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 {
 	unsigned long flags;
-
 	u64 orphan = 0;
 
 	spin_lock_irqsave(&vh->stop_lock, flags);
@@ -3025,11 +3024,14 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 		virtio_hugeroom_send_result(vh, orphan,
 					    VIRTIO_HUGEROOM_S_CANCELLED);
 
-	/* Give every held block back before the reset (SPEC 1.6.6.1 item 4). */
+	/*
+	 * Give every held block back before the reset (SPEC 1.6.6.1 item 4).
+	 * return_lock stays held until the lists are empty, so that no
+	 * shrinker or OOM notifier has blocks in flight across the reset.
+	 */
 	mutex_lock(&vh->return_lock);
 	virtio_hugeroom_return_locked(vh, NULL, UINT_MAX,
 				      VIRTIO_HUGEROOM_RET_UNLOAD, 0, false);
-	mutex_unlock(&vh->return_lock);
 
 	mutex_lock(&vh->report_lock);
 	mutex_lock(&vh->event_lock);
@@ -3047,6 +3049,7 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	 * did not take back, and blocks in limbo, are safe to reuse now.
 	 */
 	virtio_hugeroom_release_all(vh);
+	mutex_unlock(&vh->return_lock);
 }
 
 static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
