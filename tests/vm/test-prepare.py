@@ -28,102 +28,17 @@ Checks:
 """
 
 import os
-import signal
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hrvm  # noqa: E402
+from hrhost import Hog, buddy_blocks, meminfo_host, memfill, verify, vmstat_host  # noqa: E402
 
 FLOORS_MB = {"hr-prep-a": 300, "hr-prep-b": 200}
 HOG_MARGIN_KB = 3 << 20
 HOG_MAX_KB = 14 << 20
-
-HOG = r"""
-import mmap, sys, time
-size = int(sys.argv[1]) << 10
-m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-m.madvise(mmap.MADV_NOHUGEPAGE)
-for off in range(0, size, 4096):
-    m[off] = 1
-# keep one page in 64 (8 of every 512): no 2 MiB block stays whole
-for off in range(0, size, 64 * 4096):
-    n = min(63 * 4096, size - off - 4096)
-    if n > 0:
-        m.madvise(mmap.MADV_DONTNEED, off + 4096, n)
-print("READY", flush=True)
-time.sleep(3600)
-"""
-
-
-def meminfo_host():
-    d = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            d[k] = int(v.split()[0])
-    return d
-
-
-def vmstat_host(key):
-    with open("/proc/vmstat") as f:
-        for line in f:
-            k, v = line.split()
-            if k == key:
-                return int(v)
-    return 0
-
-
-def buddy_blocks(node=0):
-    """Free 2 MiB-capable chunks on @node, in 2 MiB blocks, ZONE_DMA excluded."""
-    n = 0
-    with open("/proc/buddyinfo") as f:
-        for line in f:
-            parts = line.split()
-            if int(parts[1].rstrip(",")) != node or parts[3] == "DMA":
-                continue
-            counts = [int(x) for x in parts[4:]]
-            for order in range(9, len(counts)):
-                n += counts[order] << (order - 9)
-    return n
-
-
-class Hog:
-    def __init__(self, kb):
-        self.kb = kb
-        self.proc = None
-
-    def start(self):
-        self.proc = subprocess.Popen([sys.executable, "-c", HOG, str(self.kb)],
-                                     stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("READY"):
-            raise hrvm.Failure("the fragmenting helper did not start: %r" % line)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-        self.proc = None
-
-
-def memfill(g, name, mib, chunk, seed):
-    d = "/tmp/" + name
-    g.cmd("sh mkdir -p %s; /tools/memfill serve %s %d %d %d >%s/log 2>&1 &"
-          % (d, d, mib, chunk, seed, d))
-    hrvm.wait_for(lambda: any("READY" in l for l in g.cmd("sh cat %s/log" % d)), 600,
-                  "memfill %s READY" % name, interval=2)
-
-
-def verify(g, names):
-    bad = []
-    for name in names:
-        out = g.cmd("sh /tools/memfill ctl /tmp/%s verify || true" % name, timeout=600)
-        if not any("bad=0 " in l for l in out):
-            bad.append((name, out))
-    return bad
-
 
 def main():
     series = sys.argv[1] if len(sys.argv) > 1 else "6.12"
