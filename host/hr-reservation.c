@@ -417,7 +417,7 @@ load_step(JsonNode *node, HrReservation *r, GError **error)
 {
 	JsonObject *o;
 	HrReservationStep *s;
-	gint64 v;
+	gint64 v = 0;
 
 	if (!JSON_NODE_HOLDS_OBJECT(node))
 		return corrupt(error, "a step is not an object");
@@ -493,7 +493,7 @@ load_reservation(JsonNode *node, HrReservationStore *store, GError **error)
 	JsonObject *o;
 	JsonArray *steps, *holds;
 	HrReservation *r;
-	gint64 v;
+	gint64 v = 0;
 	gint st;
 
 	if (!JSON_NODE_HOLDS_OBJECT(node))
@@ -565,8 +565,8 @@ hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize l
 {
 	g_autoptr(JsonParser) parser = json_parser_new();
 	JsonObject *o;
-	JsonArray *list;
-	gint64 v;
+	JsonArray *list = NULL;
+	gint64 v = 0;
 
 	if (!json_parser_load_from_data(parser, text, len, error))
 		return FALSE;

@@ -640,7 +640,8 @@ sim_guest_return(SimGuest *g, const HrCmd *cmd)
 	for (guint r = 0; r < VIRTIO_HUGEROOM_NR_REASONS; r++)
 		job.tried += job.failed[r];
 	for (guint k = 0; k < gpas->len; k++) {
-		guint64 i;
+		guint64 i = 0;
+		/* every gpa in the list was checked above: the lookup succeeds */
 		gpa_block(g, g_array_index(gpas, guint64, k), &i);
 		/* the guest's next touch faults in fresh, free memory */
 		g->flags[i] &= ~BLK_HELD;
