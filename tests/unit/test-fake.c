@@ -12,6 +12,7 @@
 #include <gio/gunixsocketaddress.h>
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -20,22 +21,49 @@ typedef struct {
 	gboolean done;
 } HttpResult;
 
+/*
+ * Everything the daemon writes (sockets, reservations.json) goes below a
+ * fresh temporary directory, never to the defaults below /run or /var/lib.
+ */
 void
-fixture_setup(Fixture *f, gconstpointer data)
+fixture_config(Fixture *f, const gchar *tmpl)
 {
 	g_autoptr(GError) error = NULL;
-	(void)data;
-	f->tmpdir = g_dir_make_tmp("hugeroom-test-XXXXXX", &error);
+	f->tmpdir = g_dir_make_tmp(tmpl, &error);
 	g_assert_no_error(error);
 	f->config = hr_config_new();
 	g_free(f->config->vm_socket);
 	g_free(f->config->api_socket);
+	g_free(f->config->state_dir);
 	f->config->vm_socket = g_build_filename(f->tmpdir, "vm.sock", NULL);
 	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
+	f->config->state_dir = g_build_filename(f->tmpdir, "state", NULL);
 	f->config->status_interval_ms = 250;
+}
+
+void
+fixture_start(Fixture *f)
+{
+	g_autoptr(GError) error = NULL;
 	f->daemon = hr_daemon_new(f->config);
 	g_assert_true(hr_daemon_start(f->daemon, &error));
 	g_assert_no_error(error);
+}
+
+void
+fixture_setup(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	fixture_config(f, "hugeroom-test-XXXXXX");
+	fixture_start(f);
+}
+
+void
+fixture_remove_tmpdir(Fixture *f)
+{
+	g_autofree gchar *cmd = g_strdup_printf("rm -rf '%s'", f->tmpdir);
+	g_assert_cmpint(system(cmd), ==, 0);
+	g_free(f->tmpdir);
 }
 
 void
@@ -47,8 +75,7 @@ fixture_teardown(Fixture *f, gconstpointer data)
 	g_assert_false(g_file_test(f->config->vm_socket, G_FILE_TEST_EXISTS));
 	g_assert_false(g_file_test(f->config->api_socket, G_FILE_TEST_EXISTS));
 	hr_config_free(f->config);
-	g_rmdir(f->tmpdir);
-	g_free(f->tmpdir);
+	fixture_remove_tmpdir(f);
 }
 
 /* run the main loop until @cond holds; fail the test after 10 s */

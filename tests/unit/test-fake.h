@@ -25,8 +25,18 @@ typedef struct {
 
 typedef gboolean (*CondFunc)(gpointer data);
 
+/* a temporary directory and a config whose sockets and state_dir are in it */
+void
+fixture_config(Fixture *f, const gchar *tmpl);
+/* start the daemon on f->config */
+void
+fixture_start(Fixture *f);
+/* fixture_config() and fixture_start() */
 void
 fixture_setup(Fixture *f, gconstpointer data);
+/* rm -rf the temporary directory */
+void
+fixture_remove_tmpdir(Fixture *f);
 void
 fixture_teardown(Fixture *f, gconstpointer data);
 /* run the main loop until @cond holds; fail the test after 10 s */

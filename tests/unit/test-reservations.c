@@ -388,46 +388,32 @@ host_set_free_blocks(Fixture *f, guint blocks)
 static void
 exec_setup(Fixture *f, gconstpointer data)
 {
-	g_autoptr(GError) error = NULL;
 	g_autofree gchar *src = g_test_build_filename(G_TEST_DIST, "fixtures", HOST_FIXTURE, NULL);
 	g_autofree gchar *dst = NULL;
 	g_autofree gchar *cmd = NULL;
 	(void)data;
 
-	f->tmpdir = g_dir_make_tmp("hugeroom-exec-XXXXXX", &error);
-	g_assert_no_error(error);
+	fixture_config(f, "hugeroom-exec-XXXXXX");
 	dst = host_dir(f);
 	cmd = g_strdup_printf("cp -r '%s' '%s'", src, dst);
 	g_assert_cmpint(system(cmd), ==, 0);
 	host_set_free_blocks(f, 100);
-	f->config = hr_config_new();
-	g_free(f->config->vm_socket);
-	g_free(f->config->api_socket);
-	g_free(f->config->state_dir);
 	g_free(f->config->host_root);
-	f->config->vm_socket = g_build_filename(f->tmpdir, "vm.sock", NULL);
-	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
-	f->config->state_dir = g_build_filename(f->tmpdir, "state", NULL);
 	f->config->host_root = g_strdup(dst);
-	f->config->status_interval_ms = 250;
 	f->config->reservation_tick_ms = 50;
 	f->config->backing = HR_BACKING_THP;
 	/* the fake node has ~0.6 GiB free: never give holds back on our own */
 	f->config->return_high_mark_mb = 0;
-	f->daemon = hr_daemon_new(f->config);
-	g_assert_true(hr_daemon_start(f->daemon, &error));
-	g_assert_no_error(error);
+	fixture_start(f);
 }
 
 static void
 exec_teardown(Fixture *f, gconstpointer data)
 {
-	g_autofree gchar *cmd = g_strdup_printf("rm -rf '%s'", f->tmpdir);
 	(void)data;
 	hr_daemon_free(f->daemon);
 	hr_config_free(f->config);
-	g_assert_cmpint(system(cmd), ==, 0);
-	g_free(f->tmpdir);
+	fixture_remove_tmpdir(f);
 }
 
 static HrReservationStore *
