@@ -645,19 +645,50 @@ hr_api_parse_addr(JsonNode *node, const gchar *field, guint64 *value, GError **e
 	}
 }
 
+/* a true or false member; absent members leave @value alone */
 static gboolean
-hr_api_get_gpas(JsonObject *obj, GArray *gpas, GError **error)
+hr_api_get_bool(JsonObject *obj, const gchar *key, gboolean *value, GError **error)
 {
-	JsonNode *node = json_object_get_member(obj, "gpas");
-	JsonArray *array;
+	JsonNode *node = json_object_get_member(obj, key);
 
 	if (node == NULL)
 		return TRUE;
+	if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_BOOLEAN)
+		return hr_api_bad(error, "%s: must be true or false", key);
+	*value = json_node_get_boolean(node);
+	return TRUE;
+}
+
+/*
+ * A non-empty array member; @usage says what it must hold. An absent
+ * member sets @array to NULL.
+ */
+static gboolean
+hr_api_get_list(JsonObject *obj, const gchar *key, const gchar *usage, JsonArray **array,
+		GError **error)
+{
+	JsonNode *node = json_object_get_member(obj, key);
+
+	*array = NULL;
+	if (node == NULL)
+		return TRUE;
 	if (!JSON_NODE_HOLDS_ARRAY(node))
-		return hr_api_bad(error, "gpas: must be an array of addresses");
-	array = json_node_get_array(node);
-	if (json_array_get_length(array) == 0)
-		return hr_api_bad(error, "gpas: the list is empty");
+		return hr_api_bad(error, "%s: must be an array of %s", key, usage);
+	if (json_array_get_length(json_node_get_array(node)) == 0)
+		return hr_api_bad(error, "%s: the list is empty", key);
+	*array = json_node_get_array(node);
+	return TRUE;
+}
+
+static gboolean
+hr_api_get_gpas(JsonObject *obj, GArray *gpas, GError **error)
+{
+	JsonArray *array;
+
+	if (!hr_api_get_list(obj, "gpas", "addresses", &array, error))
+		return FALSE;
+	if (array == NULL)
+		return TRUE;
 	for (guint i = 0; i < json_array_get_length(array); i++) {
 		g_autofree gchar *field = g_strdup_printf("gpas[%u]", i);
 		guint64 gpa;
@@ -671,16 +702,12 @@ hr_api_get_gpas(JsonObject *obj, GArray *gpas, GError **error)
 static gboolean
 hr_api_get_ranges(JsonObject *obj, GArray *ranges, GError **error)
 {
-	JsonNode *node = json_object_get_member(obj, "ranges");
 	JsonArray *array;
 
-	if (node == NULL)
+	if (!hr_api_get_list(obj, "ranges", "{\"start\":..,\"end\":..}", &array, error))
+		return FALSE;
+	if (array == NULL)
 		return TRUE;
-	if (!JSON_NODE_HOLDS_ARRAY(node))
-		return hr_api_bad(error, "ranges: must be an array of {\"start\":..,\"end\":..}");
-	array = json_node_get_array(node);
-	if (json_array_get_length(array) == 0)
-		return hr_api_bad(error, "ranges: the list is empty");
 	for (guint i = 0; i < json_array_get_length(array); i++) {
 		JsonNode *elem = json_array_get_element(array, i);
 		const gchar *keys[] = {"start", "end"};
@@ -716,7 +743,6 @@ hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GAr
 				      : kind == HR_REQUEST_CAPTURE ? capture
 								   : ret;
 	guint64 count = 0, budget_pages = 0, budget_ms = 0, timeout_s = 0;
-	JsonNode *all;
 
 	memset(p, 0, sizeof(*p));
 	p->kind = kind;
@@ -725,14 +751,9 @@ hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GAr
 	    !hr_api_get_uint(obj, "budget_pages", 0, G_MAXINT64, &budget_pages, error) ||
 	    !hr_api_get_uint(obj, "budget_ms", 0, G_MAXUINT32, &budget_ms, error) ||
 	    !hr_api_get_uint(obj, "timeout_s", 1, 86400, &timeout_s, error) ||
-	    !hr_api_get_gpas(obj, gpas, error) || !hr_api_get_ranges(obj, ranges, error))
+	    !hr_api_get_gpas(obj, gpas, error) || !hr_api_get_ranges(obj, ranges, error) ||
+	    !hr_api_get_bool(obj, "all", &p->all, error))
 		return FALSE;
-	all = json_object_get_member(obj, "all");
-	if (all != NULL) {
-		if (!JSON_NODE_HOLDS_VALUE(all) || json_node_get_value_type(all) != G_TYPE_BOOLEAN)
-			return hr_api_bad(error, "all: must be true or false");
-		p->all = json_node_get_boolean(all);
-	}
 	if (kind == HR_REQUEST_RETURN && count > 0 && gpas->len > 0)
 		return hr_api_bad(error, "blocks: return takes blocks or gpas, not both");
 	if (kind == HR_REQUEST_RETURN && count == 0 && gpas->len == 0 && !p->all)
@@ -1014,12 +1035,8 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 	if (!hr_api_get_uint(obj, "deadline_s", 0, 86400, deadline_s, error))
 		return FALSE;
 	*strict = FALSE;
-	n = json_object_get_member(obj, "strict");
-	if (n != NULL) {
-		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_BOOLEAN)
-			return hr_api_bad(error, "strict: must be true or false");
-		*strict = json_node_get_boolean(n);
-	}
+	if (!hr_api_get_bool(obj, "strict", strict, error))
+		return FALSE;
 	*requester = NULL;
 	n = json_object_get_member(obj, "requester");
 	if (n != NULL) {
@@ -1164,6 +1181,18 @@ hr_api_reservations_cb(SoupServer *server, SoupServerMessage *msg, const char *p
 			   parts[2], r->id);
 }
 
+/* @node from hr_prepare_*_json(), NULL with @error, or NULL when @prepare was NULL */
+static void
+hr_api_reply_prepare_json(SoupServerMessage *msg, JsonNode *node, const GError *error)
+{
+	if (node == NULL) {
+		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "%s",
+				   error != NULL ? error->message : "reservations are not running");
+		return;
+	}
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
 static void
 hr_api_host_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
 	       gpointer user_data)
@@ -1182,12 +1211,7 @@ hr_api_host_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
 		return;
 	node = prepare != NULL ? hr_prepare_host_json(prepare, &error) : NULL;
-	if (node == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "%s",
-				   error != NULL ? error->message : "reservations are not running");
-		return;
-	}
-	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+	hr_api_reply_prepare_json(msg, node, error);
 }
 
 /* POST /v1/plan: what the planner would do for a reservation, without doing it */
@@ -1221,12 +1245,7 @@ hr_api_plan_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 	}
 	req.deadline_ms = deadline_s * 1000;
 	node = prepare != NULL ? hr_prepare_plan_json(prepare, &req, &error) : NULL;
-	if (node == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "%s",
-				   error != NULL ? error->message : "reservations are not running");
-		return;
-	}
-	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+	hr_api_reply_prepare_json(msg, node, error);
 }
 
 static void
