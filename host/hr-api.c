@@ -525,22 +525,6 @@ hr_api_check_method(SoupServerMessage *msg, const gchar *allowed)
 /* ---------------------------------------------------------------------- */
 /* Requests: POST evacuate, capture, return, cancel; GET requests */
 
-static gboolean
-hr_api_bad(GError **error, const gchar *format, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean
-hr_api_bad(GError **error, const gchar *format, ...)
-{
-	va_list args;
-	g_autofree gchar *text = NULL;
-
-	va_start(args, format);
-	text = g_strdup_vprintf(format, args);
-	va_end(args);
-	g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, text);
-	return FALSE;
-}
-
 static gchar *
 hr_api_node_to_string(JsonNode *node)
 {
@@ -558,17 +542,18 @@ hr_api_parse_body(SoupServerMessage *msg, JsonParser *parser, GError **error)
 	JsonNode *root;
 
 	if (body == NULL || body->length == 0) {
-		hr_api_bad(error, "the request needs a JSON object body, for example "
-				  "{\"blocks\":4}");
+		hr_request_invalid(error, "the request needs a JSON object body, for example "
+					  "{\"blocks\":4}");
 		return NULL;
 	}
 	if (!json_parser_load_from_data(parser, body->data, body->length, &error_local)) {
-		hr_api_bad(error, "the body is not JSON: %s", error_local->message);
+		hr_request_invalid(error, "the body is not JSON: %s", error_local->message);
 		return NULL;
 	}
 	root = json_parser_get_root(parser);
 	if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root)) {
-		hr_api_bad(error, "the body must be a JSON object, for example {\"blocks\":4}");
+		hr_request_invalid(error,
+				   "the body must be a JSON object, for example {\"blocks\":4}");
 		return NULL;
 	}
 	return json_node_get_object(root);
@@ -583,8 +568,8 @@ hr_api_check_members(JsonObject *obj, const gchar *what, const gchar *const *all
 	for (GList *l = members; l != NULL; l = l->next) {
 		if (!g_strv_contains(allowed, l->data)) {
 			g_autofree gchar *list = g_strjoinv(", ", (gchar **)allowed);
-			return hr_api_bad(error, "%s: unknown field; %s takes %s",
-					  (const gchar *)l->data, what, list);
+			return hr_request_invalid(error, "%s: unknown field; %s takes %s",
+						  (const gchar *)l->data, what, list);
 		}
 	}
 	return TRUE;
@@ -602,17 +587,17 @@ hr_api_get_uint(JsonObject *obj, const gchar *key, guint64 min, guint64 max, gui
 		return TRUE;
 	if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64) {
 		g_autofree gchar *text = hr_api_node_to_string(node);
-		return hr_api_bad(error,
-				  "%s: %s is not a whole number from %" G_GUINT64_FORMAT
-				  " to %" G_GUINT64_FORMAT,
-				  key, text, min, max);
+		return hr_request_invalid(error,
+					  "%s: %s is not a whole number from %" G_GUINT64_FORMAT
+					  " to %" G_GUINT64_FORMAT,
+					  key, text, min, max);
 	}
 	v = json_node_get_int(node);
 	if (v < 0 || (guint64)v < min || (guint64)v > max)
-		return hr_api_bad(error,
-				  "%s: %" G_GINT64_FORMAT " is out of range %" G_GUINT64_FORMAT
-				  "-%" G_GUINT64_FORMAT,
-				  key, v, min, max);
+		return hr_request_invalid(error,
+					  "%s: %" G_GINT64_FORMAT " is out of range %" G_GUINT64_FORMAT
+					  "-%" G_GUINT64_FORMAT,
+					  key, v, min, max);
 	*value = v;
 	return TRUE;
 }
@@ -638,10 +623,10 @@ hr_api_parse_addr(JsonNode *node, const gchar *field, guint64 *value, GError **e
 	}
 	{
 		g_autofree gchar *text = hr_api_node_to_string(node);
-		return hr_api_bad(error,
-				  "%s: %s is not an address (a whole number, or a string such as "
-				  "\"0x40000000\")",
-				  field, text);
+		return hr_request_invalid(error,
+					  "%s: %s is not an address (a whole number, or a string such as "
+					  "\"0x40000000\")",
+					  field, text);
 	}
 }
 
@@ -654,7 +639,7 @@ hr_api_get_bool(JsonObject *obj, const gchar *key, gboolean *value, GError **err
 	if (node == NULL)
 		return TRUE;
 	if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_BOOLEAN)
-		return hr_api_bad(error, "%s: must be true or false", key);
+		return hr_request_invalid(error, "%s: must be true or false", key);
 	*value = json_node_get_boolean(node);
 	return TRUE;
 }
@@ -673,9 +658,9 @@ hr_api_get_list(JsonObject *obj, const gchar *key, const gchar *usage, JsonArray
 	if (node == NULL)
 		return TRUE;
 	if (!JSON_NODE_HOLDS_ARRAY(node))
-		return hr_api_bad(error, "%s: must be an array of %s", key, usage);
+		return hr_request_invalid(error, "%s: must be an array of %s", key, usage);
 	if (json_array_get_length(json_node_get_array(node)) == 0)
-		return hr_api_bad(error, "%s: the list is empty", key);
+		return hr_request_invalid(error, "%s: the list is empty", key);
 	*array = json_node_get_array(node);
 	return TRUE;
 }
@@ -714,17 +699,18 @@ hr_api_get_ranges(JsonObject *obj, GArray *ranges, GError **error)
 		HrRange range = {0};
 		guint64 *values[] = {&range.start, &range.end};
 		if (!JSON_NODE_HOLDS_OBJECT(elem))
-			return hr_api_bad(error, "ranges[%u]: must be {\"start\":..,\"end\":..}", i);
+			return hr_request_invalid(error,
+						  "ranges[%u]: must be {\"start\":..,\"end\":..}", i);
 		for (guint k = 0; k < G_N_ELEMENTS(keys); k++) {
 			JsonNode *v = json_object_get_member(json_node_get_object(elem), keys[k]);
 			g_autofree gchar *field = g_strdup_printf("ranges[%u].%s", i, keys[k]);
 			if (v == NULL)
-				return hr_api_bad(error, "%s: missing", field);
+				return hr_request_invalid(error, "%s: missing", field);
 			if (!hr_api_parse_addr(v, field, values[k], error))
 				return FALSE;
 		}
 		if (json_object_get_size(json_node_get_object(elem)) != 2)
-			return hr_api_bad(error, "ranges[%u]: takes only start and end", i);
+			return hr_request_invalid(error, "ranges[%u]: takes only start and end", i);
 		g_array_append_val(ranges, range);
 	}
 	return TRUE;
@@ -755,12 +741,12 @@ hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GAr
 	    !hr_api_get_bool(obj, "all", &p->all, error))
 		return FALSE;
 	if (kind == HR_REQUEST_RETURN && count > 0 && gpas->len > 0)
-		return hr_api_bad(error, "blocks: return takes blocks or gpas, not both");
+		return hr_request_invalid(error, "blocks: return takes blocks or gpas, not both");
 	if (kind == HR_REQUEST_RETURN && count == 0 && gpas->len == 0 && !p->all)
-		return hr_api_bad(error, "blocks: return needs blocks, gpas or \"all\":true");
+		return hr_request_invalid(error, "blocks: return needs blocks, gpas or \"all\":true");
 	if (kind != HR_REQUEST_RETURN && count == 0 && gpas->len == 0)
-		return hr_api_bad(error, "blocks: missing; give the number of blocks%s",
-				  kind == HR_REQUEST_EVACUATE ? " or a list of gpas" : "");
+		return hr_request_invalid(error, "blocks: missing; give the number of blocks%s",
+					  kind == HR_REQUEST_EVACUATE ? " or a list of gpas" : "");
 	p->count = count;
 	p->gpas = (const guint64 *)gpas->data;
 	p->nr_gpas = gpas->len;
@@ -1013,16 +999,17 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 	n = json_object_get_member(obj, "size");
 	if (n != NULL) {
 		if (*bytes != 0)
-			return hr_api_bad(error, "size: give bytes or size, not both");
+			return hr_request_invalid(error, "size: give bytes or size, not both");
 		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING ||
 		    !hr_parse_size(json_node_get_string(n), bytes)) {
 			g_autofree gchar *text = hr_api_node_to_string(n);
-			return hr_api_bad(error, "size: %s is not a size such as \"1G\", \"512M\"",
-					  text);
+			return hr_request_invalid(error, "size: %s is not a size such as \"1G\", \"512M\"",
+						  text);
 		}
 	}
 	if (*bytes == 0)
-		return hr_api_bad(error, "bytes: missing; give {\"bytes\":N} or {\"size\":\"1G\"}");
+		return hr_request_invalid(error,
+					  "bytes: missing; give {\"bytes\":N} or {\"size\":\"1G\"}");
 	*node = -1;
 	n = json_object_get_member(obj, "node");
 	if (n != NULL && !JSON_NODE_HOLDS_NULL(n)) {
@@ -1043,7 +1030,8 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING ||
 		    !g_utf8_validate(json_node_get_string(n), -1, NULL) ||
 		    strlen(json_node_get_string(n)) > 256)
-			return hr_api_bad(error, "requester: must be a string of at most 256 bytes");
+			return hr_request_invalid(error,
+						  "requester: must be a string of at most 256 bytes");
 		*requester = json_node_get_string(n);
 	}
 	return TRUE;

@@ -43,10 +43,7 @@ hr_request_state_is_final(HrRequestState state)
 	return state >= HR_REQUEST_DONE;
 }
 
-static gboolean
-hr_request_invalid(GError **error, const gchar *format, ...) G_GNUC_PRINTF(2, 3);
-
-static gboolean
+gboolean
 hr_request_invalid(GError **error, const gchar *format, ...)
 {
 	va_list args;

@@ -113,6 +113,12 @@ const gchar *
 hr_request_kind_to_string(HrRequestKind kind);
 gboolean
 hr_request_state_is_final(HrRequestState state);
+/*
+ * Set a G_IO_ERROR_INVALID_ARGUMENT (the API answers 400) and return FALSE;
+ * for a bad field of a request the API or the daemon was given.
+ */
+gboolean
+hr_request_invalid(GError **error, const gchar *format, ...) G_GNUC_PRINTF(2, 3);
 
 /*
  * Check @params against the SPEC rules and the guest's RAM (@ram, may be
