@@ -668,6 +668,43 @@ hr_zoneinfo_parse(const gchar *text, const gchar *name, GError **error)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Counter tables: vmstat and meminfo map a name to a guint64 */
+
+static GHashTable *
+counters_new(void)
+{
+	return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+}
+
+/* @text as the value of @key (taken) from line @line of @name; each key once */
+static gboolean
+counters_add(GHashTable *values, gchar *key, const gchar *text, const gchar *name, guint line,
+	     GError **error)
+{
+	g_autofree gchar *k = key;
+	guint64 v;
+
+	if (!parse_u64(text, &v)) {
+		parse_error(error, name, line, "%s value '%s' is not a number", k, text);
+		return FALSE;
+	}
+	if (g_hash_table_contains(values, k)) {
+		parse_error(error, name, line, "%s listed twice", k);
+		return FALSE;
+	}
+	g_hash_table_insert(values, g_steal_pointer(&k), g_memdup2(&v, sizeof(v)));
+	return TRUE;
+}
+
+static gboolean
+counters_lookup(GHashTable *values, const gchar *key, guint64 *value)
+{
+	const guint64 *v = g_hash_table_lookup(values, key);
+	*value = v != NULL ? *v : 0;
+	return v != NULL;
+}
+
+/* ---------------------------------------------------------------------- */
 /* vmstat */
 
 struct _HrVmstat {
@@ -690,27 +727,19 @@ hr_vmstat_parse(const gchar *text, const gchar *name, GError **error)
 	g_autoptr(HrVmstat) vmstat = g_new0(HrVmstat, 1);
 	guint n_lines = 0;
 
-	vmstat->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	vmstat->values = counters_new();
 	lines = split_lines(text, name, &n_lines, error);
 	if (lines == NULL)
 		return NULL;
 	for (guint i = 0; i < n_lines; i++) {
 		g_auto(GStrv) w = split_words(lines[i]);
-		guint64 v;
 
 		if (g_strv_length(w) != 2 || !zoneinfo_is_identifier(w[0])) {
 			parse_error(error, name, i + 1, "expected 'name value', got '%s'", lines[i]);
 			return NULL;
 		}
-		if (!parse_u64(w[1], &v)) {
-			parse_error(error, name, i + 1, "%s value '%s' is not a number", w[0], w[1]);
+		if (!counters_add(vmstat->values, g_strdup(w[0]), w[1], name, i + 1, error))
 			return NULL;
-		}
-		if (g_hash_table_contains(vmstat->values, w[0])) {
-			parse_error(error, name, i + 1, "%s listed twice", w[0]);
-			return NULL;
-		}
-		g_hash_table_insert(vmstat->values, g_strdup(w[0]), g_memdup2(&v, sizeof(v)));
 	}
 	return g_steal_pointer(&vmstat);
 }
@@ -718,9 +747,7 @@ hr_vmstat_parse(const gchar *text, const gchar *name, GError **error)
 gboolean
 hr_vmstat_lookup(const HrVmstat *vmstat, const gchar *key, guint64 *value)
 {
-	const guint64 *v = g_hash_table_lookup(vmstat->values, key);
-	*value = v != NULL ? *v : 0;
-	return v != NULL;
+	return counters_lookup(vmstat->values, key, value);
 }
 
 guint64
@@ -761,7 +788,7 @@ hr_meminfo_parse(const gchar *text, const gchar *name, GError **error)
 	gint node = -1;
 	guint n_lines = 0;
 
-	meminfo->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	meminfo->values = counters_new();
 	lines = split_lines(text, name, &n_lines, error);
 	if (lines == NULL)
 		return NULL;
@@ -770,8 +797,6 @@ hr_meminfo_parse(const gchar *text, const gchar *name, GError **error)
 		guint n = g_strv_length(w);
 		guint k = 0;
 		gsize klen;
-		guint64 v;
-		g_autofree gchar *key = NULL;
 
 		if (n >= 2 && g_strcmp0(w[0], "Node") == 0) {
 			guint64 nv;
@@ -796,16 +821,9 @@ hr_meminfo_parse(const gchar *text, const gchar *name, GError **error)
 			parse_error(error, name, i + 1, "key '%s' does not end with ':'", w[k]);
 			return NULL;
 		}
-		key = g_strndup(w[k], klen - 1);
-		if (!parse_u64(w[k + 1], &v)) {
-			parse_error(error, name, i + 1, "%s value '%s' is not a number", key, w[k + 1]);
+		if (!counters_add(meminfo->values, g_strndup(w[k], klen - 1), w[k + 1], name, i + 1,
+				  error))
 			return NULL;
-		}
-		if (g_hash_table_contains(meminfo->values, key)) {
-			parse_error(error, name, i + 1, "%s listed twice", key);
-			return NULL;
-		}
-		g_hash_table_insert(meminfo->values, g_steal_pointer(&key), g_memdup2(&v, sizeof(v)));
 	}
 	return g_steal_pointer(&meminfo);
 }
@@ -813,9 +831,7 @@ hr_meminfo_parse(const gchar *text, const gchar *name, GError **error)
 gboolean
 hr_meminfo_lookup(const HrMeminfo *meminfo, const gchar *key, guint64 *value)
 {
-	const guint64 *v = g_hash_table_lookup(meminfo->values, key);
-	*value = v != NULL ? *v : 0;
-	return v != NULL;
+	return counters_lookup(meminfo->values, key, value);
 }
 
 guint64
