@@ -19,7 +19,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid as uuid_mod

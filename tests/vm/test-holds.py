@@ -503,7 +503,7 @@ def check_hostile(h, qemu):
 
 
 def check_daemon_kill(h):
-    tap, g, daemon = h.tap, h.guest, h.daemon
+    tap, daemon = h.tap, h.daemon
     h.ensure_memfill()
     mi = h.meminfo()
     n = max(8, (mi["MemAvailable"] // 1024 - 64) // 2)
