@@ -79,31 +79,50 @@ hr_ctl_request(const gchar *method, const gchar *path, const gchar *body, guint 
 	return json_node_copy(json_parser_get_root(parser));
 }
 
+static void
+hr_ctl_print_json(JsonNode *root)
+{
+	g_autofree gchar *text = json_to_string(root, TRUE);
+	g_print("%s\n", text);
+}
+
+/* the daemon's JSON with --json, else @render's text; FALSE after telling the user why */
 static gboolean
-hr_ctl_print(JsonNode *root, gboolean (*render)(JsonNode *, GString *, GError **),
-	     GError **error)
+hr_ctl_print(JsonNode *root, gboolean (*render)(JsonNode *, GString *, GError **))
 {
 	g_autoptr(GString) out = g_string_new(NULL);
+	g_autoptr(GError) error = NULL;
 	if (opt_json) {
-		g_autofree gchar *text = json_to_string(root, TRUE);
-		g_print("%s\n", text);
+		hr_ctl_print_json(root);
 		return TRUE;
 	}
-	if (!render(root, out, error))
+	if (!render(root, out, &error)) {
+		g_printerr("hugeroomctl: %s\n", error->message);
 		return FALSE;
+	}
 	g_print("%s", out->str);
 	return TRUE;
 }
 
-static gboolean
-hr_ctl_render_report(JsonNode *root, GString *out, GError **error)
+/* the answer to a request that started one in a guest; NULL without its request_id */
+static JsonObject *
+hr_ctl_answer_with_id(JsonNode *root, GError **error)
 {
 	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
 	if (obj == NULL || !json_object_has_member(obj, "request_id")) {
 		g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
 				    "the daemon's answer has no request_id");
-		return FALSE;
+		return NULL;
 	}
+	return obj;
+}
+
+static gboolean
+hr_ctl_render_report(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *obj = hr_ctl_answer_with_id(root, error);
+	if (obj == NULL)
+		return FALSE;
 	g_string_append_printf(out, "report requested from %s (request %" G_GINT64_FORMAT ")\n",
 			       json_object_get_string_member(obj, "guest"),
 			       json_object_get_int_member(obj, "request_id"));
@@ -127,10 +146,8 @@ hr_ctl_call(const gchar *method, const gchar *path, const gchar *body)
 	}
 	if (!SOUP_STATUS_IS_SUCCESSFUL(status)) {
 		JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-		if (opt_json) {
-			g_autofree gchar *text = json_to_string(root, TRUE);
-			g_print("%s\n", text);
-		}
+		if (opt_json)
+			hr_ctl_print_json(root);
 		g_printerr("hugeroomctl: %s\n",
 			   obj != NULL && json_object_has_member(obj, "error")
 			       ? json_object_get_string_member(obj, "error")
@@ -144,15 +161,12 @@ static HrCtlExit
 hr_ctl_run(const gchar *method, const gchar *path,
 	   gboolean (*render)(JsonNode *, GString *, GError **))
 {
-	g_autoptr(GError) error = NULL;
 	g_autoptr(JsonNode) root = hr_ctl_call(method, path, NULL);
 
 	if (root == NULL)
 		return HR_CTL_EXIT_ERROR;
-	if (!hr_ctl_print(root, render, &error)) {
-		g_printerr("hugeroomctl: %s\n", error->message);
+	if (!hr_ctl_print(root, render))
 		return HR_CTL_EXIT_ERROR;
-	}
 	return HR_CTL_EXIT_OK;
 }
 
@@ -185,7 +199,6 @@ hr_ctl_wait(const gchar *guest, guint64 id)
 	    g_strdup_printf("/v1/guests/%s/requests/%" G_GUINT64_FORMAT, escaped, id);
 	g_autofree gchar *last = NULL;
 	g_autoptr(JsonNode) root = NULL;
-	g_autoptr(GError) error = NULL;
 	gboolean tty = isatty(STDERR_FILENO);
 	const gchar *state;
 
@@ -217,10 +230,8 @@ hr_ctl_wait(const gchar *guest, guint64 id)
 	}
 	if (tty)
 		g_printerr("\n");
-	if (!hr_ctl_print(root, hr_ctl_render_request, &error)) {
-		g_printerr("hugeroomctl: %s\n", error->message);
+	if (!hr_ctl_print(root, hr_ctl_render_request))
 		return HR_CTL_EXIT_ERROR;
-	}
 	if (g_strcmp0(state, "done") == 0)
 		return HR_CTL_EXIT_OK;
 	if (g_strcmp0(state, "partial") == 0 || g_strcmp0(state, "budget") == 0 ||
@@ -232,12 +243,9 @@ hr_ctl_wait(const gchar *guest, guint64 id)
 static gboolean
 hr_ctl_render_accepted(JsonNode *root, GString *out, GError **error)
 {
-	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-	if (obj == NULL || !json_object_has_member(obj, "request_id")) {
-		g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
-				    "the daemon's answer has no request_id");
+	JsonObject *obj = hr_ctl_answer_with_id(root, error);
+	if (obj == NULL)
 		return FALSE;
-	}
 	g_string_append_printf(out, "%s request %" G_GINT64_FORMAT " for %s: %s\n",
 			       json_object_get_string_member_with_default(obj, "kind", "?"),
 			       json_object_get_int_member(obj, "request_id"),
@@ -332,7 +340,6 @@ hr_ctl_submit(const gchar *command, const gchar *guest)
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonNode) body_node = NULL;
 	g_autoptr(JsonNode) root = NULL;
-	g_autoptr(GError) error = NULL;
 	g_autofree gchar *body = NULL;
 	g_autofree gchar *escaped = g_uri_escape_string(guest, NULL, FALSE);
 	g_autofree gchar *path = g_strdup_printf("/v1/guests/%s/%s", escaped, command);
@@ -397,10 +404,8 @@ hr_ctl_submit(const gchar *command, const gchar *guest)
 		}
 		return hr_ctl_wait(guest, id);
 	}
-	if (!hr_ctl_print(root, hr_ctl_render_accepted, &error)) {
-		g_printerr("hugeroomctl: %s\n", error->message);
+	if (!hr_ctl_print(root, hr_ctl_render_accepted))
 		return HR_CTL_EXIT_ERROR;
-	}
 	return HR_CTL_EXIT_OK;
 }
 
@@ -419,7 +424,6 @@ hr_ctl_cancel(const gchar *guest, const gchar *id_str)
 	g_autofree gchar *path = g_strdup_printf("/v1/guests/%s/cancel", escaped);
 	g_autofree gchar *body = NULL;
 	g_autoptr(JsonNode) root = NULL;
-	g_autoptr(GError) error = NULL;
 	guint64 id;
 
 	if (!hr_ctl_parse_id(id_str, &id))
@@ -430,10 +434,8 @@ hr_ctl_cancel(const gchar *guest, const gchar *id_str)
 		return HR_CTL_EXIT_ERROR;
 	if (opt_wait)
 		return hr_ctl_wait(guest, id);
-	if (!hr_ctl_print(root, hr_ctl_render_accepted, &error)) {
-		g_printerr("hugeroomctl: %s\n", error->message);
+	if (!hr_ctl_print(root, hr_ctl_render_accepted))
 		return HR_CTL_EXIT_ERROR;
-	}
 	return HR_CTL_EXIT_OK;
 }
 
@@ -449,7 +451,6 @@ hr_ctl_wait_reservation(const gchar *id)
 	g_autofree gchar *path = g_strdup_printf("/v1/reservations/%s", escaped);
 	g_autofree gchar *last = NULL;
 	g_autoptr(JsonNode) root = NULL;
-	g_autoptr(GError) error = NULL;
 	gboolean tty = isatty(STDERR_FILENO);
 	const gchar *state;
 
@@ -475,10 +476,8 @@ hr_ctl_wait_reservation(const gchar *id)
 	}
 	if (tty)
 		g_printerr("\n");
-	if (!hr_ctl_print(root, hr_ctl_render_reservation, &error)) {
-		g_printerr("hugeroomctl: %s\n", error->message);
+	if (!hr_ctl_print(root, hr_ctl_render_reservation))
 		return HR_CTL_EXIT_ERROR;
-	}
 	if (g_strcmp0(state, "ready") == 0)
 		return json_object_get_boolean_member_with_default(json_node_get_object(root),
 								   "partial", FALSE)
@@ -493,7 +492,6 @@ hr_ctl_prepare(const gchar *size)
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonNode) body_node = NULL;
 	g_autoptr(JsonNode) root = NULL;
-	g_autoptr(GError) error = NULL;
 	g_autofree gchar *body = NULL;
 	const gchar *id;
 
@@ -525,8 +523,7 @@ hr_ctl_prepare(const gchar *size)
 		return hr_ctl_wait_reservation(id);
 	}
 	if (opt_json) {
-		g_autofree gchar *text = json_to_string(root, TRUE);
-		g_print("%s\n", text);
+		hr_ctl_print_json(root);
 	} else {
 		g_print("reservation %s accepted; follow it with 'hugeroomctl reservation %s'\n", id,
 			id);
