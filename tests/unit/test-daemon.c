@@ -38,8 +38,7 @@ static gboolean
 cond_status_seq(gpointer data)
 {
 	Wait *w = data;
-	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
-	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	HrGuest *g = first_guest(w->f);
 	return g != NULL && g->status != NULL && g->status->seq == w->value;
 }
 
@@ -47,8 +46,7 @@ static gboolean
 cond_have_state(gpointer data)
 {
 	Wait *w = data;
-	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
-	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	HrGuest *g = first_guest(w->f);
 	return g != NULL && g->have_state;
 }
 
@@ -108,8 +106,7 @@ static gboolean
 cond_disconnected(gpointer data)
 {
 	Wait *w = data;
-	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
-	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	HrGuest *g = first_guest(w->f);
 	return g != NULL && !hr_guest_is_connected(g);
 }
 
@@ -267,19 +264,8 @@ static gboolean
 cond_held(gpointer data)
 {
 	Wait *w = data;
-	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
-	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	HrGuest *g = first_guest(w->f);
 	return g != NULL && g->have_state && g_hash_table_size(g->held) == w->value;
-}
-
-static GBytes *
-make_hold(guint64 request_id, guint64 first, guint n)
-{
-	g_autoptr(HrBlocks) b = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, n);
-	b->hdr.request_id = request_id;
-	for (guint i = 0; i < n; i++)
-		b->gpas[i] = first + MiB(2) * i;
-	return hr_blocks_encode(b);
 }
 
 static void
@@ -289,7 +275,7 @@ test_resync(Fixture *f, gconstpointer data)
 	g_autoptr(HrChanHello) hello = make_hello("vm1", 0x10);
 	g_autoptr(GBytes) hp = hr_chan_hello_encode(hello);
 	g_autoptr(HrChanFrame) welcome = NULL;
-	g_autoptr(GBytes) hold = make_hold(0, MiB(100), 3);
+	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 0, 0, MiB(100), 3);
 	HrChanDeviceState state = {.driver_ok = 1, .num_held = 3};
 	g_autoptr(GBytes) sp = hr_chan_device_state_encode(&state);
 	g_autoptr(GBytes) returned = NULL;

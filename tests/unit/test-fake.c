@@ -242,6 +242,14 @@ make_status(guint64 seq, guint64 request_id, guint64 first_gpa)
 	return hr_status_encode(s);
 }
 
+/* the first guest, NULL before one connected: for wait_for() conditions */
+HrGuest *
+first_guest(Fixture *f)
+{
+	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	return guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+}
+
 HrGuest *
 only_guest(Fixture *f)
 {

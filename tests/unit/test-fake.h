@@ -78,6 +78,10 @@ make_result(guint16 type, guint64 request_id, guint32 status, guint32 tried, gui
 	    guint64 pages);
 GBytes *
 make_blocks(guint16 type, guint64 request_id, guint32 reason, guint64 first, guint n);
+/* the first guest, or NULL */
+HrGuest *
+first_guest(Fixture *f);
+/* the one guest; fails the test unless exactly one is known */
 HrGuest *
 only_guest(Fixture *f);
 

@@ -52,8 +52,7 @@ static gboolean
 cond_held(gpointer data)
 {
 	WaitHeld *w = data;
-	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
-	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	HrGuest *g = first_guest(w->f);
 	return g != NULL && g->ready && g_hash_table_size(g->held) == w->value;
 }
 
@@ -68,8 +67,7 @@ static gboolean
 cond_ready(gpointer data)
 {
 	WaitHeld *w = data;
-	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
-	HrGuest *g = guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
+	HrGuest *g = first_guest(w->f);
 	return g != NULL && g->ready == (gboolean)w->value;
 }
 
