@@ -888,23 +888,17 @@ main(int argc, char **argv)
 		   tmp_teardown);
 	g_test_add("/reservations/persist/missing", Tmp, NULL, tmp_setup, test_missing_file,
 		   tmp_teardown);
-	g_test_add("/reservations/exec/free-then-donate", Fixture, NULL, exec_setup,
-		   test_exec_free_then_donate, exec_teardown);
-	g_test_add("/reservations/exec/partial", Fixture, NULL, exec_setup, test_exec_partial,
-		   exec_teardown);
-	g_test_add("/reservations/exec/strict", Fixture, NULL, exec_setup, test_exec_strict,
-		   exec_teardown);
-	g_test_add("/reservations/exec/deadline", Fixture, NULL, exec_setup, test_exec_deadline,
-		   exec_teardown);
-	g_test_add("/reservations/exec/policy-and-restart", Fixture, NULL, exec_setup,
-		   test_exec_policy_and_restart, exec_teardown);
-	g_test_add("/reservations/exec/api", Fixture, NULL, exec_setup, test_exec_api,
-		   exec_teardown);
-	g_test_add("/reservations/exec/high-mark", Fixture, NULL, exec_setup, test_exec_high_mark,
-		   exec_teardown);
-	g_test_add("/reservations/exec/return-short", Fixture, NULL, exec_setup,
-		   test_exec_return_short, exec_teardown);
-	g_test_add("/reservations/exec/deferral", Fixture, NULL, exec_setup, test_exec_deferral,
-		   exec_teardown);
+#define ADD_EXEC(name, fn) \
+	g_test_add("/reservations/exec/" name, Fixture, NULL, exec_setup, fn, exec_teardown)
+	ADD_EXEC("free-then-donate", test_exec_free_then_donate);
+	ADD_EXEC("partial", test_exec_partial);
+	ADD_EXEC("strict", test_exec_strict);
+	ADD_EXEC("deadline", test_exec_deadline);
+	ADD_EXEC("policy-and-restart", test_exec_policy_and_restart);
+	ADD_EXEC("api", test_exec_api);
+	ADD_EXEC("high-mark", test_exec_high_mark);
+	ADD_EXEC("return-short", test_exec_return_short);
+	ADD_EXEC("deferral", test_exec_deferral);
+#undef ADD_EXEC
 	return g_test_run();
 }
