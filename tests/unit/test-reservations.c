@@ -445,16 +445,6 @@ wait_state(Fixture *f, const gchar *id, HrReservationState state)
 	wait_for(cond_state, &w, what);
 }
 
-/* a donor with 3 candidates at 512 MiB (500, 499, 498 free pages) */
-static FakeDevice *
-donor_up(Fixture *f, const gchar *name, guint8 seed)
-{
-	FakeDevice *dev = fake_device_up(f, name, seed);
-	g_autoptr(GBytes) status = make_status(1, 0, MiB(512));
-	fake_send(dev, HR_CHAN_GUEST_MSG, status);
-	return dev;
-}
-
 static gboolean
 cond_have_status(gpointer data)
 {
@@ -466,6 +456,21 @@ cond_have_status(gpointer data)
 			return FALSE;
 	}
 	return guests->len > 0;
+}
+
+/*
+ * A donor with 3 candidates at 512 MiB (500, 499, 498 free pages); returns
+ * once the daemon has its status and it is ready.
+ */
+static FakeDevice *
+donor_up(Fixture *f, const gchar *name, guint8 seed)
+{
+	FakeDevice *dev = fake_device_up(f, name, seed);
+	g_autoptr(GBytes) status = make_status(1, 0, MiB(512));
+	g_autofree gchar *what = g_strdup_printf("the status of %s", name);
+	fake_send(dev, HR_CHAN_GUEST_MSG, status);
+	wait_for(cond_have_status, f, what);
+	return dev;
 }
 
 /* answer an EVACUATE: hold the first @freed of its gpas */
@@ -511,7 +516,6 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	(void)data;
 
 	dev = donor_up(f, "donor", 1);
-	wait_for(cond_have_status, f, "the donor's status");
 
 	/* 98 of the 100 free blocks: ready from what is there */
 	a = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(196), 0, 0, FALSE, "a", NULL);
@@ -576,7 +580,6 @@ test_exec_partial(Fixture *f, gconstpointer data)
 
 	host_set_free_blocks(f, 10);
 	dev = donor_up(f, "donor", 1);
-	wait_for(cond_have_status, f, "the donor's status");
 	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(40), 0, 30, FALSE, "p", NULL);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
 	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
@@ -605,7 +608,6 @@ test_exec_strict(Fixture *f, gconstpointer data)
 
 	host_set_free_blocks(f, 10);
 	dev = donor_up(f, "donor", 1);
-	wait_for(cond_have_status, f, "the donor's status");
 	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(40), 0, 30, TRUE, "s", NULL);
 	wait_state(f, r->id, HR_RESERVATION_FAILED);
 	g_assert_nonnull(strstr(r->reason, "no more sources: 10 of 20 blocks"));
@@ -624,7 +626,6 @@ test_exec_deadline(Fixture *f, gconstpointer data)
 
 	host_set_free_blocks(f, 1);
 	dev = donor_up(f, "slow", 1);
-	wait_for(cond_have_status, f, "the donor's status");
 	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 1, FALSE, "d", NULL);
 	/* the guest never answers */
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
@@ -651,7 +652,6 @@ test_exec_policy_and_restart(Fixture *f, gconstpointer data)
 	g_ptr_array_add(f->config->guest_policies, pol);
 	host_set_free_blocks(f, 2);
 	dev = donor_up(f, "prod-db", 1);
-	wait_for(cond_have_status, f, "the guest's status");
 	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "x", NULL);
 	wait_state(f, r->id, HR_RESERVATION_READY);
 	g_assert_true(r->partial);
@@ -770,7 +770,6 @@ test_exec_high_mark(Fixture *f, gconstpointer data)
 
 	host_set_free_blocks(f, 1);
 	dev = donor_up(f, "donor", 1);
-	wait_for(cond_have_status, f, "the donor's status");
 	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "h", NULL);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
 	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
@@ -815,7 +814,6 @@ test_exec_return_short(Fixture *f, gconstpointer data)
 
 	host_set_free_blocks(f, 1);
 	dev = donor_up(f, "donor", 1);
-	wait_for(cond_have_status, f, "the donor's status");
 	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "h", NULL);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
 	host_set_free_blocks(f, 4);
@@ -857,7 +855,6 @@ test_exec_deferral(Fixture *f, gconstpointer data)
 
 	host_set_free_blocks(f, 1);
 	dev = donor_up(f, "flaky", 1);
-	wait_for(cond_have_status, f, "the donor's status");
 	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 30, FALSE, "d", NULL);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
 	answer_evacuate(dev, cmd, 0);
