@@ -79,19 +79,37 @@ hr_config_free(HrConfig *config)
 	g_free(config);
 }
 
+/*
+ * The stripped string of @key in @group; TRUE with *@str NULL when the key
+ * or the group is not there, FALSE on a malformed value.
+ */
 static gboolean
-hr_config_get_path(GKeyFile *kf, const gchar *key, gchar **value, GError **error)
+hr_config_get_string(GKeyFile *kf, const gchar *group, const gchar *key, gchar **str,
+		     GError **error)
 {
 	g_autoptr(GError) error_local = NULL;
-	g_autofree gchar *str = g_key_file_get_string(kf, GROUP, key, &error_local);
-	if (str == NULL) {
+
+	*str = g_key_file_get_string(kf, group, key, &error_local);
+	if (*str == NULL) {
 		if (g_error_matches(error_local, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND) ||
 		    g_error_matches(error_local, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND))
 			return TRUE;
 		g_propagate_error(error, g_steal_pointer(&error_local));
 		return FALSE;
 	}
-	g_strstrip(str);
+	g_strstrip(*str);
+	return TRUE;
+}
+
+static gboolean
+hr_config_get_path(GKeyFile *kf, const gchar *key, gchar **value, GError **error)
+{
+	g_autofree gchar *str = NULL;
+
+	if (!hr_config_get_string(kf, GROUP, key, &str, error))
+		return FALSE;
+	if (str == NULL)
+		return TRUE;
 	if (!g_path_is_absolute(str)) {
 		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
 			    "%s=%s is not an absolute path", key, str);
@@ -104,30 +122,15 @@ hr_config_get_path(GKeyFile *kf, const gchar *key, gchar **value, GError **error
 
 static gboolean
 hr_config_get_uint_in(GKeyFile *kf, const gchar *group, const gchar *key, guint64 min,
-		      guint64 max, gboolean zero_ok, guint64 *value, GError **error);
-
-static gboolean
-hr_config_get_uint(GKeyFile *kf, const gchar *key, guint64 min, guint64 max, gboolean zero_ok,
-		   guint64 *value, GError **error)
+		      guint64 max, gboolean zero_ok, guint64 *value, GError **error)
 {
-	return hr_config_get_uint_in(kf, GROUP, key, min, max, zero_ok, value, error);
-}
-
-static gboolean
-hr_config_get_uint_in(GKeyFile *kf, const gchar *group, const gchar *key, guint64 min, guint64 max, gboolean zero_ok,
-		   guint64 *value, GError **error)
-{
-	g_autoptr(GError) error_local = NULL;
-	g_autofree gchar *str = g_key_file_get_string(kf, group, key, &error_local);
+	g_autofree gchar *str = NULL;
 	guint64 v = 0;
-	if (str == NULL) {
-		if (g_error_matches(error_local, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND) ||
-		    g_error_matches(error_local, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND))
-			return TRUE;
-		g_propagate_error(error, g_steal_pointer(&error_local));
+
+	if (!hr_config_get_string(kf, group, key, &str, error))
 		return FALSE;
-	}
-	g_strstrip(str);
+	if (str == NULL)
+		return TRUE;
 	if (!g_ascii_string_to_unsigned(str, 10, 0, G_MAXUINT32, &v, NULL) ||
 	    (!(zero_ok && v == 0) && (v < min || v > max))) {
 		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
@@ -137,6 +140,13 @@ hr_config_get_uint_in(GKeyFile *kf, const gchar *group, const gchar *key, guint6
 	}
 	*value = v;
 	return TRUE;
+}
+
+static gboolean
+hr_config_get_uint(GKeyFile *kf, const gchar *key, guint64 min, guint64 max, gboolean zero_ok,
+		   guint64 *value, GError **error)
+{
+	return hr_config_get_uint_in(kf, GROUP, key, min, max, zero_ok, value, error);
 }
 
 static gboolean
