@@ -317,6 +317,24 @@ sim_zone_fill(SimGuest *g, HrZone *z, guint zi, guint64 start_pfn, guint64 spann
 	z->pcp_batch = 63;
 }
 
+/* neither held nor unmovable, and inside one of @ranges if there are any */
+static gboolean
+sim_block_eligible(SimGuest *g, guint64 i, const HrRange *ranges, guint nr_ranges)
+{
+	guint64 gpa;
+
+	if (g->flags[i] & (BLK_HELD | BLK_UNMOVABLE))
+		return FALSE;
+	if (nr_ranges == 0)
+		return TRUE;
+	gpa = block_gpa(g, i);
+	for (guint r = 0; r < nr_ranges; r++) {
+		if (gpa >= ranges[r].start && gpa + BLOCK <= ranges[r].end)
+			return TRUE;
+	}
+	return FALSE;
+}
+
 /* counting sort of the eligible blocks by free pages, most first */
 static GArray *
 sim_guest_rank(SimGuest *g, const HrRange *ranges, guint nr_ranges, guint limit)
@@ -327,16 +345,8 @@ sim_guest_rank(SimGuest *g, const HrRange *ranges, guint nr_ranges, guint limit)
 	guint64 n = 0;
 
 	for (guint64 i = 0; i < g->n_blocks; i++) {
-		if (g->flags[i] & (BLK_HELD | BLK_UNMOVABLE))
+		if (!sim_block_eligible(g, i, ranges, nr_ranges))
 			continue;
-		if (nr_ranges > 0) {
-			guint64 gpa = block_gpa(g, i);
-			gboolean inside = FALSE;
-			for (guint r = 0; r < nr_ranges && !inside; r++)
-				inside = gpa >= ranges[r].start && gpa + BLOCK <= ranges[r].end;
-			if (!inside)
-				continue;
-		}
 		bucket[PAGES - g->free[i] + 1]++;
 		n++;
 	}
@@ -345,16 +355,8 @@ sim_guest_rank(SimGuest *g, const HrRange *ranges, guint nr_ranges, guint limit)
 	g_array_set_size(order, n);
 	pos = bucket;
 	for (guint64 i = 0; i < g->n_blocks; i++) {
-		if (g->flags[i] & (BLK_HELD | BLK_UNMOVABLE))
+		if (!sim_block_eligible(g, i, ranges, nr_ranges))
 			continue;
-		if (nr_ranges > 0) {
-			guint64 gpa = block_gpa(g, i);
-			gboolean inside = FALSE;
-			for (guint r = 0; r < nr_ranges && !inside; r++)
-				inside = gpa >= ranges[r].start && gpa + BLOCK <= ranges[r].end;
-			if (!inside)
-				continue;
-		}
 		g_array_index(order, guint32, pos[PAGES - g->free[i]]++) = (guint32)i;
 	}
 	if (limit > 0 && order->len > limit)
