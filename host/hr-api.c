@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hr-daemon.h"
+#include "hr-json.h"
 #include "hr-prepare.h"
 #include "hr-socket.h"
 
@@ -21,38 +22,19 @@ struct _HrApi {
 static const gchar *hist_names[VIRTIO_HUGEROOM_NR_HIST] = {"512", "448", "256", "64", "1", "0"};
 
 static void
-hr_api_add_time(JsonBuilder *b, const gchar *key, GDateTime *dt)
-{
-	json_builder_set_member_name(b, key);
-	if (dt == NULL) {
-		json_builder_add_null_value(b);
-	} else {
-		g_autofree gchar *str = g_date_time_format_iso8601(dt);
-		json_builder_add_string_value(b, str);
-	}
-}
-
-static void
-hr_api_add_int(JsonBuilder *b, const gchar *key, gint64 value)
-{
-	json_builder_set_member_name(b, key);
-	json_builder_add_int_value(b, value);
-}
-
-static void
 hr_api_add_status(JsonBuilder *b, const HrStatus *s)
 {
 	json_builder_begin_object(b);
-	hr_api_add_int(b, "seq", s->seq);
-	hr_api_add_int(b, "request_id", s->hdr.request_id);
-	hr_api_add_int(b, "uptime_ns", s->uptime_ns);
-	hr_api_add_int(b, "build_ns", s->build_ns);
-	hr_api_add_int(b, "mem_total_pages", s->mem_total_pages);
-	hr_api_add_int(b, "mem_free_pages", s->mem_free_pages);
-	hr_api_add_int(b, "mem_available_pages", s->mem_available_pages);
-	hr_api_add_int(b, "held_blocks", s->held_blocks);
-	hr_api_add_int(b, "page_shift", s->page_shift);
-	hr_api_add_int(b, "pageblock_order", s->pageblock_order);
+	hr_json_add_int(b, "seq", s->seq);
+	hr_json_add_int(b, "request_id", s->hdr.request_id);
+	hr_json_add_int(b, "uptime_ns", s->uptime_ns);
+	hr_json_add_int(b, "build_ns", s->build_ns);
+	hr_json_add_int(b, "mem_total_pages", s->mem_total_pages);
+	hr_json_add_int(b, "mem_free_pages", s->mem_free_pages);
+	hr_json_add_int(b, "mem_available_pages", s->mem_available_pages);
+	hr_json_add_int(b, "held_blocks", s->held_blocks);
+	hr_json_add_int(b, "page_shift", s->page_shift);
+	hr_json_add_int(b, "pageblock_order", s->pageblock_order);
 	json_builder_set_member_name(b, "flags");
 	json_builder_begin_array(b);
 	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_TRUNCATED)
@@ -63,7 +45,7 @@ hr_api_add_status(JsonBuilder *b, const HrStatus *s)
 	json_builder_set_member_name(b, "vmstat");
 	json_builder_begin_object(b);
 	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
-		hr_api_add_int(b, hr_vmstat_to_string(i), s->vmstat[i]);
+		hr_json_add_int(b, hr_vmstat_to_string(i), s->vmstat[i]);
 	json_builder_end_object(b);
 
 	json_builder_set_member_name(b, "zones");
@@ -73,14 +55,14 @@ hr_api_add_status(JsonBuilder *b, const HrStatus *s)
 		/* the guest's bytes; JSON needs UTF-8 */
 		g_autofree gchar *name = g_utf8_make_valid(zone->name, -1);
 		json_builder_begin_object(b);
-		hr_api_add_int(b, "nid", zone->nid);
+		hr_json_add_int(b, "nid", zone->nid);
 		json_builder_set_member_name(b, "zone");
 		json_builder_add_string_value(b, name);
-		hr_api_add_int(b, "zone_idx", zone->zone_idx);
-		hr_api_add_int(b, "start_pfn", zone->start_pfn);
-		hr_api_add_int(b, "spanned_pages", zone->spanned_pages);
-		hr_api_add_int(b, "managed_pages", zone->managed_pages);
-		hr_api_add_int(b, "free_pages", zone->free_pages);
+		hr_json_add_int(b, "zone_idx", zone->zone_idx);
+		hr_json_add_int(b, "start_pfn", zone->start_pfn);
+		hr_json_add_int(b, "spanned_pages", zone->spanned_pages);
+		hr_json_add_int(b, "managed_pages", zone->managed_pages);
+		hr_json_add_int(b, "free_pages", zone->free_pages);
 		json_builder_set_member_name(b, "nr_free");
 		json_builder_begin_array(b);
 		for (guint o = 0; o < VIRTIO_HUGEROOM_NR_ORDERS; o++)
@@ -89,26 +71,26 @@ hr_api_add_status(JsonBuilder *b, const HrStatus *s)
 		json_builder_set_member_name(b, "free_pageblock_by_mt");
 		json_builder_begin_object(b);
 		for (guint m = 0; m < VIRTIO_HUGEROOM_NR_MT; m++)
-			hr_api_add_int(b, hr_mt_to_string(m), zone->nr_free_pb_mt[m]);
+			hr_json_add_int(b, hr_mt_to_string(m), zone->nr_free_pb_mt[m]);
 		json_builder_end_object(b);
 		json_builder_set_member_name(b, "pageblock_histogram");
 		json_builder_begin_object(b);
 		for (guint h = 0; h < VIRTIO_HUGEROOM_NR_HIST; h++)
-			hr_api_add_int(b, hist_names[h], zone->hist[h]);
+			hr_json_add_int(b, hist_names[h], zone->hist[h]);
 		json_builder_end_object(b);
 		json_builder_set_member_name(b, "pcp");
 		json_builder_begin_object(b);
-		hr_api_add_int(b, "count", zone->pcp_count);
-		hr_api_add_int(b, "high", zone->pcp_high);
-		hr_api_add_int(b, "batch", zone->pcp_batch);
-		hr_api_add_int(b, "high_min", zone->pcp_high_min);
-		hr_api_add_int(b, "high_max", zone->pcp_high_max);
+		hr_json_add_int(b, "count", zone->pcp_count);
+		hr_json_add_int(b, "high", zone->pcp_high);
+		hr_json_add_int(b, "batch", zone->pcp_batch);
+		hr_json_add_int(b, "high_min", zone->pcp_high_min);
+		hr_json_add_int(b, "high_max", zone->pcp_high_max);
 		json_builder_end_object(b);
 		json_builder_set_member_name(b, "watermarks");
 		json_builder_begin_object(b);
-		hr_api_add_int(b, "min", zone->wmark_min);
-		hr_api_add_int(b, "low", zone->wmark_low);
-		hr_api_add_int(b, "high", zone->wmark_high);
+		hr_json_add_int(b, "min", zone->wmark_min);
+		hr_json_add_int(b, "low", zone->wmark_low);
+		hr_json_add_int(b, "high", zone->wmark_high);
 		json_builder_end_object(b);
 		json_builder_end_object(b);
 	}
@@ -119,11 +101,11 @@ hr_api_add_status(JsonBuilder *b, const HrStatus *s)
 	for (guint c = 0; c < s->nr_candidates; c++) {
 		const HrCandidate *cand = &s->candidates[c];
 		json_builder_begin_object(b);
-		hr_api_add_int(b, "gpa", cand->gpa);
-		hr_api_add_int(b, "free_pages", cand->free_pages);
+		hr_json_add_int(b, "gpa", cand->gpa);
+		hr_json_add_int(b, "free_pages", cand->free_pages);
 		json_builder_set_member_name(b, "migratetype");
 		json_builder_add_string_value(b, hr_mt_to_string(cand->migratetype));
-		hr_api_add_int(b, "zone", cand->zone);
+		hr_json_add_int(b, "zone", cand->zone);
 		json_builder_end_object(b);
 	}
 	json_builder_end_array(b);
@@ -137,7 +119,7 @@ hr_api_add_summary_members(JsonBuilder *b, HrGuest *guest)
 	json_builder_add_string_value(b, guest->name);
 	json_builder_set_member_name(b, "uuid");
 	json_builder_add_string_value(b, guest->uuid);
-	hr_api_add_int(b, "pid", guest->pid);
+	hr_json_add_int(b, "pid", guest->pid);
 	json_builder_set_member_name(b, "connected");
 	json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
 	json_builder_set_member_name(b, "seq");
@@ -165,8 +147,8 @@ hr_api_add_summary_members(JsonBuilder *b, HrGuest *guest)
 		json_builder_add_int_value(b, guest->status->mem_available_pages);
 	else
 		json_builder_add_null_value(b);
-	hr_api_add_int(b, "held_blocks", g_hash_table_size(guest->held));
-	hr_api_add_int(b, "rejected", guest->rejected);
+	hr_json_add_int(b, "held_blocks", g_hash_table_size(guest->held));
+	hr_json_add_int(b, "rejected", guest->rejected);
 }
 
 JsonNode *
@@ -184,7 +166,7 @@ hr_api_guests_to_json(HrDaemon *daemon)
 		json_builder_end_object(b);
 	}
 	json_builder_end_array(b);
-	hr_api_add_int(b, "rejected_unidentified", hr_daemon_get_rejected_unidentified(daemon));
+	hr_json_add_int(b, "rejected_unidentified", hr_daemon_get_rejected_unidentified(daemon));
 	json_builder_end_object(b);
 	return json_builder_get_root(b);
 }
@@ -195,7 +177,7 @@ hr_api_add_held(JsonBuilder *b, HrGuest *guest)
 	g_autoptr(GArray) gpas = hr_guest_held_sorted(guest);
 
 	json_builder_begin_object(b);
-	hr_api_add_int(b, "blocks", gpas->len);
+	hr_json_add_int(b, "blocks", gpas->len);
 	json_builder_set_member_name(b, "gpas");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < gpas->len; i++) {
@@ -207,11 +189,11 @@ hr_api_add_held(JsonBuilder *b, HrGuest *guest)
 	json_builder_set_member_name(b, "returned");
 	json_builder_begin_object(b);
 	for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
-		hr_api_add_int(b, hr_guest_return_reason_to_string(r),
-			       guest->blocks_returned_total[r]);
+		hr_json_add_int(b, hr_guest_return_reason_to_string(r),
+				guest->blocks_returned_total[r]);
 	json_builder_end_object(b);
-	hr_api_add_int(b, "blocks_freed_total", guest->blocks_freed_total);
-	hr_api_add_int(b, "pages_migrated_total", guest->pages_migrated_total);
+	hr_json_add_int(b, "blocks_freed_total", guest->blocks_freed_total);
+	hr_json_add_int(b, "pages_migrated_total", guest->pages_migrated_total);
 	json_builder_end_object(b);
 }
 
@@ -222,19 +204,19 @@ hr_api_guest_to_json(HrGuest *guest)
 
 	json_builder_begin_object(b);
 	hr_api_add_summary_members(b, guest);
-	hr_api_add_time(b, "connected_at", guest->connected_at);
-	hr_api_add_time(b, "disconnected_at", guest->disconnected_at);
-	hr_api_add_int(b, "connections", guest->connections);
-	hr_api_add_int(b, "proto_version", guest->proto_version);
-	hr_api_add_int(b, "ram_size", guest->ram_size);
+	hr_json_add_time(b, "connected_at", guest->connected_at);
+	hr_json_add_time(b, "disconnected_at", guest->disconnected_at);
+	hr_json_add_int(b, "connections", guest->connections);
+	hr_json_add_int(b, "proto_version", guest->proto_version);
+	hr_json_add_int(b, "ram_size", guest->ram_size);
 	json_builder_set_member_name(b, "ram");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < guest->ram->len; i++) {
 		const HrRamRange *r = &g_array_index(guest->ram, HrRamRange, i);
 		json_builder_begin_object(b);
-		hr_api_add_int(b, "gpa", r->gpa);
-		hr_api_add_int(b, "size", r->size);
-		hr_api_add_int(b, "hva", r->hva);
+		hr_json_add_int(b, "gpa", r->gpa);
+		hr_json_add_int(b, "size", r->size);
+		hr_json_add_int(b, "hva", r->hva);
 		json_builder_end_object(b);
 	}
 	json_builder_end_array(b);
@@ -242,11 +224,11 @@ hr_api_guest_to_json(HrGuest *guest)
 	json_builder_set_member_name(b, "device");
 	if (guest->have_state) {
 		json_builder_begin_object(b);
-		hr_api_add_int(b, "guest_features", guest->state.guest_features);
-		hr_api_add_int(b, "msgs_relayed", guest->state.msgs_relayed);
-		hr_api_add_int(b, "msgs_rejected", guest->state.msgs_rejected);
-		hr_api_add_int(b, "cmds_dropped", guest->state.cmds_dropped);
-		hr_api_add_int(b, "num_held", guest->state.num_held);
+		hr_json_add_int(b, "guest_features", guest->state.guest_features);
+		hr_json_add_int(b, "msgs_relayed", guest->state.msgs_relayed);
+		hr_json_add_int(b, "msgs_rejected", guest->state.msgs_rejected);
+		hr_json_add_int(b, "cmds_dropped", guest->state.cmds_dropped);
+		hr_json_add_int(b, "num_held", guest->state.num_held);
 		json_builder_set_member_name(b, "driver_ok");
 		json_builder_add_boolean_value(b, guest->state.driver_ok);
 		json_builder_set_member_name(b, "discard_disabled");
@@ -258,37 +240,37 @@ hr_api_guest_to_json(HrGuest *guest)
 
 	json_builder_set_member_name(b, "daemon_counters");
 	json_builder_begin_object(b);
-	hr_api_add_int(b, "frames", guest->frames);
-	hr_api_add_int(b, "guest_msgs", guest->guest_msgs);
-	hr_api_add_int(b, "rejected", guest->rejected);
+	hr_json_add_int(b, "frames", guest->frames);
+	hr_json_add_int(b, "guest_msgs", guest->guest_msgs);
+	hr_json_add_int(b, "rejected", guest->rejected);
 	json_builder_set_member_name(b, "last_reject_reason");
 	if (guest->last_reject_reason != NULL)
 		json_builder_add_string_value(b, guest->last_reject_reason);
 	else
 		json_builder_add_null_value(b);
-	hr_api_add_int(b, "cmds_sent", guest->cmds_sent);
-	hr_api_add_int(b, "cmds_pending", g_hash_table_size(guest->pending));
-	hr_api_add_int(b, "cmds_lost", guest->cmds_lost);
+	hr_json_add_int(b, "cmds_sent", guest->cmds_sent);
+	hr_json_add_int(b, "cmds_pending", g_hash_table_size(guest->pending));
+	hr_json_add_int(b, "cmds_lost", guest->cmds_lost);
 	json_builder_end_object(b);
 
 	json_builder_set_member_name(b, "last_result");
 	if (guest->last_result != NULL) {
 		const HrResult *r = guest->last_result;
 		json_builder_begin_object(b);
-		hr_api_add_int(b, "request_id", r->hdr.request_id);
+		hr_json_add_int(b, "request_id", r->hdr.request_id);
 		json_builder_set_member_name(b, "final");
 		json_builder_add_boolean_value(b, r->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT);
 		json_builder_set_member_name(b, "status");
 		json_builder_add_string_value(b, hr_result_status_to_string(r->status));
-		hr_api_add_int(b, "blocks_tried", r->blocks_tried);
-		hr_api_add_int(b, "blocks_freed", r->blocks_freed);
+		hr_json_add_int(b, "blocks_tried", r->blocks_tried);
+		hr_json_add_int(b, "blocks_freed", r->blocks_freed);
 		json_builder_set_member_name(b, "failed");
 		json_builder_begin_object(b);
 		for (guint i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
-			hr_api_add_int(b, hr_reason_to_string(i), r->failed[i]);
+			hr_json_add_int(b, hr_reason_to_string(i), r->failed[i]);
 		json_builder_end_object(b);
-		hr_api_add_int(b, "pages_migrated", r->pages_migrated);
-		hr_api_add_int(b, "elapsed_us", r->elapsed_us);
+		hr_json_add_int(b, "pages_migrated", r->pages_migrated);
+		hr_json_add_int(b, "elapsed_us", r->elapsed_us);
 		json_builder_end_object(b);
 	} else {
 		json_builder_add_null_value(b);
@@ -775,7 +757,7 @@ hr_api_reply_request_ref(SoupServerMessage *msg, guint status, HrGuest *guest, H
 	g_autoptr(JsonNode) node = NULL;
 
 	json_builder_begin_object(b);
-	hr_api_add_int(b, "request_id", request->id);
+	hr_json_add_int(b, "request_id", request->id);
 	json_builder_set_member_name(b, "guest");
 	json_builder_add_string_value(b, guest->name);
 	json_builder_set_member_name(b, "kind");
@@ -967,7 +949,7 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		json_builder_begin_object(b);
 		json_builder_set_member_name(b, "guest");
 		json_builder_add_string_value(b, guest->name);
-		hr_api_add_int(b, "request_id", request_id);
+		hr_json_add_int(b, "request_id", request_id);
 		json_builder_end_object(b);
 		node = json_builder_get_root(b);
 		hr_api_reply_json(msg, SOUP_STATUS_ACCEPTED, node);

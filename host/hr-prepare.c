@@ -8,6 +8,7 @@
 
 #include "hr-compact.h"
 #include "hr-daemon.h"
+#include "hr-json.h"
 #include "hr-thpmap.h"
 
 #define BLOCK_PAGES 512
@@ -433,13 +434,6 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 	return in;
 }
 
-static void
-add_int(JsonBuilder *b, const gchar *key, gint64 value)
-{
-	json_builder_set_member_name(b, key);
-	json_builder_add_int_value(b, value);
-}
-
 static HrGuest *
 input_guest(Input *in, const HrPlanStep *step)
 {
@@ -452,17 +446,17 @@ static void
 plan_add_json_named(const HrPlan *plan, Input *in, JsonBuilder *b)
 {
 	json_builder_begin_object(b);
-	add_int(b, "node", plan->node);
-	add_int(b, "need_blocks", plan->need_blocks);
-	add_int(b, "gain_milli", plan->gain_milli);
-	add_int(b, "cost_pages", plan->cost_pages);
-	add_int(b, "est_ms", plan->est_ms);
+	hr_json_add_int(b, "node", plan->node);
+	hr_json_add_int(b, "need_blocks", plan->need_blocks);
+	hr_json_add_int(b, "gain_milli", plan->gain_milli);
+	hr_json_add_int(b, "cost_pages", plan->cost_pages);
+	hr_json_add_int(b, "est_ms", plan->est_ms);
 	json_builder_set_member_name(b, "complete");
 	json_builder_add_boolean_value(b, plan->complete);
 	json_builder_set_member_name(b, "summary");
 	json_builder_add_string_value(b, plan->summary != NULL ? plan->summary : "");
-	add_int(b, "guests_considered", plan->guests_considered);
-	add_int(b, "guests_deferred", plan->guests_deferred);
+	hr_json_add_int(b, "guests_considered", plan->guests_considered);
+	hr_json_add_int(b, "guests_deferred", plan->guests_deferred);
 	json_builder_set_member_name(b, "steps");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < plan->steps->len; i++) {
@@ -470,28 +464,28 @@ plan_add_json_named(const HrPlan *plan, Input *in, JsonBuilder *b)
 		json_builder_begin_object(b);
 		json_builder_set_member_name(b, "kind");
 		json_builder_add_string_value(b, hr_plan_step_kind_to_string(s->kind));
-		add_int(b, "node", s->node);
+		hr_json_add_int(b, "node", s->node);
 		if (s->kind == HR_PLAN_STEP_DONATE) {
 			HrGuest *guest = in != NULL ? input_guest(in, s) : NULL;
-			add_int(b, "guest_id", s->guest_id);
+			hr_json_add_int(b, "guest_id", s->guest_id);
 			json_builder_set_member_name(b, "guest");
 			if (guest != NULL)
 				json_builder_add_string_value(b, guest->name);
 			else
 				json_builder_add_null_value(b);
-			add_int(b, "blocks", s->picks->len);
-			add_int(b, "thp", s->n_thp);
-			add_int(b, "small", s->n_small);
+			hr_json_add_int(b, "blocks", s->picks->len);
+			hr_json_add_int(b, "thp", s->n_thp);
+			hr_json_add_int(b, "small", s->n_small);
 		} else {
-			add_int(b, "blocks", s->blocks);
+			hr_json_add_int(b, "blocks", s->blocks);
 		}
 		if (s->kind == HR_PLAN_STEP_COMPACT) {
 			json_builder_set_member_name(b, "after_donations");
 			json_builder_add_boolean_value(b, s->after_donations);
 		}
-		add_int(b, "gain_milli", s->gain_milli);
-		add_int(b, "cost_pages", s->cost_pages);
-		add_int(b, "est_ms", s->est_ms);
+		hr_json_add_int(b, "gain_milli", s->gain_milli);
+		hr_json_add_int(b, "cost_pages", s->cost_pages);
+		hr_json_add_int(b, "est_ms", s->est_ms);
 		json_builder_end_object(b);
 	}
 	json_builder_end_array(b);
@@ -525,9 +519,9 @@ hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "plan");
 	plan_add_json_named(plan, in, b);
-	add_int(b, "guests", in->input.n_guests);
-	add_int(b, "input_us", t1 - t0);
-	add_int(b, "decision_us", t2 - t1);
+	hr_json_add_int(b, "guests", in->input.n_guests);
+	hr_json_add_int(b, "input_us", t1 - t0);
+	hr_json_add_int(b, "decision_us", t2 - t1);
 	json_builder_end_object(b);
 	return json_builder_get_root(b);
 }
@@ -1300,20 +1294,21 @@ hr_prepare_host_json(HrPrepare *p, GError **error)
 	for (guint n = 0; n < host->nodes->len; n++) {
 		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
 		json_builder_begin_object(b);
-		add_int(b, "node", ns->node);
-		add_int(b, "free_pages", ns->free_pages);
-		add_int(b, "free_blocks", ns->free_blocks);
-		add_int(b, "available_blocks", node_available(ns));
-		add_int(b, "promised_blocks", hr_reservation_store_promised(p->store, ns->node, NULL));
-		add_int(b, "wmark_min", ns->wmark_min);
-		add_int(b, "wmark_low", ns->wmark_low);
-		add_int(b, "wmark_high", ns->wmark_high);
-		add_int(b, "managed", ns->managed);
-		add_int(b, "present", ns->present);
-		add_int(b, "unusable_index", ns->unusable_index);
+		hr_json_add_int(b, "node", ns->node);
+		hr_json_add_int(b, "free_pages", ns->free_pages);
+		hr_json_add_int(b, "free_blocks", ns->free_blocks);
+		hr_json_add_int(b, "available_blocks", node_available(ns));
+		hr_json_add_int(b, "promised_blocks",
+				hr_reservation_store_promised(p->store, ns->node, NULL));
+		hr_json_add_int(b, "wmark_min", ns->wmark_min);
+		hr_json_add_int(b, "wmark_low", ns->wmark_low);
+		hr_json_add_int(b, "wmark_high", ns->wmark_high);
+		hr_json_add_int(b, "managed", ns->managed);
+		hr_json_add_int(b, "present", ns->present);
+		hr_json_add_int(b, "unusable_index", ns->unusable_index);
 		if (ns->has_meminfo) {
-			add_int(b, "mem_total_kb", ns->mem_total_kb);
-			add_int(b, "mem_free_kb", ns->mem_free_kb);
+			hr_json_add_int(b, "mem_total_kb", ns->mem_total_kb);
+			hr_json_add_int(b, "mem_free_kb", ns->mem_free_kb);
 		}
 		json_builder_end_object(b);
 	}
@@ -1321,19 +1316,19 @@ hr_prepare_host_json(HrPrepare *p, GError **error)
 	c = &host->compact;
 	json_builder_set_member_name(b, "compaction");
 	json_builder_begin_object(b);
-	add_int(b, "compact_stall", c->compact_stall);
-	add_int(b, "compact_fail", c->compact_fail);
-	add_int(b, "compact_success", c->compact_success);
-	add_int(b, "compact_migrate_scanned", c->compact_migrate_scanned);
-	add_int(b, "compact_free_scanned", c->compact_free_scanned);
-	add_int(b, "compact_isolated", c->compact_isolated);
-	add_int(b, "compact_daemon_wake", c->compact_daemon_wake);
-	add_int(b, "pgmigrate_success", c->pgmigrate_success);
-	add_int(b, "pgmigrate_fail", c->pgmigrate_fail);
-	add_int(b, "thp_fault_alloc", c->thp_fault_alloc);
-	add_int(b, "thp_fault_fallback", c->thp_fault_fallback);
-	add_int(b, "thp_collapse_alloc", c->thp_collapse_alloc);
-	add_int(b, "thp_split_page", c->thp_split_page);
+	hr_json_add_int(b, "compact_stall", c->compact_stall);
+	hr_json_add_int(b, "compact_fail", c->compact_fail);
+	hr_json_add_int(b, "compact_success", c->compact_success);
+	hr_json_add_int(b, "compact_migrate_scanned", c->compact_migrate_scanned);
+	hr_json_add_int(b, "compact_free_scanned", c->compact_free_scanned);
+	hr_json_add_int(b, "compact_isolated", c->compact_isolated);
+	hr_json_add_int(b, "compact_daemon_wake", c->compact_daemon_wake);
+	hr_json_add_int(b, "pgmigrate_success", c->pgmigrate_success);
+	hr_json_add_int(b, "pgmigrate_fail", c->pgmigrate_fail);
+	hr_json_add_int(b, "thp_fault_alloc", c->thp_fault_alloc);
+	hr_json_add_int(b, "thp_fault_fallback", c->thp_fault_fallback);
+	hr_json_add_int(b, "thp_collapse_alloc", c->thp_collapse_alloc);
+	hr_json_add_int(b, "thp_split_page", c->thp_split_page);
 	json_builder_end_object(b);
 	json_builder_set_member_name(b, "thp");
 	json_builder_begin_object(b);
@@ -1346,7 +1341,7 @@ hr_prepare_host_json(HrPrepare *p, GError **error)
 		json_builder_add_string_value(b, host->thp.khugepaged_defrag);
 	else
 		json_builder_add_null_value(b);
-	add_int(b, "hpage_pmd_size", host->thp.hpage_pmd_size);
+	hr_json_add_int(b, "hpage_pmd_size", host->thp.hpage_pmd_size);
 	json_builder_end_object(b);
 	json_builder_set_member_name(b, "backing");
 	json_builder_add_string_value(b, hr_backing_mode_to_string(p->config->backing));

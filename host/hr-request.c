@@ -6,6 +6,8 @@
 
 #include <gio/gio.h>
 
+#include "hr-json.h"
+
 static const gchar *state_names[HR_REQUEST_N_STATES] = {
     [HR_REQUEST_QUEUED] = "queued",	  [HR_REQUEST_SENT] = "sent",
     [HR_REQUEST_RUNNING] = "running",	  [HR_REQUEST_DONE] = "done",
@@ -426,13 +428,6 @@ hr_request_target(HrRequest *request)
 /* JSON */
 
 static void
-hr_request_add_int(JsonBuilder *b, const gchar *key, gint64 value)
-{
-	json_builder_set_member_name(b, key);
-	json_builder_add_int_value(b, value);
-}
-
-static void
 hr_request_add_gpa(JsonBuilder *b, guint64 gpa)
 {
 	g_autofree gchar *str = g_strdup_printf("0x%" G_GINT64_MODIFIER "x", gpa);
@@ -440,29 +435,17 @@ hr_request_add_gpa(JsonBuilder *b, guint64 gpa)
 }
 
 static void
-hr_request_add_time(JsonBuilder *b, const gchar *key, GDateTime *dt)
-{
-	json_builder_set_member_name(b, key);
-	if (dt == NULL) {
-		json_builder_add_null_value(b);
-	} else {
-		g_autofree gchar *str = g_date_time_format_iso8601(dt);
-		json_builder_add_string_value(b, str);
-	}
-}
-
-static void
 hr_request_add_counts(JsonBuilder *b, const HrResult *r)
 {
-	hr_request_add_int(b, "blocks_tried", r->blocks_tried);
-	hr_request_add_int(b, "blocks_freed", r->blocks_freed);
+	hr_json_add_int(b, "blocks_tried", r->blocks_tried);
+	hr_json_add_int(b, "blocks_freed", r->blocks_freed);
 	json_builder_set_member_name(b, "failed");
 	json_builder_begin_object(b);
 	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
-		hr_request_add_int(b, hr_reason_to_string(i), r->failed[i]);
+		hr_json_add_int(b, hr_reason_to_string(i), r->failed[i]);
 	json_builder_end_object(b);
-	hr_request_add_int(b, "pages_migrated", r->pages_migrated);
-	hr_request_add_int(b, "elapsed_us", r->elapsed_us);
+	hr_json_add_int(b, "pages_migrated", r->pages_migrated);
+	hr_json_add_int(b, "elapsed_us", r->elapsed_us);
 }
 
 static void
@@ -475,7 +458,7 @@ hr_request_add_params(HrRequest *request, JsonBuilder *b)
 		json_builder_set_member_name(b, "all");
 		json_builder_add_boolean_value(b, TRUE);
 	} else {
-		hr_request_add_int(b, "blocks", cmd->count);
+		hr_json_add_int(b, "blocks", cmd->count);
 	}
 	if (cmd->nr_gpas > 0) {
 		json_builder_set_member_name(b, "gpas");
@@ -498,17 +481,17 @@ hr_request_add_params(HrRequest *request, JsonBuilder *b)
 		json_builder_end_array(b);
 	}
 	if (request->kind == HR_REQUEST_EVACUATE)
-		hr_request_add_int(b, "budget_pages", cmd->budget_pages);
+		hr_json_add_int(b, "budget_pages", cmd->budget_pages);
 	if (request->kind != HR_REQUEST_RETURN)
-		hr_request_add_int(b, "budget_ms", cmd->budget_ms);
-	hr_request_add_int(b, "timeout_s", request->timeout_s);
+		hr_json_add_int(b, "budget_ms", cmd->budget_ms);
+	hr_json_add_int(b, "timeout_s", request->timeout_s);
 	json_builder_end_object(b);
 }
 
 static void
 hr_request_add_head(HrRequest *request, JsonBuilder *b)
 {
-	hr_request_add_int(b, "request_id", request->id);
+	hr_json_add_int(b, "request_id", request->id);
 	json_builder_set_member_name(b, "kind");
 	json_builder_add_string_value(b, hr_request_kind_to_string(request->kind));
 	json_builder_set_member_name(b, "state");
@@ -522,7 +505,7 @@ hr_request_add_json(HrRequest *request, JsonBuilder *b)
 	hr_request_add_head(request, b);
 	json_builder_set_member_name(b, "params");
 	hr_request_add_params(request, b);
-	hr_request_add_int(b, "target_blocks", hr_request_target(request));
+	hr_json_add_int(b, "target_blocks", hr_request_target(request));
 	json_builder_set_member_name(b, "progress");
 	json_builder_begin_object(b);
 	hr_request_add_counts(b, &request->progress);
@@ -548,13 +531,13 @@ hr_request_add_json(HrRequest *request, JsonBuilder *b)
 	for (guint i = 0; i < request->blocks->len; i++)
 		hr_request_add_gpa(b, g_array_index(request->blocks, guint64, i));
 	json_builder_end_array(b);
-	hr_request_add_int(b, "busy_retries", request->busy_retries);
+	hr_json_add_int(b, "busy_retries", request->busy_retries);
 	json_builder_set_member_name(b, "cancel_requested");
 	json_builder_add_boolean_value(b, request->cancel_sent);
-	hr_request_add_time(b, "created_at", request->created_at);
-	hr_request_add_time(b, "sent_at", request->sent_at);
-	hr_request_add_time(b, "started_at", request->started_at);
-	hr_request_add_time(b, "finished_at", request->finished_at);
+	hr_json_add_time(b, "created_at", request->created_at);
+	hr_json_add_time(b, "sent_at", request->sent_at);
+	hr_json_add_time(b, "started_at", request->started_at);
+	hr_json_add_time(b, "finished_at", request->finished_at);
 	json_builder_end_object(b);
 }
 
@@ -563,11 +546,11 @@ hr_request_add_summary_json(HrRequest *request, JsonBuilder *b)
 {
 	json_builder_begin_object(b);
 	hr_request_add_head(request, b);
-	hr_request_add_int(b, "target_blocks", hr_request_target(request));
-	hr_request_add_int(b, "blocks_tried", request->progress.blocks_tried);
-	hr_request_add_int(b, "blocks_freed", request->progress.blocks_freed);
-	hr_request_add_int(b, "pages_migrated", request->progress.pages_migrated);
-	hr_request_add_time(b, "created_at", request->created_at);
-	hr_request_add_time(b, "finished_at", request->finished_at);
+	hr_json_add_int(b, "target_blocks", hr_request_target(request));
+	hr_json_add_int(b, "blocks_tried", request->progress.blocks_tried);
+	hr_json_add_int(b, "blocks_freed", request->progress.blocks_freed);
+	hr_json_add_int(b, "pages_migrated", request->progress.pages_migrated);
+	hr_json_add_time(b, "created_at", request->created_at);
+	hr_json_add_time(b, "finished_at", request->finished_at);
 	json_builder_end_object(b);
 }

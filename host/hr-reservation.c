@@ -8,6 +8,8 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "hr-json.h"
+
 #define BLOCK_BYTES (G_GUINT64_CONSTANT(2) * 1024 * 1024)
 #define FILE_VERSION 1
 
@@ -205,13 +207,6 @@ hr_reservation_store_find(HrReservationStore *store, const gchar *id)
 /* JSON */
 
 static void
-add_int(JsonBuilder *b, const gchar *key, gint64 value)
-{
-	json_builder_set_member_name(b, key);
-	json_builder_add_int_value(b, value);
-}
-
-static void
 add_str(JsonBuilder *b, const gchar *key, const gchar *value)
 {
 	json_builder_set_member_name(b, key);
@@ -240,21 +235,21 @@ hr_reservation_step_add_json(HrReservationStep *s, JsonBuilder *b)
 {
 	json_builder_begin_object(b);
 	add_str(b, "kind", s->kind);
-	add_int(b, "node", s->node);
+	hr_json_add_int(b, "node", s->node);
 	if (s->guest != NULL) {
 		add_str(b, "guest", s->guest);
-		add_int(b, "request_id", s->request_id);
-		add_int(b, "blocks_asked", s->blocks_asked);
-		add_int(b, "blocks_held", s->blocks_held);
+		hr_json_add_int(b, "request_id", s->request_id);
+		hr_json_add_int(b, "blocks_asked", s->blocks_asked);
+		hr_json_add_int(b, "blocks_held", s->blocks_held);
 	}
 	add_str(b, "state", s->state);
 	add_str(b, "detail", s->detail);
-	add_int(b, "expect_milli", s->expect_milli);
-	add_int(b, "gained", s->gained);
-	add_int(b, "pages_migrated", s->pages_migrated);
-	add_int(b, "pages_scanned", s->pages_scanned);
-	add_int(b, "elapsed_ms", s->elapsed_ms);
-	add_int(b, "started_us", s->started_at);
+	hr_json_add_int(b, "expect_milli", s->expect_milli);
+	hr_json_add_int(b, "gained", s->gained);
+	hr_json_add_int(b, "pages_migrated", s->pages_migrated);
+	hr_json_add_int(b, "pages_scanned", s->pages_scanned);
+	hr_json_add_int(b, "elapsed_ms", s->elapsed_ms);
+	hr_json_add_int(b, "started_us", s->started_at);
 	json_builder_end_object(b);
 }
 
@@ -263,10 +258,10 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 {
 	json_builder_begin_object(b);
 	add_str(b, "id", r->id);
-	add_int(b, "bytes", r->bytes);
-	add_int(b, "need_blocks", r->need_blocks);
-	add_int(b, "node", r->node);
-	add_int(b, "planned_node", r->planned_node);
+	hr_json_add_int(b, "bytes", r->bytes);
+	hr_json_add_int(b, "need_blocks", r->need_blocks);
+	hr_json_add_int(b, "node", r->node);
+	hr_json_add_int(b, "planned_node", r->planned_node);
 	json_builder_set_member_name(b, "strict");
 	json_builder_add_boolean_value(b, r->strict);
 	add_str(b, "requester", r->requester);
@@ -274,16 +269,16 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 	add_str(b, "reason", r->reason);
 	json_builder_set_member_name(b, "partial");
 	json_builder_add_boolean_value(b, r->partial);
-	add_int(b, "obtained", r->obtained);
-	add_int(b, "created_us", r->created_at);
-	add_int(b, "deadline_us", r->deadline_at);
-	add_int(b, "updated_us", r->updated_at);
-	add_int(b, "finished_us", r->finished_at);
+	hr_json_add_int(b, "obtained", r->obtained);
+	hr_json_add_int(b, "created_us", r->created_at);
+	hr_json_add_int(b, "deadline_us", r->deadline_at);
+	hr_json_add_int(b, "updated_us", r->updated_at);
+	hr_json_add_int(b, "finished_us", r->finished_at);
 	add_time(b, "created", r->created_at);
 	add_time(b, "deadline", r->deadline_at);
 	add_time(b, "finished", r->finished_at);
-	add_int(b, "held_blocks", r->holds->len);
-	add_int(b, "blocks_returned", r->blocks_returned);
+	hr_json_add_int(b, "held_blocks", r->holds->len);
+	hr_json_add_int(b, "blocks_returned", r->blocks_returned);
 	if (with_steps) {
 		json_builder_set_member_name(b, "steps");
 		json_builder_begin_array(b);
@@ -299,7 +294,7 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 			add_str(b, "guest_uuid", h->guest_uuid);
 			add_str(b, "guest", h->guest_name);
 			add_str(b, "gpa", gpa);
-			add_int(b, "held_us", h->held_at);
+			hr_json_add_int(b, "held_us", h->held_at);
 			json_builder_end_object(b);
 		}
 		json_builder_end_array(b);
@@ -323,8 +318,8 @@ hr_reservation_store_save(HrReservationStore *store, GError **error)
 	if (store->path == NULL)
 		return TRUE;
 	json_builder_begin_object(b);
-	add_int(b, "version", FILE_VERSION);
-	add_int(b, "next_id", store->next_id);
+	hr_json_add_int(b, "version", FILE_VERSION);
+	hr_json_add_int(b, "next_id", store->next_id);
 	json_builder_set_member_name(b, "reservations");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < store->list->len; i++)
