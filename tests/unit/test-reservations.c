@@ -758,6 +758,27 @@ test_exec_api(Fixture *f, gconstpointer data)
 				"cancelled already"));
 }
 
+/*
+ * An 8 MiB reservation on a node with one free block, made ready by the
+ * donor holding all 3 blocks of the EVACUATE (*@cmd) it was sent.
+ */
+static HrReservation *
+ready_with_three_holds(Fixture *f, FakeDevice **dev, HrCmd **cmd)
+{
+	HrReservation *r;
+
+	host_set_free_blocks(f, 1);
+	*dev = donor_up(f, "donor", 1);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "h", NULL);
+	*cmd = fake_expect_cmd(*dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint((*cmd)->nr_gpas, ==, 3);
+	host_set_free_blocks(f, 4);
+	answer_evacuate(*dev, *cmd, 3);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	return r;
+}
+
 /* consumed: holds go back once the node has room, oldest first, only as many as fit */
 static void
 test_exec_high_mark(Fixture *f, gconstpointer data)
@@ -768,15 +789,7 @@ test_exec_high_mark(Fixture *f, gconstpointer data)
 	HrReservation *r;
 	(void)data;
 
-	host_set_free_blocks(f, 1);
-	dev = donor_up(f, "donor", 1);
-	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "h", NULL);
-	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
-	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
-	host_set_free_blocks(f, 4);
-	answer_evacuate(dev, cmd, 3);
-	wait_state(f, r->id, HR_RESERVATION_READY);
-	g_assert_cmpuint(r->holds->len, ==, 3);
+	r = ready_with_three_holds(f, &dev, &cmd);
 	g_assert_true(hr_prepare_consume(hr_daemon_get_prepare(f->daemon), r->id, NULL));
 	/* disabled (0): the holds stay, whatever the host has */
 	fake_expect_silence(dev, 200);
@@ -812,13 +825,7 @@ test_exec_return_short(Fixture *f, gconstpointer data)
 	HrReservation *r;
 	(void)data;
 
-	host_set_free_blocks(f, 1);
-	dev = donor_up(f, "donor", 1);
-	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "h", NULL);
-	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
-	host_set_free_blocks(f, 4);
-	answer_evacuate(dev, cmd, 3);
-	wait_state(f, r->id, HR_RESERVATION_READY);
+	r = ready_with_three_holds(f, &dev, &cmd);
 	g_assert_true(hr_prepare_release(hr_daemon_get_prepare(f->daemon), r->id, NULL));
 	ret = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
 	g_assert_cmpuint(ret->nr_gpas, ==, 3);
