@@ -531,6 +531,30 @@ hr_ctl_prepare(const gchar *size)
 	return HR_CTL_EXIT_OK;
 }
 
+/*
+ * The commands that are one call to the daemon. With a @suffix the command
+ * takes one argument, and the path is PATH/ARGUMENT@suffix.
+ */
+typedef struct {
+	const gchar *name;
+	const gchar *method;
+	const gchar *path;
+	const gchar *suffix;
+	gboolean (*render)(JsonNode *, GString *, GError **);
+} HrCtlCall;
+
+static const HrCtlCall hr_ctl_calls[] = {
+    {"guests", "GET", "/v1/guests", NULL, hr_ctl_render_guests},
+    {"guest", "GET", "/v1/guests", "", hr_ctl_render_guest},
+    {"requests", "GET", "/v1/guests", "/requests", hr_ctl_render_requests},
+    {"report", "POST", "/v1/guests", "/report", hr_ctl_render_report},
+    {"reservations", "GET", "/v1/reservations", NULL, hr_ctl_render_reservations},
+    {"reservation", "GET", "/v1/reservations", "", hr_ctl_render_reservation},
+    {"release", "POST", "/v1/reservations", "/release", hr_ctl_render_reservation},
+    {"consume", "POST", "/v1/reservations", "/consume", hr_ctl_render_reservation},
+    {"host", "GET", "/v1/host", NULL, hr_ctl_render_host},
+};
+
 int
 main(int argc, char **argv)
 {
@@ -655,37 +679,15 @@ main(int argc, char **argv)
 		path = g_strdup_printf("/v1/guests/%s/requests/%" G_GUINT64_FORMAT, escaped, id);
 		return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_request);
 	}
-	if (g_strcmp0(cmd, "reservations") == 0 && argc == 2)
-		return hr_ctl_run(SOUP_METHOD_GET, "/v1/reservations", hr_ctl_render_reservations);
-	if (g_strcmp0(cmd, "host") == 0 && argc == 2)
-		return hr_ctl_run(SOUP_METHOD_GET, "/v1/host", hr_ctl_render_host);
-	if ((g_strcmp0(cmd, "reservation") == 0 || g_strcmp0(cmd, "release") == 0 ||
-	     g_strcmp0(cmd, "consume") == 0) &&
-	    argc == 3) {
-		escaped = g_uri_escape_string(argv[2], NULL, FALSE);
-		if (g_strcmp0(cmd, "reservation") == 0) {
-			path = g_strdup_printf("/v1/reservations/%s", escaped);
-			return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_reservation);
+	for (guint i = 0; i < G_N_ELEMENTS(hr_ctl_calls); i++) {
+		const HrCtlCall *c = &hr_ctl_calls[i];
+		if (g_strcmp0(cmd, c->name) != 0 || argc != (c->suffix != NULL ? 3 : 2))
+			continue;
+		if (c->suffix != NULL) {
+			escaped = g_uri_escape_string(argv[2], NULL, FALSE);
+			path = g_strconcat(c->path, "/", escaped, c->suffix, NULL);
 		}
-		path = g_strdup_printf("/v1/reservations/%s/%s", escaped, cmd);
-		return hr_ctl_run(SOUP_METHOD_POST, path, hr_ctl_render_reservation);
-	}
-	if (g_strcmp0(cmd, "guests") == 0 && argc == 2)
-		return hr_ctl_run(SOUP_METHOD_GET, "/v1/guests", hr_ctl_render_guests);
-	if ((g_strcmp0(cmd, "guest") == 0 || g_strcmp0(cmd, "report") == 0 ||
-	     g_strcmp0(cmd, "requests") == 0) &&
-	    argc == 3) {
-		escaped = g_uri_escape_string(argv[2], NULL, FALSE);
-		if (g_strcmp0(cmd, "guest") == 0) {
-			path = g_strdup_printf("/v1/guests/%s", escaped);
-			return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_guest);
-		}
-		if (g_strcmp0(cmd, "requests") == 0) {
-			path = g_strdup_printf("/v1/guests/%s/requests", escaped);
-			return hr_ctl_run(SOUP_METHOD_GET, path, hr_ctl_render_requests);
-		}
-		path = g_strdup_printf("/v1/guests/%s/report", escaped);
-		return hr_ctl_run(SOUP_METHOD_POST, path, hr_ctl_render_report);
+		return hr_ctl_run(c->method, path != NULL ? path : c->path, c->render);
 	}
 	g_printerr("hugeroomctl: cannot understand '%s' with %d argument(s) (see --help)\n", cmd,
 		   argc - 2);
