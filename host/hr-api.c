@@ -262,15 +262,7 @@ hr_api_guest_to_json(HrGuest *guest)
 		json_builder_add_boolean_value(b, r->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT);
 		json_builder_set_member_name(b, "status");
 		json_builder_add_string_value(b, hr_result_status_to_string(r->status));
-		hr_json_add_int(b, "blocks_tried", r->blocks_tried);
-		hr_json_add_int(b, "blocks_freed", r->blocks_freed);
-		json_builder_set_member_name(b, "failed");
-		json_builder_begin_object(b);
-		for (guint i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
-			hr_json_add_int(b, hr_reason_to_string(i), r->failed[i]);
-		json_builder_end_object(b);
-		hr_json_add_int(b, "pages_migrated", r->pages_migrated);
-		hr_json_add_int(b, "elapsed_us", r->elapsed_us);
+		hr_request_add_counts(b, r);
 		json_builder_end_object(b);
 	} else {
 		json_builder_add_null_value(b);

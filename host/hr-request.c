@@ -434,7 +434,7 @@ hr_request_add_gpa(JsonBuilder *b, guint64 gpa)
 	json_builder_add_string_value(b, str);
 }
 
-static void
+void
 hr_request_add_counts(JsonBuilder *b, const HrResult *r)
 {
 	hr_json_add_int(b, "blocks_tried", r->blocks_tried);

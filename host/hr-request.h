@@ -156,6 +156,9 @@ hr_request_target(HrRequest *request);
 /* the full JSON object of GET /v1/guests/{name}/requests/{id} */
 void
 hr_request_add_json(HrRequest *request, JsonBuilder *b);
+/* a PROGRESS or RESULT's counts: blocks_tried, blocks_freed, failed{}, pages, time */
+void
+hr_request_add_counts(JsonBuilder *b, const HrResult *r);
 /* the short form in a guest's detail */
 void
 hr_request_add_summary_json(HrRequest *request, JsonBuilder *b);
