@@ -1814,6 +1814,64 @@ static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
 }
 
 /*
+ * Does every page of the block at @pfn look free or migratable?  A
+ * lockless walk, modelled on has_unmovable_pages() and compaction's
+ * migrate scanner, run before alloc_contig_range() so that a block with a
+ * page nothing can move (slab, page table, a long-term pin, any other
+ * kernel allocation that fell back into a movable pageblock) fails
+ * R_UNMOVABLE before its movable pages are migrated for nothing.
+ *
+ * Racy by nature: pages change state while they are looked at, so the
+ * answer is a hint and alloc_contig_range() stays the authority.  In doubt
+ * it says yes: a page with no references (on a per-cpu list or being
+ * freed) and a page with a mapping but not on an LRU (in an LRU add batch
+ * or isolated for a moment) count as movable.
+ */
+static bool virtio_hugeroom_block_movable(unsigned long pfn)
+{
+	unsigned long i = 0;
+
+	while (i < pageblock_nr_pages) {
+		struct page *page = pfn_to_page(pfn + i);
+		struct page *head;
+		unsigned long end;
+		unsigned int order;
+
+		if (PageBuddy(page)) {
+			order = virtio_hugeroom_buddy_order(page);
+			i += order < VIRTIO_HUGEROOM_KERNEL_ORDERS ?
+			     1UL << order : 1;
+			continue;
+		}
+		/* A compound page: judge its head, then skip its tail. */
+		head = compound_head(page);
+		if (page_ref_count(head)) {
+			if (PageReserved(head) || PageSlab(head) ||
+			    PageTable(head) || PageOffline(head))
+				return false;
+			if (PageLRU(head)) {
+				if (folio_maybe_dma_pinned(page_folio(head)))
+					return false;
+			} else if (!READ_ONCE(head->mapping)) {
+				/*
+				 * Neither on an LRU nor movable_ops (whose
+				 * mapping is set, see __PageMovable()).
+				 */
+				return false;
+			}
+		}
+		order = compound_order(head);
+		end = page_to_pfn(head) + (1UL << order);
+		if (order && order < VIRTIO_HUGEROOM_KERNEL_ORDERS &&
+		    end > pfn + i)
+			i = end - pfn;
+		else
+			i++;
+	}
+	return true;
+}
+
+/*
  * Try to free and take the block at @pfn.  Returns 1 if taken, 0 if it
  * failed (counted), -EAGAIN if it was left alone for the page budget (not
  * counted: SPEC 1.6.3.1).
@@ -1842,10 +1900,22 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 		return -EAGAIN;
 	}
 
+	/* Nothing migrated for a block that cannot be freed. */
+	if (used && !virtio_hugeroom_block_movable(pfn)) {
+		dev_dbg(&vh->vdev->dev, "block 0x%llx: unmovable page\n",
+			(u64)PFN_PHYS(pfn));
+		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_UNMOVABLE);
+		r->since_progress++;
+		return 0;
+	}
+
 	ev0 = virtio_hugeroom_pgmigrate(vh);
 	for (tries = 1; ; tries++) {
 		rc = virtio_hugeroom_contig_alloc(pfn);
 		if (rc != -EBUSY || tries == VIRTIO_HUGEROOM_EVAC_TRIES)
+			break;
+		/* No retry once the block shows a page it cannot move. */
+		if (!virtio_hugeroom_block_movable(pfn))
 			break;
 		/* SPEC 1.6.3.2 item 5, 1.6.8.1 item 2: check between tries. */
 		r->stop = virtio_hugeroom_run_check(r);
