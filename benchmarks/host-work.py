@@ -27,7 +27,6 @@ kcompactd's own scanning is counted in "scanned".
   HUGEROOM_BUILD=build benchmarks/host-work.py
 """
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -37,10 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "vm"))
 import hrvm  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location(
-    "test_prepare", os.path.join(HERE, "..", "tests", "vm", "test-prepare.py"))
-tp = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tp)
+import hrhost  # noqa: E402
 
 CONSUMER = r"""
 import mmap, sys, time
@@ -108,8 +104,8 @@ def main():
     try:
         with open(PROACTIVE, "w") as f:
             f.write("0\n")
-        mi = tp.meminfo_host()
-        if mi["MemAvailable"] < tp.HOG_MARGIN_KB + (4 << 20):
+        mi = hrhost.meminfo_host()
+        if mi["MemAvailable"] < hrhost.HOG_MARGIN_KB + (4 << 20):
             print("the host has %d MiB available; this needs 7 GiB" % (mi["MemAvailable"] >> 10))
             return 1
         qemu = hrvm.qemu_binary()
@@ -119,27 +115,23 @@ def main():
         daemon = hrvm.Daemon(work, interval_ms=1000)
         with open(daemon.conf, "a") as f:
             f.write("state_dir=%s\nreturn_high_mark_mb=0\n" % work)
-            for name, mb in tp.FLOORS_MB.items():
+            for name, mb in hrhost.DONOR_FLOORS_MB.items():
                 f.write("[guest:%s]\nfloor_mb=%d\n" % (name, mb))
         daemon.start()
-        for name in tp.FLOORS_MB:
+        for name in hrhost.DONOR_FLOORS_MB:
             g = hrvm.Guest(qemu, kver, vmlinuz, initrd, work, daemon=daemon, mem="1G",
                            name=name, extra=("-mem-prealloc",))
             g.start()
             guests.append(g)
         for g, seed in zip(guests, (1, 2)):
-            avail = g.meminfo()["MemAvailable"] // 1024
-            tp.memfill(g, "dense", int(avail * 0.30), 0, seed)
-            tp.memfill(g, "holes", int(avail * 0.30), 16, seed + 10)
-        hrvm.wait_for(lambda: len([x for x in daemon.ctl_json("guests")["guests"]
-                                   if x["connected"] and x["seq"] is not None]) == 2,
-                      60, "both donors reporting", interval=1)
-        hog_kb = min(tp.meminfo_host()["MemAvailable"] - tp.HOG_MARGIN_KB, tp.HOG_MAX_KB)
+            hrhost.fill_donor(g, seed)
+        hrhost.wait_reporting(daemon, 2)
+        hog_kb = hrhost.hog_kb()
 
         print("%-22s %10s %12s %12s %9s %9s" % ("", "time", "scanned", "migrated",
                                                "THP", "fallback"))
         # A: compaction alone
-        hog = tp.Hog(hog_kb)
+        hog = hrhost.Hog(hog_kb)
         hog.start()
         time.sleep(1)
         avail = daemon.ctl_json("host")["nodes"][0]["available_blocks"]
@@ -155,7 +147,7 @@ def main():
         time.sleep(2)
 
         # B: the planner first, then the same faults
-        hog = tp.Hog(hog_kb)
+        hog = hrhost.Hog(hog_kb)
         hog.start()
         time.sleep(1)
         avail = daemon.ctl_json("host")["nodes"][0]["available_blocks"]

@@ -28,7 +28,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "tests", "vm"))
 import hrvm  # noqa: E402
-from hrhost import Hog, buddy_blocks, meminfo_host, memfill, thp_coverage, verify  # noqa: E402
+from hrhost import (buddy_blocks, fill_donor, fragmenting_hog, meminfo_host,  # noqa: E402
+                    thp_coverage, verify, wait_reporting)
 
 FLOOR_MB = 200
 
@@ -97,16 +98,11 @@ def main():
                            mem=args.donor_mem, name=name, extra=("-mem-prealloc",))
             g.start()
             guests.append(g)
-            avail = g.meminfo()["MemAvailable"] // 1024
-            memfill(g, "dense", int(avail * 0.30), 0, seed)
-            memfill(g, "holes", int(avail * 0.30), 16, seed + 10)
-        hrvm.wait_for(lambda: all(x["connected"] and x["seq"] is not None
-                                  for x in daemon.ctl_json("guests")["guests"]),
-                      60, "both donors reporting", interval=1)
+            fill_donor(g, seed)
+        wait_reporting(daemon, len(guests))
 
         section("making the host short of free 2 MiB blocks")
-        mi = meminfo_host()
-        hog = Hog(min(mi["MemAvailable"] - (3 << 20), 14 << 20))
+        hog = fragmenting_hog()
         b_before = buddy_blocks()
         hog.start()
         time.sleep(1)

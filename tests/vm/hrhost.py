@@ -27,6 +27,14 @@ time.sleep(3600)
 
 assert mmap.MADV_DONTNEED  # the helper needs Python 3.8+ madvise
 
+# The two-donor setting of the prepare test and the host-work benchmark:
+# each donor's floor of free memory, in MiB.
+DONOR_FLOORS_MB = {"hr-prep-a": 300, "hr-prep-b": 200}
+# The fragmenting helper leaves this much host memory available, and takes
+# at most this much (KiB).
+HOG_MARGIN_KB = 3 << 20
+HOG_MAX_KB = 14 << 20
+
 
 def meminfo_host():
     d = {}
@@ -81,6 +89,35 @@ class Hog:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+
+
+def hog_kb():
+    """What the fragmenting helper takes on this host: all it has available
+    but HOG_MARGIN_KB, capped at HOG_MAX_KB."""
+    return min(meminfo_host()["MemAvailable"] - HOG_MARGIN_KB, HOG_MAX_KB)
+
+
+def fragmenting_hog():
+    """A Hog sized to this host by hog_kb()."""
+    return Hog(hog_kb())
+
+
+def fill_donor(g, seed):
+    """Make guest @g a realistic donor: 30% of its available memory dense,
+    30% with holes (every other 64 KiB chunk freed)."""
+    avail = g.meminfo()["MemAvailable"] // 1024
+    memfill(g, "dense", int(avail * 0.30), 0, seed)
+    memfill(g, "holes", int(avail * 0.30), 16, seed + 10)
+
+
+def wait_reporting(daemon, n, timeout=60):
+    """Wait until the daemon lists exactly @n guests, all connected and with
+    a status report."""
+    def reporting():
+        guests = daemon.ctl_json("guests")["guests"]
+        return len(guests) == n and all(x["connected"] and x["seq"] is not None
+                                         for x in guests)
+    hrvm.wait_for(reporting, timeout, "%d guests reporting" % n, interval=1)
 
 
 def memfill(g, name, mib, chunk, seed):

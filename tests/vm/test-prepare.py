@@ -34,11 +34,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hrvm  # noqa: E402
-from hrhost import Hog, buddy_blocks, meminfo_host, memfill, verify, vmstat_host  # noqa: E402
+from hrhost import (DONOR_FLOORS_MB as FLOORS_MB, HOG_MARGIN_KB, buddy_blocks,  # noqa: E402
+                    fill_donor, fragmenting_hog, meminfo_host, verify, vmstat_host,
+                    wait_reporting)
 
-FLOORS_MB = {"hr-prep-a": 300, "hr-prep-b": 200}
-HOG_MARGIN_KB = 3 << 20
-HOG_MAX_KB = 14 << 20
 
 def main():
     series = sys.argv[1] if len(sys.argv) > 1 else "6.12"
@@ -69,17 +68,11 @@ def main():
             g.start()
             guests.append(g)
         for g, seed in zip(guests, (1, 2)):
-            avail = g.meminfo()["MemAvailable"] // 1024
-            memfill(g, "dense", int(avail * 0.30), 0, seed)
-            memfill(g, "holes", int(avail * 0.30), 16, seed + 10)
-        hrvm.wait_for(lambda: all(x["connected"] and x["seq"] is not None
-                                  for x in daemon.ctl_json("guests")["guests"])
-                      and len(daemon.ctl_json("guests")["guests"]) == 2,
-                      60, "both donors reporting", interval=1)
+            fill_donor(g, seed)
+        wait_reporting(daemon, 2)
         tap.ok(True, "two donors booted, filled and reporting")
 
-        mi = meminfo_host()
-        hog = Hog(min(mi["MemAvailable"] - HOG_MARGIN_KB, HOG_MAX_KB))
+        hog = fragmenting_hog()
         b_pre = buddy_blocks()
         hog.start()
         time.sleep(1)
