@@ -65,6 +65,12 @@ def guest_entry(daemon, name):
     return None
 
 
+def wait_connected(daemon, name, what):
+    """The daemon's list entry for @name once it shows it connected."""
+    return hrvm.wait_for(lambda: (lambda e: e if e and e.get("connected") else None)(
+        guest_entry(daemon, name)), 30, what)
+
+
 def wait_seq(daemon, name, seq, timeout=20):
     def got():
         d = daemon.ctl_json("guest", name)
@@ -150,8 +156,7 @@ def main():
         guest.start()
         tap.ok(True, "%s: guest booted with the module loaded" % kver)
 
-        g = hrvm.wait_for(lambda: (lambda e: e if e and e.get("connected") else None)(
-            guest_entry(daemon, guest.name)), 30, "the daemon to list %s" % guest.name)
+        g = wait_connected(daemon, guest.name, "the daemon to list %s" % guest.name)
         detail = daemon.ctl_json("guest", guest.name)
         tap.ok(g.get("uuid") == guest.uuid and g.get("pid") == guest.pid,
                "daemon identifies the guest by name, UUID and QEMU pid",
@@ -197,8 +202,7 @@ def main():
         daemon.stop()
         time.sleep(1)
         daemon.start()
-        hrvm.wait_for(lambda: (lambda e: e if e and e.get("connected") else None)(
-            guest_entry(daemon, guest.name)), 30, "QEMU to reconnect to the restarted daemon")
+        wait_connected(daemon, guest.name, "QEMU to reconnect to the restarted daemon")
         tap.ok(guest.pid == pid_before and guest.alive(),
                "guest kept running across the daemon restart")
         snapshot_round(tap, guest, daemon, "%s after daemon restart" % kver)
