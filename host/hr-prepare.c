@@ -23,6 +23,7 @@ typedef struct {
 	HrThpMap *map;
 	gint64 map_at; /* monotonic us */
 	gboolean map_warned;
+	gboolean map_failed; /* the last scan failed: backing unknown */
 	gboolean scanning;
 } GuestPlanState;
 
@@ -264,8 +265,11 @@ candidate_backing(HrPrepare *p, HrGuest *guest, GuestPlanState *gs, guint64 gpa)
 		break;
 	}
 	if (gs->map == NULL) {
-		/* without CAP_SYS_ADMIN the backing is unknown: count 4 KiB pages */
-		return HR_THP_BLOCK_SMALL;
+		/*
+		 * Not scanned yet: worth nothing until it is (the scan's end
+		 * kicks a re-plan). Unreadable (no CAP_SYS_ADMIN): 4 KiB pages.
+		 */
+		return gs->map_failed ? HR_THP_BLOCK_SMALL : HR_THP_BLOCK_ABSENT;
 	}
 	(void)guest;
 	if (!hr_thpmap_lookup(gs->map, gpa, &block))
@@ -276,6 +280,7 @@ candidate_backing(HrPrepare *p, HrGuest *guest, GuestPlanState *gs, guint64 gpa)
 static void
 thpmap_failed(GuestPlanState *gs, HrGuest *guest, const GError *error)
 {
+	gs->map_failed = TRUE;
 	if (!gs->map_warned) {
 		gs->map_warned = TRUE;
 		g_warning("%s: cannot read the host backing of its RAM (%s); its blocks count as "
@@ -306,9 +311,11 @@ thpmap_scanned_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 		if (map != NULL) {
 			g_clear_pointer(&gs->map, hr_thpmap_free);
 			gs->map = g_steal_pointer(&map);
+			gs->map_failed = FALSE;
 		} else {
 			thpmap_failed(gs, find_guest_by_uuid(ctx->prepare, ctx->uuid), error);
 		}
+		kick(ctx->prepare);
 	}
 	g_clear_pointer(&map, hr_thpmap_free);
 	g_free(ctx->uuid);
@@ -342,6 +349,8 @@ refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 	gs->map_at = now;
 	if (gs->map == NULL)
 		thpmap_failed(gs, guest, error);
+	else
+		gs->map_failed = FALSE;
 }
 
 static Input *

@@ -146,6 +146,33 @@ check_ranges(const HrRamRange *ranges, guint n_ranges, GError **error)
 }
 
 /*
+ * A block not backed by one host THP: what a discard of it frees is its
+ * resident 4 KiB pages. Only a block that is (nearly) all resident counts
+ * as SMALL; one with fewer resident pages than HR_THPMAP_SMALL_MIN_PAGES
+ * frees too little to be worth a guest's migrations and counts as ABSENT.
+ * One pread of the block's 512 pagemap entries.
+ */
+static gboolean
+classify_small(int pm_fd, const gchar *pm_path, guint64 hva, HrThpBlock *block, GError **error)
+{
+	guint64 pm[PAGES_PER_BLOCK];
+	ssize_t n = pread(pm_fd, pm, sizeof(pm), (off_t)(hva / PAGE_SIZE * sizeof(guint64)));
+	guint resident = 0;
+
+	if (n != (ssize_t)sizeof(pm)) {
+		int saved = errno;
+		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO,
+			    "reading the pagemap entries of hva 0x%" G_GINT64_MODIFIER "x from %s: %s",
+			    hva, pm_path, n < 0 ? g_strerror(saved) : "short read");
+		return FALSE;
+	}
+	for (guint i = 0; i < PAGES_PER_BLOCK; i++)
+		resident += (pm[i] & HR_PM_PRESENT) != 0;
+	*block = resident >= HR_THPMAP_SMALL_MIN_PAGES ? HR_THP_BLOCK_SMALL : HR_THP_BLOCK_ABSENT;
+	return TRUE;
+}
+
+/*
  * Classify the block at @hva. Reads the head page's pagemap entry and
  * flags, and for a THP head the last page's too: a PMD-sized THP has its
  * last page at head + 511 as a tail of the same folio.
@@ -158,10 +185,8 @@ classify(int pm_fd, const gchar *pm_path, int kpf_fd, const gchar *kpf_path, gui
 
 	if (!read_u64(pm_fd, pm_path, hva / PAGE_SIZE, &pm, error))
 		return FALSE;
-	if (!(pm & HR_PM_PRESENT)) {
-		*block = HR_THP_BLOCK_ABSENT;
-		return TRUE;
-	}
+	if (!(pm & HR_PM_PRESENT))
+		return classify_small(pm_fd, pm_path, hva, block, error);
 	pfn = pm & HR_PM_PFN_MASK;
 	if (pfn == 0) {
 		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_PERMISSION,
@@ -176,23 +201,20 @@ classify(int pm_fd, const gchar *pm_path, int kpf_fd, const gchar *kpf_path, gui
 		return TRUE;
 	}
 	if (!(flags & (G_GUINT64_CONSTANT(1) << HR_KPF_THP)) ||
-	    !(flags & (G_GUINT64_CONSTANT(1) << HR_KPF_COMPOUND_HEAD))) {
-		*block = HR_THP_BLOCK_SMALL;
-		return TRUE;
-	}
+	    !(flags & (G_GUINT64_CONSTANT(1) << HR_KPF_COMPOUND_HEAD)))
+		return classify_small(pm_fd, pm_path, hva, block, error);
 	if (!read_u64(pm_fd, pm_path, hva / PAGE_SIZE + PAGES_PER_BLOCK - 1, &tail_pm, error))
 		return FALSE;
-	if (!(tail_pm & HR_PM_PRESENT) || (tail_pm & HR_PM_PFN_MASK) != pfn + PAGES_PER_BLOCK - 1) {
-		*block = HR_THP_BLOCK_SMALL;
-		return TRUE;
-	}
+	if (!(tail_pm & HR_PM_PRESENT) || (tail_pm & HR_PM_PFN_MASK) != pfn + PAGES_PER_BLOCK - 1)
+		return classify_small(pm_fd, pm_path, hva, block, error);
 	if (!read_u64(kpf_fd, kpf_path, pfn + PAGES_PER_BLOCK - 1, &tail_flags, error))
 		return FALSE;
-	*block = (tail_flags & (G_GUINT64_CONSTANT(1) << HR_KPF_COMPOUND_TAIL)) &&
-				 (tail_flags & (G_GUINT64_CONSTANT(1) << HR_KPF_THP))
-			 ? HR_THP_BLOCK_THP
-			 : HR_THP_BLOCK_SMALL;
-	return TRUE;
+	if ((tail_flags & (G_GUINT64_CONSTANT(1) << HR_KPF_COMPOUND_TAIL)) &&
+	    (tail_flags & (G_GUINT64_CONSTANT(1) << HR_KPF_THP))) {
+		*block = HR_THP_BLOCK_THP;
+		return TRUE;
+	}
+	return classify_small(pm_fd, pm_path, hva, block, error);
 }
 
 static int

@@ -16,8 +16,10 @@
  * scan reads one /proc/PID/pagemap entry for the first page; when that page
  * is the head of a THP, one more for the last page, to tell a PMD-sized THP
  * from a smaller multi-size THP (KPF_THP is set for both); and the
- * /proc/kpageflags entry of each PFN read. That is at most two 8-byte reads
- * per file per block, 32768 blocks for a 64 GiB guest.
+ * /proc/kpageflags entry of each PFN read. A block that is not one THP
+ * gets its 512 pagemap entries read at once (4 KiB) to count its resident
+ * pages: a discard frees only those, so a block with few of them is worth
+ * nothing to the host.
  *
  * Needs CAP_SYS_ADMIN: without it pagemap reports PFN 0 and /proc/kpageflags
  * cannot be opened; the scan then fails with HR_THPMAP_ERROR_PERMISSION.
@@ -54,9 +56,15 @@ typedef enum {
 
 #define HR_THPMAP_BLOCK_SIZE (G_GUINT64_CONSTANT(2) * 1024 * 1024)
 
+/* a block not backed by a host THP counts as SMALL with this many resident pages */
+#define HR_THPMAP_SMALL_MIN_PAGES 448
+
 typedef enum {
-	HR_THP_BLOCK_ABSENT = 0, /* first page not in RAM (never touched, swapped, discarded) */
-	HR_THP_BLOCK_SMALL = 1,	 /* 4 KiB pages or a smaller folio, or hva not 2 MiB aligned */
+	/* (nearly) nothing in host RAM: never touched, swapped, discarded, or
+	 * fewer than HR_THPMAP_SMALL_MIN_PAGES resident 4 KiB pages */
+	HR_THP_BLOCK_ABSENT = 0,
+	/* 4 KiB pages or smaller folios, nearly all resident, or hva not 2 MiB aligned */
+	HR_THP_BLOCK_SMALL = 1,
 	HR_THP_BLOCK_THP = 2,	 /* one PMD-sized transparent huge page */
 	HR_THP_BLOCK_HUGETLB = 3 /* a hugetlbfs page (not given back by a discard) */
 } HrThpBlock;

@@ -579,6 +579,14 @@ put_page(int pm, int kpf, guint64 hva, guint64 pfn, guint64 pm_bits, guint64 fla
 		put_u64(kpf, pfn, flags);
 }
 
+/* @n resident 4 KiB pages from @hva on, PFNs from @pfn on */
+static void
+put_pages(int pm, int kpf, guint64 hva, guint64 pfn, guint n)
+{
+	for (guint i = 0; i < n; i++)
+		put_page(pm, kpf, hva + i * 4096, pfn + i, HR_PM_PRESENT, 0x20 /* KPF_LRU */);
+}
+
 typedef struct {
 	gchar *dir;
 	gchar *pagemap;
@@ -601,31 +609,33 @@ thp_fixture_setup(ThpFixture *fx, gconstpointer data)
 	g_assert_cmpint(kpf, >=, 0);
 
 	/* 0: a PMD-sized THP: head and last page of one folio */
+	put_pages(pm, kpf, b, 0x10000, 512);
 	put_page(pm, kpf, b, 0x10000, HR_PM_PRESENT, KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_HEAD));
 	put_page(pm, kpf, b + 4096, 0x10001, HR_PM_PRESENT,
 		 KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_TAIL));
 	put_page(pm, kpf, b + 2 * MIB - 4096, 0x101ff, HR_PM_PRESENT,
 		 KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_TAIL));
 	b += 2 * MIB;
-	/* 1: a 64 KiB mTHP at the start; the last page is elsewhere */
+	/* 1: a 64 KiB mTHP at the start, the rest 4 KiB pages; the last page is elsewhere */
+	put_pages(pm, kpf, b, 0x30000, 512);
 	put_page(pm, kpf, b, 0x20000, HR_PM_PRESENT, KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_HEAD));
-	put_page(pm, kpf, b + 2 * MIB - 4096, 0x30000, HR_PM_PRESENT, 0);
 	b += 2 * MIB;
-	/* 2: an ordinary 4 KiB page */
-	put_page(pm, kpf, b, 0x40000, HR_PM_PRESENT, 0x20 /* KPF_LRU */);
+	/* 2: 4 KiB pages, all but 64 resident: still worth a discard */
+	put_pages(pm, kpf, b, 0x40000, HR_THPMAP_SMALL_MIN_PAGES);
 	b += 2 * MIB;
 	/* 3: never touched */
 	put_page(pm, kpf, b, 0, 0, 0);
 	b += 2 * MIB;
-	/* 4: swapped out */
+	/* 4: swapped out, and a few 4 KiB pages resident: a discard frees little */
+	put_pages(pm, kpf, b, 0x48000, HR_THPMAP_SMALL_MIN_PAGES - 1);
 	put_page(pm, kpf, b, 0, HR_PM_SWAPPED | 0x1234, 0);
 	b += 2 * MIB;
 	/* 5: hugetlbfs */
 	put_page(pm, kpf, b, 0x50000, HR_PM_PRESENT, KPF(HR_KPF_HUGE) | KPF(HR_KPF_COMPOUND_HEAD));
 	b += 2 * MIB;
 	/* 6: THP head whose last PFN is contiguous but not a THP tail */
+	put_pages(pm, kpf, b, 0x60000, 512);
 	put_page(pm, kpf, b, 0x60000, HR_PM_PRESENT, KPF(HR_KPF_THP) | KPF(HR_KPF_COMPOUND_HEAD));
-	put_page(pm, kpf, b + 2 * MIB - 4096, 0x601ff, HR_PM_PRESENT, 0);
 	b += 2 * MIB;
 	/* 7: a present page whose PFN is hidden (reader without CAP_SYS_ADMIN) */
 	put_page(pm, kpf, b, 0, HR_PM_PRESENT, 0);
@@ -863,7 +873,8 @@ test_thpmap_live(void)
 		hr_thpmap_free(sw.map);
 	}
 
-	/* dropping the first page of the second THP splits its mapping */
+	/* dropping the first page of the second THP splits its mapping: the
+	 * 511 pages left are still worth a discard */
 	g_assert_cmpint(madvise(thp + 2 * MIB, 4096, MADV_DONTNEED), ==, 0);
 	{
 		HrRamRange range = {.gpa = 0, .size = len, .hva = (guintptr)thp};
@@ -872,9 +883,19 @@ test_thpmap_live(void)
 	}
 	g_assert_no_error(error);
 	g_assert_cmpint(hr_thpmap_get(map, 0), ==, HR_THP_BLOCK_THP);
-	g_assert_cmpint(hr_thpmap_get(map, 1), ==, HR_THP_BLOCK_ABSENT);
+	g_assert_cmpint(hr_thpmap_get(map, 1), ==, HR_THP_BLOCK_SMALL);
 	g_assert_cmpint(hr_thpmap_get(map, 2), ==, HR_THP_BLOCK_THP);
 	g_assert_cmpuint(map->n_thp, ==, 3);
+
+	/* with most of it dropped, a discard of it frees little: absent */
+	g_assert_cmpint(madvise(thp + 2 * MIB, MIB, MADV_DONTNEED), ==, 0);
+	{
+		HrRamRange range = {.gpa = 0, .size = len, .hva = (guintptr)thp};
+		g_clear_pointer(&map, hr_thpmap_free);
+		map = hr_thpmap_scan(getpid(), &range, 1, &error);
+	}
+	g_assert_no_error(error);
+	g_assert_cmpint(hr_thpmap_get(map, 1), ==, HR_THP_BLOCK_ABSENT);
 
 	munmap(raw_thp, len + 2 * MIB);
 	munmap(raw_small, len + 2 * MIB);
