@@ -42,6 +42,9 @@ typedef struct {
 	guint64 free_pages_after;
 	guint unusable_index_before;
 	guint unusable_index_after;
+	/* hr_pool_grow(): what was asked and what the pool grew by */
+	guint64 pool_asked;
+	guint64 pool_got;
 } HrCompactResult;
 
 /* @root: "/" (or NULL) for the live host; tests pass a fake tree */
@@ -52,6 +55,50 @@ hr_compact_node_async(const gchar *root, guint node, GCancellable *cancellable,
 		      GAsyncReadyCallback callback, gpointer user_data);
 HrCompactResult *
 hr_compact_node_finish(GAsyncResult *result, GError **error);
+
+/*
+ * Assembling 2 MiB blocks and holding them: the node's 2 MiB hugetlb pool.
+ *
+ * Growing /sys/devices/system/node/nodeN/hugepages/hugepages-2048kB/
+ * nr_hugepages by K makes the kernel allocate K order-9 pages on that node
+ * (__GFP_THISNODE | __GFP_RETRY_MAYFAIL: it may compact and reclaim, never
+ * OOM-kill): free 2 MiB blocks first, then direct compaction at order 9,
+ * which stops as soon as one block is free. That is host work for exactly
+ * the blocks asked, not a compaction of the whole node; and the blocks are
+ * then held, out of every other allocation's reach, until shrinking the
+ * pool gives them back to the buddy allocator as free 2 MiB blocks, just
+ * before the VM they were assembled for allocates its memory.
+ *
+ * The pool is shared with the host's admin: the daemon only ever adds and
+ * removes its own pages (a read-modify-write under one lock, in chunks so
+ * that a shrink never waits long for a grow), and a shrink never takes the
+ * pool below what it was before the daemon added to it... as far as it can
+ * tell: pages the admin's own users took count as theirs.
+ */
+#define HR_POOL_CHUNK_BLOCKS 128
+
+/* the node's pool file exists and is writable */
+gboolean
+hr_pool_available(const gchar *root, guint node, GError **error);
+/* nr_hugepages of the node's 2 MiB pool */
+gboolean
+hr_pool_get(const gchar *root, guint node, guint64 *nr, GError **error);
+/*
+ * Grow the pool by up to @blocks, in chunks, stopping at the first chunk
+ * the kernel could not fill. @result->pool_got is how many it added,
+ * @result->pool_asked what was asked; the vmstat deltas are the cost.
+ */
+HrCompactResult *
+hr_pool_grow(const gchar *root, guint node, guint64 blocks, GCancellable *cancellable,
+	     GError **error);
+void
+hr_pool_grow_async(const gchar *root, guint node, guint64 blocks, GCancellable *cancellable,
+		   GAsyncReadyCallback callback, gpointer user_data);
+HrCompactResult *
+hr_pool_grow_finish(GAsyncResult *result, GError **error);
+/* give @blocks of the pool back (fewer when others use them); *@freed: how many */
+gboolean
+hr_pool_shrink(const gchar *root, guint node, guint64 blocks, guint64 *freed, GError **error);
 
 /* blocks gained (may be negative when the node was allocating meanwhile) */
 gint64

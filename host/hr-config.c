@@ -61,6 +61,8 @@ hr_config_new(void)
 	config->reservation_ttl_s = 600;
 	config->return_high_mark_mb = 4096;
 	config->guest_floor_mb = 256;
+	config->hold_in_pool = TRUE;
+	config->pool_margin_mb = 256;
 	config->backing = HR_BACKING_SCAN;
 	config->guest_policies = g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_policy_free);
 	return config;
@@ -266,6 +268,19 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 	if (!hr_config_get_uint(kf, "guest_floor_mb", 0, G_MAXUINT32, TRUE, &v, error))
 		goto fail;
 	config->guest_floor_mb = v;
+	v = config->pool_margin_mb;
+	if (!hr_config_get_uint(kf, "pool_margin_mb", 0, G_MAXUINT32, TRUE, &v, error))
+		goto fail;
+	config->pool_margin_mb = v;
+	if (g_key_file_has_key(kf, GROUP, "hold_in_pool", NULL)) {
+		g_autoptr(GError) local = NULL;
+		config->hold_in_pool = g_key_file_get_boolean(kf, GROUP, "hold_in_pool", &local);
+		if (local != NULL) {
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+				    "hold_in_pool: %s (true or false)", local->message);
+			goto fail;
+		}
+	}
 	if (!hr_config_get_backing(kf, &config->backing, error) ||
 	    !hr_config_get_policies(kf, config, error))
 		goto fail;

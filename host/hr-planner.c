@@ -561,6 +561,7 @@ build_steps(HrPlan *plan, const NodeCtx *ctx, const Merge *m)
 		hp.index = pk->candidate;
 		hp.free_pages = c->free_pages;
 		hp.backing = c->backing;
+		hp.ranged = c->ranged;
 		g_array_append_val(step->picks, hp);
 		step->gain_milli += hr_planner_candidate_gain_milli(c, params);
 		/* the guest's pages; a small block's host share is on the compaction */
@@ -786,6 +787,30 @@ hr_plan_candidates_from_status(HrPlanCandidate *out, const HrCandidate *candidat
 		out[i].free_pages = candidates[i].free_pages;
 		out[i].backing = backing;
 	}
+}
+
+guint
+hr_plan_ranged_candidates(HrPlanCandidate *out, guint max, const HrThpMap *map,
+			  guint64 free_pages, guint held_blocks, guint n_named)
+{
+	guint64 unheld_absent, free_absent, rest, rest_thp, backed, n, avg;
+
+	if (map == NULL || map->n_thp <= n_named)
+		return 0;
+	unheld_absent = map->n_absent > held_blocks ? map->n_absent - held_blocks : 0;
+	free_absent = MIN(free_pages, unheld_absent * HR_PLAN_BLOCK_PAGES);
+	rest = free_pages - free_absent;
+	backed = map->n_thp + map->n_small;
+	rest_thp = rest * map->n_thp / backed;
+	avg = MIN(rest_thp / map->n_thp, HR_PLAN_BLOCK_PAGES - 1);
+	n = MIN(MIN(map->n_thp - n_named, rest_thp / HR_PLAN_BLOCK_PAGES), (guint64)max);
+	for (guint64 i = 0; i < n; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].free_pages = (guint16)avg;
+		out[i].backing = HR_THP_BLOCK_THP;
+		out[i].ranged = 1;
+	}
+	return (guint)n;
 }
 
 gchar *

@@ -99,7 +99,11 @@ typedef struct {
 	guint16 free_pages; /* 0-512, from the guest's status report */
 	guint8 backing;	    /* HrThpBlock from hr-thpmap: what discarding it frees on the host */
 	guint8 tried;	    /* already evacuated or failed in this request: skipped */
-	guint32 reserved;
+	/* not a named block: one of the host THP-backed blocks the guest picks
+	 * itself (EVACUATE CHEAPEST within the backed ranges); gpa is 0 and
+	 * free_pages an estimate, see hr_plan_ranged_candidates() */
+	guint8 ranged;
+	guint8 reserved[3];
 } HrPlanCandidate;
 
 typedef struct {
@@ -155,7 +159,7 @@ typedef struct {
 	guint32 index; /* into the guest's candidates */
 	guint16 free_pages;
 	guint8 backing; /* HrThpBlock */
-	guint8 reserved;
+	guint8 ranged;	/* the guest picks the block itself, see HrPlanCandidate */
 } HrPlanPick;
 
 typedef struct {
@@ -233,6 +237,26 @@ hr_planner_guest_deferred(const HrPlanGuest *guest, gint64 now_ms);
 void
 hr_plan_candidates_from_status(HrPlanCandidate *out, const HrCandidate *candidates,
 			       guint n_candidates, const HrThpMap *map);
+
+/*
+ * Donations a guest's report does not name. A report's candidates are the
+ * guest's emptiest blocks, which on a busy host are often blocks the host
+ * never backed (the guest never touched them): worth nothing. The blocks
+ * worth a donation are the host THP-backed ones (@map), and the guest can
+ * empty as many of them as its free memory inside them fills: up to
+ * (free pages in backed blocks) / 512. The free pages in never-backed
+ * blocks that the guest does not hold (they are free in the guest: it
+ * never wrote to them) are taken off its free memory first; what is left
+ * is shared between THP- and 4 KiB-backed blocks by their count, and each
+ * candidate is priced at the average free pages of a THP-backed block (the
+ * guest empties the cheapest ones first, so this is an upper bound on its
+ * migrations). @n_named THP-backed blocks of the report are already
+ * candidates and are not counted twice. Writes at most @max candidates
+ * (gpa 0, ranged, THP-backed) to @out and returns how many.
+ */
+guint
+hr_plan_ranged_candidates(HrPlanCandidate *out, guint max, const HrThpMap *map,
+			  guint64 free_pages, guint held_blocks, guint n_named);
 
 /* A multi-line account of a plan: one line per step, what it gives and costs. */
 gchar *

@@ -5,6 +5,7 @@
 #include "hr-prepare.h"
 
 #include <gio/gio.h>
+#include <string.h>
 
 #include "hr-compact.h"
 #include "hr-daemon.h"
@@ -41,8 +42,16 @@ typedef struct {
 	guint in_flight;
 	guint plans;
 	guint64 held_total; /* blocks guests handed over for it */
-	guint64 donate_cap; /* ask no more after that: twice the first shortfall */
+	guint64 donate_cap; /* without the pool: ask no more after twice the first shortfall */
 	gchar *last_plan;
+	/* holding in the node's hugetlb pool (hr_pool_grow()) */
+	gboolean pool_mode;
+	gboolean pool_decided;
+	gboolean pool_busy;  /* a grow runs */
+	guint64 pool_asked;  /* by the grow that runs */
+	gboolean pool_stuck; /* the last grow got less than asked: wait for a donation */
+	GHashTable *strikes; /* guest uuid -> donations that freed little host memory */
+	gchar *why_not;	     /* why the guests that were not asked were not */
 } Run;
 
 /* One compaction or evacuation in flight. */
@@ -55,6 +64,7 @@ typedef struct {
 	gint node;
 	gint64 started; /* monotonic us */
 	gint64 blocks_before;
+	gint64 rss_before_kb; /* DONATE: the donor's QEMU, -1 unknown */
 	gboolean submitting;
 	gboolean ended_early;
 	GArray *returning; /* a RETURN: the gpas it gives back (guint64) */
@@ -84,6 +94,8 @@ static void
 run_free(Run *run)
 {
 	g_hash_table_unref(run->tried);
+	g_hash_table_unref(run->strikes);
+	g_free(run->why_not);
 	g_free(run->last_plan);
 	g_free(run);
 }
@@ -106,6 +118,7 @@ get_run(HrPrepare *p, HrReservation *r)
 		run = g_new0(Run, 1);
 		run->tried = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
 						   (GDestroyNotify)g_hash_table_unref);
+		run->strikes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 		g_hash_table_insert(p->runs, g_strdup(r->id), run);
 	}
 	return run;
@@ -353,17 +366,52 @@ refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 		gs->map_failed = FALSE;
 }
 
+/* why the planner may get nothing from a donor, for the reason a reservation ends with */
+static void
+why_not_donor(GString *why, HrGuest *guest, GuestPlanState *gs, const HrPlanGuest *pg,
+	      gint64 now_ms)
+{
+	guint thp = 0;
+
+	if (hr_planner_guest_deferred(pg, now_ms)) {
+		g_string_append_printf(why, "; %s: deferred for %" G_GINT64_FORMAT " ms after %u failed "
+				       "evacuations",
+				       guest->name, pg->next_allowed_ms - now_ms, pg->failures);
+		return;
+	}
+	if (pg->free_pages < pg->floor_pages + BLOCK_PAGES) {
+		g_string_append_printf(why, "; %s: at its floor (%" G_GUINT64_FORMAT " MiB free, floor %"
+				       G_GUINT64_FORMAT " MiB)",
+				       guest->name, pg->free_pages / 256, pg->floor_pages / 256);
+		return;
+	}
+	if (pg->held_blocks >= pg->budget_blocks) {
+		g_string_append_printf(why, "; %s: holds its budget of %u blocks already", guest->name,
+				       pg->budget_blocks);
+		return;
+	}
+	for (guint c = 0; c < pg->n_candidates; c++)
+		thp += pg->candidates[c].backing == HR_THP_BLOCK_THP && !pg->candidates[c].tried;
+	if (thp == 0)
+		g_string_append_printf(why, "; %s: %s", guest->name,
+				       gs->map == NULL && !gs->map_failed
+					   ? "its host backing is being scanned"
+					   : "no free memory inside host THP-backed blocks");
+}
+
 static Input *
 build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, gboolean guests_too)
 {
 	Input *in = g_new0(Input, 1);
 	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
 	guint first_node = 0;
+	GString *why;
 
 	in->nodes = g_array_new(FALSE, TRUE, sizeof(HrPlanNode));
 	in->guests = g_array_new(FALSE, TRUE, sizeof(HrPlanGuest));
 	in->refs = g_ptr_array_new();
 	in->cand_bufs = g_ptr_array_new_with_free_func(g_free);
+	in->input.now_ms = g_get_monotonic_time() / 1000;
 
 	for (guint n = 0; n < host->nodes->len; n++) {
 		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
@@ -374,10 +422,17 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		pn.free_blocks -= MIN(pn.free_blocks, promised);
 		pn.free_pages -= MIN(pn.free_pages, promised * BLOCK_PAGES);
 		pn.compacted = run != NULL && run->compacted;
+		if (run != NULL && run->pool_mode) {
+			/* free memory goes into the pool: the planner plans donations only */
+			pn.free_blocks = 0;
+			pn.free_pages = MIN(pn.free_pages, pn.wmark_high);
+			pn.compacted = TRUE;
+		}
 		if (n == 0)
 			first_node = ns->node;
 		g_array_append_val(in->nodes, pn);
 	}
+	why = g_string_new(NULL);
 
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
@@ -386,11 +441,27 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		HrPlanGuest pg = {0};
 		HrPlanCandidate *cands;
 		GHashTable *tried = NULL;
+		guint n_ranged_max, n_named = 0;
 
-		if (!guests_too || !guest_can_donate(guest))
+		if (!guests_too)
 			continue;
+		if (!guest_can_donate(guest)) {
+			if (hr_guest_is_connected(guest))
+				g_string_append_printf(why, "; %s: cannot donate (driver not ready, "
+						       "no evacuate/hold feature or discard disabled)",
+						       guest->name);
+			continue;
+		}
+		if (run != NULL &&
+		    GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, guest->uuid)) >= 2) {
+			g_string_append_printf(why, "; %s: its donations freed little host memory",
+					       guest->name);
+			continue;
+		}
 		gs = get_gstate(p, guest);
 		hr_config_guest_policy(p->config, guest->name, &policy);
+		if (!policy.donor)
+			g_string_append_printf(why, "; %s: not a donor (policy)", guest->name);
 		if (policy.donor)
 			refresh_thpmap(p, guest, gs);
 		if (run != NULL)
@@ -417,7 +488,8 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 				       : (guint)(guest->ram_size / HR_PLAN_BLOCK_BYTES / 2);
 		pg.failures = gs->failures;
 		pg.next_allowed_ms = gs->next_allowed_ms;
-		cands = g_new0(HrPlanCandidate, MAX(guest->status->nr_candidates, 1));
+		n_ranged_max = policy.donor && gs->map != NULL ? (guint)gs->map->n_thp : 0;
+		cands = g_new0(HrPlanCandidate, MAX(guest->status->nr_candidates + n_ranged_max, 1));
 		for (guint c = 0; c < guest->status->nr_candidates; c++) {
 			const HrCandidate *hc = &guest->status->candidates[c];
 			cands[c].gpa = hc->gpa;
@@ -428,13 +500,28 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 			/* a block the guest holds already is not a candidate any more */
 			if (g_hash_table_contains(guest->held, &hc->gpa))
 				cands[c].tried = TRUE;
+			n_named += cands[c].backing == HR_THP_BLOCK_THP;
+		}
+		pg.n_candidates = guest->status->nr_candidates;
+		/* the backed blocks its report does not name, which it picks itself */
+		if (n_ranged_max > 0 && p->config->backing == HR_BACKING_SCAN) {
+			pg.n_candidates += hr_plan_ranged_candidates(
+			    cands + pg.n_candidates, n_ranged_max, gs->map, pg.free_pages,
+			    pg.held_blocks, n_named);
+			hr_planner_sort_candidates(cands, pg.n_candidates);
 		}
 		pg.candidates = cands;
-		pg.n_candidates = guest->status->nr_candidates;
 		g_ptr_array_add(in->cand_bufs, cands);
+		if (policy.donor)
+			why_not_donor(why, guest, gs, &pg, in->input.now_ms);
 		g_array_append_val(in->guests, pg);
 		g_ptr_array_add(in->refs, guest);
 	}
+	if (run != NULL) {
+		g_free(run->why_not);
+		run->why_not = why->len > 2 ? g_strdup(why->str + 2) : NULL;
+	}
+	g_string_free(why, TRUE);
 	in->input.nodes = (HrPlanNode *)in->nodes->data;
 	in->input.n_nodes = in->nodes->len;
 	in->input.guests = (HrPlanGuest *)in->guests->data;
@@ -817,6 +904,139 @@ start_compact(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 expec
 }
 
 static void
+pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	Op *op = user_data;
+	HrPrepare *p = op->prepare;
+	g_autoptr(GError) error = NULL;
+	g_autofree HrCompactResult *result = hr_pool_grow_finish(res, &error);
+	HrReservation *r;
+	Run *run;
+	(void)source;
+
+	if (p == NULL) {
+		/* the executor is gone; what the pool got is ours: give it back */
+		if (result != NULL && result->pool_got > 0) {
+			guint64 freed;
+			hr_pool_shrink(NULL, result->node, result->pool_got, &freed, NULL);
+		}
+		op_free(op);
+		return;
+	}
+	r = hr_reservation_store_find(p->store, op->res_id);
+	run = g_hash_table_lookup(p->runs, op->res_id);
+	if (run != NULL) {
+		run->pool_busy = FALSE;
+		run->pool_stuck = result == NULL || result->pool_got < result->pool_asked;
+	}
+	if (r != NULL && result != NULL && result->pool_got > 0 &&
+	    !hr_reservation_state_is_live(r->state)) {
+		/* it ended while the kernel assembled: straight back */
+		guint64 freed;
+		hr_pool_shrink(p->config->host_root, result->node, result->pool_got, &freed, NULL);
+	} else if (r != NULL && result != NULL) {
+		r->pool_blocks += result->pool_got;
+	}
+	if (r != NULL && op->step_index < r->steps->len) {
+		HrReservationStep *s = g_ptr_array_index(r->steps, op->step_index);
+		s->elapsed_ms = (g_get_monotonic_time() - op->started) / 1000;
+		if (result == NULL) {
+			set_step_state(s, "failed", error->message);
+		} else {
+			g_autofree gchar *detail = g_strdup_printf(
+			    "held %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " blocks in node %u's "
+			    "hugetlb pool (%" G_GUINT64_FORMAT " free 2 MiB blocks before)%s",
+			    result->pool_got, result->pool_asked, result->node,
+			    result->free_blocks_before,
+			    result->pool_got < result->pool_asked
+				? "; the kernel could assemble no more from the node's free memory"
+				: "");
+			s->gained = (gint64)result->pool_got;
+			s->pages_migrated = result->migrated;
+			s->pages_scanned = result->migrate_scanned + result->free_scanned;
+			/* blocks that were free already cost nothing: the rest was assembled */
+			if (g_strcmp0(s->kind, "free") == 0 && s->pages_scanned > 0) {
+				g_free(s->kind);
+				s->kind = g_strdup("compact");
+			}
+			set_step_state(s, result->pool_got >= result->pool_asked ? "done"
+					  : result->pool_got > 0	 ? "short"
+									 : "failed",
+				       detail);
+		}
+		g_info("reservation %s: pool of node %d %s: %" G_GINT64_FORMAT " blocks in %" G_GUINT64_FORMAT
+		       " ms, %" G_GUINT64_FORMAT " pages scanned",
+		       r->id, op->node, s->state, s->gained, s->elapsed_ms, s->pages_scanned);
+		hr_reservation_touch(p->store, r);
+	}
+	g_ptr_array_remove(p->ops, op);
+	op_free(op);
+	kick(p);
+}
+
+/* hold up to @blocks free (or assemblable) blocks of @node for @r */
+static void
+start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blocks,
+	   guint64 free_blocks)
+{
+	HrReservationStep *s =
+	    hr_reservation_add_step(r, free_blocks >= blocks ? "free" : "compact", node);
+	Op *op = g_new0(Op, 1);
+
+	s->expect_milli = blocks * 1000;
+	op->prepare = p;
+	op->res_id = g_strdup(r->id);
+	op->step_index = r->steps->len - 1;
+	op->node = node;
+	op->started = g_get_monotonic_time();
+	g_ptr_array_add(p->ops, op);
+	run->pool_busy = TRUE;
+	run->pool_asked = blocks;
+	g_info("reservation %s: holding %" G_GUINT64_FORMAT " blocks in node %d's hugetlb pool "
+	       "(%" G_GUINT64_FORMAT " free 2 MiB blocks there)",
+	       r->id, blocks, node, free_blocks);
+	hr_pool_grow_async(p->config->host_root, node, blocks, p->cancellable, pool_done_cb, op);
+}
+
+/* give @r's pool blocks back to the buddy allocator: the VM allocates next */
+static gboolean
+release_pool(HrPrepare *p, HrReservation *r, GError **error)
+{
+	guint64 freed = 0;
+
+	if (r->pool_blocks == 0)
+		return TRUE;
+	if (!hr_pool_shrink(p->config->host_root, r->planned_node, r->pool_blocks, &freed, error))
+		return FALSE;
+	if (freed < r->pool_blocks)
+		g_warning("reservation %s: the hugetlb pool of node %d gave back %" G_GUINT64_FORMAT
+			  " of %" G_GUINT64_FORMAT " blocks (others use hugetlb pages there)",
+			  r->id, r->planned_node, freed, r->pool_blocks);
+	g_info("reservation %s: %" G_GUINT64_FORMAT " blocks of node %d's hugetlb pool given back",
+	       r->id, freed, r->planned_node);
+	r->pool_blocks = 0;
+	hr_reservation_touch(p->store, r);
+	return TRUE;
+}
+
+/* resident memory of a guest's QEMU process in KiB, -1 when unknown */
+static gint64
+guest_rss_kb(HrGuest *guest)
+{
+	g_autofree gchar *path = NULL;
+	g_autofree gchar *text = NULL;
+	const gchar *line;
+
+	if (guest == NULL || guest->pid <= 0)
+		return -1;
+	path = g_strdup_printf("/proc/%d/status", guest->pid);
+	if (!g_file_get_contents(path, &text, NULL, NULL))
+		return -1;
+	line = strstr(text, "\nVmRSS:");
+	return line != NULL ? g_ascii_strtoll(line + 7, NULL, 10) : -1;
+}
+
+static void
 defer_guest(HrPrepare *p, const gchar *uuid, gboolean failed)
 {
 	GuestPlanState *gs = g_hash_table_lookup(p->gstates, uuid);
@@ -845,10 +1065,40 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		g_autofree gchar *detail = NULL;
 		const HrResult *res = request->have_result ? &request->result : &request->progress;
 
+		Run *run = g_hash_table_lookup(p->runs, r->id);
+		gint64 rss_after = guest_rss_kb(guest);
+
 		s->blocks_held = held;
 		s->pages_migrated = res->pages_migrated;
 		s->elapsed_ms = (g_get_monotonic_time() - op->started) / 1000;
-		s->gained = node_free_blocks(p, op->node) - op->blocks_before;
+		if (run != NULL && run->pool_mode) {
+			/*
+			 * The pool takes the freed blocks as they come: what the
+			 * host got is what the donor's QEMU no longer has resident
+			 * (its discards, less pages its migrations faulted in).
+			 */
+			s->gained = op->rss_before_kb >= 0 && rss_after >= 0
+					    ? (op->rss_before_kb - rss_after) / 2048
+					    : 0;
+			run->pool_stuck = FALSE;
+		} else {
+			s->gained = node_free_blocks(p, op->node) - op->blocks_before;
+		}
+		if (run != NULL && held > 0 && s->gained * 2 < (gint64)held) {
+			guint n = GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, op->guest_uuid));
+			g_hash_table_insert(run->strikes, g_strdup(op->guest_uuid),
+					    GUINT_TO_POINTER(n + 1));
+			g_message("reservation %s: %s handed over %u blocks but the host got %" G_GINT64_FORMAT
+				  " back%s",
+				  r->id, s->guest, held, s->gained,
+				  n + 1 >= 2 ? "; not asked again for this reservation" : "");
+		}
+		if (guest != NULL) {
+			/* what it gave is not backed any more: see it before the next plan */
+			GuestPlanState *gs = g_hash_table_lookup(p->gstates, guest->uuid);
+			if (gs != NULL)
+				gs->map_at = 0;
+		}
 		if (request->error != NULL) {
 			detail = g_strdup(request->error);
 		} else if (held < s->blocks_asked) {
@@ -911,25 +1161,46 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	GHashTable *tried;
 	HrRequestParams params = {0};
 	HrRequest *request;
+	GuestPlanState *gs;
+	HrRange ranges[VIRTIO_HUGEROOM_MAX_CMD_RANGES];
+	guint n_ranged = 0, n_ranges = 0, count;
 	Op *op;
 
 	if (guest == NULL)
 		return;
+	gs = get_gstate(p, guest);
 	tried = g_hash_table_lookup(run->tried, guest->uuid);
 	if (tried == NULL) {
 		tried = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
 		g_hash_table_insert(run->tried, g_strdup(guest->uuid), tried);
 	}
-	for (guint i = 0; i < step->picks->len && gpas->len < VIRTIO_HUGEROOM_MAX_CMD_BLOCKS; i++) {
-		const HrPlanPick *pk = &g_array_index(step->picks, HrPlanPick, i);
-		g_array_append_val(gpas, pk->gpa);
-		g_hash_table_add(tried, g_memdup2(&pk->gpa, sizeof(guint64)));
+	for (guint i = 0; i < step->picks->len; i++)
+		n_ranged += g_array_index(step->picks, HrPlanPick, i).ranged;
+	if (n_ranged > 0 && gs->map != NULL) {
+		/*
+		 * The guest picks its cheapest blocks among those the host
+		 * backs with a THP (the named ones are among them): a fresh
+		 * sweep of its own, not the report's.
+		 */
+		n_ranges = hr_thpmap_ranges(gs->map, HR_THP_BLOCK_THP, ranges,
+					    VIRTIO_HUGEROOM_MAX_CMD_RANGES, NULL);
+		count = step->picks->len;
+	} else {
+		for (guint i = 0;
+		     i < step->picks->len && gpas->len < VIRTIO_HUGEROOM_MAX_CMD_BLOCKS; i++) {
+			const HrPlanPick *pk = &g_array_index(step->picks, HrPlanPick, i);
+			if (pk->ranged)
+				continue;
+			g_array_append_val(gpas, pk->gpa);
+			g_hash_table_add(tried, g_memdup2(&pk->gpa, sizeof(guint64)));
+		}
+		count = gpas->len;
 	}
-	if (gpas->len == 0)
+	if (count == 0 || (gpas->len == 0 && n_ranges == 0))
 		return;
 	s = hr_reservation_add_step(r, "donate", step->node);
 	s->guest = g_strdup(guest->name);
-	s->blocks_asked = gpas->len;
+	s->blocks_asked = count;
 	s->expect_milli = step->gain_milli;
 
 	op = g_new0(Op, 1);
@@ -939,12 +1210,15 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->guest_uuid = g_strdup(guest->uuid);
 	op->node = step->node;
 	op->started = g_get_monotonic_time();
-	op->blocks_before = node_free_blocks(p, step->node);
+	op->blocks_before = run->pool_mode ? 0 : node_free_blocks(p, step->node);
+	op->rss_before_kb = guest_rss_kb(guest);
 
 	params.kind = HR_REQUEST_EVACUATE;
 	params.gpas = (const guint64 *)gpas->data;
 	params.nr_gpas = gpas->len;
-	params.count = gpas->len;
+	params.ranges = n_ranges > 0 ? ranges : NULL;
+	params.nr_ranges = n_ranges;
+	params.count = count;
 	/* the planner's cost with room for its estimate being off, and the overshoot */
 	params.budget_pages = step->cost_pages * 2 + BLOCK_PAGES;
 	if (deadline_ms > 0)
@@ -965,8 +1239,9 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->request = hr_request_ref(request);
 	g_ptr_array_add(p->ops, op);
 	run->in_flight++;
-	g_info("reservation %s: asked %s for %u blocks (request %" G_GUINT64_FORMAT ")", r->id,
-	       guest->name, gpas->len, request->id);
+	g_info("reservation %s: asked %s for %u blocks%s (request %" G_GUINT64_FORMAT ")", r->id,
+	       guest->name, count, n_ranges > 0 ? " of its host THP-backed ones" : "",
+	       request->id);
 	if (op->ended_early)
 		donate_finished(p, op, request);
 }
@@ -1001,8 +1276,12 @@ settle(HrPrepare *p, HrReservation *r, HrReservationState state, gboolean partia
 		g_warning("%s", error->message);
 		return;
 	}
-	if (state != HR_RESERVATION_READY && state != HR_RESERVATION_CONSUMED)
+	if (state != HR_RESERVATION_READY && state != HR_RESERVATION_CONSUMED) {
+		g_autoptr(GError) pool_error = NULL;
+		if (!release_pool(p, r, &pool_error))
+			g_warning("reservation %s: %s", r->id, pool_error->message);
 		return_holds(p, r, G_MAXUINT, hr_reservation_state_to_string(state));
+	}
 }
 
 static gint
@@ -1021,6 +1300,93 @@ choose_node(HrPrepare *p, const HrHostState *host, HrReservation *r)
 		}
 	}
 	return best;
+}
+
+static gboolean
+past_deadline(HrPrepare *p, HrReservation *r, gint64 *remaining_ms)
+{
+	g_autofree gchar *why = NULL;
+
+	*remaining_ms = 0;
+	if (r->deadline_at <= 0)
+		return FALSE;
+	*remaining_ms = (r->deadline_at - g_get_real_time()) / 1000;
+	if (*remaining_ms > 0)
+		return FALSE;
+	why = g_strdup_printf("deadline passed with %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+			      " blocks (%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " MiB)",
+			      r->obtained, r->need_blocks, r->obtained * 2, r->need_blocks * 2);
+	if (r->strict || r->obtained == 0)
+		settle(p, r, HR_RESERVATION_FAILED, r->obtained > 0, why);
+	else
+		settle(p, r, HR_RESERVATION_READY, TRUE, why);
+	return TRUE;
+}
+
+static void
+start_plan_steps(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlan *plan,
+		 gint64 remaining_ms);
+
+/*
+ * With the hugetlb pool: whatever the node has free (above its high
+ * watermark and the pool margin) goes into the pool, the kernel
+ * assembling blocks from fragmented free memory on the way; what the node
+ * does not have comes from donors, whose freed host THPs the next grow
+ * takes. Ready when the pool holds the whole need.
+ */
+static void
+drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
+	   const HrHostState *host)
+{
+	guint64 margin = p->config->pool_margin_mb * 256, keep = ns->wmark_high + margin;
+	guint64 headroom = ns->free_pages > keep ? (ns->free_pages - keep) / BLOCK_PAGES : 0;
+	guint64 want, coming, remaining;
+	gint64 remaining_ms = 0;
+	g_autoptr(Input) in = NULL;
+	g_autoptr(HrPlan) plan = NULL;
+	HrPlanRequest req = {0};
+	g_autofree gchar *why = NULL;
+
+	hr_reservation_set_obtained(p->store, r, r->pool_blocks);
+	if (r->pool_blocks >= r->need_blocks) {
+		why = g_strdup_printf("%" G_GUINT64_FORMAT " 2 MiB blocks held in node %d's hugetlb "
+				      "pool (%u steps)",
+				      r->pool_blocks, r->planned_node, r->steps->len);
+		settle(p, r, HR_RESERVATION_READY, FALSE, why);
+		return;
+	}
+	if (past_deadline(p, r, &remaining_ms))
+		return;
+	want = r->need_blocks - r->pool_blocks;
+	if (!run->pool_busy && !run->pool_stuck && headroom > 0)
+		start_pool(p, r, run, r->planned_node, MIN(want, headroom), ns->free_blocks);
+	if (run->in_flight > 0)
+		return;
+	/* what the grow that runs (or could run) will hold; donors give the rest */
+	coming = run->pool_busy ? run->pool_asked : run->pool_stuck ? 0 : MIN(want, headroom);
+	remaining = want > coming ? want - coming : 0;
+	if (remaining == 0)
+		return;
+	in = build_input(p, host, r, run, TRUE);
+	req.bytes = remaining * HR_PLAN_BLOCK_BYTES;
+	req.node = r->planned_node;
+	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
+	req.strict = FALSE; /* every block a donor gives counts */
+	plan = hr_planner_plan(&req, &in->input, &p->params);
+	start_plan_steps(p, r, run, in, plan, remaining_ms);
+	if (run->in_flight > 0 || run->pool_busy)
+		return;
+	if (plan->guests_deferred > 0 && !r->strict)
+		return;
+	why = g_strdup_printf("no more sources: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+			      " blocks held, the node has no more free memory to assemble them "
+			      "from and no donor can give more%s%s",
+			      r->pool_blocks, r->need_blocks, run->why_not != NULL ? ": " : "",
+			      run->why_not != NULL ? run->why_not : "");
+	if (r->strict || r->pool_blocks == 0)
+		settle(p, r, HR_RESERVATION_FAILED, r->pool_blocks > 0, why);
+	else
+		settle(p, r, HR_RESERVATION_READY, TRUE, why);
 }
 
 static void
@@ -1049,6 +1415,19 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	if (ns == NULL) {
 		why = g_strdup_printf("the host has no NUMA node %d", r->planned_node);
 		settle(p, r, HR_RESERVATION_FAILED, FALSE, why);
+		return;
+	}
+	if (!run->pool_decided) {
+		g_autoptr(GError) pool_error = NULL;
+		run->pool_decided = TRUE;
+		run->pool_mode = p->config->hold_in_pool &&
+				 hr_pool_available(p->config->host_root, r->planned_node, &pool_error);
+		if (p->config->hold_in_pool && !run->pool_mode)
+			g_message("reservation %s: not holding blocks, only counting free ones: %s",
+				  r->id, pool_error->message);
+	}
+	if (run->pool_mode) {
+		drive_pool(p, r, run, ns, host);
 		return;
 	}
 	promised = hr_reservation_store_promised(p->store, r->planned_node, r);
@@ -1111,6 +1490,30 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
 	req.strict = r->strict;
 	plan = hr_planner_plan(&req, &in->input, &p->params);
+	start_plan_steps(p, r, run, in, plan, remaining_ms);
+	if (run->in_flight == 0 && run->compact_after && !run->compacted) {
+		run->compact_after = FALSE;
+		start_compact(p, r, run, r->planned_node, 0);
+	}
+	if (run->in_flight > 0)
+		return;
+	/* nothing could be started: wait for deferred guests, else this is all */
+	if (plan->guests_deferred > 0 && !r->strict)
+		return;
+	why = g_strdup_printf("no more sources: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+			      " blocks; plan: %s%s%s",
+			      r->obtained, r->need_blocks, plan->summary,
+			      run->why_not != NULL ? "; " : "", run->why_not != NULL ? run->why_not : "");
+	if (r->strict || r->obtained == 0)
+		settle(p, r, HR_RESERVATION_FAILED, r->obtained > 0, why);
+	else
+		settle(p, r, HR_RESERVATION_READY, TRUE, why);
+}
+
+static void
+start_plan_steps(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlan *plan,
+		 gint64 remaining_ms)
+{
 	run->plans++;
 	if (g_strcmp0(run->last_plan, plan->summary) != 0) {
 		g_free(run->last_plan);
@@ -1142,22 +1545,6 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 			break;
 		}
 	}
-	if (run->in_flight == 0 && run->compact_after && !run->compacted) {
-		run->compact_after = FALSE;
-		start_compact(p, r, run, r->planned_node, 0);
-	}
-	if (run->in_flight > 0)
-		return;
-	/* nothing could be started: wait for deferred guests, else this is all */
-	if (plan->guests_deferred > 0 && !r->strict)
-		return;
-	why = g_strdup_printf("no more sources: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
-			      " blocks; plan: %s",
-			      r->obtained, r->need_blocks, plan->summary);
-	if (r->strict || r->obtained == 0)
-		settle(p, r, HR_RESERVATION_FAILED, r->obtained > 0, why);
-	else
-		settle(p, r, HR_RESERVATION_READY, TRUE, why);
 }
 
 void
@@ -1283,6 +1670,8 @@ hr_prepare_consume(HrPrepare *p, const gchar *id, GError **error)
 			    "no reservation %s (GET /v1/reservations lists them)", id);
 		return FALSE;
 	}
+	if (r->state == HR_RESERVATION_READY && !release_pool(p, r, error))
+		return FALSE;
 	return hr_reservation_set_state(p->store, r, HR_RESERVATION_CONSUMED, "consumed", error);
 }
 

@@ -279,6 +279,7 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 	add_time(b, "finished", r->finished_at);
 	hr_json_add_int(b, "held_blocks", r->holds->len);
 	hr_json_add_int(b, "blocks_returned", r->blocks_returned);
+	hr_json_add_int(b, "pool_blocks", r->pool_blocks);
 	if (with_steps) {
 		json_builder_set_member_name(b, "steps");
 		json_builder_begin_array(b);
@@ -529,6 +530,12 @@ load_reservation(JsonNode *node, HrReservationStore *store, GError **error)
 	    !get_int(o, "blocks_returned", 0, G_MAXINT64, &v, &local))
 		goto fail;
 	r->blocks_returned = v;
+	/* files before the pool have none */
+	if (json_object_has_member(o, "pool_blocks")) {
+		if (!get_int(o, "pool_blocks", 0, G_MAXUINT32, &v, &local))
+			goto fail;
+		r->pool_blocks = v;
+	}
 	if (!get_array(o, "steps", &steps, &local) || !get_array(o, "holds", &holds, &local))
 		goto fail;
 	for (guint i = 0; i < json_array_get_length(steps); i++) {
@@ -749,7 +756,8 @@ hr_reservation_store_promised(HrReservationStore *store, gint node, const HrRese
 			continue;
 		if (r->planned_node < 0 || (node >= 0 && r->planned_node != node))
 			continue;
-		sum += r->obtained;
+		/* blocks in the hugetlb pool are not free memory any more */
+		sum += r->obtained - MIN(r->obtained, r->pool_blocks);
 	}
 	return sum;
 }

@@ -14,9 +14,11 @@
  *      |                   +--nothing obtained, best effort------> failed
  *      +-------------------+---------------------+--release------> cancelled
  *
- * Progress is measured, not assumed: a reservation counts the node's free
- * 2 MiB blocks above the high watermark (buddyinfo, zoneinfo) minus what
- * other live reservations (in progress or ready) already count. So memory
+ * Progress is measured, not assumed: a reservation counts the 2 MiB blocks
+ * it holds in the node's hugetlb pool (pool_blocks) or, where the daemon
+ * does not hold blocks (no hugetlb pool), the node's free 2 MiB blocks
+ * above the high watermark (buddyinfo, zoneinfo) minus what other live
+ * reservations (in progress or ready) already count. So memory
  * promised once is never promised twice: a ready reservation's blocks are
  * subtracted from what a later one may count, until it is consumed,
  * released or expires.
@@ -109,6 +111,12 @@ typedef struct {
 	GPtrArray *steps;	/* HrReservationStep */
 	GPtrArray *holds;	/* HrReservationHold */
 	guint64 blocks_returned; /* holds given back so far */
+	/*
+	 * 2 MiB blocks the daemon holds for it in the planned node's hugetlb
+	 * pool (hr_pool_grow()): assembled and out of everybody's reach until
+	 * it is consumed (given back just before the VM allocates) or ends.
+	 */
+	guint64 pool_blocks;
 } HrReservation;
 
 typedef struct _HrReservationStore HrReservationStore;

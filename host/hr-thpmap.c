@@ -96,6 +96,69 @@ hr_thpmap_lookup(const HrThpMap *map, guint64 gpa, HrThpBlock *block)
 	return FALSE;
 }
 
+static gint
+range_len_cmp(gconstpointer a, gconstpointer b)
+{
+	const HrRange *x = a, *y = b;
+	guint64 lx = x->end - x->start, ly = y->end - y->start;
+
+	if (lx != ly)
+		return lx > ly ? -1 : 1;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static gint
+range_start_cmp(gconstpointer a, gconstpointer b)
+{
+	const HrRange *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+guint
+hr_thpmap_ranges(const HrThpMap *map, HrThpBlock kind, HrRange *out, guint max,
+		 guint64 *blocks_out)
+{
+	g_autoptr(GArray) all = g_array_new(FALSE, FALSE, sizeof(HrRange));
+	guint64 blocks = 0;
+	guint n;
+
+	for (guint r = 0; r < map->n_ranges; r++) {
+		guint64 first_gpa, nb = range_blocks(&map->ranges[r], &first_gpa);
+		HrRange cur = {0};
+		gboolean open = FALSE;
+
+		for (guint64 b = 0; b <= nb; b++) {
+			gboolean in = b < nb && hr_thpmap_get(map, map->first_block[r] + b) == kind;
+			guint64 gpa = first_gpa + b * HR_THPMAP_BLOCK_SIZE;
+
+			if (in && !open) {
+				cur.start = gpa;
+				open = TRUE;
+			} else if (!in && open) {
+				cur.end = gpa;
+				g_array_append_val(all, cur);
+				open = FALSE;
+			}
+		}
+	}
+	if (all->len > max) {
+		/* the largest ones, given back in address order */
+		g_array_sort(all, range_len_cmp);
+		g_array_set_size(all, max);
+		g_array_sort(all, range_start_cmp);
+	}
+	n = all->len;
+	for (guint i = 0; i < n; i++) {
+		const HrRange *rg = &g_array_index(all, HrRange, i);
+		out[i] = *rg;
+		blocks += (rg->end - rg->start) / HR_THPMAP_BLOCK_SIZE;
+	}
+	if (blocks_out != NULL)
+		*blocks_out = blocks;
+	return n;
+}
+
 static gboolean
 read_u64(int fd, const gchar *path, guint64 index, guint64 *value, GError **error)
 {

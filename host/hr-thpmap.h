@@ -112,6 +112,16 @@ hr_thpmap_lookup(const HrThpMap *map, guint64 gpa, HrThpBlock *block);
 const gchar *
 hr_thp_block_to_string(HrThpBlock block);
 
+/*
+ * The blocks of @kind as sorted, disjoint gpa ranges (each inside one RAM
+ * range), as an EVACUATE's ranges take them: at most @max, the largest
+ * when there are more. Returns how many were written to @out; @blocks
+ * (may be NULL) gets the blocks they cover.
+ */
+guint
+hr_thpmap_ranges(const HrThpMap *map, HrThpBlock kind, HrRange *out, guint max,
+		 guint64 *blocks);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrThpMap, hr_thpmap_free)
 
 G_END_DECLS

@@ -363,9 +363,13 @@ fake_expect_silence(FakeDevice *dev, guint ms)
 	gint64 until = g_get_monotonic_time() + ms * 1000;
 	while (g_get_monotonic_time() < until) {
 		g_autoptr(HrChanFrame) frame = NULL;
-		if (fake_poll(dev, &frame) && frame != NULL)
-			g_error("unexpected %s frame from the daemon",
-				hr_chan_type_to_string(frame->type));
+		if (fake_poll(dev, &frame) && frame != NULL) {
+			const guint8 *b = g_bytes_get_data(frame->payload, NULL);
+			g_error("unexpected %s frame from the daemon (first bytes %02x %02x)",
+				hr_chan_type_to_string(frame->type),
+				g_bytes_get_size(frame->payload) > 0 ? b[0] : 0,
+				g_bytes_get_size(frame->payload) > 1 ? b[1] : 0);
+		}
 		g_main_context_iteration(NULL, FALSE);
 		g_usleep(1000);
 	}

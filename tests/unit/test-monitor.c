@@ -1054,10 +1054,49 @@ test_compact_live(void)
 	munmap(p, len);
 }
 
+/*
+ * The real node 0 pool: grow it by 4 blocks from free memory (this host
+ * has plenty), see nr_hugepages follow, give them back, and the admin's
+ * pool is what it was.
+ */
+static void
+test_pool_live(void)
+{
+	const gchar *path = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/"
+			    "nr_hugepages";
+	g_autoptr(GError) error = NULL;
+	g_autofree HrCompactResult *result = NULL;
+	guint64 before = 0, during = 0, after = 0, freed = 0;
+
+	if (getuid() != 0 || !g_file_test(path, G_FILE_TEST_EXISTS)) {
+		g_test_skip("needs root and a kernel with CONFIG_HUGETLBFS");
+		return;
+	}
+	g_assert_true(hr_pool_available("/", 0, &error));
+	g_assert_no_error(error);
+	g_assert_true(hr_pool_get("/", 0, &before, &error));
+	result = hr_pool_grow("/", 0, 4, NULL, &error);
+	g_assert_no_error(error);
+	g_assert_cmpuint(result->pool_asked, ==, 4);
+	g_assert_true(hr_pool_get("/", 0, &during, &error));
+	g_test_message("pool %" G_GUINT64_FORMAT " -> %" G_GUINT64_FORMAT ", got %" G_GUINT64_FORMAT
+		       ", %" G_GUINT64_FORMAT " pages scanned",
+		       before, during, result->pool_got,
+		       result->migrate_scanned + result->free_scanned);
+	g_assert_cmpuint(result->pool_got, ==, 4);
+	g_assert_cmpuint(during, ==, before + 4);
+	g_assert_true(hr_pool_shrink("/", 0, result->pool_got, &freed, &error));
+	g_assert_no_error(error);
+	g_assert_cmpuint(freed, ==, 4);
+	g_assert_true(hr_pool_get("/", 0, &after, &error));
+	g_assert_cmpuint(after, ==, before);
+}
+
 int
 main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/monitor/pool/live", test_pool_live);
 	g_test_add_func("/monitor/kernel/debian-6.1", test_debian61);
 	g_test_add_func("/monitor/kernel/debian-6.12-two-nodes", test_debian612_two_nodes);
 	g_test_add_func("/monitor/kernel/host-capture", test_host_capture);

@@ -248,6 +248,80 @@ test_thp_backed_ranked(void)
 	g_assert_cmpuint(plan->cost_pages, ==, 412 + 12 + 1048576 * 30 / 1000 + 4 * 231);
 }
 
+/*
+ * The issue's donor: its emptiest blocks (the report's candidates) are
+ * blocks the host never backed; the free memory that is worth something
+ * sits in holes of host THP-backed blocks. The unbacked candidates are
+ * never counted as gain; the backed blocks come in as ranged candidates,
+ * as many as the free memory inside them can empty, priced at their
+ * average free pages.
+ */
+static void
+test_unbacked_never_gain(void)
+{
+	HrPlannerParams params;
+	HrPlanNode node = tight_node(0);
+	/* 9 GiB: 4096 blocks backed by host THPs, half free each; 512 never backed */
+	HrThpMap map = {.n_blocks = 4608, .n_thp = 4096, .n_absent = 512};
+	HrPlanCandidate c[4096 + 64] = {{0}};
+	HrPlanGuest g;
+	HrPlanInput in = {.nodes = &node, .n_nodes = 1, .n_guests = 1};
+	HrPlanRequest req = request(64);
+	g_autoptr(HrPlan) plan = NULL;
+	guint64 free_pages = 4096 * 256 + 512 * 512;
+	guint n;
+
+	hr_planner_params_init(&params);
+	for (guint i = 0; i < 64; i++) {
+		c[i].gpa = BLOCKS(4096 + i);
+		c[i].free_pages = 512;
+		c[i].backing = HR_THP_BLOCK_ABSENT;
+	}
+	g = guest(1, 0, c, 64);
+	g.free_pages = free_pages;
+	in.guests = &g;
+	plan = hr_planner_plan(&req, &in, &params);
+	g_test_message("unbacked only: %s", plan->summary);
+	g_assert_false(plan->complete);
+	g_assert_cmpuint(plan->gain_milli, ==, 0);
+	g_assert_cmpuint(plan->steps->len, ==, 0);
+	g_clear_pointer(&plan, hr_plan_free);
+
+	/* the never-backed blocks hold 512 * 512 of its free pages; the rest
+	 * fills 2048 blocks, each priced at 256 free pages */
+	n = hr_plan_ranged_candidates(c + 64, 4096, &map, free_pages, 0, 0);
+	g_assert_cmpuint(n, ==, 2048);
+	g_assert_cmpuint(c[64].free_pages, ==, 256);
+	g_assert_true(c[64].ranged);
+	g_assert_cmpint(c[64].backing, ==, HR_THP_BLOCK_THP);
+	/* named THP-backed blocks are not counted twice, held ones not as free */
+	g_assert_cmpuint(hr_plan_ranged_candidates(c + 64, 4096, &map, free_pages, 0, 4000), ==, 96);
+	g_assert_cmpuint(hr_plan_ranged_candidates(c + 64, 4096, &map, 512 * 512, 0, 0), ==, 0);
+	g_assert_cmpuint(hr_plan_ranged_candidates(c + 64, 4096, &map, 512 * 512, 512, 0), ==, 512);
+	g_assert_cmpuint(hr_plan_ranged_candidates(c + 64, 10, &map, free_pages, 0, 0), ==, 10);
+	g_assert_cmpuint(hr_plan_ranged_candidates(c + 64, 4096, NULL, free_pages, 0, 0), ==, 0);
+
+	g.n_candidates = 64 + n;
+	hr_planner_sort_candidates(c, g.n_candidates);
+	plan = hr_planner_plan(&req, &in, &params);
+	g_test_message("with ranged: %s", plan->summary);
+	g_assert_true(plan->complete);
+	g_assert_cmpuint(plan->steps->len, ==, 1);
+	g_assert_cmpint(step(plan, 0)->kind, ==, HR_PLAN_STEP_DONATE);
+	g_assert_cmpuint(step(plan, 0)->picks->len, ==, 64);
+	g_assert_cmpuint(step(plan, 0)->n_thp, ==, 64);
+	for (guint i = 0; i < 64; i++)
+		g_assert_true(g_array_index(step(plan, 0)->picks, HrPlanPick, i).ranged);
+	g_assert_cmpuint(step(plan, 0)->cost_pages, ==, 64 * 256);
+	g_assert_cmpuint(plan->gain_milli, ==, 64000);
+
+	/* at its floor: 512 pages above it are one block, no more */
+	g.floor_pages = free_pages - 512;
+	g_clear_pointer(&plan, hr_plan_free);
+	plan = hr_planner_plan(&req, &in, &params);
+	g_assert_cmpuint(plan->gain_milli, ==, 1000);
+}
+
 static void
 test_policy_floor_budget(void)
 {
@@ -969,6 +1043,7 @@ main(int argc, char **argv)
 	g_test_add_func("/planner/compaction/fragmented", test_compaction_when_fragmented);
 	g_test_add_func("/planner/donate/thp-backed-ranked", test_thp_backed_ranked);
 	g_test_add_func("/planner/donate/policy-floor-budget", test_policy_floor_budget);
+	g_test_add_func("/planner/donate/unbacked-never-gain", test_unbacked_never_gain);
 	g_test_add_func("/planner/donate/deadline-spreads", test_deadline_spreads);
 	g_test_add_func("/planner/node-choice", test_node_choice);
 	g_test_add_func("/planner/deferral/backoff", test_deferral_backoff);

@@ -373,16 +373,22 @@ host_dir(Fixture *f)
  * pages), so that every block counts and compaction has nothing to gain.
  */
 static void
-host_set_free_blocks(Fixture *f, guint blocks)
+host_set_free(Fixture *f, guint dma32_pages, guint blocks)
 {
 	g_autofree gchar *dir = host_dir(f);
 	g_autofree gchar *path = g_build_filename(dir, "proc", "buddyinfo", NULL);
 	g_autofree gchar *text = g_strdup_printf(
 	    "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n"
-	    "Node 0, zone    DMA32  26000      0      0      0      0      0      0      0      0      0      0 \n"
+	    "Node 0, zone    DMA32 %6u      0      0      0      0      0      0      0      0      0      0 \n"
 	    "Node 0, zone   Normal    100     50     20      0      0      0      0      0      0 %6u      0 \n",
-	    blocks);
+	    dma32_pages, blocks);
 	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+}
+
+static void
+host_set_free_blocks(Fixture *f, guint blocks)
+{
+	host_set_free(f, 26000, blocks);
 }
 
 static void
@@ -402,6 +408,8 @@ exec_setup(Fixture *f, gconstpointer data)
 	f->config->host_root = g_strdup(dst);
 	f->config->reservation_tick_ms = 50;
 	f->config->backing = HR_BACKING_THP;
+	/* counting free blocks (the pool tests hold them) */
+	f->config->hold_in_pool = FALSE;
 	/* the fake node has ~0.6 GiB free: never give holds back on our own */
 	f->config->return_high_mark_mb = 0;
 	fixture_start(f);
@@ -877,6 +885,140 @@ test_exec_deferral(Fixture *f, gconstpointer data)
 	g_assert_cmpstr(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, "failed");
 }
 
+/* ---------------------------------------------------------------------- */
+/* Holding in the node's hugetlb pool */
+
+static gchar *
+pool_file(Fixture *f)
+{
+	g_autofree gchar *dir = host_dir(f);
+	return g_build_filename(dir, "sys", "devices", "system", "node", "node0", "hugepages",
+				"hugepages-2048kB", "nr_hugepages", NULL);
+}
+
+static guint64
+pool_read(Fixture *f)
+{
+	g_autofree gchar *path = pool_file(f);
+	g_autofree gchar *text = NULL;
+	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+	return g_ascii_strtoull(text, NULL, 10);
+}
+
+static void
+pool_setup(Fixture *f, gconstpointer data)
+{
+	g_autofree gchar *path = NULL;
+	g_autofree gchar *dir = NULL;
+
+	exec_setup(f, data);
+	path = pool_file(f);
+	dir = g_path_get_dirname(path);
+	g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+	/* the admin's own 5 pages: never ours to take or give */
+	g_assert_true(g_file_set_contents(path, "5\n", -1, NULL));
+	f->config->hold_in_pool = TRUE;
+	f->config->pool_margin_mb = 0;
+}
+
+/* free blocks are held in the pool, not just counted; consume gives them back */
+static void
+test_pool_free(Fixture *f, gconstpointer data)
+{
+	HrReservation *r;
+	HrReservationStep *s;
+	g_autoptr(GError) error = NULL;
+	(void)data;
+
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(20), 0, 0, FALSE, "a", NULL);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->pool_blocks, ==, 10);
+	g_assert_cmpuint(r->obtained, ==, 10);
+	g_assert_cmpuint(pool_read(f), ==, 15);
+	g_assert_nonnull(strstr(r->reason, "held in node 0's hugetlb pool"));
+	s = find_step(r, "free");
+	g_assert_nonnull(s);
+	g_assert_cmpint(s->gained, ==, 10);
+	g_assert_cmpstr(s->state, ==, "done");
+	g_assert_nonnull(strstr(s->detail, "held 10 of 10 blocks in node 0's hugetlb pool"));
+	/* held blocks are not free memory: nobody else is promised them */
+	g_assert_cmpuint(hr_reservation_store_promised(exec_store(f), 0, NULL), ==, 0);
+
+	g_assert_true(hr_prepare_consume(hr_daemon_get_prepare(f->daemon), r->id, &error));
+	g_assert_no_error(error);
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_CONSUMED);
+	g_assert_cmpuint(r->pool_blocks, ==, 0);
+	g_assert_cmpuint(pool_read(f), ==, 5);
+}
+
+/* a reservation that ends gives its pool blocks back too */
+static void
+test_pool_release(Fixture *f, gconstpointer data)
+{
+	HrReservation *r;
+	(void)data;
+
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "a", NULL);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(pool_read(f), ==, 9);
+	g_assert_true(hr_prepare_release(hr_daemon_get_prepare(f->daemon), r->id, NULL));
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_CANCELLED);
+	g_assert_cmpuint(pool_read(f), ==, 5);
+}
+
+/*
+ * The node has nothing free: the donor gives, the freed blocks go into
+ * the pool, and the reservation is ready only once they are held.
+ */
+static void
+test_pool_donate(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	HrReservation *r;
+	HrReservationStep *s;
+	(void)data;
+
+	/* below the high watermark: no headroom at all */
+	host_set_free(f, 25000, 0);
+	dev = donor_up(f, "donor", 1);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(6), 0, 0, FALSE, "d", NULL);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(cmd->count, ==, 3);
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
+	g_assert_cmpuint(r->pool_blocks, ==, 0);
+	g_assert_null(find_step(r, "free"));
+	/* QEMU discarded them: 4 free blocks, 3 of them above the watermark */
+	host_set_free(f, 25000, 4);
+	answer_evacuate(dev, cmd, 3);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->pool_blocks, ==, 3);
+	g_assert_cmpuint(pool_read(f), ==, 8);
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	s = find_step(r, "donate");
+	g_assert_nonnull(s);
+	g_assert_cmpuint(s->blocks_held, ==, 3);
+	s = find_step(r, "free");
+	g_assert_nonnull(s);
+	g_assert_cmpint(s->gained, ==, 3);
+}
+
+/* nothing free and no donor: a strict reservation fails and says why */
+static void
+test_pool_strict_fails(Fixture *f, gconstpointer data)
+{
+	HrReservation *r;
+	(void)data;
+
+	host_set_free(f, 25000, 0);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(6), 0, 0, TRUE, "s", NULL);
+	wait_state(f, r->id, HR_RESERVATION_FAILED);
+	g_assert_nonnull(strstr(r->reason, "no more sources: 0 of 3 blocks held"));
+	g_assert_cmpuint(pool_read(f), ==, 5);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -904,5 +1046,12 @@ main(int argc, char **argv)
 	ADD_EXEC("return-short", test_exec_return_short);
 	ADD_EXEC("deferral", test_exec_deferral);
 #undef ADD_EXEC
+#define ADD_POOL(name, fn) \
+	g_test_add("/reservations/pool/" name, Fixture, NULL, pool_setup, fn, exec_teardown)
+	ADD_POOL("free", test_pool_free);
+	ADD_POOL("release", test_pool_release);
+	ADD_POOL("donate", test_pool_donate);
+	ADD_POOL("strict-fails", test_pool_strict_fails);
+#undef ADD_POOL
 	return g_test_run();
 }
