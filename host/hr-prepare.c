@@ -467,8 +467,9 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		if (run != NULL)
 			tried = g_hash_table_lookup(run->tried, guest->uuid);
 		pg.id = guest->id;
-		/* the QEMU process' node is not known yet: the first node's guests */
-		pg.node = first_node;
+		/* the node most of its host THPs are on (else the first node) */
+		pg.node = gs->map != NULL && gs->map->thp_node >= 0 ? (guint)gs->map->thp_node
+								     : first_node;
 		pg.donor = policy.donor;
 		/*
 		 * The status may predate blocks the guest handed over since: each

@@ -180,6 +180,77 @@ read_u64(int fd, const gchar *path, guint64 index, guint64 *value, GError **erro
 	return FALSE;
 }
 
+/*
+ * PFN -> host node, from /sys/devices/system/node/nodeN/memoryM (memory
+ * block M covers PFNs M * block_size / 4096 on). Empty when sysfs has no
+ * nodes (not Linux, or a test tree).
+ */
+typedef struct {
+	guint64 block_pages;
+	GHashTable *block_node; /* memory block number -> node + 1 */
+} NodeMap;
+
+static void
+node_map_init(NodeMap *nm, const gchar *sys_root)
+{
+	g_autofree gchar *bs_path = g_build_filename(sys_root, "devices/system/memory/block_size_bytes",
+						     NULL);
+	g_autofree gchar *nodes = g_build_filename(sys_root, "devices/system/node", NULL);
+	g_autofree gchar *text = NULL;
+	g_autoptr(GDir) dir = NULL;
+	const gchar *name;
+
+	nm->block_pages = 0;
+	nm->block_node = g_hash_table_new(g_int64_hash, g_int64_equal);
+	if (!g_file_get_contents(bs_path, &text, NULL, NULL))
+		return;
+	nm->block_pages = g_ascii_strtoull(text, NULL, 16) / PAGE_SIZE;
+	dir = g_dir_open(nodes, 0, NULL);
+	while (nm->block_pages > 0 && dir != NULL && (name = g_dir_read_name(dir)) != NULL) {
+		g_autofree gchar *ndir = NULL;
+		g_autoptr(GDir) nd = NULL;
+		const gchar *m;
+		guint64 node;
+
+		if (!g_str_has_prefix(name, "node") ||
+		    !g_ascii_string_to_unsigned(name + 4, 10, 0, 1023, &node, NULL))
+			continue;
+		ndir = g_build_filename(nodes, name, NULL);
+		nd = g_dir_open(ndir, 0, NULL);
+		while (nd != NULL && (m = g_dir_read_name(nd)) != NULL) {
+			guint64 block;
+			gint64 *key;
+			if (!g_str_has_prefix(m, "memory") ||
+			    !g_ascii_string_to_unsigned(m + 6, 10, 0, G_MAXUINT32, &block, NULL))
+				continue;
+			key = g_new(gint64, 1);
+			*key = (gint64)block;
+			g_hash_table_insert(nm->block_node, key, GUINT_TO_POINTER((guint)node + 1));
+		}
+	}
+}
+
+static gint
+node_map_lookup(const NodeMap *nm, guint64 pfn)
+{
+	gint64 block;
+	if (nm->block_pages == 0)
+		return -1;
+	block = (gint64)(pfn / nm->block_pages);
+	return (gint)GPOINTER_TO_UINT(g_hash_table_lookup(nm->block_node, &block)) - 1;
+}
+
+static void
+node_map_clear(NodeMap *nm)
+{
+	GHashTableIter it;
+	gpointer key;
+	g_hash_table_iter_init(&it, nm->block_node);
+	while (g_hash_table_iter_next(&it, &key, NULL))
+		g_free(key);
+	g_hash_table_unref(nm->block_node);
+}
+
 static gboolean
 check_ranges(const HrRamRange *ranges, guint n_ranges, GError **error)
 {
@@ -242,7 +313,7 @@ classify_small(int pm_fd, const gchar *pm_path, guint64 hva, HrThpBlock *block, 
  */
 static gboolean
 classify(int pm_fd, const gchar *pm_path, int kpf_fd, const gchar *kpf_path, guint64 hva,
-	 HrThpBlock *block, GError **error)
+	 HrThpBlock *block, guint64 *head_pfn, GError **error)
 {
 	guint64 pm, pfn, flags, tail_pm, tail_flags;
 
@@ -251,6 +322,7 @@ classify(int pm_fd, const gchar *pm_path, int kpf_fd, const gchar *kpf_path, gui
 	if (!(pm & HR_PM_PRESENT))
 		return classify_small(pm_fd, pm_path, hva, block, error);
 	pfn = pm & HR_PM_PFN_MASK;
+	*head_pfn = pfn;
 	if (pfn == 0) {
 		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_PERMISSION,
 			    "%s hides page frame numbers: reading them needs CAP_SYS_ADMIN",
@@ -297,12 +369,14 @@ open_ro(const gchar *path, GError **error)
 
 HrThpMap *
 hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
-		     const HrRamRange *ranges, guint n_ranges, GError **error)
+		     const gchar *sys_root, const HrRamRange *ranges, guint n_ranges, GError **error)
 {
 	g_autoptr(HrThpMap) map = NULL;
 	gint64 start = g_get_monotonic_time();
 	int pm_fd = -1, kpf_fd = -1;
 	gboolean ok = TRUE;
+	guint64 on_node[64] = {0};
+	NodeMap nm;
 
 	if (!check_ranges(ranges, n_ranges, error))
 		return NULL;
@@ -325,6 +399,7 @@ hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
 		close(pm_fd);
 		return NULL;
 	}
+	node_map_init(&nm, sys_root);
 	for (guint r = 0; r < n_ranges && ok; r++) {
 		const HrRamRange *range = &ranges[r];
 		guint64 first_gpa, n = range_blocks(range, &first_gpa);
@@ -333,9 +408,10 @@ hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
 		for (guint64 b = 0; b < n; b++) {
 			guint64 hva = range->hva + (first_gpa - range->gpa) + b * HR_THPMAP_BLOCK_SIZE;
 			HrThpBlock block;
+			guint64 pfn = 0;
 
 			if (!classify(pm_fd, pagemap_path, kpf_fd, kpageflags_path, hva, &block,
-				      error)) {
+				      &pfn, error)) {
 				ok = FALSE;
 				break;
 			}
@@ -352,9 +428,13 @@ hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
 			case HR_THP_BLOCK_SMALL:
 				map->n_small++;
 				break;
-			case HR_THP_BLOCK_THP:
+			case HR_THP_BLOCK_THP: {
+				gint node = node_map_lookup(&nm, pfn);
 				map->n_thp++;
+				if (node >= 0 && node < (gint)G_N_ELEMENTS(on_node))
+					on_node[node]++;
 				break;
+			}
 			case HR_THP_BLOCK_HUGETLB:
 				map->n_hugetlb++;
 				break;
@@ -363,8 +443,16 @@ hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
 	}
 	close(pm_fd);
 	close(kpf_fd);
+	node_map_clear(&nm);
 	if (!ok)
 		return NULL;
+	map->thp_node = -1;
+	for (guint n = 0; n < G_N_ELEMENTS(on_node); n++) {
+		if (on_node[n] > map->thp_on_node) {
+			map->thp_on_node = on_node[n];
+			map->thp_node = (gint)n;
+		}
+	}
 	map->scan_us = g_get_monotonic_time() - start;
 	return g_steal_pointer(&map);
 }
@@ -380,7 +468,7 @@ hr_thpmap_scan(gint pid, const HrRamRange *ranges, guint n_ranges, GError **erro
 			    pid);
 		return NULL;
 	}
-	map = hr_thpmap_scan_files(pagemap, "/proc/kpageflags", ranges, n_ranges, error);
+	map = hr_thpmap_scan_files(pagemap, "/proc/kpageflags", "/sys", ranges, n_ranges, error);
 	if (map == NULL)
 		g_prefix_error(error, "host THP map of pid %d: ", pid);
 	return map;

@@ -80,6 +80,10 @@ typedef struct {
 	guint64 n_hugetlb;
 	guint64 n_misaligned; /* of n_small: hva and gpa differ modulo 2 MiB */
 	guint64 *bits;	      /* 2 bits per block: HrThpBlock */
+	/* host NUMA node of the THP-backed blocks (from their PFNs and the
+	 * nodes' memory blocks in sysfs); -1 when sysfs does not say */
+	gint thp_node;	      /* the node most of them are on */
+	guint64 thp_on_node;  /* how many are there */
 	gint64 scan_us;	      /* how long the scan took */
 } HrThpMap;
 
@@ -92,6 +96,7 @@ hr_thpmap_scan(gint pid, const HrRamRange *ranges, guint n_ranges, GError **erro
 /* The same over explicit files: tests, and a pagemap opened elsewhere. */
 HrThpMap *
 hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
+		     const gchar *sys_root,
 		     const HrRamRange *ranges, guint n_ranges, GError **error);
 void
 hr_thpmap_free(HrThpMap *map);

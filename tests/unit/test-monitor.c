@@ -669,7 +669,7 @@ test_thpmap_fixture(ThpFixture *fx, gconstpointer data)
 	HrThpBlock block;
 
 	(void)data;
-	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &range, 1, &error);
+	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, &range, 1, &error);
 	g_assert_no_error(error);
 	/* whole blocks only: 2 MiB .. 16 MiB */
 	g_assert_cmpuint(map->n_blocks, ==, G_N_ELEMENTS(expect));
@@ -679,6 +679,8 @@ test_thpmap_fixture(ThpFixture *fx, gconstpointer data)
 		g_assert_cmpuint(hr_thpmap_block_gpa(map, i), ==, (2 + 2 * i) * MIB);
 	}
 	g_assert_cmpuint(map->n_thp, ==, 1);
+	/* no sysfs nodes in the fixture: the node is unknown */
+	g_assert_cmpint(map->thp_node, ==, -1);
 	g_assert_cmpuint(map->n_small, ==, 3);
 	g_assert_cmpuint(map->n_absent, ==, 2);
 	g_assert_cmpuint(map->n_hugetlb, ==, 1);
@@ -688,6 +690,35 @@ test_thpmap_fixture(ThpFixture *fx, gconstpointer data)
 	g_assert_false(hr_thpmap_lookup(map, 3 * MIB, &block));
 	g_assert_false(hr_thpmap_lookup(map, 0, &block));
 	g_assert_false(hr_thpmap_lookup(map, 16 * MIB, &block));
+}
+
+/* the THP's PFN 0x10000 is in 128 MiB memory block 2, which sysfs puts on node 1 */
+static void
+test_thpmap_fixture_node(ThpFixture *fx, gconstpointer data)
+{
+	HrRamRange range = {.gpa = 0, .size = 2 * MIB, .hva = FIXTURE_HVA};
+	g_autofree gchar *mem = g_build_filename(fx->dir, "devices", "system", "memory", NULL);
+	g_autofree gchar *bs = g_build_filename(mem, "block_size_bytes", NULL);
+	g_autofree gchar *n0 = g_build_filename(fx->dir, "devices", "system", "node", "node0",
+						"memory0", NULL);
+	g_autofree gchar *n1 = g_build_filename(fx->dir, "devices", "system", "node", "node1",
+						"memory2", NULL);
+	g_autofree gchar *cmd = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrThpMap) map = NULL;
+
+	(void)data;
+	g_assert_cmpint(g_mkdir_with_parents(mem, 0755), ==, 0);
+	g_assert_cmpint(g_mkdir_with_parents(n0, 0755), ==, 0);
+	g_assert_cmpint(g_mkdir_with_parents(n1, 0755), ==, 0);
+	g_assert_true(g_file_set_contents(bs, "8000000\n", -1, NULL));
+	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, &range, 1, &error);
+	g_assert_no_error(error);
+	g_assert_cmpuint(map->n_thp, ==, 1);
+	g_assert_cmpint(map->thp_node, ==, 1);
+	g_assert_cmpuint(map->thp_on_node, ==, 1);
+	cmd = g_strdup_printf("rm -r '%s/devices'", fx->dir);
+	g_assert_cmpint(system(cmd), ==, 0);
 }
 
 static void
@@ -700,13 +731,13 @@ test_thpmap_fixture_misaligned(ThpFixture *fx, gconstpointer data)
 	g_autoptr(HrThpMap) map = NULL;
 
 	(void)data;
-	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &range, 1, &error);
+	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, &range, 1, &error);
 	g_assert_no_error(error);
 	g_assert_cmpint(hr_thpmap_get(map, 0), ==, HR_THP_BLOCK_THP);
 	g_clear_pointer(&map, hr_thpmap_free);
 
 	/* block gpa 2 MiB -> hva FIXTURE_HVA + 4096: a THP tail, half of each of two */
-	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &shifted, 1, &error);
+	map = hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, &shifted, 1, &error);
 	g_assert_no_error(error);
 	g_assert_cmpuint(map->n_blocks, ==, 2);
 	g_assert_cmpint(hr_thpmap_get(map, 1), ==, HR_THP_BLOCK_SMALL);
@@ -725,29 +756,29 @@ test_thpmap_fixture_errors(ThpFixture *fx, gconstpointer data)
 	g_autoptr(GError) error = NULL;
 
 	(void)data;
-	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &hidden, 1, &error));
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, &hidden, 1, &error));
 	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_PERMISSION);
 	g_assert_nonnull(strstr(error->message, "CAP_SYS_ADMIN"));
 	g_clear_error(&error);
 
-	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &beyond, 1, &error));
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, &beyond, 1, &error));
 	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO);
 	g_assert_nonnull(strstr(error->message, "short read"));
 	g_clear_error(&error);
 
-	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, overlap, 2, &error));
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, overlap, 2, &error));
 	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
 	g_clear_error(&error);
 
-	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, &wrap, 1, &error));
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, &wrap, 1, &error));
 	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
 	g_clear_error(&error);
 
-	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, NULL, 0, &error));
+	g_assert_null(hr_thpmap_scan_files(fx->pagemap, fx->kpageflags, fx->dir, NULL, 0, &error));
 	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID);
 	g_clear_error(&error);
 
-	g_assert_null(hr_thpmap_scan_files(missing, fx->kpageflags, overlap, 1, &error));
+	g_assert_null(hr_thpmap_scan_files(missing, fx->kpageflags, fx->dir, overlap, 1, &error));
 	g_assert_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO);
 	g_clear_error(&error);
 
@@ -848,6 +879,9 @@ test_thpmap_live(void)
 	g_assert_cmpint(hr_thpmap_get(map, 12), ==, HR_THP_BLOCK_SMALL);
 	g_assert_cmpint(hr_thpmap_get(map, 13), ==, HR_THP_BLOCK_SMALL);
 	g_assert_cmpuint(map->n_thp, ==, 4);
+	/* this host's THPs are on a node sysfs knows */
+	g_assert_cmpint(map->thp_node, >=, 0);
+	g_assert_cmpuint(map->thp_on_node, ==, 4);
 	g_assert_cmpuint(map->n_small, ==, 6);
 	g_assert_cmpuint(map->n_misaligned, ==, 2);
 	g_assert_cmpuint(map->n_absent, ==, 4);
@@ -1112,6 +1146,8 @@ main(int argc, char **argv)
 	g_test_add_func("/monitor/meminfo/node-prefix", test_meminfo_node_prefix);
 	g_test_add("/monitor/thpmap/fixture", ThpFixture, NULL, thp_fixture_setup,
 		   test_thpmap_fixture, thp_fixture_teardown);
+	g_test_add("/monitor/thpmap/fixture-node", ThpFixture, NULL, thp_fixture_setup,
+		   test_thpmap_fixture_node, thp_fixture_teardown);
 	g_test_add("/monitor/thpmap/fixture-misaligned", ThpFixture, NULL, thp_fixture_setup,
 		   test_thpmap_fixture_misaligned, thp_fixture_teardown);
 	g_test_add("/monitor/thpmap/fixture-errors", ThpFixture, NULL, thp_fixture_setup,
