@@ -615,6 +615,10 @@ hr_ctl_render_reservation(JsonNode *root, GString *out, GError **error)
 			       " free 2 MiB blocks) on node %" G_GINT64_FORMAT "\n",
 			       got, size, hr_ctl_int(r, "obtained"), hr_ctl_int(r, "need_blocks"),
 			       hr_ctl_int(r, "planned_node"));
+	if (hr_ctl_int(r, "pool_blocks") > 0)
+		g_string_append_printf(out, "Pool:         %" G_GINT64_FORMAT " blocks held for it in node %"
+				       G_GINT64_FORMAT "'s hugetlb pool (given back on consume)\n",
+				       hr_ctl_int(r, "pool_blocks"), hr_ctl_int(r, "planned_node"));
 	g_string_append_printf(out, "Holds:        %" G_GINT64_FORMAT " guest blocks held, %" G_GINT64_FORMAT
 			       " given back\n",
 			       hr_ctl_int(r, "held_blocks"), hr_ctl_int(r, "blocks_returned"));
