@@ -86,7 +86,7 @@ def defaults(total_mib):
 def demo_defaults():
     """scripts/demo.sh: small donors, the rest of the host taken by a dense
     helper, so a few minutes and still memory has to come from the guests."""
-    return {"donor_mem": 1536, "touch": 1400, "vm_mem": 2048, "hog_leave": 1400}
+    return {"donor_mem": 1536, "touch": 1200, "vm_mem": 2048, "hog_leave": 1400}
 
 
 class Bench:
@@ -158,6 +158,10 @@ class Bench:
             if case in ("balloon", "fpr"):
                 g.cmd("sh modprobe virtio_balloon")
         for i, g in enumerate(self.guests):
+            avail = g.meminfo()["MemAvailable"] >> 10
+            if a.touch > avail - 64:
+                raise hrvm.Failure("%s has %d MiB available: --touch %d does not fit (at "
+                                   "most %d)" % (g.name, avail, a.touch, avail - 64))
             hrhost.memfill_start(g, "fill", a.touch, a.chunk, 100 + i,
                                  int(a.free_fraction * 1000), a.holes == "random")
         for g in self.guests:
@@ -172,7 +176,7 @@ class Bench:
             if kb > 0:
                 self.hog = hrhost.DenseHog(kb)
                 self.hog.start()
-                say("  a dense helper (oom_score_adj -1000) holds %d MiB of host memory"
+                say("  a dense helper (oom_score_adj 0, the donors 1000) holds %d MiB of host memory"
                     % (kb >> 10))
         time.sleep(2)
 
@@ -578,9 +582,9 @@ def machine():
                 cpu = line.split(":", 1)[1].strip()
                 break
     with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-        thp = f.read().strip()
+        thp = f.read().split("[")[1].split("]")[0]
     with open("/sys/kernel/mm/transparent_hugepage/defrag") as f:
-        defrag = f.read().strip()
+        defrag = f.read().split("[")[1].split("]")[0]
     return {"kernel": os.uname().release, "cpus": os.cpu_count(), "cpu": cpu,
             "mem_total_mib": mi["MemTotal"] >> 10, "swap_mib": mi.get("SwapTotal", 0) >> 10,
             "thp_enabled": thp, "thp_defrag": defrag, "accel": hrvm.accel()}

@@ -35,8 +35,11 @@ time.sleep(3600)
 DENSE_HOG = r"""
 import mmap, sys, time
 size = int(sys.argv[1]) << 10
-with open("/proc/self/oom_score_adj", "w") as f:
-    f.write(sys.argv[2])
+try:
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write(sys.argv[2])
+except OSError:
+    pass  # below 0 needs CAP_SYS_RESOURCE, which containers may lack
 m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 m.madvise(mmap.MADV_NOHUGEPAGE)
 for off in range(0, size, 4096):
@@ -252,9 +255,11 @@ def first_touch(margin_kb=1 << 20):
 
 class DenseHog:
     """@kb KiB of used host memory (4 KiB pages, no holes) with
-    oom_score_adj @adj (-1000: the OOM killer never picks it)."""
+    oom_score_adj @adj (default 0; lowering it needs CAP_SYS_RESOURCE, which
+    a container may not have: give the donors 1000 instead, so the OOM
+    killer picks a donor first)."""
 
-    def __init__(self, kb, adj=-1000):
+    def __init__(self, kb, adj=0):
         self.kb = kb
         self.adj = adj
         self.proc = None
@@ -306,17 +311,25 @@ def memfill_start(g, name, mib, chunk, seed, free_permille=500, random_holes=Fal
     guests fill in parallel); memfill_wait() waits for READY."""
     d = "/tmp/" + name
     opts = " -f %d%s" % (free_permille, " -R" if random_holes else "")
-    g.cmd("sh mkdir -p %s; /tools/memfill serve %s %d %d %d%s >%s/log 2>&1 &"
-          % (d, d, mib, chunk, seed, opts, d))
+    g.cmd("sh mkdir -p %s; /tools/memfill serve %s %d %d %d%s >%s/log 2>&1 & echo $! >%s/pid"
+          % (d, d, mib, chunk, seed, opts, d, d))
 
 
 def memfill_wait(g, name, timeout=1200):
+    """Wait for memfill @name in @g to be READY; fail at once when it or
+    the guest died (the guest's OOM killer, say)."""
     d = "/tmp/" + name
-    lines = hrvm.wait_for(lambda: [l for l in g.cmd("sh cat %s/log" % d) if "READY" in l]
-                          or ([] if g.alive() else ["DEAD"]),
-                          timeout, "memfill %s READY" % name, interval=2)
-    if lines[0] == "DEAD":
-        raise hrvm.Failure("%s died while memfill %s ran" % (g.name, name))
+
+    def ready():
+        if not g.alive():
+            return ["DEAD guest"]
+        out = g.cmd("sh cat %s/log; kill -0 $(cat %s/pid) 2>/dev/null || echo MEMFILL-GONE"
+                    % (d, d))
+        return [l for l in out if "READY" in l] or [l for l in out if "MEMFILL-GONE" in l]
+    lines = hrvm.wait_for(ready, timeout, "memfill %s READY" % name, interval=2)
+    if not lines[0].startswith("READY"):
+        raise hrvm.Failure("%s: memfill %s ended before READY (%s); guest console:\n%s"
+                           % (g.name, name, lines[0], g.console()[-1500:]))
     return lines[0]
 
 
