@@ -2,9 +2,14 @@
 reading the host's free 2 MiB blocks, making the host short of them, and
 filling a guest's memory so it is a realistic donor."""
 
+import fcntl
+import json
 import mmap
+import os
+import socket
 import subprocess
 import sys
+import time
 
 import hrvm
 
@@ -25,7 +30,31 @@ print("READY", flush=True)
 time.sleep(3600)
 """
 
+# A dense helper: @kb KiB of 4 KiB pages, all kept (used memory the host
+# cannot compact away), with its own oom_score_adj.
+DENSE_HOG = r"""
+import mmap, sys, time
+size = int(sys.argv[1]) << 10
+try:
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write(sys.argv[2])
+except OSError:
+    pass  # below 0 needs CAP_SYS_RESOURCE, which containers may lack
+m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+m.madvise(mmap.MADV_NOHUGEPAGE)
+for off in range(0, size, 4096):
+    m[off] = 1
+print("READY", flush=True)
+if sys.argv[3] == "exit":
+    sys.exit(0)
+time.sleep(3600)
+"""
+
 assert mmap.MADV_DONTNEED  # the helper needs Python 3.8+ madvise
+
+# Runs that use more than 4 GiB of host memory take this lock exclusively,
+# small VM tests shared (other sessions share this machine).
+BIGMEM_LOCK = "/tmp/hr-bigmem.lock"
 
 # The two-donor setting of the prepare test and the host-work benchmark:
 # each donor's floor of free memory, in MiB.
@@ -151,3 +180,272 @@ def thp_coverage(pid):
             elif k == "Rss":
                 rss = int(v.split()[0])
     return thp, rss
+
+
+def bigmem_lock(exclusive=True):
+    """Take the machine's big-memory lock (flock on BIGMEM_LOCK), exclusive
+    or shared; returns the fd, held until the process exits.  Under
+    `flock -x BIGMEM_LOCK cmd` the lock's fd is inherited: it is taken on
+    that fd (the same lock, so no self-deadlock).  An ancestor holding the
+    lock on an fd we did not inherit would deadlock us: then we fail."""
+    op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink("/proc/self/fd/%s" % fd) == BIGMEM_LOCK:
+                fcntl.flock(int(fd), op)
+                return int(fd)
+        except OSError:
+            continue
+    fd = os.open(BIGMEM_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, op | fcntl.LOCK_NB)
+        return fd
+    except BlockingIOError:
+        pass
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            for fd2 in os.listdir("/proc/%d/fd" % pid):
+                if os.readlink("/proc/%d/fd/%s" % (pid, fd2)) == BIGMEM_LOCK:
+                    os.close(fd)
+                    raise hrvm.Failure("ancestor process %d holds %s; run this under "
+                                       "`flock -x %s` or outside it" %
+                                       (pid, BIGMEM_LOCK, BIGMEM_LOCK))
+            with open("/proc/%d/stat" % pid) as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            break
+    hrvm.log("waiting for the %s lock on %s (another big-memory run)"
+             % ("exclusive" if exclusive else "shared", BIGMEM_LOCK))
+    fcntl.flock(fd, op)
+    return fd
+
+
+def normal_managed_mib():
+    """The Normal zones' managed pages in MiB (this host's Normal zone grows
+    as memory is first touched)."""
+    n = 0
+    zone = None
+    with open("/proc/zoneinfo") as f:
+        for line in f:
+            p = line.split()
+            if len(p) >= 4 and p[0] == "Node" and p[2] == "zone":
+                zone = p[3]
+            elif zone == "Normal" and len(p) == 2 and p[0] == "managed":
+                n += int(p[1])
+    return n >> 8
+
+
+def first_touch(margin_kb=1 << 20):
+    """Touch all the host's available memory but @margin_kb once and give it
+    back, so the Normal zone has grown (DESIGN.md, "Test environment").
+    The helper is the OOM killer's first choice."""
+    kb = meminfo_host()["MemAvailable"] - margin_kb
+    if kb <= 0:
+        return 0
+    before = normal_managed_mib()
+    p = subprocess.run([sys.executable, "-c", DENSE_HOG, str(kb), "1000", "exit"],
+                       stdout=subprocess.PIPE, text=True)
+    if "READY" not in p.stdout:
+        raise hrvm.Failure("the first-touch helper failed (exit %d)" % p.returncode)
+    hrvm.log("first touch: %d MiB touched once; Normal zone managed %d -> %d MiB"
+             % (kb >> 10, before, normal_managed_mib()))
+    return kb
+
+
+class DenseHog:
+    """@kb KiB of used host memory (4 KiB pages, no holes) with
+    oom_score_adj @adj (default 0; lowering it needs CAP_SYS_RESOURCE, which
+    a container may not have: give the donors 1000 instead, so the OOM
+    killer picks a donor first)."""
+
+    def __init__(self, kb, adj=0):
+        self.kb = kb
+        self.adj = adj
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", DENSE_HOG, str(self.kb),
+                                      str(self.adj), "stay"],
+                                     stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("READY"):
+            self.stop()
+            raise hrvm.Failure("the dense helper did not start: %r" % line)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def vmstat_all():
+    d = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            k, v = line.split()
+            d[k] = int(v)
+    return d
+
+
+def proc_mem(pid):
+    """{"rss": KiB, "thp": KiB} of a live process (smaps_rollup), or None."""
+    try:
+        thp, rss = thp_coverage(pid)
+    except (OSError, ValueError):
+        return None
+    return {"rss": rss, "thp": thp}
+
+
+def set_oom_score_adj(pid, adj):
+    try:
+        with open("/proc/%d/oom_score_adj" % pid, "w") as f:
+            f.write("%d\n" % adj)
+    except OSError:
+        pass
+
+
+def memfill_start(g, name, mib, chunk, seed, free_permille=500, random_holes=False):
+    """Like memfill() without waiting: start it, return at once (several
+    guests fill in parallel); memfill_wait() waits for READY."""
+    d = "/tmp/" + name
+    opts = " -f %d%s" % (free_permille, " -R" if random_holes else "")
+    g.cmd("sh mkdir -p %s; /tools/memfill serve %s %d %d %d%s >%s/log 2>&1 & echo $! >%s/pid"
+          % (d, d, mib, chunk, seed, opts, d, d))
+
+
+def memfill_wait(g, name, timeout=1200):
+    """Wait for memfill @name in @g to be READY; fail at once when it or
+    the guest died (the guest's OOM killer, say)."""
+    d = "/tmp/" + name
+
+    def ready():
+        if not g.alive():
+            return ["DEAD guest"]
+        out = g.cmd("sh cat %s/log; kill -0 $(cat %s/pid) 2>/dev/null || echo MEMFILL-GONE"
+                    % (d, d))
+        return [l for l in out if "READY" in l] or [l for l in out if "MEMFILL-GONE" in l]
+    lines = hrvm.wait_for(ready, timeout, "memfill %s READY" % name, interval=2)
+    if not lines[0].startswith("READY"):
+        raise hrvm.Failure("%s: memfill %s ended before READY (%s); guest console:\n%s"
+                           % (g.name, name, lines[0], g.console()[-1500:]))
+    return lines[0]
+
+
+def _qmp(path, *cmds, timeout=600):
+    """Connect to a QMP socket, run @cmds ((name, args) pairs), return the
+    answers; waits for the greeting up to @timeout."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(path)
+    f = s.makefile("rw")
+    json.loads(f.readline())
+    out = []
+    for name, args in (("qmp_capabilities", None),) + cmds:
+        msg = {"execute": name}
+        if args:
+            msg["arguments"] = args
+        f.write(json.dumps(msg) + "\n")
+        f.flush()
+        while True:
+            line = f.readline()
+            if not line:
+                raise hrvm.Failure("QMP %s: connection closed" % name)
+            r = json.loads(line)
+            if "return" in r or "error" in r:
+                break
+        out.append(r)
+    s.close()
+    return out[1:]
+
+
+class PreallocVM:
+    """The new VM: the built QEMU (TCG), @mib MiB of guest RAM from
+    memory-backend-ram with prealloc=on (QEMU madvises guest RAM
+    MADV_HUGEPAGE, so with host THP "madvise" it is THP-advised), paused
+    (-S): no kernel boots, only its RAM is allocated.  start() returns the
+    seconds until preallocation ended: QMP answers and the process' RSS
+    holds all its RAM."""
+
+    def __init__(self, qemu, mib, workdir, name="new-vm", oom_adj=500):
+        self.qemu = qemu
+        self.mib = mib
+        self.qmp_sock = os.path.join(workdir, "qmp-%s.sock" % name)
+        self.errlog = os.path.join(workdir, "%s.log" % name)
+        self.name = name
+        self.oom_adj = oom_adj
+        self.proc = None
+        self.killed = False
+
+    def start(self, timeout=900):
+        if os.path.exists(self.qmp_sock):
+            os.unlink(self.qmp_sock)
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(
+            [self.qemu, "-nodefaults", "-display", "none", "-L", "/usr/share/qemu",
+             "-L", "/usr/share/seabios", "-machine", "q35,memory-backend=m0", "-accel", "tcg",
+             "-m", "%dM" % self.mib, "-object",
+             "memory-backend-ram,id=m0,size=%dM,prealloc=on" % self.mib, "-S",
+             "-name", self.name, "-qmp", "unix:%s,server=on,wait=off" % self.qmp_sock],
+            stdout=subprocess.DEVNULL, stderr=open(self.errlog, "w"))
+        set_oom_score_adj(self.proc.pid, self.oom_adj)
+
+        def dead():
+            if self.proc.poll() is not None:
+                self.killed = self.proc.returncode == -9
+                raise hrvm.Failure("the new VM's QEMU exited (%d)%s: %s" % (
+                    self.proc.returncode, " (SIGKILL: OOM?)" if self.killed else "",
+                    open(self.errlog).read()[-2000:]))
+        hrvm.wait_for(lambda: dead() or os.path.exists(self.qmp_sock), timeout,
+                      "the new VM's QMP socket", interval=0.01)
+        # the monitor answers once the main loop runs, i.e. after prealloc
+        while True:
+            try:
+                _qmp(self.qmp_sock, ("query-status", None), timeout=5)
+                break
+            except (OSError, ValueError, hrvm.Failure):
+                dead()
+                if time.monotonic() - t0 > timeout:
+                    raise hrvm.Failure("the new VM's QMP did not answer in %d s" % timeout)
+        hrvm.wait_for(lambda: dead() or thp_coverage(self.proc.pid)[1] >= self.mib * 1024,
+                      timeout, "the new VM's RSS to hold its RAM", interval=0.01)
+        return time.monotonic() - t0
+
+    def coverage(self):
+        """(AnonHugePages KiB, Rss KiB)."""
+        return thp_coverage(self.proc.pid)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            try:
+                _qmp(self.qmp_sock, ("quit", None), timeout=5)
+                self.proc.wait(20)
+            except (OSError, ValueError, hrvm.Failure, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def host_backing(pid, hva, pages=512):
+    """How the host backs @pages 4 KiB pages of process @pid at @hva:
+    (resident pages, True if the first resident one is in a host THP),
+    from /proc/PID/pagemap and /proc/kpageflags (root)."""
+    with open("/proc/%d/pagemap" % pid, "rb") as f:
+        f.seek((hva >> 12) * 8)
+        raw = f.read(pages * 8)
+    present = 0
+    pfn = None
+    for i in range(0, len(raw), 8):
+        e = int.from_bytes(raw[i:i + 8], "little")
+        if e >> 63:
+            present += 1
+            if pfn is None:
+                pfn = e & ((1 << 55) - 1)
+    thp = False
+    if pfn:
+        with open("/proc/kpageflags", "rb") as f:
+            f.seek(pfn * 8)
+            flags = int.from_bytes(f.read(8), "little")
+        thp = bool(flags & (1 << 22))
+    return present, thp

@@ -223,7 +223,7 @@ class Guest:
     a test guest (accelerator probe, firmware paths, -nodefaults)."""
 
     def __init__(self, qemu, kver, vmlinuz, initrd, workdir, daemon=None,
-                 mem="1G", name=None, extra=(), uuid=None, tag=""):
+                 mem="1G", name=None, extra=(), uuid=None, tag="", hugeroom=True):
         # A migration destination has the source's name and UUID; tag keeps
         # its sockets and logs apart.
         self.name = name or "hr-test-%s" % kver.split("-")[0]
@@ -233,17 +233,19 @@ class Guest:
         self.serial_sock = os.path.join(workdir, "serial-%s.sock" % base)
         self.serial_log = os.path.join(workdir, "serial-%s.log" % base)
         self.qmp_sock = os.path.join(workdir, "qmp-%s.sock" % base)
+        # hugeroom=False: no virtio-hugeroom device (a baseline guest that
+        # only the benchmarks' other cases run)
         dev = "virtio-hugeroom-pci,id=hr"
         args = ["bash", os.path.join(SCRIPTS, "boot-guest.sh"),
                 "-q", qemu, "-k", kver, "-i", initrd, "-m", mem,
                 "-n", self.name, "-l", self.serial_log,
                 "-S", self.serial_sock, "-Q", self.qmp_sock, "--",
                 "-uuid", self.uuid]
-        if daemon:
+        if daemon and hugeroom:
             args += ["-chardev", "socket,id=hr0,path=%s,reconnect-ms=1000" %
                      daemon.vm_sock]
             dev += ",chardev=hr0"
-        args += ["-device", dev] + list(extra)
+        args += (["-device", dev] if hugeroom else []) + list(extra)
         self.args = args
         self.pid = None
         self.sock = None

@@ -100,16 +100,23 @@ def main():
         res = daemon.ctl_json("reservations")["reservations"][0]
         r = daemon.ctl_json("reservation", res["id"])
         free_step = sum(s["gained"] for s in r["steps"] if s["kind"] == "free")
-        donations = [s for s in r["steps"] if s["kind"] in ("donate", "compact")]
+        # donations are the donor steps only: a compaction step is host work
+        donations = [s for s in r["steps"] if s["kind"] == "donate"]
+        given = sum(s.get("blocks_held", 0) for s in donations)
         tap.ok(p.returncode == 0 and r["state"] == "ready" and not r["partial"],
                "prepare %d MiB ended ready in %.1f s (exit %d)" % (want * 2, took, p.returncode),
                p.stderr + r.get("reason", ""))
         tap.ok(len(donations) > 0 and all("pages_migrated" in s and "elapsed_ms" in s
                                           for s in r["steps"])
                and "Cost:" in p.stdout,
-               "the report lists each step with its gain and cost (%d donations or "
-               "compactions)"
-               % len(donations), p.stdout)
+               "the report lists each step with its gain and cost (%d donations of %d steps)"
+               % (len(donations), len(r["steps"])), p.stdout)
+        tap.ok(given > 0,
+               "the donors gave blocks: %d held from %d donate steps (%s)"
+               % (given, len(donations),
+                  ", ".join("%s %s" % (s.get("guest"), s.get("blocks_held", 0))
+                            for s in donations) or "no donate step"),
+               "steps: %s" % [(s["kind"], s.get("state"), s.get("gained")) for s in r["steps"]])
 
         # 2. buddyinfo rose by at least the shortfall
         shortfall = want - free_step

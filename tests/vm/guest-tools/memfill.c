@@ -4,13 +4,16 @@
  *
  * Runs in the busybox test guest (built static by build.sh).
  *
- *   memfill serve DIR MIB [CHUNK_PAGES] [SEED] [-H]
+ *   memfill serve DIR MIB [CHUNK_PAGES] [SEED] [-H] [-f PERMILLE] [-R]
  *       Touches MIB MiB of anonymous memory (MADV_NOHUGEPAGE unless -H),
  *       writing into every 4 KiB page a pattern derived from (seed, page
  *       index) whose last word is a checksum of the rest.  With CHUNK_PAGES
- *       > 0 it then frees every other chunk of that many pages
- *       (MADV_DONTNEED), leaving holes of free memory spread over the
- *       guest's pageblocks; only the kept pages are verified.  It creates
+ *       > 0 it then frees chunks of that many pages (MADV_DONTNEED),
+ *       leaving holes of free memory spread over the guest's pageblocks;
+ *       only the kept pages are verified.  -f sets the fraction of chunks
+ *       freed, in thousandths (default 500: every other chunk); the freed
+ *       chunks are spread evenly (striped) or, with -R, chosen at random
+ *       from the seed.  It creates
  *       the fifos DIR/in and DIR/out, prints "READY pages=N kept=K" and
  *       serves commands (one a line on DIR/in, answer on DIR/out):
  *         verify   -> "VERIFY kept=K bad=B first_bad=I" (I = -1 if none)
@@ -82,9 +85,22 @@ static int check_page(const uint64_t *w, uint64_t idx, uint64_t seed)
 	return sum == w[WORDS - 1];
 }
 
+/* which chunks are freed: -f (thousandths) and -R */
+static unsigned long free_permille = 500;
+static int random_holes;
+static uint64_t hole_seed;
+
 static int kept(uint64_t idx, unsigned long chunk)
 {
-	return chunk == 0 || (idx / chunk) % 2 == 0;
+	uint64_t k;
+
+	if (chunk == 0)
+		return 1;
+	k = idx / chunk;
+	if (random_holes)
+		return mix(hole_seed ^ (k * 0xd6e8feb86659fd93ULL)) % 1000 >= free_permille;
+	/* striped: chunk k is freed when k * f / 1000 steps up at k + 1 */
+	return (k + 1) * free_permille / 1000 == k * free_permille / 1000;
 }
 
 static int ctl(const char *dir, const char *cmd)
@@ -136,7 +152,8 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "ctl"))
 		return ctl(argv[2], argv[3]);
 	if (argc < 4 || strcmp(argv[1], "serve")) {
-		fprintf(stderr, "usage: memfill serve DIR MIB [CHUNK_PAGES] [SEED] [-H]\n"
+		fprintf(stderr, "usage: memfill serve DIR MIB [CHUNK_PAGES] [SEED] [-H] "
+				"[-f PERMILLE] [-R]\n"
 				"       memfill ctl DIR CMD\n");
 		return 1;
 	}
@@ -144,11 +161,20 @@ int main(int argc, char **argv)
 	for (a = 4; a < argc; a++) {
 		if (!strcmp(argv[a], "-H"))
 			nohuge = 0;
+		else if (!strcmp(argv[a], "-R"))
+			random_holes = 1;
+		else if (!strcmp(argv[a], "-f") && a + 1 < argc)
+			free_permille = strtoul(argv[++a], NULL, 0);
 		else if (a == 4)
 			chunk = strtoul(argv[a], NULL, 0);
 		else
 			seed = strtoull(argv[a], NULL, 0);
 	}
+	if (free_permille > 1000) {
+		fprintf(stderr, "memfill: -f takes 0-1000\n");
+		return 1;
+	}
+	hole_seed = mix(seed + 0x5eed);
 	npages = mib * 256;
 	mem = mmap(NULL, npages * PAGE, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

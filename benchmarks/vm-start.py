@@ -1,0 +1,699 @@
+#!/usr/bin/python3
+"""The headline benchmark: start a THP-backed VM on a host whose memory the
+running guests own, against what users do instead.
+
+In one run, on the same kind of donors (fresh donors per case):
+  nothing   the new VM just starts;
+  compact   host compaction (echo 1 > /proc/sys/vm/compact_memory), then start;
+  balloon   virtio-balloon inflate (4 KiB pages) of the shortfall across the
+            donors (QMP balloon; virtio_balloon loaded in the guest), until the
+            balloons reached their targets, then start;
+  fpr       virtio-balloon free page reporting on from boot, some time to
+            report, then start;
+  hugeroom  hugeroomd, donors with virtio-hugeroom and the driver:
+            `hugeroomctl prepare SIZE --deadline D --wait --json`, `consume`
+            just before the start, then start; `release` afterwards, and the
+            donors' memfill checksums must be intact.
+
+Donors: first all host memory is touched once (the Normal zone grows on first
+touch here), then each donor (own -uuid, host THP-backed guest RAM) touches
+most of its RAM with memfill and frees part of every 2 MiB block inside the
+guest.  The new VM is the built QEMU (TCG) with
+memory-backend-ram,prealloc=on (THP-advised by QEMU), paused: its start is
+the time until its RAM is allocated (QMP answers, RSS holds it all), its THP
+coverage AnonHugePages/Rss from smaps_rollup.
+
+Default: the issue's case, two 9 GiB donors touching 8000 MiB each, half of
+every block freed, a 10 GiB new VM, on a 24 GiB host (scaled from MemTotal
+elsewhere).  Takes the machine's big-memory lock (/tmp/hr-bigmem.lock)
+exclusively.  Output: a table, a JSON file and a PNG plot (gnuplot; installed
+with apt-get if missing).  Timing figures are from one run on a shared
+machine.
+
+  HUGEROOM_BUILD=build benchmarks/vm-start.py [--cases nothing,hugeroom] ...
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "vm"))
+import hrvm  # noqa: E402
+
+import hrhost  # noqa: E402
+
+CASES = ("nothing", "compact", "balloon", "fpr", "hugeroom")
+LABELS = {"nothing": "nothing", "compact": "host compact_memory",
+          "balloon": "balloon inflate 4K", "fpr": "free page reporting",
+          "hugeroom": "hugeroom prepare"}
+SCAN_KEYS = ("compact_migrate_scanned", "compact_free_scanned",
+             "compact_daemon_migrate_scanned", "compact_daemon_free_scanned")
+KEYS = SCAN_KEYS + ("compact_stall", "compact_success", "compact_fail", "pgmigrate_success",
+                    "oom_kill", "thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
+                    "thp_split_page")
+GIB = 1024
+
+
+def vdelta(a, b):
+    d = {k: b.get(k, 0) - a.get(k, 0) for k in KEYS}
+    d["scanned"] = sum(d[k] for k in SCAN_KEYS)
+    return d
+
+
+def say(msg):
+    print(msg, flush=True)
+
+
+def defaults(total_mib):
+    """The issue's case on a 24 GiB host; scaled by MemTotal elsewhere."""
+    scale = total_mib / (24 * GIB)
+    if 0.9 <= scale <= 1.1:
+        scale = 1.0
+
+    def r(x, unit):
+        return max(unit, int(round(x * scale / unit)) * unit)
+    return {"donor_mem": r(9 * GIB, 256), "touch": r(8000, 8), "vm_mem": r(10 * GIB, 256)}
+
+
+def demo_defaults():
+    """scripts/demo.sh: small donors, the rest of the host taken by a dense
+    helper, so a few minutes and still memory has to come from the guests."""
+    return {"donor_mem": 1536, "touch": 1200, "vm_mem": 2048, "hog_leave": 1400}
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.work = hrvm.workdir("hr-vmstart-")
+        self.guests = []
+        self.daemon = None
+        self.vm = None
+        self.hog = None
+        self.results = []
+
+    # ---------------------------------------------------------------- setup
+    def prepare_images(self):
+        self.qemu = hrvm.qemu_binary()
+        self.kver, (self.vmlinuz, _) = hrvm.pick_kernel(self.a.kernel)
+        ko = hrvm.build_module(self.kver)
+        if self.a.page_cache:
+            os.environ["HUGEROOM_INITRAMFS_MODULES"] = "virtio_pci virtio_blk"
+        self.initrd = hrvm.build_initramfs(self.kver, ko, self.work, tools=True)
+
+    def cleanup_case(self):
+        if self.vm:
+            self.vm.stop()
+            self.vm = None
+        if self.hog:
+            self.hog.stop()
+            self.hog = None
+        for g in self.guests:
+            try:
+                g.stop()
+            except (hrvm.Failure, OSError):
+                pass
+        self.guests = []
+        if self.daemon:
+            self.daemon.stop()
+            self.daemon = None
+
+    def boot_donors(self, case):
+        a = self.a
+        if case == "hugeroom":
+            self.daemon = hrvm.Daemon(self.work, interval_ms=1000)
+            with open(self.daemon.conf, "a") as f:
+                f.write("state_dir=%s\nreturn_high_mark_mb=0\n" % self.work)
+                f.write("[guest:donor*]\nfloor_mb=%d\n" % a.floor)
+            self.daemon.start()
+        for i in range(a.donors):
+            extra = []
+            if case == "balloon":
+                extra += ["-device", "virtio-balloon-pci,id=bal0"]
+            elif case == "fpr":
+                extra += ["-device", "virtio-balloon-pci,id=bal0,free-page-reporting=on"]
+            if a.prealloc_donors:
+                extra += ["-mem-prealloc"]
+            if a.page_cache and i == 0:
+                img = os.path.join(self.work, "pagecache.img")
+                with open(img, "wb") as f:
+                    f.truncate(a.page_cache << 20)
+                extra += ["-drive", "file=%s,if=none,id=pc0,format=raw" % img,
+                          "-device", "virtio-blk-pci,drive=pc0"]
+            g = hrvm.Guest(self.qemu, self.kver, self.vmlinuz, self.initrd, self.work,
+                           daemon=self.daemon, mem="%dM" % a.donor_mem, name="donor%d" % i,
+                           uuid=str(uuid.uuid4()), tag=case, extra=extra,
+                           hugeroom=(case == "hugeroom"))
+            self.guests.append(g)
+            g.start()
+            # the OOM killer's first choice, before anything else on this host
+            hrhost.set_oom_score_adj(g.pid, 1000)
+            if case in ("balloon", "fpr"):
+                g.cmd("sh modprobe virtio_balloon")
+        for i, g in enumerate(self.guests):
+            avail = g.meminfo()["MemAvailable"] >> 10
+            if a.touch > avail - 64:
+                raise hrvm.Failure("%s has %d MiB available: --touch %d does not fit (at "
+                                   "most %d)" % (g.name, avail, a.touch, avail - 64))
+            hrhost.memfill_start(g, "fill", a.touch, a.chunk, 100 + i,
+                                 int(a.free_fraction * 1000), a.holes == "random")
+        for g in self.guests:
+            hrhost.memfill_wait(g, "fill")
+        if a.page_cache:
+            g = self.guests[0]
+            g.cmd("sh dd if=/dev/vda of=/dev/null bs=1M 2>/dev/null", timeout=600)
+        if self.daemon:
+            hrhost.wait_reporting(self.daemon, len(self.guests), timeout=120)
+        if a.hog_leave:
+            kb = hrhost.meminfo_host()["MemAvailable"] - (a.hog_leave << 10)
+            if kb > 0:
+                self.hog = hrhost.DenseHog(kb)
+                self.hog.start()
+                say("  a dense helper (oom_score_adj 0, the donors 1000) holds %d MiB of host memory"
+                    % (kb >> 10))
+        time.sleep(2)
+
+    def donors_mem(self):
+        out = {}
+        for g in self.guests:
+            m = hrhost.proc_mem(g.pid) if g.alive() else None
+            out[g.name] = m
+        return out
+
+    def guest_migrated(self):
+        tot = 0
+        for g in self.guests:
+            if g.alive():
+                try:
+                    tot += g.vmstat().get("pgmigrate_success", 0)
+                except hrvm.Failure:
+                    pass
+        return tot
+
+    # --------------------------------------------------------- the methods
+    def do_compact(self, r):
+        with open("/proc/sys/vm/compact_memory", "w") as f:
+            f.write("1\n")
+
+    def do_balloon(self, r):
+        per = int(math.ceil(r["shortfall_mib"] / len(self.guests)))
+        r["balloon_per_donor_mib"] = per
+        target = (self.a.donor_mem - per) << 20
+        for g in self.guests:
+            g.qmp("balloon", value=target)
+
+        def reached():
+            return all(g.qmp("query-balloon")["actual"] <= target + (4 << 20)
+                       for g in self.guests)
+        try:
+            hrvm.wait_for(reached, self.a.balloon_timeout, "the balloons' targets",
+                          interval=1)
+            r["balloon_reached"] = True
+        except hrvm.Failure:
+            r["balloon_reached"] = False
+        r["balloon_actual_mib"] = [g.qmp("query-balloon")["actual"] >> 20 for g in self.guests]
+
+    def do_fpr(self, r):
+        # reporting runs from boot (module loaded before the fill); give it
+        # time to report what became free, until the donors' RSS stops moving
+        last = None
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < self.a.fpr_wait:
+            time.sleep(2)
+            now = sum((m or {}).get("rss", 0) for m in self.donors_mem().values())
+            if last is not None and abs(now - last) < 4096 and time.monotonic() - t0 >= 10:
+                break
+            last = now
+
+    def candidates_snapshot(self, r):
+        """The occupancy snapshot before prepare: each donor's candidates, how
+        the host backs them, and the minimum number of guest pages to migrate
+        for the blocks the host lacks (the host-backed candidates with the
+        most free pages; unbacked blocks free nothing on the host)."""
+        host = self.daemon.ctl_json("host")["nodes"][0]
+        need = max(0, (self.a.vm_mem + 1) // 2 - host["available_blocks"])
+        r["need_from_guests_blocks"] = need
+        used_backed = []
+        summ = {}
+        for g in self.guests:
+            g.fresh_status()
+            st = self.daemon.ctl_json("guest", g.name)
+            cands = (st.get("status") or {}).get("candidates") or []
+            ram = st.get("ram") or []
+            n_thp = n_4k = n_none = 0
+            for c in cands:
+                hva = None
+                for reg in ram:
+                    if reg["gpa"] <= c["gpa"] < reg["gpa"] + reg["size"]:
+                        hva = reg["hva"] + c["gpa"] - reg["gpa"]
+                if hva is None:
+                    continue
+                present, thp = hrhost.host_backing(g.pid, hva)
+                if present == 0:
+                    n_none += 1
+                elif thp:
+                    n_thp += 1
+                else:
+                    n_4k += 1
+                if present == 512:
+                    used_backed.append(512 - c["free_pages"])
+            summ[g.name] = {"candidates": len(cands), "host_thp": n_thp, "host_4k": n_4k,
+                            "not_resident": n_none,
+                            "free_pages": (st.get("status") or {}).get("mem_free_pages")}
+        used_backed.sort()
+        r["snapshot"] = summ
+        r["min_migrate_extrapolated"] = len(used_backed) < need
+        if used_backed:
+            take = used_backed[:need]
+            extra = need - len(take)
+            avg = sum(used_backed) / len(used_backed)
+            r["min_migrate_pages"] = int(sum(take) + extra * avg)
+        else:
+            # no backed candidate at all: the layout's own occupancy
+            r["min_migrate_pages"] = int(need * 512 * (1 - self.a.free_fraction))
+            r["min_migrate_extrapolated"] = True
+
+    def do_hugeroom(self, r):
+        ctl = os.path.join(hrvm.build_dir(), "host", "hugeroomctl")
+        p = subprocess.run([ctl, "--socket", self.daemon.api_sock, "--json", "prepare",
+                            "%dM" % self.a.vm_mem, "--deadline", str(self.a.deadline),
+                            "--requester", "vm-start", "--wait"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        r["prepare_exit"] = p.returncode
+        if p.stderr.strip():
+            r["prepare_stderr"] = p.stderr.strip()[-2000:]
+        rid = None
+        try:
+            rid = json.loads(p.stdout).get("id")
+        except ValueError:
+            pass
+        if not rid:
+            res = self.daemon.ctl_json("reservations")["reservations"]
+            rid = res[-1]["id"] if res else None
+        r["reservation_id"] = rid
+
+    def hugeroom_after_prepare(self, r):
+        rid = r.get("reservation_id")
+        if not rid:
+            return
+        res = self.daemon.ctl_json("reservation", rid)
+        r["reservation"] = {k: res.get(k) for k in ("state", "partial", "reason", "obtained",
+                                                      "need_blocks", "held_blocks")}
+        r["steps"] = res.get("steps", [])
+        donate = [s for s in r["steps"] if s.get("kind") == "donate"]
+        r["steps_pages_migrated"] = sum(s.get("pages_migrated", 0) for s in donate)
+        r["steps_blocks_held"] = sum(s.get("blocks_held", 0) for s in donate)
+        kinds = {}
+        for s in r["steps"]:
+            kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
+        r["step_kinds"] = kinds
+
+    def hugeroom_finish(self, r):
+        rid = r.get("reservation_id")
+        if not rid:
+            return
+        try:
+            self.daemon.ctl("release", rid)
+        except hrvm.Failure as e:
+            r["release_error"] = str(e)[-500:]
+        try:
+            hrvm.wait_for(lambda: sum(x["held_blocks"] for x in
+                                      self.daemon.ctl_json("guests")["guests"]) == 0,
+                          120, "every hold back", interval=1)
+            r["holds_returned"] = True
+        except hrvm.Failure:
+            r["holds_returned"] = False
+        bad = []
+        for g in self.guests:
+            if g.alive():
+                bad += [g.name for _ in hrhost.verify(g, ("fill",))]
+            else:
+                bad.append(g.name + " (dead)")
+        r["checksums_bad"] = bad
+
+    # ----------------------------------------------------------- one case
+    def run_case(self, case):
+        a = self.a
+        r = {"case": case}
+        say("\n== %s: booting %d donors (%d MiB, touching %d MiB, %.0f%% of every block "
+            "freed, %s holes)" % (LABELS[case], a.donors, a.donor_mem, a.touch,
+                                  a.free_fraction * 100, a.holes))
+        t0 = time.monotonic()
+        self.boot_donors(case)
+        r["setup_s"] = time.monotonic() - t0
+        mi = hrhost.meminfo_host()
+        r["host_before"] = {"mem_free_mib": mi["MemFree"] >> 10,
+                            "mem_available_mib": mi["MemAvailable"] >> 10,
+                            "free_2m_blocks": hrhost.buddy_blocks()}
+        r["shortfall_mib"] = max(0, a.vm_mem + a.margin - (mi["MemAvailable"] >> 10))
+        r["donors_before"] = self.donors_mem()
+        say("  host: %(mem_free_mib)d MiB free, %(mem_available_mib)d available, "
+            "%(free_2m_blocks)d free 2 MiB blocks" % r["host_before"])
+        say("  donors: " + ", ".join("%s RSS %d MiB, host THP %d MiB" %
+                                     (n, m["rss"] >> 10, m["thp"] >> 10)
+                                     for n, m in r["donors_before"].items() if m))
+        say("  shortfall for a %d MiB VM: %d MiB" % (a.vm_mem, r["shortfall_mib"]))
+        if case == "hugeroom":
+            self.candidates_snapshot(r)
+            say("  occupancy snapshot: %s; host needs %d blocks from guests, minimum "
+                "%d guest pages to migrate%s" % (
+                    "; ".join("%s %d candidates (%d host THP, %d 4K, %d not resident)" %
+                              (n, s["candidates"], s["host_thp"], s["host_4k"],
+                               s["not_resident"]) for n, s in r["snapshot"].items()),
+                    r["need_from_guests_blocks"], r["min_migrate_pages"],
+                    " (extrapolated)" if r["min_migrate_extrapolated"] else ""))
+        gm0 = self.guest_migrated()
+        alive0 = [g.name for g in self.guests if g.alive()]
+        v0 = hrhost.vmstat_all()
+        t0 = time.monotonic()
+        getattr(self, "do_" + case, lambda r: None)(r)
+        r["prepare_s"] = time.monotonic() - t0
+        v1 = hrhost.vmstat_all()
+        r["vm_prepare"] = vdelta(v0, v1)
+        r["donors_after_prepare"] = self.donors_mem()
+        r["free_2m_blocks_ready"] = hrhost.buddy_blocks()
+        if case == "hugeroom":
+            self.hugeroom_after_prepare(r)
+            say("  prepare: exit %s, %s%s: %s" % (
+                r.get("prepare_exit"), r["reservation"]["state"],
+                " (partial)" if r["reservation"].get("partial") else "",
+                r["reservation"].get("reason")))
+            for s in r["steps"]:
+                say("    step %-8s %-10s gained %5s held %5s migrated %7s  %s" % (
+                    s.get("kind"), s.get("state"), s.get("gained"), s.get("blocks_held", "-"),
+                    s.get("pages_migrated", "-"), s.get("detail", "")))
+            if r.get("reservation_id"):
+                try:
+                    self.daemon.ctl("consume", r["reservation_id"])
+                except hrvm.Failure as e:
+                    r["consume_error"] = str(e)[-500:]
+        # the start
+        self.vm = hrhost.PreallocVM(self.qemu, a.vm_mem, self.work)
+        v1 = hrhost.vmstat_all()
+        try:
+            r["start_s"] = self.vm.start()
+            thp, rss = self.vm.coverage()
+            r["vm_thp_kb"], r["vm_rss_kb"] = thp, rss
+            r["vm_thp_pct"] = 100.0 * thp / max(rss, 1)
+        except hrvm.Failure as e:
+            r["start_error"] = str(e)[-1000:]
+            r["start_s"] = None
+            r["vm_thp_pct"] = None
+        v2 = hrhost.vmstat_all()
+        r["vm_start"] = vdelta(v1, v2)
+        time.sleep(1)
+        r["donors_after"] = self.donors_mem()
+        r["donors_killed"] = [n for n in alive0
+                              if not [g for g in self.guests if g.name == n and g.alive()]]
+        r["oom_kills"] = vdelta(v0, hrhost.vmstat_all())["oom_kill"]
+        self.vm.stop()
+        self.vm = None
+        r["guest_pages_migrated"] = max(0, self.guest_migrated() - gm0)
+        if case == "hugeroom":
+            self.hugeroom_finish(r)
+        self.cleanup_case()
+        say("  new VM: %s%% THP, started in %s s; %d OOM kills (%s)" % (
+            "%.1f" % r["vm_thp_pct"] if r["vm_thp_pct"] is not None else "n/a",
+            "%.1f" % r["start_s"] if r["start_s"] is not None else "n/a", r["oom_kills"],
+            ", ".join(r["donors_killed"]) or "no donor died"))
+        return r
+
+
+# ------------------------------------------------------------------ output
+def mib_pair(before, after, key):
+    b = sum(m[key] for m in before.values() if m) >> 10
+    aa = sum(m[key] for m in after.values() if m) >> 10
+    return b, aa
+
+
+def row(r):
+    b_rss, a_rss = mib_pair(r["donors_before"], r["donors_after"], "rss")
+    b_thp, a_thp = mib_pair(r["donors_before"], r["donors_after"], "thp")
+    thp = "%.1f" % r["vm_thp_pct"] if r["vm_thp_pct"] is not None else "fail"
+    total = (r["prepare_s"] + r["start_s"]) if r["start_s"] is not None else None
+    mig = "%d" % r["guest_pages_migrated"]
+    if r["case"] == "hugeroom":
+        mig = "%d/%d" % (r.get("steps_pages_migrated", 0), r.get("min_migrate_pages", 0))
+    return [LABELS[r["case"]], thp, "%.1f" % r["prepare_s"],
+            "%.1f" % r["start_s"] if r["start_s"] is not None else "-",
+            "%.1f" % total if total is not None else "-",
+            "%d/%d" % (r["vm_prepare"]["compact_stall"], r["vm_start"]["compact_stall"]),
+            "%.2f/%.2f" % (r["vm_prepare"]["scanned"] / 1e6, r["vm_start"]["scanned"] / 1e6),
+            "%d->%d" % (b_rss, a_rss), "%d->%d" % (b_thp, a_thp),
+            "%.0f" % (100.0 * a_thp / a_rss) if a_rss else "-",
+            "%d" % r["oom_kills"], mig]
+
+
+HEADER = ["case", "VM THP%", "prep s", "start s", "total s", "stalls p/s",
+          "scanned M p/s", "donors RSS MiB", "donors THP MiB", "donor THP%", "OOM",
+          "guest migrated"]
+
+
+def table(results):
+    rows = [HEADER] + [row(r) for r in results]
+    w = [max(len(x[i]) for x in rows) for i in range(len(HEADER))]
+    lines = []
+    for n, x in enumerate(rows):
+        lines.append("| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(x)) + " |")
+        if n == 0:
+            lines.append("|" + "|".join("-" * (w[i] + 2) for i in range(len(w))) + "|")
+    return "\n".join(lines)
+
+
+def targets(results):
+    """The issue's targets for the hugeroom case; (name, met, note)."""
+    by = {r["case"]: r for r in results}
+    h = by.get("hugeroom")
+    if not h:
+        return []
+    b = by.get("balloon")
+    out = []
+    thp = h["vm_thp_pct"]
+    out.append(("new VM >= 99% THP", thp is not None and thp >= 99.0,
+                "%.1f%%" % thp if thp is not None else "the new VM did not start"))
+    out.append(("0 processes killed", h["oom_kills"] == 0 and not h["donors_killed"],
+                "%d OOM kills, donors dead: %s" % (h["oom_kills"],
+                                                   ", ".join(h["donors_killed"]) or "none")))
+    _, a_rss = mib_pair(h["donors_before"], h["donors_after"], "rss")
+    _, a_thp = mib_pair(h["donors_before"], h["donors_after"], "thp")
+    pct = 100.0 * a_thp / a_rss if a_rss else 0.0
+    out.append(("donors keep >= 95% of their memory THP-backed", a_rss > 0 and pct >= 95.0,
+                "%.1f%% (%d of %d MiB)" % (pct, a_thp, a_rss)))
+    if b and b["start_s"] is not None and h["start_s"] is not None:
+        ht = h["prepare_s"] + h["start_s"]
+        bt = b["prepare_s"] + b["start_s"]
+        out.append(("prepare+start <= 0.5x the balloon path", ht <= 0.5 * bt,
+                    "%.1f s vs %.1f s (%.2fx)" % (ht, bt, ht / bt if bt else 0)))
+    else:
+        out.append(("prepare+start <= 0.5x the balloon path", False,
+                    "no balloon case or a start failed"))
+    st = h["vm_start"]["compact_stall"]
+    out.append(("< 10 compaction stalls during the start", st < 10, "%d stalls" % st))
+    mig, mn = h.get("steps_pages_migrated", 0), h.get("min_migrate_pages", 0)
+    out.append(("guest pages migrated <= 1.1x the minimum",
+                mn > 0 and mig <= 1.1 * mn and mig > 0,
+                "%d migrated, minimum %d%s (%.2fx)%s" % (
+                    mig, mn, " extrapolated" if h.get("min_migrate_extrapolated") else "",
+                    mig / mn if mn else 0,
+                    "; nothing migrated means the guests gave no host memory" if mig == 0
+                    else "")))
+    if b:
+        hs = h["vm_prepare"]["scanned"] + h["vm_start"]["scanned"]
+        bs = b["vm_prepare"]["scanned"] + b["vm_start"]["scanned"]
+        out.append(("host compaction scanned >= 90% below the balloon path",
+                    hs <= 0.1 * bs if bs else hs == 0,
+                    "%d vs %d pages (%s)" % (hs, bs, "%.0f%% of it" % (100.0 * hs / bs)
+                                             if bs else "balloon scanned nothing")))
+    if h.get("checksums_bad"):
+        out.append(("donors' checksums intact after release", False,
+                    ", ".join(h["checksums_bad"])))
+    else:
+        out.append(("donors' checksums intact after release", True, "all match"))
+    return out
+
+
+def plot(results, png, work):
+    if not shutil.which("gnuplot"):
+        say("installing gnuplot-nox for the plot (apt-get)")
+        p = subprocess.run(["apt-get", "install", "-y", "-q", "gnuplot-nox"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        if p.returncode != 0 or not shutil.which("gnuplot"):
+            say("no plot: gnuplot-nox did not install:\n" + p.stdout[-1000:])
+            return False
+    dat = os.path.join(work, "vm-start.dat")
+    with open(dat, "w") as f:
+        for r in results:
+            _, a_rss = mib_pair(r["donors_before"], r["donors_after"], "rss")
+            _, a_thp = mib_pair(r["donors_before"], r["donors_after"], "thp")
+            f.write('"%s" %.2f %.2f %.2f %.2f %.3f\n' % (
+                LABELS[r["case"]], r["vm_thp_pct"] or 0, r["prepare_s"], r["start_s"] or 0,
+                100.0 * a_thp / a_rss if a_rss else 0,
+                (r["vm_prepare"]["scanned"] + r["vm_start"]["scanned"]) / 1e6))
+    gp = """set terminal pngcairo size 1400,420 noenhanced
+set output '%s'
+set multiplot layout 1,4 title 'vm-start: a %d MiB THP VM on a host the donors own'
+set style data histograms
+set style fill solid 0.8 border -1
+set boxwidth 0.8
+set xtics rotate by -30 scale 0 font ',8'
+set grid ytics
+unset key
+set yrange [0:105]
+set title 'new VM THP %%'
+plot '%s' using 2:xtic(1) lc rgb '#3b75af'
+set title 'donors THP %% after'
+plot '%s' using 5:xtic(1) lc rgb '#519e3e'
+set yrange [0:*]
+set key top left font ',8'
+set style histogram rowstacked
+set title 'seconds (prepare + start)'
+plot '%s' using 3:xtic(1) title 'prepare' lc rgb '#ef8636', '' using 4 title 'start' lc rgb '#c53a32'
+unset key
+set style histogram clustered
+set title 'host compaction scanned (M pages)'
+plot '%s' using 6:xtic(1) lc rgb '#8d69b8'
+unset multiplot
+""" % (png, results[0]["vm_mem_mib"], dat, dat, dat, dat)
+    gpf = os.path.join(work, "vm-start.gp")
+    with open(gpf, "w") as f:
+        f.write(gp)
+    p = subprocess.run(["gnuplot", gpf], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if p.returncode != 0:
+        say("gnuplot failed: " + p.stdout[-1000:])
+        return False
+    return True
+
+
+def machine():
+    mi = hrhost.meminfo_host()
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+        thp = f.read().split("[")[1].split("]")[0]
+    with open("/sys/kernel/mm/transparent_hugepage/defrag") as f:
+        defrag = f.read().split("[")[1].split("]")[0]
+    return {"kernel": os.uname().release, "cpus": os.cpu_count(), "cpu": cpu,
+            "mem_total_mib": mi["MemTotal"] >> 10, "swap_mib": mi.get("SwapTotal", 0) >> 10,
+            "thp_enabled": thp, "thp_defrag": defrag, "accel": hrvm.accel()}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=",".join(CASES),
+                    help="comma-separated, of %s (default all)" % ",".join(CASES))
+    ap.add_argument("--donors", type=int, default=2)
+    ap.add_argument("--donor-mem", type=int, help="MiB per donor (default: 9 GiB on 24 GiB)")
+    ap.add_argument("--touch", type=int, help="MiB each donor touches (default: 8000 on 24 GiB)")
+    ap.add_argument("--vm-mem", type=int, help="MiB of the new VM (default: 10 GiB on 24 GiB)")
+    ap.add_argument("--free-fraction", type=float, default=0.5,
+                    help="fraction of each donor's touched memory freed again (0.5)")
+    ap.add_argument("--holes", choices=("striped", "random"), default="striped",
+                    help="freed chunks evenly spread or random")
+    ap.add_argument("--chunk", type=int, default=16,
+                    help="pages per freed chunk (16: 64 KiB, so every 2 MiB block is hit)")
+    ap.add_argument("--prealloc-donors", action="store_true",
+                    help="donors' whole RAM host-backed (-mem-prealloc): none never touched")
+    ap.add_argument("--page-cache", type=int, default=0, metavar="MIB",
+                    help="donor0 also reads MIB of a virtio-blk disk into its page cache")
+    ap.add_argument("--hog-leave", type=int, default=0, metavar="MIB",
+                    help="after the donors, a dense helper takes all host memory but MIB")
+    ap.add_argument("--margin", type=int, default=1024,
+                    help="MiB above the VM's size the host should have free (shortfall)")
+    ap.add_argument("--floor", type=int, default=256, help="donors' floor_mb for hugeroomd")
+    ap.add_argument("--deadline", type=int, default=240, help="prepare --deadline (s)")
+    ap.add_argument("--balloon-timeout", type=int, default=900)
+    ap.add_argument("--fpr-wait", type=int, default=30,
+                    help="at most this long for free page reporting (s)")
+    ap.add_argument("--kernel", default="6.12")
+    ap.add_argument("--json", default="vm-start.json")
+    ap.add_argument("--png", default="vm-start.png")
+    ap.add_argument("--demo", action="store_true",
+                    help="the small version scripts/demo.sh runs")
+    ap.add_argument("--no-first-touch", action="store_true")
+    a = ap.parse_args(argv)
+    d = demo_defaults() if a.demo else defaults(hrhost.meminfo_host()["MemTotal"] >> 10)
+    for k in ("donor_mem", "touch", "vm_mem"):
+        if getattr(a, k) is None:
+            setattr(a, k, d[k])
+    if a.demo and not a.hog_leave:
+        a.hog_leave = d["hog_leave"]
+    a.cases = [c.strip() for c in a.cases.split(",") if c.strip()]
+    for c in a.cases:
+        if c not in CASES:
+            ap.error("unknown case %r" % c)
+    if a.touch >= a.donor_mem:
+        ap.error("--touch must be below --donor-mem")
+    return a
+
+
+def main(argv):
+    a = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(130))
+    hrhost.bigmem_lock(exclusive=True)
+    b = Bench(a)
+    try:
+        m = machine()
+        say("machine: %(kernel)s, %(cpus)d CPUs (%(cpu)s), %(mem_total_mib)d MiB, swap "
+            "%(swap_mib)d MiB, THP %(thp_enabled)s, defrag %(thp_defrag)s, guests %(accel)s"
+            % m)
+        b.prepare_images()
+        if not a.no_first_touch:
+            hrhost.first_touch()
+        for case in a.cases:
+            try:
+                r = b.run_case(case)
+            except hrvm.Failure as e:
+                say("  %s failed: %s" % (case, e))
+                if b.daemon:
+                    say("  hugeroomd log tail:\n" + b.daemon.log())
+                b.cleanup_case()
+                continue
+            r["vm_mem_mib"] = a.vm_mem
+            b.results.append(r)
+        if not b.results:
+            say("no case ran to the end")
+            return 1
+        say("\n== %d MiB new VM; %d donors of %d MiB, %d MiB touched, %.0f%% of every block "
+            "freed (%s)" % (a.vm_mem, a.donors, a.donor_mem, a.touch, a.free_fraction * 100,
+                            a.holes))
+        say(table(b.results))
+        say("stalls and scanned: host compaction during prepare / during start; guest "
+            "migrated: guest pgmigrate_success (hugeroom: donate steps' pages_migrated / "
+            "minimum from the occupancy snapshot)")
+        tg = targets(b.results)
+        if tg:
+            say("\ntargets (hugeroom case):")
+            for name, ok, note in tg:
+                say("  [%s] %s: %s" % ("met" if ok else "MISSED", name, note))
+        with open(a.json, "w") as f:
+            json.dump({"machine": m, "args": vars(a), "results": b.results,
+                       "targets": [{"target": n, "met": ok, "note": note}
+                                   for n, ok, note in tg]}, f, indent=1)
+        say("\nJSON: %s" % os.path.abspath(a.json))
+        if plot(b.results, os.path.abspath(a.png), b.work):
+            say("plot: %s" % os.path.abspath(a.png))
+        return 0
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    finally:
+        b.cleanup_case()
+        shutil.rmtree(b.work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
