@@ -263,15 +263,22 @@ hr_pool_grow(const gchar *root, guint node, guint64 blocks, GCancellable *cancel
 		guint64 chunk = MIN(blocks - result->pool_got, HR_POOL_CHUNK_BLOCKS), nr, now;
 		gboolean ok;
 
-		if (g_cancellable_set_error_if_cancelled(cancellable, error))
-			return NULL;
+		/* stopped: what the pool got so far is the caller's to account for */
+		if (g_cancellable_is_cancelled(cancellable))
+			break;
 		g_mutex_lock(&pool_lock);
 		ok = pool_read(path, &nr, error) && pool_write(path, nr + chunk, error) &&
 		     pool_read(path, &now, error);
 		g_mutex_unlock(&pool_lock);
-		if (!ok) {
+		if (!ok && result->pool_got == 0) {
 			g_prefix_error(error, "growing the hugetlb pool of node %u: ", node);
 			return NULL;
+		}
+		if (!ok) {
+			/* earlier chunks are in the pool: report them, not the error */
+			g_warning("growing the hugetlb pool of node %u: %s", node, (*error)->message);
+			g_clear_error(error);
+			break;
 		}
 		result->pool_got += now > nr ? now - nr : 0;
 		if (now < nr + chunk)

@@ -85,7 +85,8 @@ gboolean
 hr_pool_get(const gchar *root, guint node, guint64 *nr, GError **error);
 /*
  * Grow the pool by up to @blocks, in chunks, stopping at the first chunk
- * the kernel could not fill. @result->pool_got is how many it added,
+ * the kernel could not fill, or when @cancellable is cancelled (then it
+ * returns what it got so far: those pages are in the pool). @result->pool_got is how many it added,
  * @result->pool_asked what was asked; the vmstat deltas are the cost.
  */
 HrCompactResult *

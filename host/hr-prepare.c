@@ -50,6 +50,7 @@ typedef struct {
 	gboolean pool_busy;  /* a grow runs */
 	guint64 pool_asked;  /* by the grow that runs */
 	gboolean pool_stuck; /* the last grow got less than asked: wait for a donation */
+	GCancellable *pool_cancel; /* stops the grow between chunks when it ends */
 	GHashTable *strikes; /* guest uuid -> donations that freed little host memory */
 	gchar *why_not;	     /* why the guests that were not asked were not */
 } Run;
@@ -96,6 +97,10 @@ run_free(Run *run)
 	g_hash_table_unref(run->tried);
 	g_hash_table_unref(run->strikes);
 	g_free(run->why_not);
+	if (run->pool_cancel != NULL) {
+		g_cancellable_cancel(run->pool_cancel);
+		g_object_unref(run->pool_cancel);
+	}
 	g_free(run->last_plan);
 	g_free(run);
 }
@@ -993,10 +998,13 @@ start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blocks,
 	g_ptr_array_add(p->ops, op);
 	run->pool_busy = TRUE;
 	run->pool_asked = blocks;
+	if (run->pool_cancel == NULL)
+		run->pool_cancel = g_cancellable_new();
+	g_cancellable_reset(run->pool_cancel);
 	g_info("reservation %s: holding %" G_GUINT64_FORMAT " blocks in node %d's hugetlb pool "
 	       "(%" G_GUINT64_FORMAT " free 2 MiB blocks there)",
 	       r->id, blocks, node, free_blocks);
-	hr_pool_grow_async(p->config->host_root, node, blocks, p->cancellable, pool_done_cb, op);
+	hr_pool_grow_async(p->config->host_root, node, blocks, run->pool_cancel, pool_done_cb, op);
 }
 
 /* give @r's pool blocks back to the buddy allocator: the VM allocates next */
@@ -1271,7 +1279,10 @@ settle(HrPrepare *p, HrReservation *r, HrReservationState state, gboolean partia
        const gchar *reason)
 {
 	g_autoptr(GError) error = NULL;
+	Run *run = g_hash_table_lookup(p->runs, r->id);
 	cancel_ops(p, r);
+	if (run != NULL && run->pool_cancel != NULL)
+		g_cancellable_cancel(run->pool_cancel);
 	r->partial = partial;
 	if (!hr_reservation_set_state(p->store, r, state, reason, &error)) {
 		g_warning("%s", error->message);

@@ -11,13 +11,15 @@ capped (MemAvailable minus 3 GiB, at most 14 GiB), touches memory for a few
 seconds only, and is killed in every exit path.
 
 Checks:
- 1. `hugeroomctl prepare SIZE --wait`, SIZE being what the node has free
-    above its high watermark plus 200 MiB, ends ready and its report lists
-    what each step gave and cost (donations with pages migrated and time);
- 2. the node's free 2 MiB blocks in /proc/buddyinfo rose by at least the
-    shortfall (SIZE minus what was free at the start), counting the blocks
-    other processes of this shared host took as THPs meanwhile (vmstat
-    thp_fault_alloc + thp_collapse_alloc, printed);
+ 1. `hugeroomctl prepare SIZE --wait`, SIZE being all the node's free
+    memory (above its high watermark and the daemon's pool margin) plus
+    200 MiB, ends ready and its report lists what each step gave and cost
+    (donations with pages migrated and time);
+ 2. the reservation holds SIZE in the node's hugetlb pool, and the node's
+    2 MiB blocks (free in /proc/buddyinfo plus the pool's growth) rose by
+    at least the shortfall (SIZE minus the free blocks at the start),
+    counting the blocks other processes of this shared host took as THPs
+    meanwhile (vmstat thp_fault_alloc + thp_collapse_alloc, printed);
  3. every donor kept its floor ([guest:NAME] floor_mb) of free memory, and
     the daemon's held sets match the reservation's holds;
  4. a request that cannot be met by its deadline (2 GiB more than all the
@@ -37,6 +39,15 @@ import hrvm  # noqa: E402
 from hrhost import (DONOR_FLOORS_MB as FLOORS_MB, HOG_MARGIN_KB, buddy_blocks,  # noqa: E402
                     fill_donor, fragmenting_hog, meminfo_host, verify, vmstat_host,
                     wait_reporting)
+
+
+POOL_MARGIN_MB = 256  # hugeroomd's default pool_margin_mb
+POOL = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
+
+
+def pool_pages():
+    with open(POOL) as f:
+        return int(f.read())
 
 
 def main():
@@ -84,8 +95,13 @@ def main():
                     host["unusable_index"] / 1000))
         print(daemon.ctl("host"))
 
-        # 1. prepare what is free plus 200 MiB
-        want = host["available_blocks"] + 100
+        # 1. prepare all the node's free memory (what the daemon's hugetlb
+        # pool may take: above the high watermark and the pool margin, as
+        # the kernel can assemble it) plus 200 MiB: that much must come
+        # from the donors
+        headroom = (host["free_pages"] - host["wmark_high"] - POOL_MARGIN_MB * 256) // 512
+        want = max(headroom, 0) + 100
+        pool0 = pool_pages()
         thp0 = vmstat_host("thp_fault_alloc") + vmstat_host("thp_collapse_alloc")
         t0 = time.monotonic()
         p = subprocess.run([os.path.join(hrvm.build_dir(), "host", "hugeroomctl"),
@@ -94,12 +110,12 @@ def main():
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         took = time.monotonic() - t0
         b1 = buddy_blocks()
+        pool1 = pool_pages()
         thp_faults = vmstat_host("thp_fault_alloc") + vmstat_host("thp_collapse_alloc") - thp0
         for line in p.stdout.splitlines():
             hrvm.log(line)
         res = daemon.ctl_json("reservations")["reservations"][0]
         r = daemon.ctl_json("reservation", res["id"])
-        free_step = sum(s["gained"] for s in r["steps"] if s["kind"] == "free")
         # donations are the donor steps only: a compaction step is host work
         donations = [s for s in r["steps"] if s["kind"] == "donate"]
         given = sum(s.get("blocks_held", 0) for s in donations)
@@ -118,15 +134,20 @@ def main():
                             for s in donations) or "no donate step"),
                "steps: %s" % [(s["kind"], s.get("state"), s.get("gained")) for s in r["steps"]])
 
-        # 2. buddyinfo rose by at least the shortfall
-        shortfall = want - free_step
+        # 2. the node's 2 MiB blocks, free in buddyinfo or held in the
+        # hugetlb pool for the reservation, rose by at least what was asked
+        # beyond the free blocks at the start
+        shortfall = want - b0
         # this host is shared: other processes' THP faults and collapses
         # meanwhile (vmstat; our guests' RAM is preallocated and their held
         # blocks untouched) take free 2 MiB blocks too, and count as raised
-        tap.ok(b1 - b0 + thp_faults >= shortfall,
-               "buddyinfo: free 2 MiB blocks %d -> %d (+%d), shortfall was %d; %d blocks "
-               "held from donors, %d host THP faults meanwhile"
-               % (b0, b1, b1 - b0, shortfall, r["held_blocks"], thp_faults))
+        tap.ok(b1 - b0 + (pool1 - pool0) + thp_faults >= shortfall
+               and pool1 - pool0 == r["pool_blocks"] == want,
+               "free 2 MiB blocks %d -> %d (%+d), hugetlb pool %d -> %d (%+d, the "
+               "reservation's %d), shortfall was %d; %d blocks held from donors, %d host THP "
+               "faults meanwhile"
+               % (b0, b1, b1 - b0, pool0, pool1, pool1 - pool0, r["pool_blocks"], shortfall,
+                  r["held_blocks"], thp_faults))
 
         # 3. floors and held sets
         for g in guests:
@@ -163,6 +184,7 @@ def main():
         hog.stop()
         daemon.ctl("release", r["id"])
         daemon.ctl("release", r2["id"])
+        tap.ok(pool_pages() == pool0, "the hugetlb pool is back at %d pages" % pool0)
         try:
             hrvm.wait_for(lambda: sum(x["held_blocks"]
                                       for x in daemon.ctl_json("guests")["guests"]) == 0,
