@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the guest driver for one guest kernel version.
 #   scripts/build-module.sh KVER
-# Needs the matching linux-headers-KVER (scripts/fetch-kernels.sh installs
-# them).  Builds out of tree in $HUGEROOM_CACHE/module/KVER/<key>/, keyed by
+# Needs the matching linux-headers-KVER unpacked in the cache
+# (scripts/fetch-kernels.sh does it).  Builds out of tree in $HUGEROOM_CACHE/module/KVER/<key>/, keyed by
 # the sources, so the two kernels' objects never mix in guest-driver/, an
 # unchanged driver is not rebuilt, and builds from different checkouts at
 # the same time do not trample each other.  Prints the path of
@@ -10,10 +10,9 @@
 . "$(dirname "$0")/lib.sh"
 
 kver=${1:?usage: build-module.sh KVER (see scripts/fetch-kernels.sh)}
-kdir=/lib/modules/$kver/build
-[ -e "$kdir/Makefile" ] || kdir=/usr/src/linux-headers-$kver
+kdir=$HUGEROOM_CACHE/kernels/$kver/headers/usr/src/linux-headers-$kver
 [ -e "$kdir/Makefile" ] ||
-    die "no headers for $kver in /usr/src/linux-headers-$kver: run scripts/fetch-kernels.sh"
+    die "no headers for $kver in $kdir: run scripts/fetch-kernels.sh"
 
 key=$(cd "$HR_REPO" && find guest-driver protocol -type f \( -name '*.[ch]' -o -name Kbuild -o -name Makefile \) \
       -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)

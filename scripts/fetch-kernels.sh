@@ -1,7 +1,8 @@
 #!/bin/bash
-# Fetch the Debian 12 guest kernels (6.12 and 6.1), unpack them into the cache,
-# and install the exactly matching linux-headers packages on the host (for
-# building out-of-tree modules against /usr/src/linux-headers-<kver>).
+# Fetch the Debian 12 guest kernels (6.12 and 6.1) and their exactly matching
+# linux-headers packages, and unpack them into the cache (nothing is
+# installed on the host: scripts/build-module.sh builds against
+# $HUGEROOM_CACHE/kernels/<kver>/headers/usr/src/linux-headers-<kver>).
 #
 # Usage: scripts/fetch-kernels.sh
 # Output (stdout), one line per kernel, 6.12 first:
@@ -11,6 +12,7 @@
 # The same lines are written to $HUGEROOM_CACHE/kernels/list.
 #
 # Layout: $HUGEROOM_CACHE/kernels/<kver>/{vmlinuz,boot/,lib/modules/<kver>/,.done}
+#         $HUGEROOM_CACHE/kernels/<kver>/headers/{usr/src,usr/lib,.done}
 #         $HUGEROOM_CACHE/kernels/debs/*.deb
 # Env: HUGEROOM_KERNEL_METAS  metapackages to resolve (default
 #      "linux-image-6.12-amd64 linux-image-amd64").
@@ -70,14 +72,46 @@ fetch_one() {
         rm -rf "$dest"
         mv "$dest.tmp" "$dest"
     fi
-    # Headers of exactly this release for module builds.
-    if [ -n "$(pkgs_missing "linux-headers-$kver")" ]; then
-        info "installing linux-headers-$kver"
-        apt_get install -y --no-install-recommends "linux-headers-$kver" >&2 ||
-            die "apt-get install linux-headers-$kver failed (see above)"
+    fetch_headers "$kver"
+}
+
+# Headers of exactly this release for module builds, unpacked into the
+# cache, not installed: installing linux-headers-<kver> on a Debian 12 host
+# pulls in that kernel's image and makes it the host's default boot kernel.
+# The arch package (linux-headers-<kver>), its -common package and
+# linux-kbuild-<version> keep their /usr layout under headers/, whose
+# relative symlinks then hold; only the arch Makefile's absolute include of
+# the -common tree is pointed into the cache.
+fetch_headers() {
+    local kver=$1 dest=$KDIR/$1/headers pkgs pkg deb
+    local arch=$dest/usr/src/linux-headers-$1
+    if [ -f "$dest/.done" ] && [ -f "$arch/Makefile" ]; then
+        return 0
     fi
-    [ -f "/usr/src/linux-headers-$kver/Makefile" ] ||
-        die "/usr/src/linux-headers-$kver/Makefile missing after installing linux-headers-$kver"
+    pkgs="linux-headers-$kver $(apt-cache depends --no-recommends --no-suggests "linux-headers-$kver" 2>/dev/null |
+        awk '$1 ~ /Depends:$/ && $2 ~ /^linux-(headers|kbuild)-/ { print $2 }' | sort -u | tr '\n' ' ')"
+    mkdir -p "$KDIR/debs"
+    chown _apt:root "$KDIR/debs" 2>/dev/null || true
+    rm -rf "$dest.tmp"
+    mkdir -p "$dest.tmp"
+    for pkg in $pkgs; do
+        deb=$(ls "$KDIR/debs/${pkg}_"*.deb 2>/dev/null | sort -V | tail -1 || true)
+        if [ -z "$deb" ]; then
+            info "downloading $pkg"
+            (cd "$KDIR/debs" && apt_get download "$pkg" >&2) ||
+                die "apt-get download $pkg failed; run 'apt-get update' and rerun"
+            deb=$(ls "$KDIR/debs/${pkg}_"*.deb | sort -V | tail -1)
+        fi
+        dpkg-deb -x "$deb" "$dest.tmp"
+    done
+    [ -f "$dest.tmp/usr/src/linux-headers-$kver/Makefile" ] ||
+        die "linux-headers-$kver has no usr/src/linux-headers-$kver/Makefile (packages: $pkgs)"
+    sed -i "s|^include /usr/src/|include $dest/usr/src/|" \
+        "$dest.tmp/usr/src/linux-headers-$kver/Makefile"
+    touch "$dest.tmp/.done"
+    rm -rf "$dest"
+    mv "$dest.tmp" "$dest"
+    info "headers for $kver unpacked in $dest (${pkgs% })"
 }
 
 main() {
