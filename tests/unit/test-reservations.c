@@ -1005,6 +1005,58 @@ test_pool_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpint(s->gained, ==, 3);
 }
 
+static gboolean
+cond_pool_3(gpointer data)
+{
+	return ((HrReservation *)data)->pool_blocks == 3;
+}
+
+/*
+ * A donor that gave all it was asked and still has free memory above its
+ * floor is asked again, with the candidates of its next report, until the
+ * need is held.
+ */
+static void
+test_pool_asked_again(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) first = NULL;
+	g_autoptr(HrCmd) second = NULL;
+	g_autoptr(GBytes) status = NULL;
+	HrReservation *r;
+	guint donations = 0;
+	(void)data;
+
+	host_set_free(f, 25000, 0);
+	dev = donor_up(f, "donor", 1);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(12), 0, 60, FALSE, "d", NULL);
+	first = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(first->count, ==, 3);
+	/* its next report names three other blocks */
+	status = make_status(2, 0, MiB(600));
+	fake_send(dev, HR_CHAN_GUEST_MSG, status);
+	host_set_free(f, 25000, 4);
+	answer_evacuate(dev, first, 3);
+	/* the pool took the 3 freed blocks: the node has none free again */
+	wait_for(cond_pool_3, r, "3 blocks in the pool");
+	host_set_free(f, 25000, 0);
+	second = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(second->count, ==, 3);
+	for (guint i = 0; i < second->nr_gpas; i++)
+		g_assert_cmpuint(second->gpas[i], >=, MiB(600));
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
+	host_set_free(f, 25000, 4);
+	answer_evacuate(dev, second, 3);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->pool_blocks, ==, 6);
+	for (guint i = 0; i < r->steps->len; i++)
+		donations += g_strcmp0(((HrReservationStep *)g_ptr_array_index(r->steps, i))->kind,
+				       "donate") == 0;
+	g_assert_cmpuint(donations, ==, 2);
+	g_assert_cmpuint(r->holds->len, ==, 6);
+}
+
 /* nothing free and no donor: a strict reservation fails and says why */
 static void
 test_pool_strict_fails(Fixture *f, gconstpointer data)
@@ -1052,6 +1104,7 @@ main(int argc, char **argv)
 	ADD_POOL("release", test_pool_release);
 	ADD_POOL("donate", test_pool_donate);
 	ADD_POOL("strict-fails", test_pool_strict_fails);
+	ADD_POOL("asked-again", test_pool_asked_again);
 #undef ADD_POOL
 	return g_test_run();
 }
