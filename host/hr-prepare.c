@@ -255,6 +255,7 @@ typedef struct {
 	GArray *guests;	      /* HrPlanGuest */
 	GPtrArray *refs;      /* HrGuest *, parallel to guests */
 	GPtrArray *cand_bufs; /* HrPlanCandidate arrays to free */
+	guint maps_pending;   /* donors whose host backing is being scanned */
 } Input;
 
 static void
@@ -467,8 +468,12 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		hr_config_guest_policy(p->config, guest->name, &policy);
 		if (!policy.donor)
 			g_string_append_printf(why, "; %s: not a donor (policy)", guest->name);
-		if (policy.donor)
+		if (policy.donor) {
 			refresh_thpmap(p, guest, gs);
+			/* not known yet: wait for the scan rather than give up on it */
+			if (gs->map == NULL && gs->scanning)
+				in->maps_pending++;
+		}
 		if (run != NULL)
 			tried = g_hash_table_lookup(run->tried, guest->uuid);
 		pg.id = guest->id;
@@ -1386,7 +1391,7 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 	req.strict = FALSE; /* every block a donor gives counts */
 	plan = hr_planner_plan(&req, &in->input, &p->params);
 	start_plan_steps(p, r, run, in, plan, remaining_ms);
-	if (run->in_flight > 0 || run->pool_busy)
+	if (run->in_flight > 0 || run->pool_busy || in->maps_pending > 0)
 		return;
 	if (plan->guests_deferred > 0 && !r->strict)
 		return;
@@ -1507,7 +1512,7 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 		run->compact_after = FALSE;
 		start_compact(p, r, run, r->planned_node, 0);
 	}
-	if (run->in_flight > 0)
+	if (run->in_flight > 0 || in->maps_pending > 0)
 		return;
 	/* nothing could be started: wait for deferred guests, else this is all */
 	if (plan->guests_deferred > 0 && !r->strict)
