@@ -51,6 +51,8 @@ typedef struct {
 	guint64 pool_asked;  /* by the grow that runs */
 	gboolean pool_stuck; /* the last grow got less than asked: wait for a donation */
 	GCancellable *pool_cancel; /* stops the grow between chunks when it ends */
+	guint pool_step;	   /* 1 + index of the step grows add to; 0: none */
+	guint pool_grows;	   /* grows in it */
 	GHashTable *strikes; /* guest uuid -> donations that freed little host memory */
 	gchar *why_not;	     /* why the guests that were not asked were not */
 } Run;
@@ -950,29 +952,34 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 	}
 	if (r != NULL && op->step_index < r->steps->len) {
 		HrReservationStep *s = g_ptr_array_index(r->steps, op->step_index);
-		s->elapsed_ms = (g_get_monotonic_time() - op->started) / 1000;
+		guint grows = run != NULL ? run->pool_grows : 1;
+		s->elapsed_ms += (g_get_monotonic_time() - op->started) / 1000;
 		if (result == NULL) {
 			set_step_state(s, "failed", error->message);
 		} else {
-			g_autofree gchar *detail = g_strdup_printf(
-			    "held %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " blocks in node %u's "
-			    "hugetlb pool (%" G_GUINT64_FORMAT " free 2 MiB blocks before)%s",
-			    result->pool_got, result->pool_asked, result->node,
-			    result->free_blocks_before,
+			g_autofree gchar *detail = NULL;
+			g_autofree gchar *how = grows > 1 ? g_strdup_printf(
+							       " in %u grows as blocks came free", grows)
+							 : g_strdup("");
+			s->gained += (gint64)result->pool_got;
+			s->pages_migrated += result->migrated;
+			s->pages_scanned += result->migrate_scanned + result->free_scanned;
+			detail = g_strdup_printf(
+			    "held %" G_GINT64_FORMAT " of %" G_GUINT64_FORMAT " blocks in node %u's "
+			    "hugetlb pool%s (last: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+			    ", %" G_GUINT64_FORMAT " free 2 MiB blocks before)%s",
+			    s->gained, s->expect_milli / 1000, result->node, how, result->pool_got, result->pool_asked, result->free_blocks_before,
 			    result->pool_got < result->pool_asked
 				? "; the kernel could assemble no more from the node's free memory"
 				: "");
-			s->gained = (gint64)result->pool_got;
-			s->pages_migrated = result->migrated;
-			s->pages_scanned = result->migrate_scanned + result->free_scanned;
 			/* blocks that were free already cost nothing: the rest was assembled */
 			if (g_strcmp0(s->kind, "free") == 0 && s->pages_scanned > 0) {
 				g_free(s->kind);
 				s->kind = g_strdup("compact");
 			}
-			set_step_state(s, result->pool_got >= result->pool_asked ? "done"
-					  : result->pool_got > 0	 ? "short"
-									 : "failed",
+			set_step_state(s, (guint64)s->gained * 1000 >= s->expect_milli ? "done"
+					  : s->gained > 0			       ? "short"
+										       : "failed",
 				       detail);
 		}
 		g_info("reservation %s: pool of node %d %s: %" G_GINT64_FORMAT " blocks in %" G_GUINT64_FORMAT
@@ -990,14 +997,26 @@ static void
 start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blocks,
 	   guint64 free_blocks)
 {
-	HrReservationStep *s =
-	    hr_reservation_add_step(r, free_blocks >= blocks ? "free" : "compact", node);
+	HrReservationStep *s;
 	Op *op = g_new0(Op, 1);
 
-	s->expect_milli = blocks * 1000;
+	if (run->pool_step > 0 && run->pool_step == r->steps->len) {
+		/* nothing else happened since the last grow: one step for both */
+		s = g_ptr_array_index(r->steps, run->pool_step - 1);
+		if (free_blocks < blocks && g_strcmp0(s->kind, "free") == 0) {
+			g_free(s->kind);
+			s->kind = g_strdup("compact");
+		}
+		run->pool_grows++;
+	} else {
+		s = hr_reservation_add_step(r, free_blocks >= blocks ? "free" : "compact", node);
+		run->pool_step = r->steps->len;
+		run->pool_grows = 1;
+	}
+	s->expect_milli += blocks * 1000;
 	op->prepare = p;
 	op->res_id = g_strdup(r->id);
-	op->step_index = r->steps->len - 1;
+	op->step_index = run->pool_step - 1;
 	op->node = node;
 	op->started = g_get_monotonic_time();
 	g_ptr_array_add(p->ops, op);
