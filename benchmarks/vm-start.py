@@ -21,7 +21,8 @@ most of its RAM with memfill and frees part of every 2 MiB block inside the
 guest.  The new VM is the built QEMU (TCG) with
 memory-backend-ram,prealloc=on (THP-advised by QEMU), paused: its start is
 the time until its RAM is allocated (QMP answers, RSS holds it all), its THP
-coverage AnonHugePages/Rss from smaps_rollup.
+coverage AnonHugePages/Rss of its guest RAM mapping (smaps), the donors' THP
+share likewise of their guest RAM (QEMU's own heap and TCG buffers aside).
 
 Default: the issue's case, two 9 GiB donors touching 8000 MiB each, half of
 every block freed, a 10 GiB new VM, on a 24 GiB host (scaled from MemTotal
@@ -447,8 +448,27 @@ def row(r):
             "%d/%d" % (r["vm_prepare"]["compact_stall"], r["vm_start"]["compact_stall"]),
             "%.2f/%.2f" % (r["vm_prepare"]["scanned"] / 1e6, r["vm_start"]["scanned"] / 1e6),
             "%d->%d" % (b_rss, a_rss), "%d->%d" % (b_thp, a_thp),
-            "%.0f" % (100.0 * a_thp / a_rss) if a_rss else "-",
+            donor_ram_thp_pct(r),
             "%d" % r["oom_kills"], mig]
+
+
+def per_block(h):
+    """Migrations per block the donors gave against the snapshot's per block
+    minimum: apart from how many blocks were asked (the daemon keeps a free
+    margin on the host), how well each was chosen and emptied."""
+    held, need = h.get("steps_blocks_held", 0), h.get("need_from_guests_blocks", 0)
+    mig, mn = h.get("steps_pages_migrated", 0), h.get("min_migrate_pages", 0)
+    if not held or not need or not mn:
+        return ""
+    return "; %d blocks given for %d needed, %.0f pages per block given vs a minimum of %.0f" % (
+        held, need, mig / held, mn / need)
+
+
+def donor_ram_thp_pct(r):
+    """THP share of the donors' resident guest RAM after the start."""
+    _, a_rss = mib_pair(r["donors_before"], r["donors_after"], "ram_rss")
+    _, a_thp = mib_pair(r["donors_before"], r["donors_after"], "ram_thp")
+    return "%.0f" % (100.0 * a_thp / a_rss) if a_rss else "-"
 
 
 HEADER = ["case", "VM THP%", "prep s", "start s", "total s", "stalls p/s",
@@ -481,11 +501,11 @@ def targets(results):
     out.append(("0 processes killed", h["oom_kills"] == 0 and not h["donors_killed"],
                 "%d OOM kills, donors dead: %s" % (h["oom_kills"],
                                                    ", ".join(h["donors_killed"]) or "none")))
-    _, a_rss = mib_pair(h["donors_before"], h["donors_after"], "rss")
-    _, a_thp = mib_pair(h["donors_before"], h["donors_after"], "thp")
+    _, a_rss = mib_pair(h["donors_before"], h["donors_after"], "ram_rss")
+    _, a_thp = mib_pair(h["donors_before"], h["donors_after"], "ram_thp")
     pct = 100.0 * a_thp / a_rss if a_rss else 0.0
     out.append(("donors keep >= 95% of their memory THP-backed", a_rss > 0 and pct >= 95.0,
-                "%.1f%% (%d of %d MiB)" % (pct, a_thp, a_rss)))
+                "%.1f%% (%d of %d MiB of guest RAM)" % (pct, a_thp, a_rss)))
     if b and b["start_s"] is not None and h["start_s"] is not None:
         ht = h["prepare_s"] + h["start_s"]
         bt = b["prepare_s"] + b["start_s"]
@@ -503,7 +523,7 @@ def targets(results):
                     mig, mn, " extrapolated" if h.get("min_migrate_extrapolated") else "",
                     mig / mn if mn else 0,
                     "; nothing migrated means the guests gave no host memory" if mig == 0
-                    else "")))
+                    else per_block(h))))
     if b:
         hs = h["vm_prepare"]["scanned"] + h["vm_start"]["scanned"]
         bs = b["vm_prepare"]["scanned"] + b["vm_start"]["scanned"]

@@ -289,13 +289,39 @@ def vmstat_all():
     return d
 
 
+def ram_coverage(pid, min_kib=256 << 10):
+    """(AnonHugePages, Rss) in KiB of a QEMU's guest RAM alone: its large
+    (>= min_kib), non-executable mappings, without the rest of the process
+    (heap, TCG code buffer, libraries), which no THP target is about."""
+    thp = rss = 0
+    big = False
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            first = line.split(None, 1)[0]
+            if "-" in first and not first.endswith(":"):
+                lo, _, hi = first.partition("-")
+                perms = line.split()[1]
+                big = ((int(hi, 16) - int(lo, 16)) >> 10 >= min_kib and "x" not in perms)
+                continue
+            if not big:
+                continue
+            k, _, v = line.partition(":")
+            if k == "AnonHugePages":
+                thp += int(v.split()[0])
+            elif k == "Rss":
+                rss += int(v.split()[0])
+    return thp, rss
+
+
 def proc_mem(pid):
-    """{"rss": KiB, "thp": KiB} of a live process (smaps_rollup), or None."""
+    """{"rss": KiB, "thp": KiB} of a live process (smaps_rollup), and
+    "ram_rss", "ram_thp" of its guest RAM (ram_coverage()), or None."""
     try:
         thp, rss = thp_coverage(pid)
+        ram_thp, ram_rss = ram_coverage(pid)
     except (OSError, ValueError):
         return None
-    return {"rss": rss, "thp": thp}
+    return {"rss": rss, "thp": thp, "ram_rss": ram_rss, "ram_thp": ram_thp}
 
 
 def set_oom_score_adj(pid, adj):
@@ -413,8 +439,8 @@ class PreallocVM:
         return time.monotonic() - t0
 
     def coverage(self):
-        """(AnonHugePages KiB, Rss KiB)."""
-        return thp_coverage(self.proc.pid)
+        """(AnonHugePages KiB, Rss KiB) of its guest RAM (ram_coverage())."""
+        return ram_coverage(self.proc.pid)
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
