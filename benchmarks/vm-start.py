@@ -448,7 +448,8 @@ def row(r):
             "%.2f/%.2f" % (r["vm_prepare"]["scanned"] / 1e6, r["vm_start"]["scanned"] / 1e6),
             "%d->%d" % (b_rss, a_rss), "%d->%d" % (b_thp, a_thp),
             "%.0f" % (100.0 * a_thp / a_rss) if a_rss else "-",
-            "%d" % r["oom_kills"], mig]
+            "%d%s" % (r["oom_kills"], " (%s)" % ",".join(r["donors_killed"])
+                      if r["donors_killed"] else ""), mig]
 
 
 HEADER = ["case", "VM THP%", "prep s", "start s", "total s", "stalls p/s",
@@ -476,16 +477,22 @@ def targets(results):
     b = by.get("balloon")
     out = []
     thp = h["vm_thp_pct"]
+    res = h.get("reservation") or {}
+    why = "; reservation %s%s: %s" % (res.get("state"), " (partial)" if res.get("partial")
+                                      else "", res.get("reason"))
     out.append(("new VM >= 99% THP", thp is not None and thp >= 99.0,
-                "%.1f%%" % thp if thp is not None else "the new VM did not start"))
+                ("%.1f%%, %.1f points short" % (thp, 99.0 - thp) if thp is not None
+                 else "the new VM did not start") + (why if thp is None or thp < 99 else "")))
     out.append(("0 processes killed", h["oom_kills"] == 0 and not h["donors_killed"],
                 "%d OOM kills, donors dead: %s" % (h["oom_kills"],
                                                    ", ".join(h["donors_killed"]) or "none")))
     _, a_rss = mib_pair(h["donors_before"], h["donors_after"], "rss")
     _, a_thp = mib_pair(h["donors_before"], h["donors_after"], "thp")
     pct = 100.0 * a_thp / a_rss if a_rss else 0.0
+    b_thp = mib_pair(h["donors_before"], h["donors_after"], "thp")[0]
     out.append(("donors keep >= 95% of their memory THP-backed", a_rss > 0 and pct >= 95.0,
-                "%.1f%% (%d of %d MiB)" % (pct, a_thp, a_rss)))
+                "%.1f%% (%d of %d MiB; host THP %d -> %d MiB: %d MiB freed or split)"
+                % (pct, a_thp, a_rss, b_thp, a_thp, b_thp - a_thp)))
     if b and b["start_s"] is not None and h["start_s"] is not None:
         ht = h["prepare_s"] + h["start_s"]
         bt = b["prepare_s"] + b["start_s"]
