@@ -490,9 +490,13 @@ def targets(results):
     _, a_thp = mib_pair(h["donors_before"], h["donors_after"], "thp")
     pct = 100.0 * a_thp / a_rss if a_rss else 0.0
     b_thp = mib_pair(h["donors_before"], h["donors_after"], "thp")[0]
-    out.append(("donors keep >= 95% of their memory THP-backed", a_rss > 0 and pct >= 95.0,
-                "%.1f%% (%d of %d MiB; host THP %d -> %d MiB: %d MiB freed or split)"
-                % (pct, a_thp, a_rss, b_thp, a_thp, b_thp - a_thp)))
+    dead = h["donors_killed"]
+    out.append(("donors keep >= 95% of their memory THP-backed",
+                a_rss > 0 and pct >= 95.0 and not dead,
+                "%.1f%% (%d of %d MiB; host THP %d -> %d MiB: %d MiB freed or split)%s"
+                % (pct, a_thp, a_rss, b_thp, a_thp, b_thp - a_thp,
+                   "; of the survivors only: %s killed, keeping nothing" % ", ".join(dead)
+                   if dead else "")))
     if b and b["start_s"] is not None and h["start_s"] is not None:
         ht = h["prepare_s"] + h["start_s"]
         bt = b["prepare_s"] + b["start_s"]
@@ -630,6 +634,8 @@ def parse_args(argv):
     ap.add_argument("--demo", action="store_true",
                     help="the small version scripts/demo.sh runs")
     ap.add_argument("--no-first-touch", action="store_true")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="print the table and targets of a saved run (and plot it), run nothing")
     a = ap.parse_args(argv)
     d = demo_defaults() if a.demo else defaults(hrhost.meminfo_host()["MemTotal"] >> 10)
     for k in ("donor_mem", "touch", "vm_mem"):
@@ -646,8 +652,34 @@ def parse_args(argv):
     return a
 
 
+def report(results):
+    say(table(results))
+    say("stalls and scanned: host compaction during prepare / during start; guest "
+        "migrated: guest pgmigrate_success (hugeroom: donate steps' pages_migrated / "
+        "minimum from the occupancy snapshot)")
+    tg = targets(results)
+    if tg:
+        say("\ntargets (hugeroom case):")
+        for name, ok, note in tg:
+            say("  [%s] %s: %s" % ("met" if ok else "MISSED", name, note))
+    return tg
+
+
 def main(argv):
     a = parse_args(argv)
+    if a.from_json:
+        with open(a.from_json) as f:
+            saved = json.load(f)
+        say("machine: %(kernel)s, %(cpus)d CPUs (%(cpu)s), %(mem_total_mib)d MiB" %
+            saved["machine"])
+        report(saved["results"])
+        work = hrvm.workdir("hr-vmstart-")
+        try:
+            if plot(saved["results"], os.path.abspath(a.png), work):
+                say("plot: %s" % os.path.abspath(a.png))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(130))
     hrhost.bigmem_lock(exclusive=True)
@@ -677,15 +709,7 @@ def main(argv):
         say("\n== %d MiB new VM; %d donors of %d MiB, %d MiB touched, %.0f%% of every block "
             "freed (%s)" % (a.vm_mem, a.donors, a.donor_mem, a.touch, a.free_fraction * 100,
                             a.holes))
-        say(table(b.results))
-        say("stalls and scanned: host compaction during prepare / during start; guest "
-            "migrated: guest pgmigrate_success (hugeroom: donate steps' pages_migrated / "
-            "minimum from the occupancy snapshot)")
-        tg = targets(b.results)
-        if tg:
-            say("\ntargets (hugeroom case):")
-            for name, ok, note in tg:
-                say("  [%s] %s: %s" % ("met" if ok else "MISSED", name, note))
+        tg = report(b.results)
         with open(a.json, "w") as f:
             json.dump({"machine": m, "args": vars(a), "results": b.results,
                        "targets": [{"target": n, "met": ok, "note": note}
