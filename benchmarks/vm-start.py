@@ -544,13 +544,14 @@ def plot(results, png, work):
         for r in results:
             _, a_rss = mib_pair(r["donors_before"], r["donors_after"], "rss")
             _, a_thp = mib_pair(r["donors_before"], r["donors_after"], "thp")
-            f.write('"%s" %.2f %.2f %.2f %.2f %.3f\n' % (
+            f.write('"%s" %.2f %.2f %.2f %.2f %.3f %d\n' % (
                 LABELS[r["case"]], r["vm_thp_pct"] or 0, r["prepare_s"], r["start_s"] or 0,
                 100.0 * a_thp / a_rss if a_rss else 0,
-                (r["vm_prepare"]["scanned"] + r["vm_start"]["scanned"]) / 1e6))
-    gp = """set terminal pngcairo size 1400,420 noenhanced
+                (r["vm_prepare"]["scanned"] + r["vm_start"]["scanned"]) / 1e6,
+                r["oom_kills"]))
+    gp = """set terminal pngcairo size 1700,420 noenhanced
 set output '%s'
-set multiplot layout 1,4 title 'vm-start: a %d MiB THP VM on a host the donors own'
+set multiplot layout 1,5 title 'vm-start: a %d MiB THP VM on a host the donors own'
 set style data histograms
 set style fill solid 0.8 border -1
 set boxwidth 0.8
@@ -560,7 +561,7 @@ unset key
 set yrange [0:105]
 set title 'new VM THP %%'
 plot '%s' using 2:xtic(1) lc rgb '#3b75af'
-set title 'donors THP %% after'
+set title 'surviving donors THP %% after'
 plot '%s' using 5:xtic(1) lc rgb '#519e3e'
 set yrange [0:*]
 set key top left font ',8'
@@ -571,8 +572,11 @@ unset key
 set style histogram clustered
 set title 'host compaction scanned (M pages)'
 plot '%s' using 6:xtic(1) lc rgb '#8d69b8'
+set title 'processes OOM-killed'
+set yrange [0:3]
+plot '%s' using 7:xtic(1) lc rgb '#444444'
 unset multiplot
-""" % (png, results[0]["vm_mem_mib"], dat, dat, dat, dat)
+""" % (png, results[0]["vm_mem_mib"], dat, dat, dat, dat, dat)
     gpf = os.path.join(work, "vm-start.gp")
     with open(gpf, "w") as f:
         f.write(gp)
