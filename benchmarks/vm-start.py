@@ -449,7 +449,8 @@ def row(r):
             "%.2f/%.2f" % (r["vm_prepare"]["scanned"] / 1e6, r["vm_start"]["scanned"] / 1e6),
             "%d->%d" % (b_rss, a_rss), "%d->%d" % (b_thp, a_thp),
             donor_ram_thp_pct(r),
-            "%d" % r["oom_kills"], mig]
+            "%d%s" % (r["oom_kills"], " (%s)" % ",".join(r["donors_killed"])
+                      if r["donors_killed"] else ""), mig]
 
 
 def per_block(h):
@@ -496,16 +497,27 @@ def targets(results):
     b = by.get("balloon")
     out = []
     thp = h["vm_thp_pct"]
+    res = h.get("reservation") or {}
+    why = "; reservation %s%s: %s" % (res.get("state"), " (partial)" if res.get("partial")
+                                      else "", res.get("reason"))
     out.append(("new VM >= 99% THP", thp is not None and thp >= 99.0,
-                "%.1f%%" % thp if thp is not None else "the new VM did not start"))
+                ("%.1f%%, %.1f points short" % (thp, 99.0 - thp) if thp is not None
+                 else "the new VM did not start") + (why if thp is None or thp < 99 else "")))
     out.append(("0 processes killed", h["oom_kills"] == 0 and not h["donors_killed"],
                 "%d OOM kills, donors dead: %s" % (h["oom_kills"],
                                                    ", ".join(h["donors_killed"]) or "none")))
     _, a_rss = mib_pair(h["donors_before"], h["donors_after"], "ram_rss")
     _, a_thp = mib_pair(h["donors_before"], h["donors_after"], "ram_thp")
     pct = 100.0 * a_thp / a_rss if a_rss else 0.0
-    out.append(("donors keep >= 95% of their memory THP-backed", a_rss > 0 and pct >= 95.0,
-                "%.1f%% (%d of %d MiB of guest RAM)" % (pct, a_thp, a_rss)))
+    b_thp = mib_pair(h["donors_before"], h["donors_after"], "ram_thp")[0]
+    dead = h["donors_killed"]
+    out.append(("donors keep >= 95% of their memory THP-backed",
+                a_rss > 0 and pct >= 95.0 and not dead,
+                "%.1f%% (%d of %d MiB of guest RAM; its host THP %d -> %d MiB: %d MiB freed "
+                "or split)%s"
+                % (pct, a_thp, a_rss, b_thp, a_thp, b_thp - a_thp,
+                   "; of the survivors only: %s killed, keeping nothing" % ", ".join(dead)
+                   if dead else "")))
     if b and b["start_s"] is not None and h["start_s"] is not None:
         ht = h["prepare_s"] + h["start_s"]
         bt = b["prepare_s"] + b["start_s"]
@@ -553,13 +565,14 @@ def plot(results, png, work):
         for r in results:
             _, a_rss = mib_pair(r["donors_before"], r["donors_after"], "rss")
             _, a_thp = mib_pair(r["donors_before"], r["donors_after"], "thp")
-            f.write('"%s" %.2f %.2f %.2f %.2f %.3f\n' % (
+            f.write('"%s" %.2f %.2f %.2f %.2f %.3f %d\n' % (
                 LABELS[r["case"]], r["vm_thp_pct"] or 0, r["prepare_s"], r["start_s"] or 0,
                 100.0 * a_thp / a_rss if a_rss else 0,
-                (r["vm_prepare"]["scanned"] + r["vm_start"]["scanned"]) / 1e6))
-    gp = """set terminal pngcairo size 1400,420 noenhanced
+                (r["vm_prepare"]["scanned"] + r["vm_start"]["scanned"]) / 1e6,
+                r["oom_kills"]))
+    gp = """set terminal pngcairo size 1700,420 noenhanced
 set output '%s'
-set multiplot layout 1,4 title 'vm-start: a %d MiB THP VM on a host the donors own'
+set multiplot layout 1,5 title 'vm-start: a %d MiB THP VM on a host the donors own'
 set style data histograms
 set style fill solid 0.8 border -1
 set boxwidth 0.8
@@ -569,7 +582,7 @@ unset key
 set yrange [0:105]
 set title 'new VM THP %%'
 plot '%s' using 2:xtic(1) lc rgb '#3b75af'
-set title 'donors THP %% after'
+set title 'surviving donors THP %% after'
 plot '%s' using 5:xtic(1) lc rgb '#519e3e'
 set yrange [0:*]
 set key top left font ',8'
@@ -580,8 +593,11 @@ unset key
 set style histogram clustered
 set title 'host compaction scanned (M pages)'
 plot '%s' using 6:xtic(1) lc rgb '#8d69b8'
+set title 'processes OOM-killed'
+set yrange [0:3]
+plot '%s' using 7:xtic(1) lc rgb '#444444'
 unset multiplot
-""" % (png, results[0]["vm_mem_mib"], dat, dat, dat, dat)
+""" % (png, results[0]["vm_mem_mib"], dat, dat, dat, dat, dat)
     gpf = os.path.join(work, "vm-start.gp")
     with open(gpf, "w") as f:
         f.write(gp)
@@ -643,6 +659,8 @@ def parse_args(argv):
     ap.add_argument("--demo", action="store_true",
                     help="the small version scripts/demo.sh runs")
     ap.add_argument("--no-first-touch", action="store_true")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="print the table and targets of a saved run (and plot it), run nothing")
     a = ap.parse_args(argv)
     d = demo_defaults() if a.demo else defaults(hrhost.meminfo_host()["MemTotal"] >> 10)
     for k in ("donor_mem", "touch", "vm_mem"):
@@ -659,8 +677,34 @@ def parse_args(argv):
     return a
 
 
+def report(results):
+    say(table(results))
+    say("stalls and scanned: host compaction during prepare / during start; guest "
+        "migrated: guest pgmigrate_success (hugeroom: donate steps' pages_migrated / "
+        "minimum from the occupancy snapshot)")
+    tg = targets(results)
+    if tg:
+        say("\ntargets (hugeroom case):")
+        for name, ok, note in tg:
+            say("  [%s] %s: %s" % ("met" if ok else "MISSED", name, note))
+    return tg
+
+
 def main(argv):
     a = parse_args(argv)
+    if a.from_json:
+        with open(a.from_json) as f:
+            saved = json.load(f)
+        say("machine: %(kernel)s, %(cpus)d CPUs (%(cpu)s), %(mem_total_mib)d MiB" %
+            saved["machine"])
+        report(saved["results"])
+        work = hrvm.workdir("hr-vmstart-")
+        try:
+            if plot(saved["results"], os.path.abspath(a.png), work):
+                say("plot: %s" % os.path.abspath(a.png))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(130))
     hrhost.bigmem_lock(exclusive=True)
@@ -690,15 +734,7 @@ def main(argv):
         say("\n== %d MiB new VM; %d donors of %d MiB, %d MiB touched, %.0f%% of every block "
             "freed (%s)" % (a.vm_mem, a.donors, a.donor_mem, a.touch, a.free_fraction * 100,
                             a.holes))
-        say(table(b.results))
-        say("stalls and scanned: host compaction during prepare / during start; guest "
-            "migrated: guest pgmigrate_success (hugeroom: donate steps' pages_migrated / "
-            "minimum from the occupancy snapshot)")
-        tg = targets(b.results)
-        if tg:
-            say("\ntargets (hugeroom case):")
-            for name, ok, note in tg:
-                say("  [%s] %s: %s" % ("met" if ok else "MISSED", name, note))
+        tg = report(b.results)
         with open(a.json, "w") as f:
             json.dump({"machine": m, "args": vars(a), "results": b.results,
                        "targets": [{"target": n, "met": ok, "note": note}

@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hrvm  # noqa: E402
 import hrhost  # noqa: E402
 
-DONOR_MIB = 2560
+DONOR_MIB = 2816
 TOUCH_MIB = 2400
 LEAVE_MIB = 1536
 FROM_GUESTS_MIB = 768
@@ -78,7 +78,9 @@ def main():
             g.start()
             hrhost.set_oom_score_adj(g.pid, 1000)
         for i, g in enumerate(guests):
-            hrhost.memfill_start(g, "fill", TOUCH_MIB, 16, 7 + i)
+            # the guest's kernel and initramfs take a few hundred MiB
+            touch = min(TOUCH_MIB, (g.meminfo()["MemAvailable"] >> 10) - 128)
+            hrhost.memfill_start(g, "fill", touch, 16, 7 + i)
         for g in guests:
             hrhost.memfill_wait(g, "fill")
         hrhost.wait_reporting(daemon, 2, timeout=120)
