@@ -120,6 +120,9 @@
 #define VIRTIO_HUGEROOM_PROGRESS_MIN_NS	(NSEC_PER_SEC / 10)
 /* alloc_contig_range() attempts per block on -EBUSY, as virtio-mem does. */
 #define VIRTIO_HUGEROOM_EVAC_TRIES	5
+/* A candidate with this many fewer free pages than its sweep counted. */
+#define VIRTIO_HUGEROOM_STALE_PAGES	32
+#define VIRTIO_HUGEROOM_STALE_SWEEPS	8
 /* Blocks the OOM notifier gives back per call (8 MiB). */
 #define VIRTIO_HUGEROOM_OOM_BLOCKS	4
 /* Blocks in one RETURNED (fits VIRTIO_HUGEROOM_MAX_MSG). */
@@ -1986,17 +1989,37 @@ static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 }
 
 /*
+ * Has the block of @c taken pages since the sweep counted it?  The pages
+ * moved out of one candidate land in free holes anywhere, also in the
+ * holes of later candidates; emptying one of those would move them a
+ * second time.  Such a block is left for the next sweep, which ranks it
+ * by what it holds then.
+ */
+static bool virtio_hugeroom_cand_stale(const struct virtio_hugeroom_cand *c)
+{
+	struct page *head = pfn_to_online_page(c->pfn);
+	unsigned int now;
+
+	if (!head)
+		return false;
+	now = virtio_hugeroom_block_free(head, c->pfn);
+	return now < c->free && c->free - now > VIRTIO_HUGEROOM_STALE_PAGES;
+}
+
+/*
  * CHEAPEST form: a fresh sweep of every pageblock (not an old report),
  * then its candidates, most free pages first, each re-checked.  Another
- * sweep if that was not enough and the last one made progress.
+ * sweep if that was not enough and the last one made progress, or left
+ * candidates that had filled up meanwhile (at most
+ * VIRTIO_HUGEROOM_STALE_SWEEPS of those in a row).
  */
 static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 					  const struct virtio_hugeroom_range *ranges,
 					  u32 nr_ranges)
 {
 	struct virtio_hugeroom_scan *s = &r->vh->evac_scan;
-	unsigned int i;
-	bool progress;
+	unsigned int i, stale_sweeps = 0;
+	bool progress, stale;
 
 	s->ranges = nr_ranges ? ranges : NULL;
 	s->nr_ranges = nr_ranges;
@@ -2004,6 +2027,7 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 		s->nid = NUMA_NO_NODE;
 		virtio_hugeroom_scan(s, ULONG_MAX, U64_MAX);
 		progress = false;
+		stale = false;
 		for (i = 0; i < s->done->nr_cands; i++) {
 			if (virtio_hugeroom_run_enough(r) || r->no_discard ||
 			    r->no_memory)
@@ -2011,13 +2035,19 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 			r->stop = virtio_hugeroom_run_check(r);
 			if (r->stop)
 				goto out;
+			if (virtio_hugeroom_cand_stale(&s->done->cand[i])) {
+				stale = true;
+				continue;
+			}
 			if (virtio_hugeroom_evac_block(r, s->done->cand[i].pfn) > 0)
 				progress = true;
 			if (r->stop)
 				goto out;
 			virtio_hugeroom_run_tick(r);
 		}
-	} while (progress && !virtio_hugeroom_run_enough(r));
+		stale_sweeps = progress ? 0 : stale_sweeps + stale;
+	} while ((progress || stale) && !virtio_hugeroom_run_enough(r) &&
+		 stale_sweeps < VIRTIO_HUGEROOM_STALE_SWEEPS);
 out:
 	s->ranges = NULL;
 	s->nr_ranges = 0;
