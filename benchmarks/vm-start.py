@@ -81,13 +81,17 @@ def defaults(total_mib):
 
     def r(x, unit):
         return max(unit, int(round(x * scale / unit)) * unit)
-    return {"donor_mem": r(9 * GIB, 256), "touch": r(8000, 8), "vm_mem": r(10 * GIB, 256)}
+    return {"donor_mem": r(9 * GIB, 256), "touch": r(8000, 8), "vm_mem": r(10 * GIB, 256),
+            "floor": 256}
 
 
 def demo_defaults():
     """scripts/demo.sh: small donors, the rest of the host taken by a dense
-    helper, so a few minutes and still memory has to come from the guests."""
-    return {"donor_mem": 1536, "touch": 1200, "vm_mem": 2048, "hog_leave": 1400}
+    helper, so a few minutes and still memory has to come from the guests:
+    about 600 of the VM's 1024 blocks, of the up to 700 the donors' free
+    memory above a 128 MiB floor can empty (each block given costs a donor
+    512 pages of free memory: its holes and the holes its pages move to)."""
+    return {"donor_mem": 1536, "touch": 1200, "vm_mem": 2048, "hog_leave": 1400, "floor": 128}
 
 
 class Bench:
@@ -648,7 +652,8 @@ def parse_args(argv):
                     help="after the donors, a dense helper takes all host memory but MIB")
     ap.add_argument("--margin", type=int, default=1024,
                     help="MiB above the VM's size the host should have free (shortfall)")
-    ap.add_argument("--floor", type=int, default=256, help="donors' floor_mb for hugeroomd")
+    ap.add_argument("--floor", type=int, default=None,
+                    help="donors' floor_mb for hugeroomd (256; the demo 128)")
     ap.add_argument("--deadline", type=int, default=240, help="prepare --deadline (s)")
     ap.add_argument("--balloon-timeout", type=int, default=900)
     ap.add_argument("--fpr-wait", type=int, default=30,
@@ -663,7 +668,7 @@ def parse_args(argv):
                     help="print the table and targets of a saved run (and plot it), run nothing")
     a = ap.parse_args(argv)
     d = demo_defaults() if a.demo else defaults(hrhost.meminfo_host()["MemTotal"] >> 10)
-    for k in ("donor_mem", "touch", "vm_mem"):
+    for k in ("donor_mem", "touch", "vm_mem", "floor"):
         if getattr(a, k) is None:
             setattr(a, k, d[k])
     if a.demo and not a.hog_leave:
