@@ -197,7 +197,9 @@ struct virtio_hugeroom {
 	struct mutex report_lock;
 	void *report;			/* last report built (and sent) */
 	u32 report_len;
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 	void *inject;			/* malformed messages for tests */
+#endif
 	void *status_inflight;		/* buffer the device still owns */
 	u64 seq;
 	struct virtio_hugeroom_scan scan;
@@ -275,10 +277,12 @@ struct virtio_hugeroom {
 	struct notifier_block oom_nb;
 	bool oom_registered;
 
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 	/* debugfs pin_unmovable (a test aid), under pin_lock. */
 	struct mutex pin_lock;
 	struct page **pins;
 	unsigned int nr_pins;
+#endif
 
 	struct dentry *debugfs;
 };
@@ -2663,6 +2667,15 @@ static int virtio_hugeroom_held_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_held);
 
+/* ---------------------------------------------------------------------- */
+/*
+ * Test aids, only in a test build (make CONFIG_VIRTIO_HUGEROOM_TEST=y, as
+ * scripts/build-module.sh --test does): debugfs files that pin memory that
+ * nothing can migrate and send malformed messages.  The module users load
+ * has none of this code.
+ */
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+
 static void virtio_hugeroom_unpin(struct virtio_hugeroom *vh)
 {
 	unsigned int i;
@@ -2960,6 +2973,47 @@ static const struct file_operations virtio_hugeroom_inject_fops = {
 	.llseek = noop_llseek,
 };
 
+static int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
+{
+	mutex_init(&vh->pin_lock);
+	/* Virtqueue buffers must be in the linear map: kmalloc. */
+	vh->inject = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
+	return vh->inject ? 0 : -ENOMEM;
+}
+
+/* After the device is stopped. */
+static void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh)
+{
+	virtio_hugeroom_unpin(vh);
+	kfree(vh->inject);
+	vh->inject = NULL;
+}
+
+static void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
+					 struct dentry *dir)
+{
+	dev_warn(&vh->vdev->dev,
+		 "test build: debugfs can pin memory and inject faults\n");
+	debugfs_create_file("inject", 0200, dir, vh,
+			    &virtio_hugeroom_inject_fops);
+	debugfs_create_file("pin_unmovable", 0600, dir, vh,
+			    &virtio_hugeroom_pin_fops);
+}
+#else
+static int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
+{
+	return 0;
+}
+
+static void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh)
+{
+}
+
+static void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
+					 struct dentry *dir)
+{
+}
+#endif /* CONFIG_VIRTIO_HUGEROOM_TEST */
 static void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh)
 {
 	struct dentry *dir;
@@ -2976,11 +3030,8 @@ static void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh)
 			    &virtio_hugeroom_status_fops);
 	debugfs_create_file("report_now", 0200, dir, vh,
 			    &virtio_hugeroom_report_now_fops);
-	debugfs_create_file("inject", 0200, dir, vh,
-			    &virtio_hugeroom_inject_fops);
 	debugfs_create_file("held", 0400, dir, vh, &virtio_hugeroom_held_fops);
-	debugfs_create_file("pin_unmovable", 0600, dir, vh,
-			    &virtio_hugeroom_pin_fops);
+	virtio_hugeroom_test_debugfs(vh, dir);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -3135,7 +3186,7 @@ static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
 	kfree(vh->cmd_bufs);
 	kfree(vh->ack);
 	kfree(vh->event);
-	kfree(vh->inject);
+	virtio_hugeroom_test_fini(vh);
 	kfree(vh->report);
 	kfree(vh);
 }
@@ -3198,13 +3249,11 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	INIT_LIST_HEAD(&vh->limbo);
 	mutex_init(&vh->return_lock);
 	spin_lock_init(&vh->job_lock);
-	mutex_init(&vh->pin_lock);
 	vh->oom_nb.notifier_call = virtio_hugeroom_oom_notify;
 
 	rc = -ENOMEM;
 	/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
 	vh->report = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
-	vh->inject = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
 	vh->event = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
 	vh->ack = kmalloc(sizeof(*vh->ack), GFP_KERNEL);
 	vh->cmd_bufs = kcalloc(VIRTIO_HUGEROOM_NR_CMD_BUFS,
@@ -3219,10 +3268,11 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 				 GFP_KERNEL);
 	vh->evac_scan.cur = kvzalloc(sizeof(*vh->evac_scan.cur), GFP_KERNEL);
 	vh->evac_scan.done = kvzalloc(sizeof(*vh->evac_scan.done), GFP_KERNEL);
-	if (!vh->report || !vh->inject || !vh->event || !vh->ack ||
+	if (!vh->report || !vh->event || !vh->ack ||
 	    !vh->cmd_bufs || !vh->cmd_copy || !vh->vm_events ||
 	    !vh->scan.cur || !vh->scan.done || !vh->job_cmd ||
-	    !vh->job_events || !vh->evac_scan.cur || !vh->evac_scan.done)
+	    !vh->job_events || !vh->evac_scan.cur || !vh->evac_scan.done ||
+	    virtio_hugeroom_test_init(vh))
 		goto out_free;
 
 	/*
@@ -3273,7 +3323,6 @@ static void virtio_hugeroom_remove(struct virtio_device *vdev)
 		unregister_oom_notifier(&vh->oom_nb);
 	virtio_hugeroom_shrinker_unregister(vh);
 	virtio_hugeroom_stop(vh);
-	virtio_hugeroom_unpin(vh);
 	destroy_workqueue(vh->wq);
 	virtio_hugeroom_free(vh);
 	vdev->priv = NULL;

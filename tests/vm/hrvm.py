@@ -85,9 +85,12 @@ def pick_kernel(series):
     raise Failure("no %s kernel in the cache; run scripts/fetch-kernels.sh" % series)
 
 
-def build_module(kver):
-    """Build guest-driver/ for kver; return the path of the .ko."""
-    out = run(["bash", os.path.join(SCRIPTS, "build-module.sh"), kver])
+def build_module(kver, test=False):
+    """Build guest-driver/ for kver; return the path of the .ko.  test=True
+    gives the test build, with the debugfs aids (pin_unmovable, inject,
+    fault) that the module users load does not have."""
+    out = run(["bash", os.path.join(SCRIPTS, "build-module.sh")] +
+              (["--test"] if test else []) + [kver])
     path = out.strip().splitlines()[-1]
     if not path.endswith(".ko") or not os.path.exists(path):
         raise Failure("build-module.sh printed %r, not a module" % path)
