@@ -17,9 +17,16 @@
  *   The command worker copies each used buffer out, reposts it at once,
  *   decodes the copy strictly and dispatches it from one switch.
  *
- * * eventq: RESULT (later also PROGRESS, HOLD, RETURNED) messages, one at a
+ * * eventq: RESULT, PROGRESS, HOLD and RETURNED messages, one sender at a
  *   time, each chain carrying the message out and a struct
- *   virtio_hugeroom_ack in; the driver waits for the ack.
+ *   virtio_hugeroom_ack in; the driver waits for the ack.  Each chain has
+ *   buffers of its own (VIRTIO_HUGEROOM_NR_EVENT_BUFS of them), owned by
+ *   the device from virtqueue_add_sgs() until virtqueue_get_buf() gives
+ *   them back, also after the driver stopped waiting: a chain whose ack did
+ *   not come in time stays "stuck" and its buffer is never rewritten, so a
+ *   device that pops it late reads the message that was sent.  Late acks
+ *   are settled when the chain comes back (a late HOLD ack takes its blocks
+ *   out of limbo), and no evacuation runs while a chain is stuck.
  *
  * Context: virtqueue callbacks and config_changed run in interrupt context
  * and only wake a waiter or queue work.  Everything that sleeps runs in work
@@ -91,6 +98,8 @@
 #endif
 
 #define VIRTIO_HUGEROOM_NR_CMD_BUFS	8
+/* eventq chains: one being sent, the rest for chains stuck with the device. */
+#define VIRTIO_HUGEROOM_NR_EVENT_BUFS	4
 /* How long the device may keep a statusq/eventq buffer before we give up. */
 #define VIRTIO_HUGEROOM_TX_TIMEOUT	(5 * HZ)
 /*
@@ -126,6 +135,21 @@
 #define VIRTIO_HUGEROOM_RET_BATCH	VIRTIO_HUGEROOM_MAX_EVT_BLOCKS
 /* Test aid: the most pages debugfs pin_unmovable keeps. */
 #define VIRTIO_HUGEROOM_MAX_PINS	65536
+
+/*
+ * The buffers of one eventq chain.  Free (on event_free) or the device's:
+ * from virtqueue_add_sgs() until virtqueue_get_buf() returns it, whatever
+ * the sender's timeout said.  Fields under event_lock.
+ */
+struct virtio_hugeroom_evbuf {
+	struct list_head node;		/* on event_free while free */
+	void *msg;			/* VIRTIO_HUGEROOM_MAX_MSG bytes, out */
+	struct virtio_hugeroom_ack *ack;	/* in */
+	unsigned int used;		/* used length, once returned */
+	bool done;			/* returned to the waiting sender */
+	bool late;			/* timed out: settle when it returns */
+	bool limbo;			/* a late HOLD whose blocks are in limbo */
+};
 
 /* A pageblock seen by the scanner that may be worth evacuating. */
 struct virtio_hugeroom_cand {
@@ -209,15 +233,20 @@ struct virtio_hugeroom {
 	wait_queue_head_t status_acked;
 
 	/*
-	 * Protects the eventq: @event, @ack, @event_inflight, the event
-	 * counters, and @ready as seen by event senders.  Sleeps.
+	 * Protects the eventq: the chain buffers, @event_free, @event_stuck,
+	 * the event counters, and @ready as seen by event senders.  Held
+	 * while waiting for an ack, so it sleeps.  @event_stuck is also read
+	 * locklessly by the job, as a hint.
 	 */
 	struct mutex event_lock;
-	void *event;
-	struct virtio_hugeroom_ack *ack;
-	void *event_inflight;
+	struct virtio_hugeroom_evbuf evbufs[VIRTIO_HUGEROOM_NR_EVENT_BUFS];
+	struct list_head event_free;
+	struct list_head event_late;	/* returned late, to settle */
+	unsigned int event_stuck;	/* chains past their timeout */
 	u64 events_sent;
 	u64 event_errors;
+	u64 event_timeouts;
+	u64 event_late_acks;
 	wait_queue_head_t event_acked;
 
 	/* Set while the vqs exist and DRIVER_OK is set; see the locks above. */
@@ -278,6 +307,13 @@ struct virtio_hugeroom {
 	bool oom_registered;
 
 #ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+	/*
+	 * debugfs fault_inject, under event_lock: the next eventq chain is
+	 * not kicked (@fault_stall_next), and is kicked when the message after
+	 * it has been written (@fault_stalled), as a device that pops it late.
+	 */
+	bool fault_stall_next;
+	bool fault_stalled;
 	/* debugfs pin_unmovable (a test aid), under pin_lock. */
 	struct mutex pin_lock;
 	struct page **pins;
@@ -1023,46 +1059,187 @@ out_unlock:
 /* ---------------------------------------------------------------------- */
 /* eventq */
 
+static void virtio_hugeroom_settle_late(struct virtio_hugeroom *vh,
+					struct virtio_hugeroom_evbuf *eb);
+static void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh);
+static bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh);
+
 /*
- * Send the @len byte message in vh->event and wait for the device's ack.
- * Called with event_lock held; sleeps.
+ * Take back every chain the device has used.  The one a sender waits for
+ * is marked done and stays with that sender; a late one (its sender gave
+ * up) goes to event_late for virtio_hugeroom_event_settle().  Runs in a
+ * wait condition, so it does nothing that may sleep.  event_lock held.
  */
-static int virtio_hugeroom_event_send(struct virtio_hugeroom *vh, u32 len)
+static void virtio_hugeroom_event_reap(struct virtio_hugeroom *vh)
 {
-	struct scatterlist out, in, *sgs[2] = { &out, &in };
+	struct virtio_hugeroom_evbuf *eb;
 	unsigned int used;
-	int rc;
 
 	if (!vh->ready)
-		return -ENODEV;
-	if (vh->event_inflight) {
-		if (!virtqueue_get_buf(vh->event_vq, &used))
-			return -EBUSY;
-		vh->event_inflight = NULL;
+		return;
+	while ((eb = virtqueue_get_buf(vh->event_vq, &used))) {
+		eb->used = used;
+		if (eb->late)
+			list_add_tail(&eb->node, &vh->event_late);
+		else
+			eb->done = true;
 	}
+}
 
-	sg_init_one(&out, vh->event, len);
-	sg_init_one(&in, vh->ack, sizeof(*vh->ack));
-	memset(vh->ack, 0xff, sizeof(*vh->ack));
+/* Reap, then settle the late chains and free them.  event_lock held. */
+static void virtio_hugeroom_event_settle(struct virtio_hugeroom *vh)
+{
+	struct virtio_hugeroom_evbuf *eb, *tmp;
+
+	virtio_hugeroom_event_reap(vh);
+	list_for_each_entry_safe(eb, tmp, &vh->event_late, node) {
+		virtio_hugeroom_settle_late(vh, eb);
+		eb->late = false;
+		eb->limbo = false;
+		vh->event_stuck--;
+		vh->event_late_acks++;
+		list_move(&eb->node, &vh->event_free);
+	}
+}
+
+static bool virtio_hugeroom_event_acked(struct virtio_hugeroom *vh,
+					struct virtio_hugeroom_evbuf *eb)
+{
+	virtio_hugeroom_event_reap(vh);
+	return eb->done;
+}
+
+/*
+ * A free chain to write a message into, or NULL while the device owns all
+ * of them (chains stuck with it).  event_lock held.
+ */
+static struct virtio_hugeroom_evbuf *
+virtio_hugeroom_event_get(struct virtio_hugeroom *vh)
+{
+	struct virtio_hugeroom_evbuf *eb;
+
+	virtio_hugeroom_event_settle(vh);
+	eb = list_first_entry_or_null(&vh->event_free,
+				      struct virtio_hugeroom_evbuf, node);
+	if (eb)
+		list_del(&eb->node);
+	return eb;
+}
+
+/*
+ * Send the @len byte message in @eb (from virtio_hugeroom_event_get()) and
+ * wait for the device's ack, copied to @ack if not NULL.  @eb is the
+ * device's until it comes back: after a timeout it stays stuck (-ETIMEDOUT)
+ * and is settled and freed by whoever reaps it later.  Called with
+ * event_lock held; sleeps.
+ */
+static int virtio_hugeroom_event_send(struct virtio_hugeroom *vh,
+				      struct virtio_hugeroom_evbuf *eb,
+				      u32 len, struct virtio_hugeroom_ack *ack)
+{
+	struct scatterlist out, in, *sgs[2] = { &out, &in };
+	int rc;
+
+	if (!vh->ready) {
+		rc = -ENODEV;
+		goto out_free;
+	}
+	sg_init_one(&out, eb->msg, len);
+	sg_init_one(&in, eb->ack, sizeof(*eb->ack));
+	memset(eb->ack, 0xff, sizeof(*eb->ack));
+	eb->done = false;
+	virtio_hugeroom_fault_event_send(vh);
 	/*
 	 * Never allocate with event_lock held: the OOM notifier waits for it.
 	 * Without an indirect table the ring uses direct descriptors.
 	 */
-	rc = virtqueue_add_sgs(vh->event_vq, sgs, 1, 1, vh->event,
+	rc = virtqueue_add_sgs(vh->event_vq, sgs, 1, 1, eb,
 			       GFP_NOWAIT | __GFP_NOWARN);
 	if (rc)
-		return rc;
-	vh->event_inflight = vh->event;
-	virtqueue_kick(vh->event_vq);
+		goto out_free;
+	if (!virtio_hugeroom_fault_event_stall(vh))
+		virtqueue_kick(vh->event_vq);
 
 	if (!wait_event_timeout(vh->event_acked,
-				virtqueue_get_buf(vh->event_vq, &used),
-				VIRTIO_HUGEROOM_TX_TIMEOUT))
+				virtio_hugeroom_event_acked(vh, eb),
+				VIRTIO_HUGEROOM_TX_TIMEOUT)) {
+		/* The device may still read it: @eb is not ours to reuse. */
+		eb->late = true;
+		vh->event_stuck++;
+		vh->event_timeouts++;
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "eventq: no ack for message type %u in %u s, %u chains stuck\n",
+				     le16_to_cpu(((struct virtio_hugeroom_hdr *)
+						  eb->msg)->type),
+				     VIRTIO_HUGEROOM_TX_TIMEOUT / HZ,
+				     vh->event_stuck);
+		/* Not settled here: the caller has not parked its blocks. */
 		return -ETIMEDOUT;
-	vh->event_inflight = NULL;
-	if (used < sizeof(*vh->ack))
-		return -EPROTO;
-	return virtio_hugeroom_ack_errno(le32_to_cpu(vh->ack->status));
+	}
+	virtio_hugeroom_event_settle(vh);
+	if (eb->used < sizeof(*eb->ack)) {
+		rc = -EPROTO;
+	} else {
+		if (ack)
+			*ack = *eb->ack;
+		rc = virtio_hugeroom_ack_errno(le32_to_cpu(eb->ack->status));
+	}
+out_free:
+	list_add(&eb->node, &vh->event_free);
+	return rc;
+}
+
+/* Is a chain stuck with the device?  Reaps first.  Takes event_lock. */
+static bool virtio_hugeroom_event_stuck(struct virtio_hugeroom *vh)
+{
+	bool stuck;
+
+	if (!READ_ONCE(vh->event_stuck))
+		return false;
+	mutex_lock(&vh->event_lock);
+	virtio_hugeroom_event_settle(vh);
+	stuck = vh->event_stuck;
+	mutex_unlock(&vh->event_lock);
+	return stuck;
+}
+
+/*
+ * After a device reset every chain is ours again; a stuck HOLD's blocks are
+ * still in limbo, for virtio_hugeroom_release_all().  event_lock not
+ * needed: no sender runs.
+ */
+static void virtio_hugeroom_event_reset(struct virtio_hugeroom *vh)
+{
+	unsigned int i;
+
+	INIT_LIST_HEAD(&vh->event_free);
+	INIT_LIST_HEAD(&vh->event_late);
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_EVENT_BUFS; i++) {
+		struct virtio_hugeroom_evbuf *eb = &vh->evbufs[i];
+
+		eb->done = false;
+		eb->late = false;
+		eb->limbo = false;
+		list_add_tail(&eb->node, &vh->event_free);
+	}
+	vh->event_stuck = 0;
+}
+
+/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
+static int virtio_hugeroom_event_alloc(struct virtio_hugeroom *vh)
+{
+	unsigned int i;
+
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_EVENT_BUFS; i++) {
+		struct virtio_hugeroom_evbuf *eb = &vh->evbufs[i];
+
+		eb->msg = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
+		eb->ack = kmalloc(sizeof(*eb->ack), GFP_KERNEL);
+		if (!eb->msg || !eb->ack)
+			return -ENOMEM;
+	}
+	virtio_hugeroom_event_reset(vh);
+	return 0;
 }
 
 /* Counts of one command, as RESULT and PROGRESS carry them. */
@@ -1079,11 +1256,16 @@ static int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
 				       u64 request_id, u32 status,
 				       const struct virtio_hugeroom_counts *c)
 {
-	struct virtio_hugeroom_result *res = vh->event;
+	struct virtio_hugeroom_evbuf *eb;
+	struct virtio_hugeroom_result *res;
 	unsigned int i;
-	int rc;
+	int rc = -EBUSY;
 
 	mutex_lock(&vh->event_lock);
+	eb = virtio_hugeroom_event_get(vh);
+	if (!eb)
+		goto out_err;
+	res = eb->msg;
 	memset(res, 0, sizeof(*res));
 	res->hdr.type = cpu_to_le16(type);
 	res->hdr.len = cpu_to_le32(sizeof(*res));
@@ -1099,7 +1281,8 @@ static int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
 						      c->start_ns,
 						      NSEC_PER_USEC));
 	}
-	rc = virtio_hugeroom_event_send(vh, sizeof(*res));
+	rc = virtio_hugeroom_event_send(vh, eb, sizeof(*res), NULL);
+out_err:
 	if (rc) {
 		vh->event_errors++;
 		dev_warn_ratelimited(&vh->vdev->dev,
@@ -1188,22 +1371,78 @@ static bool virtio_hugeroom_maybe_seen(int rc)
 }
 
 /*
+ * A chain the device gave back after its sender stopped waiting.  For a
+ * HOLD whose blocks went to limbo the ack now says which the device holds
+ * (has discarded): those are held from now on, the others go back to the
+ * allocator.  A malformed ack leaves them in limbo until the next reset.
+ * Nothing else needs settling: a RETURNED whose ack came late left its
+ * blocks held, and a RETURNED of a block the device no longer holds is
+ * valid (SPEC 1.6.4).  event_lock held.
+ */
+static void virtio_hugeroom_settle_late(struct virtio_hugeroom *vh,
+					struct virtio_hugeroom_evbuf *eb)
+{
+	const struct virtio_hugeroom_blocks *msg = eb->msg;
+	const __le64 *gpas = (const void *)(msg + 1);
+	u32 nr = le32_to_cpu(msg->nr_blocks), done = 0, i;
+	int rc;
+
+	if (!eb->limbo)
+		return;
+	if (eb->used < sizeof(*eb->ack)) {
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "late HOLD ack malformed: %u blocks stay out until reset\n",
+				     nr);
+		return;
+	}
+	rc = virtio_hugeroom_ack_errno(le32_to_cpu(eb->ack->status));
+	if (!rc || rc == -EOPNOTSUPP)
+		done = min_t(u32, le32_to_cpu(eb->ack->nr_done), nr);
+	dev_info_ratelimited(&vh->vdev->dev,
+			     "late HOLD ack (%d): %u of %u blocks held\n",
+			     rc, done, nr);
+	for (i = 0; i < nr; i++) {
+		unsigned long pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
+		struct page *page = pfn_to_page(pfn);
+
+		if (i < done)
+			adjust_managed_page_count(page, -pageblock_nr_pages);
+		spin_lock(&vh->hold_lock);
+		list_del(&page->lru);
+		vh->nr_limbo--;
+		if (i < done) {
+			list_add(&page->lru, &vh->held);
+			set_page_private(page, (unsigned long)vh);
+			vh->nr_held++;
+			vh->blocks_held_total++;
+		}
+		spin_unlock(&vh->hold_lock);
+		if (i >= done)
+			virtio_hugeroom_block_put(pfn, false);
+	}
+}
+
+/*
  * Send a HOLD or RETURNED (@type, @reason) listing the first @nr blocks of
  * @list and wait for the ack.  Returns the ack's errno and its nr_done in
- * @done.  With @trylock, fails with -EAGAIN instead of waiting for another
- * sender (shrinker context).
+ * @done.  The blocks of a HOLD the device may still act on (no ack in
+ * time, or a malformed one) are moved from @list to limbo here, under
+ * event_lock, where a late ack finds them.  With @trylock, fails with
+ * -EAGAIN instead of waiting for another sender (shrinker context).
  */
 static int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
 				       u64 request_id, u32 reason,
 				       struct list_head *list, unsigned int nr,
 				       u32 *done, bool trylock)
 {
-	struct virtio_hugeroom_blocks *msg = vh->event;
-	__le64 *gpas = (void *)(msg + 1);
-	struct list_head *pos;
+	struct virtio_hugeroom_ack ack;
+	struct virtio_hugeroom_evbuf *eb;
+	struct virtio_hugeroom_blocks *msg;
+	struct list_head *pos, *tmp;
 	unsigned int i = 0;
-	u32 len = sizeof(*msg) + nr * sizeof(*gpas);
-	int rc;
+	u32 len = sizeof(*msg) + nr * sizeof(__le64);
+	__le64 *gpas;
+	int rc = -EBUSY;
 
 	*done = 0;
 	if (trylock) {
@@ -1212,6 +1451,11 @@ static int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
 	} else {
 		mutex_lock(&vh->event_lock);
 	}
+	eb = virtio_hugeroom_event_get(vh);
+	if (!eb)
+		goto out_unlock;
+	msg = eb->msg;
+	gpas = (void *)(msg + 1);
 	memset(msg, 0, sizeof(*msg));
 	msg->hdr.type = cpu_to_le16(type);
 	msg->hdr.len = cpu_to_le32(len);
@@ -1225,9 +1469,25 @@ static int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
 			break;
 		gpas[i++] = cpu_to_le64(PFN_PHYS(page_to_pfn(page)));
 	}
-	rc = virtio_hugeroom_event_send(vh, len);
-	if (rc == 0 || rc == -EOPNOTSUPP)
-		*done = min_t(u32, le32_to_cpu(vh->ack->nr_done), nr);
+	rc = virtio_hugeroom_event_send(vh, eb, len, &ack);
+	if (rc == 0 || rc == -EOPNOTSUPP) {
+		*done = min_t(u32, le32_to_cpu(ack.nr_done), nr);
+	} else if (type == VIRTIO_HUGEROOM_MSG_HOLD &&
+		   virtio_hugeroom_maybe_seen(rc)) {
+		/* The device may still discard them: never reuse them. */
+		i = 0;
+		spin_lock(&vh->hold_lock);
+		list_for_each_safe(pos, tmp, list) {
+			if (i++ == nr)
+				break;
+			list_move_tail(pos, &vh->limbo);
+			vh->nr_limbo++;
+		}
+		spin_unlock(&vh->hold_lock);
+		/* A stuck chain is settled by whoever reaps it. */
+		eb->limbo = rc == -ETIMEDOUT;
+	}
+out_unlock:
 	if (rc && rc != -EOPNOTSUPP)
 		vh->event_errors++;
 	else
@@ -1593,6 +1853,18 @@ struct virtio_hugeroom_run {
 	bool budget_skipped;		/* a block was left for the budget */
 };
 
+/*
+ * Must the command end before its next block, other than for a CANCEL or
+ * a budget (r->stop)?  After a refused HOLD, without memory, and while an
+ * eventq chain is stuck with the device: no HOLD could go out, so taking
+ * more blocks from the guest would only leave them in limbo.
+ */
+static bool virtio_hugeroom_run_blocked(struct virtio_hugeroom_run *r)
+{
+	return r->no_discard || r->no_memory ||
+	       virtio_hugeroom_event_stuck(r->vh);
+}
+
 /* pgmigrate_success now: a global counter, every migration counts. */
 static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
 {
@@ -1704,6 +1976,7 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 				     "HOLD of %u blocks failed: %d\n",
 				     r->nr_pending, rc);
 
+	/* Blocks the device may still act on are in limbo already. */
 	list_for_each_entry_safe(page, tmp, &r->pending, lru) {
 		unsigned long pfn = page_to_pfn(page);
 
@@ -1719,18 +1992,13 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 			r->c.freed++;
 			continue;
 		}
-		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_OTHER);
-		if (virtio_hugeroom_maybe_seen(rc)) {
-			/* The device may still discard it: never reuse it. */
-			spin_lock(&vh->hold_lock);
-			list_move(&page->lru, &vh->limbo);
-			vh->nr_limbo++;
-			spin_unlock(&vh->hold_lock);
-			continue;
-		}
 		list_del(&page->lru);
 		virtio_hugeroom_block_put(pfn, false);
 	}
+	/* Counted as tried when taken. */
+	r->c.tried -= r->nr_pending - done;
+	for (i = done; i < r->nr_pending; i++)
+		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_OTHER);
 	r->nr_pending = 0;
 }
 
@@ -1976,8 +2244,8 @@ static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 	u32 i;
 
 	for (i = 0; i < nr; i++) {
-		if (virtio_hugeroom_run_enough(r) || r->no_discard ||
-		    r->no_memory)
+		if (virtio_hugeroom_run_enough(r) ||
+		    virtio_hugeroom_run_blocked(r))
 			return;
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
@@ -2009,8 +2277,8 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 		virtio_hugeroom_scan(s, ULONG_MAX, U64_MAX);
 		progress = false;
 		for (i = 0; i < s->done->nr_cands; i++) {
-			if (virtio_hugeroom_run_enough(r) || r->no_discard ||
-			    r->no_memory)
+			if (virtio_hugeroom_run_enough(r) ||
+			    virtio_hugeroom_run_blocked(r))
 				goto out;
 			r->stop = virtio_hugeroom_run_check(r);
 			if (r->stop)
@@ -2037,7 +2305,8 @@ static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
 	u64 ev0 = virtio_hugeroom_pgmigrate(vh), ev1;
 	struct page *page;
 
-	while (!virtio_hugeroom_run_enough(r) && !r->no_discard) {
+	while (!virtio_hugeroom_run_enough(r) &&
+	       !virtio_hugeroom_run_blocked(r)) {
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
 			break;
@@ -2545,6 +2814,14 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "scan_sweeps %llu\nscan_last_sweep_ns %llu\n",
 		   vh->scan.sweeps, vh->scan.last_sweep_ns);
 	seq_printf(m, "scan_blocks %lu\n", vh->scan.done->nr_blocks);
+	mutex_lock(&vh->event_lock);
+	virtio_hugeroom_event_settle(vh);
+	seq_printf(m, "events_sent %llu\nevent_errors %llu\n",
+		   vh->events_sent, vh->event_errors);
+	seq_printf(m, "event_timeouts %llu\nevent_late_acks %llu\n",
+		   vh->event_timeouts, vh->event_late_acks);
+	seq_printf(m, "eventq_stuck %u\n", vh->event_stuck);
+	mutex_unlock(&vh->event_lock);
 	spin_lock(&vh->hold_lock);
 	seq_printf(m, "held_blocks_driver %u\nhold_limbo %u\n", vh->nr_held,
 		   vh->nr_limbo);
@@ -2813,8 +3090,9 @@ static const char * const virtio_hugeroom_inject_names[] = {
  */
 static int virtio_hugeroom_inject_hold(struct virtio_hugeroom *vh, int what)
 {
-	struct virtio_hugeroom_blocks *msg = vh->event;
-	__le64 *gpas = (void *)(msg + 1);
+	struct virtio_hugeroom_evbuf *eb;
+	struct virtio_hugeroom_blocks *msg;
+	__le64 *gpas;
 	u32 nr = 1, len;
 	u64 held = 0;
 	int rc;
@@ -2830,6 +3108,13 @@ static int virtio_hugeroom_inject_hold(struct virtio_hugeroom *vh, int what)
 		return -ENODATA;
 
 	mutex_lock(&vh->event_lock);
+	eb = virtio_hugeroom_event_get(vh);
+	if (!eb) {
+		mutex_unlock(&vh->event_lock);
+		return -EBUSY;
+	}
+	msg = eb->msg;
+	gpas = (void *)(msg + 1);
 	memset(msg, 0, sizeof(*msg));
 	msg->hdr.type = cpu_to_le16(VIRTIO_HUGEROOM_MSG_HOLD);
 	msg->hdr.request_id = cpu_to_le64(VIRTIO_HUGEROOM_INJ_REQUEST);
@@ -2858,7 +3143,7 @@ static int virtio_hugeroom_inject_hold(struct virtio_hugeroom *vh, int what)
 	      (what == VIRTIO_HUGEROOM_INJ_HOLD_OVERSIZED ? 1 : nr);
 	msg->hdr.len = cpu_to_le32(len);
 	msg->nr_blocks = cpu_to_le32(nr);
-	rc = virtio_hugeroom_event_send(vh, len);
+	rc = virtio_hugeroom_event_send(vh, eb, len, NULL);
 	mutex_unlock(&vh->event_lock);
 	dev_info(&vh->vdev->dev, "injected %s (%u bytes): ack %d\n",
 		 virtio_hugeroom_inject_names[what], len, rc);
@@ -2973,6 +3258,56 @@ static const struct file_operations virtio_hugeroom_inject_fops = {
 	.llseek = noop_llseek,
 };
 
+/* Kick a chain held back by "event_stall", now that the next is written. */
+static void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
+{
+	if (!vh->fault_stalled)
+		return;
+	vh->fault_stalled = false;
+	virtqueue_kick(vh->event_vq);
+}
+
+/* Should the chain just added stay unkicked ("event_stall")? */
+static bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
+{
+	if (!vh->fault_stall_next)
+		return false;
+	vh->fault_stall_next = false;
+	vh->fault_stalled = true;
+	return true;
+}
+
+/*
+ * "fault_inject", a test aid: writing "event_stall" makes the device see
+ * the next eventq chain only when the driver is about to send the one
+ * after it, well past the ack timeout, as a stalled device would.
+ */
+static ssize_t virtio_hugeroom_fault_write(struct file *file,
+					   const char __user *ubuf,
+					   size_t count, loff_t *ppos)
+{
+	struct virtio_hugeroom *vh = file->private_data;
+	char buf[32];
+	size_t n = min(count, sizeof(buf) - 1);
+
+	if (copy_from_user(buf, ubuf, n))
+		return -EFAULT;
+	buf[n] = '\0';
+	if (strcmp(strim(buf), "event_stall"))
+		return -EINVAL;
+	mutex_lock(&vh->event_lock);
+	vh->fault_stall_next = true;
+	mutex_unlock(&vh->event_lock);
+	return count;
+}
+
+static const struct file_operations virtio_hugeroom_fault_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = virtio_hugeroom_fault_write,
+	.llseek = noop_llseek,
+};
+
 static int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
 {
 	mutex_init(&vh->pin_lock);
@@ -2998,8 +3333,19 @@ static void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 			    &virtio_hugeroom_inject_fops);
 	debugfs_create_file("pin_unmovable", 0600, dir, vh,
 			    &virtio_hugeroom_pin_fops);
+	debugfs_create_file("fault_inject", 0200, dir, vh,
+			    &virtio_hugeroom_fault_fops);
 }
 #else
+static void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
+{
+}
+
+static bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
+{
+	return false;
+}
+
 static int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
 {
 	return 0;
@@ -3163,7 +3509,7 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	virtio_reset_device(vh->vdev);
 	/* All buffers are ours and preallocated: nothing to free per buffer. */
 	vh->status_inflight = NULL;
-	vh->event_inflight = NULL;
+	virtio_hugeroom_event_reset(vh);
 	vh->vdev->config->del_vqs(vh->vdev);
 	/*
 	 * The reset emptied the device's held set: blocks a broken device
@@ -3175,6 +3521,8 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 
 static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
 {
+	unsigned int i;
+
 	kvfree(vh->evac_scan.done);
 	kvfree(vh->evac_scan.cur);
 	kfree(vh->job_events);
@@ -3184,8 +3532,10 @@ static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
 	kfree(vh->vm_events);
 	kfree(vh->cmd_copy);
 	kfree(vh->cmd_bufs);
-	kfree(vh->ack);
-	kfree(vh->event);
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_EVENT_BUFS; i++) {
+		kfree(vh->evbufs[i].ack);
+		kfree(vh->evbufs[i].msg);
+	}
 	virtio_hugeroom_test_fini(vh);
 	kfree(vh->report);
 	kfree(vh);
@@ -3254,8 +3604,6 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	rc = -ENOMEM;
 	/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
 	vh->report = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
-	vh->event = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
-	vh->ack = kmalloc(sizeof(*vh->ack), GFP_KERNEL);
 	vh->cmd_bufs = kcalloc(VIRTIO_HUGEROOM_NR_CMD_BUFS,
 			       VIRTIO_HUGEROOM_CMD_BUF, GFP_KERNEL);
 	vh->cmd_copy = kmalloc(VIRTIO_HUGEROOM_CMD_BUF, GFP_KERNEL);
@@ -3268,7 +3616,7 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 				 GFP_KERNEL);
 	vh->evac_scan.cur = kvzalloc(sizeof(*vh->evac_scan.cur), GFP_KERNEL);
 	vh->evac_scan.done = kvzalloc(sizeof(*vh->evac_scan.done), GFP_KERNEL);
-	if (!vh->report || !vh->event || !vh->ack ||
+	if (!vh->report || virtio_hugeroom_event_alloc(vh) ||
 	    !vh->cmd_bufs || !vh->cmd_copy || !vh->vm_events ||
 	    !vh->scan.cur || !vh->scan.done || !vh->job_cmd ||
 	    !vh->job_events || !vh->evac_scan.cur || !vh->evac_scan.done ||

@@ -2,7 +2,7 @@
 # The module users load carries no test aid; the test build carries them:
 #   tests/vm/driver-builds.sh 6.12|6.1
 # Builds both variants of the driver for the given kernel series and looks
-# for the debugfs names of the test aids (pin_unmovable, inject) in
+# for the debugfs names of the test aids (pin_unmovable, inject, fault_inject) in
 # each .ko: none may be in the user build, all must be in the test build
 # (else the tests would load a module without them and skip).
 . "$(dirname "$0")/../../scripts/lib.sh"
@@ -14,7 +14,7 @@ kver=$(bash "$HR_SCRIPTS/fetch-kernels.sh" | awk -v s="$series" \
 user=$(bash "$HR_SCRIPTS/build-module.sh" "$kver" | tail -n1)
 test=$(bash "$HR_SCRIPTS/build-module.sh" --test "$kver" | tail -n1)
 
-aids=(pin_unmovable inject)
+aids=(pin_unmovable inject fault_inject)
 echo "TAP version 13"
 echo "1..$((2 * ${#aids[@]}))"
 n=0 rc=0
