@@ -30,7 +30,11 @@
  *
  * Context: virtqueue callbacks and config_changed run in interrupt context
  * and only wake a waiter or queue work.  Everything that sleeps runs in work
- * items on the device's freezable workqueue, or in a debugfs writer.
+ * items on the device's unbound workqueue, or in a debugfs writer; the
+ * memory-pressure and PM notifiers act in the notifying task.  The
+ * workqueue is not freezable: a long EVACUATE would keep the freezer
+ * waiting until suspend fails, so a PM notifier cancels and flushes the job
+ * before the freezer runs, and ->freeze stops the rest.
  *
  * Report contents: per-zone data (free counts per order, per-migratetype
  * free pages at pageblock order and above, watermarks, PCP state) is read
@@ -66,6 +70,7 @@
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 #include <linux/shrinker.h>
+#include <linux/suspend.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/spinlock.h>
@@ -191,6 +196,9 @@ struct virtio_hugeroom_scan {
 	/* EVACUATE CHEAPEST|RANGES: candidates only inside these (sorted). */
 	const struct virtio_hugeroom_range *ranges;
 	unsigned int nr_ranges;
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+	unsigned int fault_delay_ms;	/* debugfs fault_inject sweep_delay_ms */
+#endif
 };
 
 struct virtio_hugeroom {
@@ -284,12 +292,14 @@ struct virtio_hugeroom {
 
 	/*
 	 * The one EVACUATE or CAPTURE that may run, in job_work.  job_lock
-	 * protects @job_busy, @job_id and @job_cancel; @job_cmd is written
-	 * by cmd_work only while !job_busy and read by job_work.
+	 * protects @job_busy, @job_id, @job_cancel and @job_blocked; @job_cmd
+	 * is written by cmd_work only while !job_busy and read by job_work.
+	 * @job_blocked: a suspend or hibernation is under way, no job starts.
 	 */
 	spinlock_t job_lock;
 	bool job_busy;
 	bool job_cancel;
+	bool job_blocked;
 	u64 job_id;
 	void *job_cmd;
 	u32 job_len;
@@ -305,6 +315,8 @@ struct virtio_hugeroom {
 #endif
 	struct notifier_block oom_nb;
 	bool oom_registered;
+	struct notifier_block pm_nb;
+	bool pm_registered;
 
 #ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 	/*
@@ -454,6 +466,8 @@ static u8 virtio_hugeroom_wire_mt(int mt)
 
 /* ---------------------------------------------------------------------- */
 /* Pageblock scan.  Called with report_lock held; sleeps. */
+
+static void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s);
 
 /*
  * Migratetype of the pageblock at @pfn, as get_pageblock_migratetype() would
@@ -738,6 +752,7 @@ static void virtio_hugeroom_scan(struct virtio_hugeroom_scan *s,
 			if (++batch % VIRTIO_HUGEROOM_SCAN_BATCH)
 				continue;
 			cond_resched();
+			virtio_hugeroom_fault_scan(s);
 			if (ktime_get_ns() > deadline_ns)
 				budget = 0;
 		}
@@ -2267,14 +2282,27 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 					  u32 nr_ranges)
 {
 	struct virtio_hugeroom_scan *s = &r->vh->evac_scan;
+	u64 deadline = r->budget_ns ? r->c.start_ns + r->budget_ns : U64_MAX;
 	unsigned int i;
 	bool progress;
+	u64 sweeps;
 
 	s->ranges = nr_ranges ? ranges : NULL;
 	s->nr_ranges = nr_ranges;
 	do {
+		/*
+		 * A sweep of a big guest takes long: in slices, so that a
+		 * CANCEL, the time budget or a suspend stops it too.
+		 */
 		s->nid = NUMA_NO_NODE;
-		virtio_hugeroom_scan(s, ULONG_MAX, U64_MAX);
+		sweeps = s->sweeps;
+		while (s->sweeps == sweeps) {
+			virtio_hugeroom_scan(s, VIRTIO_HUGEROOM_SCAN_BATCH,
+					     deadline);
+			r->stop = virtio_hugeroom_run_check(r);
+			if (r->stop)
+				goto out;
+		}
 		progress = false;
 		for (i = 0; i < s->done->nr_cands; i++) {
 			if (virtio_hugeroom_run_enough(r) ||
@@ -2533,14 +2561,17 @@ static u32 virtio_hugeroom_check_args(const void *buf, u16 type)
 	}
 }
 
-/* Start an EVACUATE or CAPTURE in job_work, or answer S_BUSY. */
+/*
+ * Start an EVACUATE or CAPTURE in job_work, or answer S_BUSY (another job
+ * runs, or the guest is about to suspend).
+ */
 static void virtio_hugeroom_start_job(struct virtio_hugeroom *vh,
 				      const void *buf, u32 len, u64 id)
 {
 	bool busy;
 
 	spin_lock(&vh->job_lock);
-	busy = vh->job_busy;
+	busy = vh->job_busy || vh->job_blocked;
 	if (!busy) {
 		vh->job_busy = true;
 		vh->job_cancel = false;
@@ -3258,6 +3289,15 @@ static const struct file_operations virtio_hugeroom_inject_fops = {
 	.llseek = noop_llseek,
 };
 
+/* "sweep_delay_ms": EVACUATE CHEAPEST's sweep, slowed down per batch. */
+static void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
+{
+	unsigned int ms = READ_ONCE(s->fault_delay_ms);
+
+	if (ms)
+		msleep(ms);
+}
+
 /* Kick a chain held back by "event_stall", now that the next is written. */
 static void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
 {
@@ -3280,20 +3320,32 @@ static bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
 /*
  * "fault_inject", a test aid: writing "event_stall" makes the device see
  * the next eventq chain only when the driver is about to send the one
- * after it, well past the ack timeout, as a stalled device would.
+ * after it, well past the ack timeout, as a stalled device would;
+ * "sweep_delay_ms N" makes EVACUATE CHEAPEST's sweep sleep N ms every
+ * VIRTIO_HUGEROOM_SCAN_BATCH blocks, as on a guest of many TiB.
  */
 static ssize_t virtio_hugeroom_fault_write(struct file *file,
 					   const char __user *ubuf,
 					   size_t count, loff_t *ppos)
 {
 	struct virtio_hugeroom *vh = file->private_data;
-	char buf[32];
+	char buf[32], *p;
 	size_t n = min(count, sizeof(buf) - 1);
+	unsigned int ms;
+	int rc;
 
 	if (copy_from_user(buf, ubuf, n))
 		return -EFAULT;
 	buf[n] = '\0';
-	if (strcmp(strim(buf), "event_stall"))
+	p = strim(buf);
+	if (str_has_prefix(p, "sweep_delay_ms ")) {
+		rc = kstrtouint(strim(p + strlen("sweep_delay_ms ")), 0, &ms);
+		if (rc)
+			return rc;
+		WRITE_ONCE(vh->evac_scan.fault_delay_ms, min(ms, 10000U));
+		return count;
+	}
+	if (strcmp(p, "event_stall"))
 		return -EINVAL;
 	mutex_lock(&vh->event_lock);
 	vh->fault_stall_next = true;
@@ -3337,6 +3389,10 @@ static void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 			    &virtio_hugeroom_fault_fops);
 }
 #else
+static void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
+{
+}
+
 static void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
 {
 }
@@ -3519,6 +3575,39 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	mutex_unlock(&vh->return_lock);
 }
 
+/*
+ * Before the freezer runs: end a running EVACUATE or CAPTURE (it sends its
+ * S_CANCELLED RESULT while the device still works) and start none until
+ * the guest is back.  The workqueue is not freezable, so nothing else
+ * would stop a job that runs for minutes; ->freeze stops the rest.  Runs
+ * in the suspending task; sleeps.
+ */
+static int virtio_hugeroom_pm_notify(struct notifier_block *nb,
+				     unsigned long action, void *unused)
+{
+	struct virtio_hugeroom *vh = container_of(nb, struct virtio_hugeroom,
+						  pm_nb);
+
+	switch (action) {
+	case PM_HIBERNATION_PREPARE:
+	case PM_SUSPEND_PREPARE:
+		spin_lock(&vh->job_lock);
+		vh->job_blocked = true;
+		if (vh->job_busy)
+			vh->job_cancel = true;
+		spin_unlock(&vh->job_lock);
+		flush_work(&vh->job_work);
+		break;
+	case PM_POST_HIBERNATION:
+	case PM_POST_SUSPEND:
+		spin_lock(&vh->job_lock);
+		vh->job_blocked = false;
+		spin_unlock(&vh->job_lock);
+		break;
+	}
+	return NOTIFY_OK;
+}
+
 static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
 {
 	unsigned int i;
@@ -3600,6 +3689,7 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	mutex_init(&vh->return_lock);
 	spin_lock_init(&vh->job_lock);
 	vh->oom_nb.notifier_call = virtio_hugeroom_oom_notify;
+	vh->pm_nb.notifier_call = virtio_hugeroom_pm_notify;
 
 	rc = -ENOMEM;
 	/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
@@ -3625,9 +3715,11 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 
 	/*
 	 * Not ordered: job_work (EVACUATE, CAPTURE) runs for long, and
-	 * cmd_work must still take CANCEL, RETURN and REPORT meanwhile.
+	 * cmd_work must still take CANCEL, RETURN and REPORT meanwhile.  Not
+	 * freezable: the freezer would wait for a long job until suspend
+	 * fails; the PM notifier ends the job first instead.
 	 */
-	vh->wq = alloc_workqueue("virtio_hugeroom", WQ_FREEZABLE, 0);
+	vh->wq = alloc_workqueue("virtio_hugeroom", WQ_UNBOUND, 0);
 	if (!vh->wq)
 		goto out_free;
 
@@ -3646,9 +3738,16 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 			goto out_shrinker;
 		vh->oom_registered = true;
 	}
+	rc = register_pm_notifier(&vh->pm_nb);
+	if (rc)
+		goto out_oom;
+	vh->pm_registered = true;
 	virtio_hugeroom_debugfs_init(vh);
 	return 0;
 
+out_oom:
+	if (vh->oom_registered)
+		unregister_oom_notifier(&vh->oom_nb);
 out_shrinker:
 	virtio_hugeroom_shrinker_unregister(vh);
 out_stop:
@@ -3667,6 +3766,8 @@ static void virtio_hugeroom_remove(struct virtio_device *vdev)
 
 	/* Waits for debugfs readers and writers that are still inside. */
 	debugfs_remove_recursive(vh->debugfs);
+	if (vh->pm_registered)
+		unregister_pm_notifier(&vh->pm_nb);
 	if (vh->oom_registered)
 		unregister_oom_notifier(&vh->oom_nb);
 	virtio_hugeroom_shrinker_unregister(vh);

@@ -12,6 +12,12 @@ fault_inject).  Checks, printed as TAP:
   nothing stays in limbo), the job must stop taking blocks while the chain
   is stuck, and debugfs must count the timeout and the late ack.  Then the
   guest's, the relayed and the device's held sets must agree.
+* A slow candidate sweep (fault_inject sweep_delay_ms, as on a guest of
+  many TiB): EVACUATE CHEAPEST ends at its time budget and at a CANCEL
+  during the sweep, not after it.
+* Suspend (pm_test devices) while an EVACUATE is still sweeping succeeds:
+  the job ends S_CANCELLED before the freezer runs, and EVACUATE works
+  after resume.
 """
 import os
 import sys
@@ -92,10 +98,72 @@ class Faults(ht.Run):
                 'after the stall: EVACUATE works again', str(res))
         self.views_agree('after the stall')
 
+    def sweep_delay(self, ms):
+        self.g.cmd('sh echo "sweep_delay_ms %d" >%s/fault_inject' % (ms, D))
+
+    def slow_sweep(self):
+        # 1 s per 64 blocks: a sweep of this 1 GiB guest takes >= 7 s.
+        self.sweep_delay(1000)
+        res, _, _, _ = self.command(
+            ht.evacuate(3001, 4, flags=ht.CHEAPEST, budget_ms=500), 3001,
+            timeout=120)
+        ms = res['elapsed_us'] // 1000
+        self.ok(res['status'] == ht.S_BUDGET and res['tried'] == 0 and
+                ms < 3000,
+                'a slow sweep ends at the 500 ms budget (%d ms)' % ms,
+                str(res))
+        self.d.send(ht.evacuate(3002, 4, flags=ht.CHEAPEST))
+        time.sleep(1)
+        self.d.send(ht.cancel(3002))
+        res, _, _, _ = self.command(None, 3002, timeout=120)
+        ms = res['elapsed_us'] // 1000
+        self.ok(res['status'] == ht.S_CANCELLED and res['tried'] == 0 and
+                ms < 4000,
+                'a CANCEL ends a slow sweep (%d ms)' % ms, str(res))
+        self.sweep_delay(0)
+
+    def suspend_during_job(self):
+        g, d = self.g, self.d
+        d.drain(1)
+        self.views_agree('before suspend')
+        left = self.held
+        # 3 s per 64 blocks: this job runs longer than the freezer's 20 s.
+        self.sweep_delay(3000)
+        d.send(ht.evacuate(3003, 8, flags=ht.CHEAPEST))
+        time.sleep(2)
+        t0 = time.monotonic()
+        out = g.cmd('sh echo devices >/sys/power/pm_test; '
+                    '(echo freeze >/sys/power/state && echo SUSPEND-OK) || '
+                    'echo SUSPEND-FAILED; echo none >/sys/power/pm_test',
+                    timeout=300)
+        took = time.monotonic() - t0
+        self.sweep_delay(0)
+        res, _, _, _ = self.command(None, 3003, timeout=120)
+        dm = g.cmd('sh dmesg | grep -iE "freezing|PM: suspend" || true')
+        hrvm.log('suspend: %s' % dm)
+        self.ok(any('SUSPEND-OK' in x for x in out),
+                'suspend during a long EVACUATE succeeds (%.1f s)' % took,
+                '\n'.join(out + dm))
+        self.ok(res['status'] == ht.S_CANCELLED,
+                'the EVACUATE ended S_CANCELLED before the freeze',
+                str(res))
+        msgs = d.drain()
+        unl = {x for m in msgs if m['type'] == ht.RETURNED and
+               m['reason'] == ht.RET_UNLOAD for x in m['gpas']}
+        self.ok(unl == left, 'freeze returned every held block (%d of %d)' %
+                (len(unl), len(left)))
+        self.views_agree('after resume')
+        res, holds, _, _ = self.command(
+            ht.evacuate(3004, 4, flags=ht.CHEAPEST), 3004)
+        self.ok(res['status'] == ht.S_OK and len(holds) == 4,
+                'after resume: EVACUATE works again', str(res))
+
     def body(self):
         g, d = self.g, self.d
         hrvm.wait_for(lambda: d.state and d.state[5], 120, 'DRIVER_OK')
         self.eventq_stall()
+        self.slow_sweep()
+        self.suspend_during_job()
 
         self.views_agree('before rmmod')
         left = self.held
