@@ -31,7 +31,8 @@
  * Context: virtqueue callbacks and config_changed run in interrupt context
  * and only wake a waiter or queue work.  Everything that sleeps runs in work
  * items on the device's unbound workqueue, or in a debugfs writer; the
- * memory-pressure and PM notifiers act in the notifying task.  The
+ * memory-pressure, memory-offline and PM notifiers act in the notifying
+ * task.  The
  * workqueue is not freezable: a long EVACUATE would keep the freezer
  * waiting until suspend fails, so a PM notifier cancels and flushes the job
  * before the freezer runs, and ->freeze stops the rest.
@@ -59,6 +60,7 @@
 #include <linux/gfp.h>
 #include <linux/kernel.h>
 #include <linux/ktime.h>
+#include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
 #include <linux/module.h>
@@ -317,6 +319,8 @@ struct virtio_hugeroom {
 	bool oom_registered;
 	struct notifier_block pm_nb;
 	bool pm_registered;
+	struct notifier_block memory_nb;
+	bool memory_registered;
 
 #ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 	/*
@@ -1782,6 +1786,73 @@ static void virtio_hugeroom_release_all(struct virtio_hugeroom *vh)
 		list_del(&page->lru);
 		virtio_hugeroom_block_put(page_to_pfn(page), false);
 	}
+}
+
+/*
+ * Memory is going offline (hot-unplug, or an admin offlining a memory
+ * block).  Held blocks in it are PageOffline pages with a reference, which
+ * offline_pages() can neither migrate nor skip: it would retry until the
+ * offlining task is killed.  Give them back first (RETURNED, reason
+ * unload); once freed they lie in the isolated range and go offline with
+ * it.  A running job could take more blocks of the range: it ends first.
+ * Blocks in limbo cannot go back before a device reset, so the offlining
+ * fails then, with -EBUSY, as it would for any unmovable page.  Runs in
+ * the offlining task, which holds the memory hotplug lock; sleeps.
+ */
+static int virtio_hugeroom_memory_notify(struct notifier_block *nb,
+					 unsigned long action, void *arg)
+{
+	struct virtio_hugeroom *vh = container_of(nb, struct virtio_hugeroom,
+						  memory_nb);
+	const struct memory_notify *mn = arg;
+	unsigned long start = mn->start_pfn, end = start + mn->nr_pages;
+	unsigned int nr = 0, given;
+	bool in_limbo = false;
+	struct page *page, *tmp;
+	LIST_HEAD(list);
+
+	if (action != MEM_GOING_OFFLINE)
+		return NOTIFY_OK;
+
+	spin_lock(&vh->job_lock);
+	if (vh->job_busy)
+		vh->job_cancel = true;
+	spin_unlock(&vh->job_lock);
+	flush_work(&vh->job_work);
+
+	mutex_lock(&vh->return_lock);
+	spin_lock(&vh->hold_lock);
+	list_for_each_entry_safe(page, tmp, &vh->held, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (pfn >= start && pfn < end) {
+			list_move_tail(&page->lru, &list);
+			nr++;
+		}
+	}
+	list_for_each_entry(page, &vh->limbo, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (pfn >= start && pfn < end)
+			in_limbo = true;
+	}
+	spin_unlock(&vh->hold_lock);
+	given = virtio_hugeroom_return_locked(vh, &list, nr,
+					      VIRTIO_HUGEROOM_RET_UNLOAD, 0,
+					      false);
+	mutex_unlock(&vh->return_lock);
+	if (given < nr || in_limbo) {
+		dev_warn(&vh->vdev->dev,
+			 "pfns 0x%lx-0x%lx cannot go offline: %u of %u held blocks returned%s\n",
+			 start, end - 1, given, nr,
+			 in_limbo ? ", blocks in limbo" : "");
+		return notifier_from_errno(-EBUSY);
+	}
+	if (nr)
+		dev_info(&vh->vdev->dev,
+			 "returned %u held blocks of pfns 0x%lx-0x%lx going offline\n",
+			 nr, start, end - 1);
+	return NOTIFY_OK;
 }
 
 /* RETURN command (SPEC 1.6.6.1 item 1).  Runs in cmd_work. */
@@ -3690,6 +3761,7 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	spin_lock_init(&vh->job_lock);
 	vh->oom_nb.notifier_call = virtio_hugeroom_oom_notify;
 	vh->pm_nb.notifier_call = virtio_hugeroom_pm_notify;
+	vh->memory_nb.notifier_call = virtio_hugeroom_memory_notify;
 
 	rc = -ENOMEM;
 	/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
@@ -3737,14 +3809,21 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 		if (rc)
 			goto out_shrinker;
 		vh->oom_registered = true;
+		rc = register_memory_notifier(&vh->memory_nb);
+		if (rc)
+			goto out_oom;
+		vh->memory_registered = true;
 	}
 	rc = register_pm_notifier(&vh->pm_nb);
 	if (rc)
-		goto out_oom;
+		goto out_memory;
 	vh->pm_registered = true;
 	virtio_hugeroom_debugfs_init(vh);
 	return 0;
 
+out_memory:
+	if (vh->memory_registered)
+		unregister_memory_notifier(&vh->memory_nb);
 out_oom:
 	if (vh->oom_registered)
 		unregister_oom_notifier(&vh->oom_nb);
@@ -3768,6 +3847,8 @@ static void virtio_hugeroom_remove(struct virtio_device *vdev)
 	debugfs_remove_recursive(vh->debugfs);
 	if (vh->pm_registered)
 		unregister_pm_notifier(&vh->pm_nb);
+	if (vh->memory_registered)
+		unregister_memory_notifier(&vh->memory_nb);
 	if (vh->oom_registered)
 		unregister_oom_notifier(&vh->oom_nb);
 	virtio_hugeroom_shrinker_unregister(vh);

@@ -18,6 +18,9 @@ fault_inject).  Checks, printed as TAP:
 * Suspend (pm_test devices) while an EVACUATE is still sweeping succeeds:
   the job ends S_CANCELLED before the freezer runs, and EVACUATE works
   after resume.
+* Memory hot-unplug: blocks held in a 256 MiB pc-dimm (onlined movable)
+  go back (RETURNED reason unload) when its memory blocks go offline, and
+  the offlining succeeds instead of retrying until it is killed.
 """
 import os
 import sys
@@ -38,8 +41,13 @@ class Faults(ht.Run):
         ko = hrvm.build_module(kver, test=True)
         initrd = hrvm.build_initramfs(kver, ko, wd, tools=True)
         self.d = ht.FakeDaemon(wd)
+        # A 256 MiB DIMM at 4 GiB, for the hot-unplug check.
         self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,
-                            daemon=self.d, mem='1G')
+                            daemon=self.d, mem='1G,slots=2,maxmem=2G',
+                            extra=['-object', 'memory-backend-ram,id=dm0,'
+                                   'size=256M',
+                                   '-device', 'pc-dimm,id=dimm0,memdev=dm0'],
+                            append='memhp_default_state=online_movable')
         self.g.start()
         try:
             self.body()
@@ -158,9 +166,49 @@ class Faults(ht.Run):
         self.ok(res['status'] == ht.S_OK and len(holds) == 4,
                 'after resume: EVACUATE works again', str(res))
 
+    def hot_unplug(self):
+        g, d = self.g, self.d
+        sysm = '/sys/devices/system/memory'
+        bs = int(g.cmd('sh cat %s/block_size_bytes' % sysm)[0], 16)
+        dimm = []
+        for line in g.cmd('sh cd %s; for m in memory*; do echo $m '
+                          '$(cat $m/phys_index); done' % sysm):
+            name, idx = line.split()
+            if int(idx, 16) * bs >= 4 << 30:
+                dimm.append((name, int(idx, 16) * bs))
+        dimm.sort(key=lambda x: x[1])
+        # memhp_default_state onlines it movable where the kernel onlines
+        # hotplugged memory by itself; elsewhere it is still offline.
+        for name, _ in dimm:
+            g.cmd('sh m=%s/%s; [ "$(cat $m/state)" = online ] || '
+                  'echo online_movable >$m/state' % (sysm, name))
+        self.ok(len(dimm) == 256 * 2**20 // bs,
+                'the DIMM is online movable (%d memory blocks)' % len(dimm))
+        gpas = [base + i * ht.BLOCK for _, base in dimm
+                for i in range(bs // ht.BLOCK)][:8]
+        d.drain(1)
+        res, holds, _, _ = self.command(ht.evacuate(4001, 8, gpas), 4001)
+        self.ok(res['status'] == ht.S_OK and sorted(holds) == gpas,
+                'EVACUATE held 8 blocks of the DIMM', str(res))
+        self.views_agree('DIMM blocks held')
+        name = dimm[0][0]
+        out = g.cmd('sh timeout 60 sh -c "echo offline >%s/%s/state" && '
+                    'echo OFFLINE-OK || echo OFFLINE-FAILED' % (sysm, name),
+                    timeout=120)
+        msgs = d.drain()
+        unl = {x for m in msgs if m['type'] == ht.RETURNED and
+               m['reason'] == ht.RET_UNLOAD for x in m['gpas']}
+        self.ok(any('OFFLINE-OK' in x for x in out),
+                'the DIMM memory block with held blocks goes offline', out)
+        self.ok(unl == set(gpas) and not (self.guest_held() & set(gpas)),
+                'its held blocks went back with RETURNED reason unload (%d)'
+                % len(unl))
+        self.views_agree('after offlining')
+
     def body(self):
         g, d = self.g, self.d
         hrvm.wait_for(lambda: d.state and d.state[5], 120, 'DRIVER_OK')
+        self.hot_unplug()
         self.eventq_stall()
         self.slow_sweep()
         self.suspend_during_job()

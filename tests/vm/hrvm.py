@@ -226,7 +226,8 @@ class Guest:
     a test guest (accelerator probe, firmware paths, -nodefaults)."""
 
     def __init__(self, qemu, kver, vmlinuz, initrd, workdir, daemon=None,
-                 mem="1G", name=None, extra=(), uuid=None, tag=""):
+                 mem="1G", name=None, extra=(), uuid=None, tag="",
+                 append=""):
         # A migration destination has the source's name and UUID; tag keeps
         # its sockets and logs apart.
         self.name = name or "hr-test-%s" % kver.split("-")[0]
@@ -240,8 +241,10 @@ class Guest:
         args = ["bash", os.path.join(SCRIPTS, "boot-guest.sh"),
                 "-q", qemu, "-k", kver, "-i", initrd, "-m", mem,
                 "-n", self.name, "-l", self.serial_log,
-                "-S", self.serial_sock, "-Q", self.qmp_sock, "--",
-                "-uuid", self.uuid]
+                "-S", self.serial_sock, "-Q", self.qmp_sock]
+        if append:
+            args += ["-a", append]
+        args += ["--", "-uuid", self.uuid]
         if daemon:
             args += ["-chardev", "socket,id=hr0,path=%s,reconnect-ms=1000" %
                      daemon.vm_sock]
