@@ -463,7 +463,7 @@ static u8 virtio_hugeroom_wire_mt(int mt)
 		return VIRTIO_HUGEROOM_MT_CMA;
 #endif
 	default:
-		/* MIGRATE_ISOLATE, the only type left */
+		/* MIGRATE_ISOLATE, or a section that went away */
 		return VIRTIO_HUGEROOM_MT_ISOLATE;
 	}
 }
@@ -475,17 +475,27 @@ static void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s);
 
 /*
  * Migratetype of the pageblock at @pfn, as get_pageblock_migratetype() would
- * return it.  @pfn must be in an online section.  Racy like the original.
+ * return it, or MIGRATE_TYPES if its section went away.  Racy like the
+ * original.  The section's usage (and so the usemap) is freed with RCU when
+ * memory is hot-removed, as pfn_valid() knows: read it under
+ * rcu_read_lock(), after checking that the section is still valid.
  */
 static int virtio_hugeroom_block_mt(unsigned long pfn)
 {
-	unsigned long *usemap = section_to_usemap(__pfn_to_section(pfn));
+	struct mem_section *ms;
 	unsigned long bitidx;
 	unsigned long word;
 
 	bitidx = ((pfn & (PAGES_PER_SECTION - 1)) >> pageblock_order) *
 		 NR_PAGEBLOCK_BITS;
-	word = READ_ONCE(usemap[BIT_WORD(bitidx)]);
+	rcu_read_lock();
+	ms = __pfn_to_section(pfn);
+	if (!ms || !valid_section(ms)) {
+		rcu_read_unlock();
+		return MIGRATE_TYPES;
+	}
+	word = READ_ONCE(section_to_usemap(ms)[BIT_WORD(bitidx)]);
+	rcu_read_unlock();
 	return (word >> (bitidx % BITS_PER_LONG)) & MIGRATETYPE_MASK;
 }
 
@@ -660,23 +670,28 @@ static void virtio_hugeroom_scan_block(const struct virtio_hugeroom_scan *s,
 	mt = virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn));
 	if (mt == VIRTIO_HUGEROOM_MT_CMA || mt == VIRTIO_HUGEROOM_MT_ISOLATE)
 		return;
+	/*
+	 * Held blocks (ours, or a balloon's) are no guest memory: neither in
+	 * the histogram (a held block is no fully used one) nor candidates.
+	 */
+	if (PageOffline(head))
+		return;
 
 	free = virtio_hugeroom_block_free(head, pfn);
 	if (mt == VIRTIO_HUGEROOM_MT_MOVABLE)
 		sw->zone[slot].hist[virtio_hugeroom_hist_bucket(free)]++;
 	/*
-	 * Candidates: MOVABLE blocks, or blocks of any other type all free;
+	 * Candidates: MOVABLE blocks, or blocks of any other type all free,
+	 * except HIGHATOMIC, the reserve for high-order atomic allocations;
 	 * never ZONE_DMA, which evacuation refuses (SPEC R_ZONE).
 	 */
-	if (mt != VIRTIO_HUGEROOM_MT_MOVABLE && free < pageblock_nr_pages)
+	if (mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
+	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && free < pageblock_nr_pages))
 		return;
 #ifdef CONFIG_ZONE_DMA
 	if (zid == ZONE_DMA)
 		return;
 #endif
-	/* Held blocks (ours, or a balloon's) are never candidates. */
-	if (PageOffline(head))
-		return;
 	if (s->ranges && !virtio_hugeroom_in_ranges(s, pfn))
 		return;
 
@@ -938,12 +953,18 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 		struct virtio_hugeroom_candidate *wc = &cands[nr_cands];
 		int zone = -1;
 
+		struct page *head;
+
 		for (j = 0; j < sw->nr_zones; j++)
 			if (sw->zone[j].nid == c->nid &&
 			    sw->zone[j].zid == c->zid)
 				zone = slot_to_zone[j];
 		if (zone < 0 || zone == U8_MAX)
 			continue;	/* zone went away since the sweep */
+		/* Held (or gone offline) since the sweep: no candidate now. */
+		head = pfn_to_online_page(c->pfn);
+		if (!head || PageOffline(head))
+			continue;
 		wc->gpa = cpu_to_le64(PFN_PHYS(c->pfn));
 		wc->free_pages = cpu_to_le16(c->free);
 		wc->migratetype = c->mt;
@@ -2163,6 +2184,7 @@ static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
 	mt = virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn));
 	*free = virtio_hugeroom_block_free(head, pfn);
 	if (mt == VIRTIO_HUGEROOM_MT_CMA || mt == VIRTIO_HUGEROOM_MT_ISOLATE ||
+	    mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
 	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && *free < pageblock_nr_pages))
 		return VIRTIO_HUGEROOM_R_ZONE;
 	if (!virtio_hugeroom_admit(zone, false))
