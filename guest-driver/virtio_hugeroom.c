@@ -136,6 +136,11 @@
 #define VIRTIO_HUGEROOM_PROGRESS_MIN_NS	(NSEC_PER_SEC / 10)
 /* alloc_contig_range() attempts per block on -EBUSY, as virtio-mem does. */
 #define VIRTIO_HUGEROOM_EVAC_TRIES	5
+/*
+ * Admission keeps MemAvailable this far above the high watermarks: 1/32 of
+ * the guest's memory, room for page cache and bursts without reclaim.
+ */
+#define VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT	5
 /* Blocks the OOM notifier gives back per call (8 MiB). */
 #define VIRTIO_HUGEROOM_OOM_BLOCKS	4
 /* Blocks in one RETURNED (fits VIRTIO_HUGEROOM_MAX_MSG). */
@@ -2018,18 +2023,23 @@ static unsigned long virtio_hugeroom_high_wmarks(void)
 /*
  * Admission (SPEC 1.6.3.2 item 6): may the guest give up 512 more pages
  * of @zone (NULL: only the global rule) without going below the
- * watermarks?  @taken: the pages are already allocated.
+ * watermarks, and while keeping MemAvailable a reserve above them?  A
+ * guest held down to its watermarks reclaims its page cache (or gives the
+ * holds back) at its next allocation burst.  @taken: the pages are
+ * already allocated.
  */
 static bool virtio_hugeroom_admit(struct zone *zone, bool taken)
 {
 	unsigned long need = taken ? 0 : pageblock_nr_pages;
+	unsigned long floor = virtio_hugeroom_high_wmarks() +
+			      (totalram_pages() >>
+			       VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT);
 	long avail = si_mem_available();
 
 	if (zone && zone_page_state(zone, NR_FREE_PAGES) <
 		    high_wmark_pages(zone) + need)
 		return false;
-	return avail >= 0 &&
-	       (unsigned long)avail >= virtio_hugeroom_high_wmarks() + need;
+	return avail >= 0 && (unsigned long)avail >= floor + need;
 }
 
 static void virtio_hugeroom_run_fail(struct virtio_hugeroom_run *r,

@@ -22,6 +22,9 @@ fault_inject).  Checks, printed as TAP:
   block as a candidate (the sweep it carries may predate the holds), and
   held blocks leave the movable histogram (no longer counted as fully used
   movable blocks).
+* Admission: an EVACUATE CHEAPEST of more blocks than the guest can give
+  ends with R_NOMEM while MemAvailable is still 1/32 of MemTotal above the
+  sum of the high watermarks.
 * Memory hot-unplug: blocks held in a 256 MiB pc-dimm (onlined movable)
   go back (RETURNED reason unload) when its memory blocks go offline, and
   the offlining succeeds instead of retrying until it is killed.
@@ -232,12 +235,31 @@ class Faults(ht.Run):
                 'held blocks leave the movable histogram (%d -> %d blocks)' %
                 (before, after))
 
+    def admission(self):
+        g = self.g
+        res, holds, _, _ = self.command(
+            ht.evacuate(6001, 1000, flags=ht.CHEAPEST, budget_ms=300000),
+            6001, timeout=900)
+        mi = g.meminfo()
+        high = sum(int(f[1]) for f in (line.split() for line in
+                                        g.cmd('sh cat /proc/zoneinfo'))
+                   if len(f) == 2 and f[0] == 'high')
+        floor = high * 4 + mi['MemTotal'] // 32
+        self.ok(res['failed'][ht.R_NOMEM] >= 1 and
+                mi['MemAvailable'] >= floor - 2048,
+                'admission stops at MemAvailable %d kB, floor %d kB (%d '
+                'held)' % (mi['MemAvailable'], floor, len(holds)), str(res))
+        self.views_agree('at the admission limit')
+        res, _, _, _ = self.command(ht.ret(6002, len(self.held)), 6002)
+        self.views_agree('after giving them back')
+
     def body(self):
         g, d = self.g, self.d
         hrvm.wait_for(lambda: d.state and d.state[5], 120, 'DRIVER_OK')
         self.hot_unplug()
         self.eventq_stall()
         self.report_held()
+        self.admission()
         self.slow_sweep()
         self.suspend_during_job()
 
