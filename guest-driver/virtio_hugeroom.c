@@ -141,6 +141,14 @@
  * the guest's memory, room for page cache and bursts without reclaim.
  */
 #define VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT	5
+/*
+ * Shrinker cost: 0, "no IO to recreate", makes reclaim ask for half the
+ * held pages at its first, gentlest pass (do_shrink_slab()), before it has
+ * to dig into page cache; DEFAULT_SEEKS asked for held >> priority * 2,
+ * a block or so per pass, while the LRUs were reclaimed.  The batch is
+ * one block, so that a few held blocks are asked for too.
+ */
+#define VIRTIO_HUGEROOM_SHRINK_SEEKS	0
 /* Blocks the OOM notifier gives back per call (8 MiB). */
 #define VIRTIO_HUGEROOM_OOM_BLOCKS	4
 /* Blocks in one RETURNED (fits VIRTIO_HUGEROOM_MAX_MSG). */
@@ -1715,7 +1723,7 @@ static int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
 		return -ENOMEM;
 	s->count_objects = virtio_hugeroom_shrink_count;
 	s->scan_objects = virtio_hugeroom_shrink_scan;
-	s->seeks = DEFAULT_SEEKS;
+	s->seeks = VIRTIO_HUGEROOM_SHRINK_SEEKS;
 	s->batch = pageblock_nr_pages;
 	s->private_data = vh;
 	shrinker_register(s);
@@ -1751,7 +1759,7 @@ static int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
 
 	vh->shrinker.count_objects = virtio_hugeroom_shrink_count;
 	vh->shrinker.scan_objects = virtio_hugeroom_shrink_scan;
-	vh->shrinker.seeks = DEFAULT_SEEKS;
+	vh->shrinker.seeks = VIRTIO_HUGEROOM_SHRINK_SEEKS;
 	vh->shrinker.batch = pageblock_nr_pages;
 	rc = register_shrinker(&vh->shrinker, "virtio-hugeroom");
 	vh->shrinker_registered = !rc;
