@@ -51,8 +51,9 @@
  * Pageblock migratetype: get_pfnblock_flags_mask() is not exported, so the
  * scanner reads the pageblock bits from the section usemap itself, exactly as
  * mm/page_alloc.c does for SPARSEMEM kernels.  The layout is stable from
- * 6.1 to 6.16; 6.17 moved isolation into a bit of its own, so newer kernels
- * are refused at build time until the reader is reviewed.
+ * 6.1 to 6.16; 6.17 moved isolation into a bit of its own, so kernels with
+ * that bit (a feature test, see Kbuild) are refused at build time until the
+ * reader is reviewed.
  */
 
 #include <linux/debugfs.h>
@@ -78,7 +79,6 @@
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
-#include <linux/version.h>
 #include <linux/virtio.h>
 #include <linux/virtio_config.h>
 #include <linux/vmalloc.h>
@@ -91,18 +91,22 @@
 #ifndef CONFIG_SPARSEMEM
 #error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
 #endif
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 0)
-#error "pageblock bit layout changed in 6.17: review virtio_hugeroom_block_mt()"
+/*
+ * Kernel interfaces are told apart by feature tests on the headers
+ * (VIRTIO_HUGEROOM_HAVE_*, set by Kbuild), never by LINUX_VERSION_CODE: a
+ * distribution kernel may carry an interface of a later release.
+ */
+#if defined(VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT) || \
+	defined(VIRTIO_HUGEROOM_HAVE_ACR_FLAGS)
+#error "6.17 pageblock bits or alloc_contig_range() flags: review _block_mt(), _contig_alloc()"
 #endif
 
-/* Orders the buddy allocator has: NR_PAGE_ORDERS since 6.8. */
-#ifdef NR_PAGE_ORDERS
-#define VIRTIO_HUGEROOM_KERNEL_ORDERS	NR_PAGE_ORDERS
-#elif LINUX_VERSION_CODE < KERNEL_VERSION(6, 4, 0)
-#define VIRTIO_HUGEROOM_KERNEL_ORDERS	MAX_ORDER
-#else
-#define VIRTIO_HUGEROOM_KERNEL_ORDERS	(MAX_ORDER + 1)
-#endif
+/*
+ * Orders the buddy allocator has (MAX_ORDER before 6.4, MAX_ORDER + 1
+ * until 6.8, NR_PAGE_ORDERS since), from the one definition that kept its
+ * meaning: a MAX_ORDER_NR_PAGES buddy is the largest.
+ */
+#define VIRTIO_HUGEROOM_KERNEL_ORDERS	(ilog2(MAX_ORDER_NR_PAGES) + 1)
 
 #define VIRTIO_HUGEROOM_NR_CMD_BUFS	8
 /* eventq chains: one being sent, the rest for chains stuck with the device. */
@@ -322,7 +326,7 @@ struct virtio_hugeroom {
 	unsigned long *job_events;	/* all_vm_events() for job_work */
 	struct virtio_hugeroom_scan evac_scan;	/* CHEAPEST's own sweeps */
 
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+#ifdef VIRTIO_HUGEROOM_HAVE_SHRINKER_ALLOC
 	struct shrinker *shrinker;
 #else
 	struct shrinker shrinker;
@@ -850,7 +854,7 @@ static void virtio_hugeroom_zone_pcp(struct zone *zone,
 	z->pcp_count = cpu_to_le32(count);
 	z->pcp_high = cpu_to_le32(high);
 	z->pcp_batch = cpu_to_le32(READ_ONCE(zone->pageset_batch));
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+#ifdef VIRTIO_HUGEROOM_HAVE_PCP_HIGH_MIN
 	z->pcp_high_min = cpu_to_le32(READ_ONCE(zone->pageset_high_min));
 	z->pcp_high_max = cpu_to_le32(READ_ONCE(zone->pageset_high_max));
 #endif
@@ -1701,7 +1705,7 @@ static unsigned long virtio_hugeroom_scan_held(struct virtio_hugeroom *vh,
 	return (unsigned long)given * pageblock_nr_pages;
 }
 
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+#ifdef VIRTIO_HUGEROOM_HAVE_SHRINKER_ALLOC
 static unsigned long virtio_hugeroom_shrink_count(struct shrinker *s,
 						  struct shrink_control *sc)
 {
@@ -1714,7 +1718,7 @@ static unsigned long virtio_hugeroom_shrink_scan(struct shrinker *s,
 	return virtio_hugeroom_scan_held(s->private_data, sc->nr_to_scan);
 }
 
-/* The one place that knows the two shrinker APIs (6.7 changed it). */
+/* The one place that knows the two shrinker APIs (shrinker_alloc(): 6.7). */
 static int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
 {
 	struct shrinker *s = shrinker_alloc(0, "virtio-hugeroom");
@@ -3555,7 +3559,7 @@ static int virtio_hugeroom_init_vqs(struct virtio_hugeroom *vh)
 	struct virtqueue *vqs[VIRTIO_HUGEROOM_NR_VQS];
 	int rc;
 
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 11, 0)
+#ifdef VIRTIO_HUGEROOM_HAVE_VQ_INFO
 	struct virtqueue_info vqs_info[VIRTIO_HUGEROOM_NR_VQS] = {
 		[VIRTIO_HUGEROOM_VQ_STATUS] = { "status",
 						virtio_hugeroom_status_done },
