@@ -17,13 +17,25 @@
  *   The command worker copies each used buffer out, reposts it at once,
  *   decodes the copy strictly and dispatches it from one switch.
  *
- * * eventq: RESULT (later also PROGRESS, HOLD, RETURNED) messages, one at a
+ * * eventq: RESULT, PROGRESS, HOLD and RETURNED messages, one sender at a
  *   time, each chain carrying the message out and a struct
- *   virtio_hugeroom_ack in; the driver waits for the ack.
+ *   virtio_hugeroom_ack in; the driver waits for the ack.  Each chain has
+ *   buffers of its own (VIRTIO_HUGEROOM_NR_EVENT_BUFS of them), owned by
+ *   the device from virtqueue_add_sgs() until virtqueue_get_buf() gives
+ *   them back, also after the driver stopped waiting: a chain whose ack did
+ *   not come in time stays "stuck" and its buffer is never rewritten, so a
+ *   device that pops it late reads the message that was sent.  Late acks
+ *   are settled when the chain comes back (a late HOLD ack takes its blocks
+ *   out of limbo), and no evacuation runs while a chain is stuck.
  *
  * Context: virtqueue callbacks and config_changed run in interrupt context
  * and only wake a waiter or queue work.  Everything that sleeps runs in work
- * items on the device's freezable workqueue, or in a debugfs writer.
+ * items on the device's unbound workqueue, or in a debugfs writer; the
+ * memory-pressure, memory-offline and PM notifiers act in the notifying
+ * task.  The
+ * workqueue is not freezable: a long EVACUATE would keep the freezer
+ * waiting until suspend fails, so a PM notifier cancels and flushes the job
+ * before the freezer runs, and ->freeze stops the rest.
  *
  * Report contents: per-zone data (free counts per order, per-migratetype
  * free pages at pageblock order and above, watermarks, PCP state) is read
@@ -39,8 +51,9 @@
  * Pageblock migratetype: get_pfnblock_flags_mask() is not exported, so the
  * scanner reads the pageblock bits from the section usemap itself, exactly as
  * mm/page_alloc.c does for SPARSEMEM kernels.  The layout is stable from
- * 6.1 to 6.16; 6.17 moved isolation into a bit of its own, so newer kernels
- * are refused at build time until the reader is reviewed.
+ * 6.1 to 6.16; 6.17 moved isolation into a bit of its own, so kernels with
+ * that bit (a feature test, see Kbuild) are refused at build time until the
+ * reader is reviewed.
  */
 
 #include <linux/debugfs.h>
@@ -48,6 +61,7 @@
 #include <linux/gfp.h>
 #include <linux/kernel.h>
 #include <linux/ktime.h>
+#include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
 #include <linux/module.h>
@@ -59,12 +73,12 @@
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 #include <linux/shrinker.h>
+#include <linux/suspend.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/uaccess.h>
-#include <linux/version.h>
 #include <linux/virtio.h>
 #include <linux/virtio_config.h>
 #include <linux/vmalloc.h>
@@ -77,20 +91,26 @@
 #ifndef CONFIG_SPARSEMEM
 #error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
 #endif
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 17, 0)
-#error "pageblock bit layout changed in 6.17: review virtio_hugeroom_block_mt()"
+/*
+ * Kernel interfaces are told apart by feature tests on the headers
+ * (VIRTIO_HUGEROOM_HAVE_*, set by Kbuild), never by LINUX_VERSION_CODE: a
+ * distribution kernel may carry an interface of a later release.
+ */
+#if defined(VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT) || \
+	defined(VIRTIO_HUGEROOM_HAVE_ACR_FLAGS)
+#error "6.17 pageblock bits or alloc_contig_range() flags: review _block_mt(), _contig_alloc()"
 #endif
 
-/* Orders the buddy allocator has: NR_PAGE_ORDERS since 6.8. */
-#ifdef NR_PAGE_ORDERS
-#define VIRTIO_HUGEROOM_KERNEL_ORDERS	NR_PAGE_ORDERS
-#elif LINUX_VERSION_CODE < KERNEL_VERSION(6, 4, 0)
-#define VIRTIO_HUGEROOM_KERNEL_ORDERS	MAX_ORDER
-#else
-#define VIRTIO_HUGEROOM_KERNEL_ORDERS	(MAX_ORDER + 1)
-#endif
+/*
+ * Orders the buddy allocator has (MAX_ORDER before 6.4, MAX_ORDER + 1
+ * until 6.8, NR_PAGE_ORDERS since), from the one definition that kept its
+ * meaning: a MAX_ORDER_NR_PAGES buddy is the largest.
+ */
+#define VIRTIO_HUGEROOM_KERNEL_ORDERS	(ilog2(MAX_ORDER_NR_PAGES) + 1)
 
 #define VIRTIO_HUGEROOM_NR_CMD_BUFS	8
+/* eventq chains: one being sent, the rest for chains stuck with the device. */
+#define VIRTIO_HUGEROOM_NR_EVENT_BUFS	4
 /* How long the device may keep a statusq/eventq buffer before we give up. */
 #define VIRTIO_HUGEROOM_TX_TIMEOUT	(5 * HZ)
 /*
@@ -123,12 +143,40 @@
 /* A candidate with this many fewer free pages than its sweep counted. */
 #define VIRTIO_HUGEROOM_STALE_PAGES	32
 #define VIRTIO_HUGEROOM_STALE_SWEEPS	8
+/*
+ * Admission keeps MemAvailable this far above the high watermarks: 1/32 of
+ * the guest's memory, room for page cache and bursts without reclaim.
+ */
+#define VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT	5
+/*
+ * Shrinker cost: 0, "no IO to recreate", makes reclaim ask for half the
+ * held pages at its first, gentlest pass (do_shrink_slab()), before it has
+ * to dig into page cache; DEFAULT_SEEKS asked for held >> priority * 2,
+ * a block or so per pass, while the LRUs were reclaimed.  The batch is
+ * one block, so that a few held blocks are asked for too.
+ */
+#define VIRTIO_HUGEROOM_SHRINK_SEEKS	0
 /* Blocks the OOM notifier gives back per call (8 MiB). */
 #define VIRTIO_HUGEROOM_OOM_BLOCKS	4
 /* Blocks in one RETURNED (fits VIRTIO_HUGEROOM_MAX_MSG). */
 #define VIRTIO_HUGEROOM_RET_BATCH	VIRTIO_HUGEROOM_MAX_EVT_BLOCKS
 /* Test aid: the most pages debugfs pin_unmovable keeps. */
 #define VIRTIO_HUGEROOM_MAX_PINS	65536
+
+/*
+ * The buffers of one eventq chain.  Free (on event_free) or the device's:
+ * from virtqueue_add_sgs() until virtqueue_get_buf() returns it, whatever
+ * the sender's timeout said.  Fields under event_lock.
+ */
+struct virtio_hugeroom_evbuf {
+	struct list_head node;		/* on event_free while free */
+	void *msg;			/* VIRTIO_HUGEROOM_MAX_MSG bytes, out */
+	struct virtio_hugeroom_ack *ack;	/* in */
+	unsigned int used;		/* used length, once returned */
+	bool done;			/* returned to the waiting sender */
+	bool late;			/* timed out: settle when it returns */
+	bool limbo;			/* a late HOLD whose blocks are in limbo */
+};
 
 /* A pageblock seen by the scanner that may be worth evacuating. */
 struct virtio_hugeroom_cand {
@@ -170,6 +218,9 @@ struct virtio_hugeroom_scan {
 	/* EVACUATE CHEAPEST|RANGES: candidates only inside these (sorted). */
 	const struct virtio_hugeroom_range *ranges;
 	unsigned int nr_ranges;
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+	unsigned int fault_delay_ms;	/* debugfs fault_inject sweep_delay_ms */
+#endif
 };
 
 struct virtio_hugeroom {
@@ -200,7 +251,9 @@ struct virtio_hugeroom {
 	struct mutex report_lock;
 	void *report;			/* last report built (and sent) */
 	u32 report_len;
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 	void *inject;			/* malformed messages for tests */
+#endif
 	void *status_inflight;		/* buffer the device still owns */
 	u64 seq;
 	struct virtio_hugeroom_scan scan;
@@ -210,15 +263,20 @@ struct virtio_hugeroom {
 	wait_queue_head_t status_acked;
 
 	/*
-	 * Protects the eventq: @event, @ack, @event_inflight, the event
-	 * counters, and @ready as seen by event senders.  Sleeps.
+	 * Protects the eventq: the chain buffers, @event_free, @event_stuck,
+	 * the event counters, and @ready as seen by event senders.  Held
+	 * while waiting for an ack, so it sleeps.  @event_stuck is also read
+	 * locklessly by the job, as a hint.
 	 */
 	struct mutex event_lock;
-	void *event;
-	struct virtio_hugeroom_ack *ack;
-	void *event_inflight;
+	struct virtio_hugeroom_evbuf evbufs[VIRTIO_HUGEROOM_NR_EVENT_BUFS];
+	struct list_head event_free;
+	struct list_head event_late;	/* returned late, to settle */
+	unsigned int event_stuck;	/* chains past their timeout */
 	u64 events_sent;
 	u64 event_errors;
+	u64 event_timeouts;
+	u64 event_late_acks;
 	wait_queue_head_t event_acked;
 
 	/* Set while the vqs exist and DRIVER_OK is set; see the locks above. */
@@ -256,12 +314,14 @@ struct virtio_hugeroom {
 
 	/*
 	 * The one EVACUATE or CAPTURE that may run, in job_work.  job_lock
-	 * protects @job_busy, @job_id and @job_cancel; @job_cmd is written
-	 * by cmd_work only while !job_busy and read by job_work.
+	 * protects @job_busy, @job_id, @job_cancel and @job_blocked; @job_cmd
+	 * is written by cmd_work only while !job_busy and read by job_work.
+	 * @job_blocked: a suspend or hibernation is under way, no job starts.
 	 */
 	spinlock_t job_lock;
 	bool job_busy;
 	bool job_cancel;
+	bool job_blocked;
 	u64 job_id;
 	void *job_cmd;
 	u32 job_len;
@@ -269,7 +329,7 @@ struct virtio_hugeroom {
 	unsigned long *job_events;	/* all_vm_events() for job_work */
 	struct virtio_hugeroom_scan evac_scan;	/* CHEAPEST's own sweeps */
 
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+#ifdef VIRTIO_HUGEROOM_HAVE_SHRINKER_ALLOC
 	struct shrinker *shrinker;
 #else
 	struct shrinker shrinker;
@@ -277,11 +337,24 @@ struct virtio_hugeroom {
 #endif
 	struct notifier_block oom_nb;
 	bool oom_registered;
+	struct notifier_block pm_nb;
+	bool pm_registered;
+	struct notifier_block memory_nb;
+	bool memory_registered;
 
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+	/*
+	 * debugfs fault_inject, under event_lock: the next eventq chain is
+	 * not kicked (@fault_stall_next), and is kicked when the message after
+	 * it has been written (@fault_stalled), as a device that pops it late.
+	 */
+	bool fault_stall_next;
+	bool fault_stalled;
 	/* debugfs pin_unmovable (a test aid), under pin_lock. */
 	struct mutex pin_lock;
 	struct page **pins;
 	unsigned int nr_pins;
+#endif
 
 	struct dentry *debugfs;
 };
@@ -410,7 +483,7 @@ static u8 virtio_hugeroom_wire_mt(int mt)
 		return VIRTIO_HUGEROOM_MT_CMA;
 #endif
 	default:
-		/* MIGRATE_ISOLATE, the only type left */
+		/* MIGRATE_ISOLATE, or a section that went away */
 		return VIRTIO_HUGEROOM_MT_ISOLATE;
 	}
 }
@@ -418,19 +491,31 @@ static u8 virtio_hugeroom_wire_mt(int mt)
 /* ---------------------------------------------------------------------- */
 /* Pageblock scan.  Called with report_lock held; sleeps. */
 
+static void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s);
+
 /*
  * Migratetype of the pageblock at @pfn, as get_pageblock_migratetype() would
- * return it.  @pfn must be in an online section.  Racy like the original.
+ * return it, or MIGRATE_TYPES if its section went away.  Racy like the
+ * original.  The section's usage (and so the usemap) is freed with RCU when
+ * memory is hot-removed, as pfn_valid() knows: read it under
+ * rcu_read_lock(), after checking that the section is still valid.
  */
 static int virtio_hugeroom_block_mt(unsigned long pfn)
 {
-	unsigned long *usemap = section_to_usemap(__pfn_to_section(pfn));
+	struct mem_section *ms;
 	unsigned long bitidx;
 	unsigned long word;
 
 	bitidx = ((pfn & (PAGES_PER_SECTION - 1)) >> pageblock_order) *
 		 NR_PAGEBLOCK_BITS;
-	word = READ_ONCE(usemap[BIT_WORD(bitidx)]);
+	rcu_read_lock();
+	ms = __pfn_to_section(pfn);
+	if (!ms || !valid_section(ms)) {
+		rcu_read_unlock();
+		return MIGRATE_TYPES;
+	}
+	word = READ_ONCE(section_to_usemap(ms)[BIT_WORD(bitidx)]);
+	rcu_read_unlock();
 	return (word >> (bitidx % BITS_PER_LONG)) & MIGRATETYPE_MASK;
 }
 
@@ -605,23 +690,28 @@ static void virtio_hugeroom_scan_block(const struct virtio_hugeroom_scan *s,
 	mt = virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn));
 	if (mt == VIRTIO_HUGEROOM_MT_CMA || mt == VIRTIO_HUGEROOM_MT_ISOLATE)
 		return;
+	/*
+	 * Held blocks (ours, or a balloon's) are no guest memory: neither in
+	 * the histogram (a held block is no fully used one) nor candidates.
+	 */
+	if (PageOffline(head))
+		return;
 
 	free = virtio_hugeroom_block_free(head, pfn);
 	if (mt == VIRTIO_HUGEROOM_MT_MOVABLE)
 		sw->zone[slot].hist[virtio_hugeroom_hist_bucket(free)]++;
 	/*
-	 * Candidates: MOVABLE blocks, or blocks of any other type all free;
+	 * Candidates: MOVABLE blocks, or blocks of any other type all free,
+	 * except HIGHATOMIC, the reserve for high-order atomic allocations;
 	 * never ZONE_DMA, which evacuation refuses (SPEC R_ZONE).
 	 */
-	if (mt != VIRTIO_HUGEROOM_MT_MOVABLE && free < pageblock_nr_pages)
+	if (mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
+	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && free < pageblock_nr_pages))
 		return;
 #ifdef CONFIG_ZONE_DMA
 	if (zid == ZONE_DMA)
 		return;
 #endif
-	/* Held blocks (ours, or a balloon's) are never candidates. */
-	if (PageOffline(head))
-		return;
 	if (s->ranges && !virtio_hugeroom_in_ranges(s, pfn))
 		return;
 
@@ -701,6 +791,7 @@ static void virtio_hugeroom_scan(struct virtio_hugeroom_scan *s,
 			if (++batch % VIRTIO_HUGEROOM_SCAN_BATCH)
 				continue;
 			cond_resched();
+			virtio_hugeroom_fault_scan(s);
 			if (ktime_get_ns() > deadline_ns)
 				budget = 0;
 		}
@@ -766,7 +857,7 @@ static void virtio_hugeroom_zone_pcp(struct zone *zone,
 	z->pcp_count = cpu_to_le32(count);
 	z->pcp_high = cpu_to_le32(high);
 	z->pcp_batch = cpu_to_le32(READ_ONCE(zone->pageset_batch));
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+#ifdef VIRTIO_HUGEROOM_HAVE_PCP_HIGH_MIN
 	z->pcp_high_min = cpu_to_le32(READ_ONCE(zone->pageset_high_min));
 	z->pcp_high_max = cpu_to_le32(READ_ONCE(zone->pageset_high_max));
 #endif
@@ -882,12 +973,18 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 		struct virtio_hugeroom_candidate *wc = &cands[nr_cands];
 		int zone = -1;
 
+		struct page *head;
+
 		for (j = 0; j < sw->nr_zones; j++)
 			if (sw->zone[j].nid == c->nid &&
 			    sw->zone[j].zid == c->zid)
 				zone = slot_to_zone[j];
 		if (zone < 0 || zone == U8_MAX)
 			continue;	/* zone went away since the sweep */
+		/* Held (or gone offline) since the sweep: no candidate now. */
+		head = pfn_to_online_page(c->pfn);
+		if (!head || PageOffline(head))
+			continue;
 		wc->gpa = cpu_to_le64(PFN_PHYS(c->pfn));
 		wc->free_pages = cpu_to_le16(c->free);
 		wc->migratetype = c->mt;
@@ -1022,46 +1119,187 @@ out_unlock:
 /* ---------------------------------------------------------------------- */
 /* eventq */
 
+static void virtio_hugeroom_settle_late(struct virtio_hugeroom *vh,
+					struct virtio_hugeroom_evbuf *eb);
+static void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh);
+static bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh);
+
 /*
- * Send the @len byte message in vh->event and wait for the device's ack.
- * Called with event_lock held; sleeps.
+ * Take back every chain the device has used.  The one a sender waits for
+ * is marked done and stays with that sender; a late one (its sender gave
+ * up) goes to event_late for virtio_hugeroom_event_settle().  Runs in a
+ * wait condition, so it does nothing that may sleep.  event_lock held.
  */
-static int virtio_hugeroom_event_send(struct virtio_hugeroom *vh, u32 len)
+static void virtio_hugeroom_event_reap(struct virtio_hugeroom *vh)
 {
-	struct scatterlist out, in, *sgs[2] = { &out, &in };
+	struct virtio_hugeroom_evbuf *eb;
 	unsigned int used;
-	int rc;
 
 	if (!vh->ready)
-		return -ENODEV;
-	if (vh->event_inflight) {
-		if (!virtqueue_get_buf(vh->event_vq, &used))
-			return -EBUSY;
-		vh->event_inflight = NULL;
+		return;
+	while ((eb = virtqueue_get_buf(vh->event_vq, &used))) {
+		eb->used = used;
+		if (eb->late)
+			list_add_tail(&eb->node, &vh->event_late);
+		else
+			eb->done = true;
 	}
+}
 
-	sg_init_one(&out, vh->event, len);
-	sg_init_one(&in, vh->ack, sizeof(*vh->ack));
-	memset(vh->ack, 0xff, sizeof(*vh->ack));
+/* Reap, then settle the late chains and free them.  event_lock held. */
+static void virtio_hugeroom_event_settle(struct virtio_hugeroom *vh)
+{
+	struct virtio_hugeroom_evbuf *eb, *tmp;
+
+	virtio_hugeroom_event_reap(vh);
+	list_for_each_entry_safe(eb, tmp, &vh->event_late, node) {
+		virtio_hugeroom_settle_late(vh, eb);
+		eb->late = false;
+		eb->limbo = false;
+		vh->event_stuck--;
+		vh->event_late_acks++;
+		list_move(&eb->node, &vh->event_free);
+	}
+}
+
+static bool virtio_hugeroom_event_acked(struct virtio_hugeroom *vh,
+					struct virtio_hugeroom_evbuf *eb)
+{
+	virtio_hugeroom_event_reap(vh);
+	return eb->done;
+}
+
+/*
+ * A free chain to write a message into, or NULL while the device owns all
+ * of them (chains stuck with it).  event_lock held.
+ */
+static struct virtio_hugeroom_evbuf *
+virtio_hugeroom_event_get(struct virtio_hugeroom *vh)
+{
+	struct virtio_hugeroom_evbuf *eb;
+
+	virtio_hugeroom_event_settle(vh);
+	eb = list_first_entry_or_null(&vh->event_free,
+				      struct virtio_hugeroom_evbuf, node);
+	if (eb)
+		list_del(&eb->node);
+	return eb;
+}
+
+/*
+ * Send the @len byte message in @eb (from virtio_hugeroom_event_get()) and
+ * wait for the device's ack, copied to @ack if not NULL.  @eb is the
+ * device's until it comes back: after a timeout it stays stuck (-ETIMEDOUT)
+ * and is settled and freed by whoever reaps it later.  Called with
+ * event_lock held; sleeps.
+ */
+static int virtio_hugeroom_event_send(struct virtio_hugeroom *vh,
+				      struct virtio_hugeroom_evbuf *eb,
+				      u32 len, struct virtio_hugeroom_ack *ack)
+{
+	struct scatterlist out, in, *sgs[2] = { &out, &in };
+	int rc;
+
+	if (!vh->ready) {
+		rc = -ENODEV;
+		goto out_free;
+	}
+	sg_init_one(&out, eb->msg, len);
+	sg_init_one(&in, eb->ack, sizeof(*eb->ack));
+	memset(eb->ack, 0xff, sizeof(*eb->ack));
+	eb->done = false;
+	virtio_hugeroom_fault_event_send(vh);
 	/*
 	 * Never allocate with event_lock held: the OOM notifier waits for it.
 	 * Without an indirect table the ring uses direct descriptors.
 	 */
-	rc = virtqueue_add_sgs(vh->event_vq, sgs, 1, 1, vh->event,
+	rc = virtqueue_add_sgs(vh->event_vq, sgs, 1, 1, eb,
 			       GFP_NOWAIT | __GFP_NOWARN);
 	if (rc)
-		return rc;
-	vh->event_inflight = vh->event;
-	virtqueue_kick(vh->event_vq);
+		goto out_free;
+	if (!virtio_hugeroom_fault_event_stall(vh))
+		virtqueue_kick(vh->event_vq);
 
 	if (!wait_event_timeout(vh->event_acked,
-				virtqueue_get_buf(vh->event_vq, &used),
-				VIRTIO_HUGEROOM_TX_TIMEOUT))
+				virtio_hugeroom_event_acked(vh, eb),
+				VIRTIO_HUGEROOM_TX_TIMEOUT)) {
+		/* The device may still read it: @eb is not ours to reuse. */
+		eb->late = true;
+		vh->event_stuck++;
+		vh->event_timeouts++;
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "eventq: no ack for message type %u in %u s, %u chains stuck\n",
+				     le16_to_cpu(((struct virtio_hugeroom_hdr *)
+						  eb->msg)->type),
+				     VIRTIO_HUGEROOM_TX_TIMEOUT / HZ,
+				     vh->event_stuck);
+		/* Not settled here: the caller has not parked its blocks. */
 		return -ETIMEDOUT;
-	vh->event_inflight = NULL;
-	if (used < sizeof(*vh->ack))
-		return -EPROTO;
-	return virtio_hugeroom_ack_errno(le32_to_cpu(vh->ack->status));
+	}
+	virtio_hugeroom_event_settle(vh);
+	if (eb->used < sizeof(*eb->ack)) {
+		rc = -EPROTO;
+	} else {
+		if (ack)
+			*ack = *eb->ack;
+		rc = virtio_hugeroom_ack_errno(le32_to_cpu(eb->ack->status));
+	}
+out_free:
+	list_add(&eb->node, &vh->event_free);
+	return rc;
+}
+
+/* Is a chain stuck with the device?  Reaps first.  Takes event_lock. */
+static bool virtio_hugeroom_event_stuck(struct virtio_hugeroom *vh)
+{
+	bool stuck;
+
+	if (!READ_ONCE(vh->event_stuck))
+		return false;
+	mutex_lock(&vh->event_lock);
+	virtio_hugeroom_event_settle(vh);
+	stuck = vh->event_stuck;
+	mutex_unlock(&vh->event_lock);
+	return stuck;
+}
+
+/*
+ * After a device reset every chain is ours again; a stuck HOLD's blocks are
+ * still in limbo, for virtio_hugeroom_release_all().  event_lock not
+ * needed: no sender runs.
+ */
+static void virtio_hugeroom_event_reset(struct virtio_hugeroom *vh)
+{
+	unsigned int i;
+
+	INIT_LIST_HEAD(&vh->event_free);
+	INIT_LIST_HEAD(&vh->event_late);
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_EVENT_BUFS; i++) {
+		struct virtio_hugeroom_evbuf *eb = &vh->evbufs[i];
+
+		eb->done = false;
+		eb->late = false;
+		eb->limbo = false;
+		list_add_tail(&eb->node, &vh->event_free);
+	}
+	vh->event_stuck = 0;
+}
+
+/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
+static int virtio_hugeroom_event_alloc(struct virtio_hugeroom *vh)
+{
+	unsigned int i;
+
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_EVENT_BUFS; i++) {
+		struct virtio_hugeroom_evbuf *eb = &vh->evbufs[i];
+
+		eb->msg = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
+		eb->ack = kmalloc(sizeof(*eb->ack), GFP_KERNEL);
+		if (!eb->msg || !eb->ack)
+			return -ENOMEM;
+	}
+	virtio_hugeroom_event_reset(vh);
+	return 0;
 }
 
 /* Counts of one command, as RESULT and PROGRESS carry them. */
@@ -1078,11 +1316,16 @@ static int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
 				       u64 request_id, u32 status,
 				       const struct virtio_hugeroom_counts *c)
 {
-	struct virtio_hugeroom_result *res = vh->event;
+	struct virtio_hugeroom_evbuf *eb;
+	struct virtio_hugeroom_result *res;
 	unsigned int i;
-	int rc;
+	int rc = -EBUSY;
 
 	mutex_lock(&vh->event_lock);
+	eb = virtio_hugeroom_event_get(vh);
+	if (!eb)
+		goto out_err;
+	res = eb->msg;
 	memset(res, 0, sizeof(*res));
 	res->hdr.type = cpu_to_le16(type);
 	res->hdr.len = cpu_to_le32(sizeof(*res));
@@ -1098,7 +1341,8 @@ static int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
 						      c->start_ns,
 						      NSEC_PER_USEC));
 	}
-	rc = virtio_hugeroom_event_send(vh, sizeof(*res));
+	rc = virtio_hugeroom_event_send(vh, eb, sizeof(*res), NULL);
+out_err:
 	if (rc) {
 		vh->event_errors++;
 		dev_warn_ratelimited(&vh->vdev->dev,
@@ -1187,22 +1431,78 @@ static bool virtio_hugeroom_maybe_seen(int rc)
 }
 
 /*
+ * A chain the device gave back after its sender stopped waiting.  For a
+ * HOLD whose blocks went to limbo the ack now says which the device holds
+ * (has discarded): those are held from now on, the others go back to the
+ * allocator.  A malformed ack leaves them in limbo until the next reset.
+ * Nothing else needs settling: a RETURNED whose ack came late left its
+ * blocks held, and a RETURNED of a block the device no longer holds is
+ * valid (SPEC 1.6.4).  event_lock held.
+ */
+static void virtio_hugeroom_settle_late(struct virtio_hugeroom *vh,
+					struct virtio_hugeroom_evbuf *eb)
+{
+	const struct virtio_hugeroom_blocks *msg = eb->msg;
+	const __le64 *gpas = (const void *)(msg + 1);
+	u32 nr = le32_to_cpu(msg->nr_blocks), done = 0, i;
+	int rc;
+
+	if (!eb->limbo)
+		return;
+	if (eb->used < sizeof(*eb->ack)) {
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "late HOLD ack malformed: %u blocks stay out until reset\n",
+				     nr);
+		return;
+	}
+	rc = virtio_hugeroom_ack_errno(le32_to_cpu(eb->ack->status));
+	if (!rc || rc == -EOPNOTSUPP)
+		done = min_t(u32, le32_to_cpu(eb->ack->nr_done), nr);
+	dev_info_ratelimited(&vh->vdev->dev,
+			     "late HOLD ack (%d): %u of %u blocks held\n",
+			     rc, done, nr);
+	for (i = 0; i < nr; i++) {
+		unsigned long pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
+		struct page *page = pfn_to_page(pfn);
+
+		if (i < done)
+			adjust_managed_page_count(page, -pageblock_nr_pages);
+		spin_lock(&vh->hold_lock);
+		list_del(&page->lru);
+		vh->nr_limbo--;
+		if (i < done) {
+			list_add(&page->lru, &vh->held);
+			set_page_private(page, (unsigned long)vh);
+			vh->nr_held++;
+			vh->blocks_held_total++;
+		}
+		spin_unlock(&vh->hold_lock);
+		if (i >= done)
+			virtio_hugeroom_block_put(pfn, false);
+	}
+}
+
+/*
  * Send a HOLD or RETURNED (@type, @reason) listing the first @nr blocks of
  * @list and wait for the ack.  Returns the ack's errno and its nr_done in
- * @done.  With @trylock, fails with -EAGAIN instead of waiting for another
- * sender (shrinker context).
+ * @done.  The blocks of a HOLD the device may still act on (no ack in
+ * time, or a malformed one) are moved from @list to limbo here, under
+ * event_lock, where a late ack finds them.  With @trylock, fails with
+ * -EAGAIN instead of waiting for another sender (shrinker context).
  */
 static int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
 				       u64 request_id, u32 reason,
 				       struct list_head *list, unsigned int nr,
 				       u32 *done, bool trylock)
 {
-	struct virtio_hugeroom_blocks *msg = vh->event;
-	__le64 *gpas = (void *)(msg + 1);
-	struct list_head *pos;
+	struct virtio_hugeroom_ack ack;
+	struct virtio_hugeroom_evbuf *eb;
+	struct virtio_hugeroom_blocks *msg;
+	struct list_head *pos, *tmp;
 	unsigned int i = 0;
-	u32 len = sizeof(*msg) + nr * sizeof(*gpas);
-	int rc;
+	u32 len = sizeof(*msg) + nr * sizeof(__le64);
+	__le64 *gpas;
+	int rc = -EBUSY;
 
 	*done = 0;
 	if (trylock) {
@@ -1211,6 +1511,11 @@ static int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
 	} else {
 		mutex_lock(&vh->event_lock);
 	}
+	eb = virtio_hugeroom_event_get(vh);
+	if (!eb)
+		goto out_unlock;
+	msg = eb->msg;
+	gpas = (void *)(msg + 1);
 	memset(msg, 0, sizeof(*msg));
 	msg->hdr.type = cpu_to_le16(type);
 	msg->hdr.len = cpu_to_le32(len);
@@ -1224,9 +1529,25 @@ static int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
 			break;
 		gpas[i++] = cpu_to_le64(PFN_PHYS(page_to_pfn(page)));
 	}
-	rc = virtio_hugeroom_event_send(vh, len);
-	if (rc == 0 || rc == -EOPNOTSUPP)
-		*done = min_t(u32, le32_to_cpu(vh->ack->nr_done), nr);
+	rc = virtio_hugeroom_event_send(vh, eb, len, &ack);
+	if (rc == 0 || rc == -EOPNOTSUPP) {
+		*done = min_t(u32, le32_to_cpu(ack.nr_done), nr);
+	} else if (type == VIRTIO_HUGEROOM_MSG_HOLD &&
+		   virtio_hugeroom_maybe_seen(rc)) {
+		/* The device may still discard them: never reuse them. */
+		i = 0;
+		spin_lock(&vh->hold_lock);
+		list_for_each_safe(pos, tmp, list) {
+			if (i++ == nr)
+				break;
+			list_move_tail(pos, &vh->limbo);
+			vh->nr_limbo++;
+		}
+		spin_unlock(&vh->hold_lock);
+		/* A stuck chain is settled by whoever reaps it. */
+		eb->limbo = rc == -ETIMEDOUT;
+	}
+out_unlock:
 	if (rc && rc != -EOPNOTSUPP)
 		vh->event_errors++;
 	else
@@ -1387,7 +1708,7 @@ static unsigned long virtio_hugeroom_scan_held(struct virtio_hugeroom *vh,
 	return (unsigned long)given * pageblock_nr_pages;
 }
 
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 7, 0)
+#ifdef VIRTIO_HUGEROOM_HAVE_SHRINKER_ALLOC
 static unsigned long virtio_hugeroom_shrink_count(struct shrinker *s,
 						  struct shrink_control *sc)
 {
@@ -1400,7 +1721,7 @@ static unsigned long virtio_hugeroom_shrink_scan(struct shrinker *s,
 	return virtio_hugeroom_scan_held(s->private_data, sc->nr_to_scan);
 }
 
-/* The one place that knows the two shrinker APIs (6.7 changed it). */
+/* The one place that knows the two shrinker APIs (shrinker_alloc(): 6.7). */
 static int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
 {
 	struct shrinker *s = shrinker_alloc(0, "virtio-hugeroom");
@@ -1409,7 +1730,7 @@ static int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
 		return -ENOMEM;
 	s->count_objects = virtio_hugeroom_shrink_count;
 	s->scan_objects = virtio_hugeroom_shrink_scan;
-	s->seeks = DEFAULT_SEEKS;
+	s->seeks = VIRTIO_HUGEROOM_SHRINK_SEEKS;
 	s->batch = pageblock_nr_pages;
 	s->private_data = vh;
 	shrinker_register(s);
@@ -1445,7 +1766,7 @@ static int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
 
 	vh->shrinker.count_objects = virtio_hugeroom_shrink_count;
 	vh->shrinker.scan_objects = virtio_hugeroom_shrink_scan;
-	vh->shrinker.seeks = DEFAULT_SEEKS;
+	vh->shrinker.seeks = VIRTIO_HUGEROOM_SHRINK_SEEKS;
 	vh->shrinker.batch = pageblock_nr_pages;
 	rc = register_shrinker(&vh->shrinker, "virtio-hugeroom");
 	vh->shrinker_registered = !rc;
@@ -1506,6 +1827,73 @@ static void virtio_hugeroom_release_all(struct virtio_hugeroom *vh)
 		list_del(&page->lru);
 		virtio_hugeroom_block_put(page_to_pfn(page), false);
 	}
+}
+
+/*
+ * Memory is going offline (hot-unplug, or an admin offlining a memory
+ * block).  Held blocks in it are PageOffline pages with a reference, which
+ * offline_pages() can neither migrate nor skip: it would retry until the
+ * offlining task is killed.  Give them back first (RETURNED, reason
+ * unload); once freed they lie in the isolated range and go offline with
+ * it.  A running job could take more blocks of the range: it ends first.
+ * Blocks in limbo cannot go back before a device reset, so the offlining
+ * fails then, with -EBUSY, as it would for any unmovable page.  Runs in
+ * the offlining task, which holds the memory hotplug lock; sleeps.
+ */
+static int virtio_hugeroom_memory_notify(struct notifier_block *nb,
+					 unsigned long action, void *arg)
+{
+	struct virtio_hugeroom *vh = container_of(nb, struct virtio_hugeroom,
+						  memory_nb);
+	const struct memory_notify *mn = arg;
+	unsigned long start = mn->start_pfn, end = start + mn->nr_pages;
+	unsigned int nr = 0, given;
+	bool in_limbo = false;
+	struct page *page, *tmp;
+	LIST_HEAD(list);
+
+	if (action != MEM_GOING_OFFLINE)
+		return NOTIFY_OK;
+
+	spin_lock(&vh->job_lock);
+	if (vh->job_busy)
+		vh->job_cancel = true;
+	spin_unlock(&vh->job_lock);
+	flush_work(&vh->job_work);
+
+	mutex_lock(&vh->return_lock);
+	spin_lock(&vh->hold_lock);
+	list_for_each_entry_safe(page, tmp, &vh->held, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (pfn >= start && pfn < end) {
+			list_move_tail(&page->lru, &list);
+			nr++;
+		}
+	}
+	list_for_each_entry(page, &vh->limbo, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (pfn >= start && pfn < end)
+			in_limbo = true;
+	}
+	spin_unlock(&vh->hold_lock);
+	given = virtio_hugeroom_return_locked(vh, &list, nr,
+					      VIRTIO_HUGEROOM_RET_UNLOAD, 0,
+					      false);
+	mutex_unlock(&vh->return_lock);
+	if (given < nr || in_limbo) {
+		dev_warn(&vh->vdev->dev,
+			 "pfns 0x%lx-0x%lx cannot go offline: %u of %u held blocks returned%s\n",
+			 start, end - 1, given, nr,
+			 in_limbo ? ", blocks in limbo" : "");
+		return notifier_from_errno(-EBUSY);
+	}
+	if (nr)
+		dev_info(&vh->vdev->dev,
+			 "returned %u held blocks of pfns 0x%lx-0x%lx going offline\n",
+			 nr, start, end - 1);
+	return NOTIFY_OK;
 }
 
 /* RETURN command (SPEC 1.6.6.1 item 1).  Runs in cmd_work. */
@@ -1592,6 +1980,18 @@ struct virtio_hugeroom_run {
 	bool budget_skipped;		/* a block was left for the budget */
 };
 
+/*
+ * Must the command end before its next block, other than for a CANCEL or
+ * a budget (r->stop)?  After a refused HOLD, without memory, and while an
+ * eventq chain is stuck with the device: no HOLD could go out, so taking
+ * more blocks from the guest would only leave them in limbo.
+ */
+static bool virtio_hugeroom_run_blocked(struct virtio_hugeroom_run *r)
+{
+	return r->no_discard || r->no_memory ||
+	       virtio_hugeroom_event_stuck(r->vh);
+}
+
 /* pgmigrate_success now: a global counter, every migration counts. */
 static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
 {
@@ -1638,18 +2038,23 @@ static unsigned long virtio_hugeroom_high_wmarks(void)
 /*
  * Admission (SPEC 1.6.3.2 item 6): may the guest give up 512 more pages
  * of @zone (NULL: only the global rule) without going below the
- * watermarks?  @taken: the pages are already allocated.
+ * watermarks, and while keeping MemAvailable a reserve above them?  A
+ * guest held down to its watermarks reclaims its page cache (or gives the
+ * holds back) at its next allocation burst.  @taken: the pages are
+ * already allocated.
  */
 static bool virtio_hugeroom_admit(struct zone *zone, bool taken)
 {
 	unsigned long need = taken ? 0 : pageblock_nr_pages;
+	unsigned long floor = virtio_hugeroom_high_wmarks() +
+			      (totalram_pages() >>
+			       VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT);
 	long avail = si_mem_available();
 
 	if (zone && zone_page_state(zone, NR_FREE_PAGES) <
 		    high_wmark_pages(zone) + need)
 		return false;
-	return avail >= 0 &&
-	       (unsigned long)avail >= virtio_hugeroom_high_wmarks() + need;
+	return avail >= 0 && (unsigned long)avail >= floor + need;
 }
 
 static void virtio_hugeroom_run_fail(struct virtio_hugeroom_run *r,
@@ -1703,6 +2108,7 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 				     "HOLD of %u blocks failed: %d\n",
 				     r->nr_pending, rc);
 
+	/* Blocks the device may still act on are in limbo already. */
 	list_for_each_entry_safe(page, tmp, &r->pending, lru) {
 		unsigned long pfn = page_to_pfn(page);
 
@@ -1718,18 +2124,13 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 			r->c.freed++;
 			continue;
 		}
-		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_OTHER);
-		if (virtio_hugeroom_maybe_seen(rc)) {
-			/* The device may still discard it: never reuse it. */
-			spin_lock(&vh->hold_lock);
-			list_move(&page->lru, &vh->limbo);
-			vh->nr_limbo++;
-			spin_unlock(&vh->hold_lock);
-			continue;
-		}
 		list_del(&page->lru);
 		virtio_hugeroom_block_put(pfn, false);
 	}
+	/* Counted as tried when taken. */
+	r->c.tried -= r->nr_pending - done;
+	for (i = done; i < r->nr_pending; i++)
+		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_OTHER);
 	r->nr_pending = 0;
 }
 
@@ -1808,6 +2209,7 @@ static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
 	mt = virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn));
 	*free = virtio_hugeroom_block_free(head, pfn);
 	if (mt == VIRTIO_HUGEROOM_MT_CMA || mt == VIRTIO_HUGEROOM_MT_ISOLATE ||
+	    mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
 	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && *free < pageblock_nr_pages))
 		return VIRTIO_HUGEROOM_R_ZONE;
 	if (!virtio_hugeroom_admit(zone, false))
@@ -1975,8 +2377,8 @@ static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 	u32 i;
 
 	for (i = 0; i < nr; i++) {
-		if (virtio_hugeroom_run_enough(r) || r->no_discard ||
-		    r->no_memory)
+		if (virtio_hugeroom_run_enough(r) ||
+		    virtio_hugeroom_run_blocked(r))
 			return;
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
@@ -2018,19 +2420,32 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 					  u32 nr_ranges)
 {
 	struct virtio_hugeroom_scan *s = &r->vh->evac_scan;
+	u64 deadline = r->budget_ns ? r->c.start_ns + r->budget_ns : U64_MAX;
 	unsigned int i, stale_sweeps = 0;
 	bool progress, stale;
+	u64 sweeps;
 
 	s->ranges = nr_ranges ? ranges : NULL;
 	s->nr_ranges = nr_ranges;
 	do {
+		/*
+		 * A sweep of a big guest takes long: in slices, so that a
+		 * CANCEL, the time budget or a suspend stops it too.
+		 */
 		s->nid = NUMA_NO_NODE;
-		virtio_hugeroom_scan(s, ULONG_MAX, U64_MAX);
+		sweeps = s->sweeps;
+		while (s->sweeps == sweeps) {
+			virtio_hugeroom_scan(s, VIRTIO_HUGEROOM_SCAN_BATCH,
+					     deadline);
+			r->stop = virtio_hugeroom_run_check(r);
+			if (r->stop)
+				goto out;
+		}
 		progress = false;
 		stale = false;
 		for (i = 0; i < s->done->nr_cands; i++) {
-			if (virtio_hugeroom_run_enough(r) || r->no_discard ||
-			    r->no_memory)
+			if (virtio_hugeroom_run_enough(r) ||
+			    virtio_hugeroom_run_blocked(r))
 				goto out;
 			r->stop = virtio_hugeroom_run_check(r);
 			if (r->stop)
@@ -2063,7 +2478,8 @@ static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
 	u64 ev0 = virtio_hugeroom_pgmigrate(vh), ev1;
 	struct page *page;
 
-	while (!virtio_hugeroom_run_enough(r) && !r->no_discard) {
+	while (!virtio_hugeroom_run_enough(r) &&
+	       !virtio_hugeroom_run_blocked(r)) {
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
 			break;
@@ -2290,14 +2706,17 @@ static u32 virtio_hugeroom_check_args(const void *buf, u16 type)
 	}
 }
 
-/* Start an EVACUATE or CAPTURE in job_work, or answer S_BUSY. */
+/*
+ * Start an EVACUATE or CAPTURE in job_work, or answer S_BUSY (another job
+ * runs, or the guest is about to suspend).
+ */
 static void virtio_hugeroom_start_job(struct virtio_hugeroom *vh,
 				      const void *buf, u32 len, u64 id)
 {
 	bool busy;
 
 	spin_lock(&vh->job_lock);
-	busy = vh->job_busy;
+	busy = vh->job_busy || vh->job_blocked;
 	if (!busy) {
 		vh->job_busy = true;
 		vh->job_cancel = false;
@@ -2571,6 +2990,14 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "scan_sweeps %llu\nscan_last_sweep_ns %llu\n",
 		   vh->scan.sweeps, vh->scan.last_sweep_ns);
 	seq_printf(m, "scan_blocks %lu\n", vh->scan.done->nr_blocks);
+	mutex_lock(&vh->event_lock);
+	virtio_hugeroom_event_settle(vh);
+	seq_printf(m, "events_sent %llu\nevent_errors %llu\n",
+		   vh->events_sent, vh->event_errors);
+	seq_printf(m, "event_timeouts %llu\nevent_late_acks %llu\n",
+		   vh->event_timeouts, vh->event_late_acks);
+	seq_printf(m, "eventq_stuck %u\n", vh->event_stuck);
+	mutex_unlock(&vh->event_lock);
 	spin_lock(&vh->hold_lock);
 	seq_printf(m, "held_blocks_driver %u\nhold_limbo %u\n", vh->nr_held,
 		   vh->nr_limbo);
@@ -2692,6 +3119,15 @@ static int virtio_hugeroom_held_show(struct seq_file *m, void *unused)
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_held);
+
+/* ---------------------------------------------------------------------- */
+/*
+ * Test aids, only in a test build (make CONFIG_VIRTIO_HUGEROOM_TEST=y, as
+ * scripts/build-module.sh --test does): debugfs files that pin memory that
+ * nothing can migrate and send malformed messages.  The module users load
+ * has none of this code.
+ */
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 
 static void virtio_hugeroom_unpin(struct virtio_hugeroom *vh)
 {
@@ -2830,8 +3266,9 @@ static const char * const virtio_hugeroom_inject_names[] = {
  */
 static int virtio_hugeroom_inject_hold(struct virtio_hugeroom *vh, int what)
 {
-	struct virtio_hugeroom_blocks *msg = vh->event;
-	__le64 *gpas = (void *)(msg + 1);
+	struct virtio_hugeroom_evbuf *eb;
+	struct virtio_hugeroom_blocks *msg;
+	__le64 *gpas;
 	u32 nr = 1, len;
 	u64 held = 0;
 	int rc;
@@ -2847,6 +3284,13 @@ static int virtio_hugeroom_inject_hold(struct virtio_hugeroom *vh, int what)
 		return -ENODATA;
 
 	mutex_lock(&vh->event_lock);
+	eb = virtio_hugeroom_event_get(vh);
+	if (!eb) {
+		mutex_unlock(&vh->event_lock);
+		return -EBUSY;
+	}
+	msg = eb->msg;
+	gpas = (void *)(msg + 1);
 	memset(msg, 0, sizeof(*msg));
 	msg->hdr.type = cpu_to_le16(VIRTIO_HUGEROOM_MSG_HOLD);
 	msg->hdr.request_id = cpu_to_le64(VIRTIO_HUGEROOM_INJ_REQUEST);
@@ -2875,7 +3319,7 @@ static int virtio_hugeroom_inject_hold(struct virtio_hugeroom *vh, int what)
 	      (what == VIRTIO_HUGEROOM_INJ_HOLD_OVERSIZED ? 1 : nr);
 	msg->hdr.len = cpu_to_le32(len);
 	msg->nr_blocks = cpu_to_le32(nr);
-	rc = virtio_hugeroom_event_send(vh, len);
+	rc = virtio_hugeroom_event_send(vh, eb, len, NULL);
 	mutex_unlock(&vh->event_lock);
 	dev_info(&vh->vdev->dev, "injected %s (%u bytes): ack %d\n",
 		 virtio_hugeroom_inject_names[what], len, rc);
@@ -2990,6 +3434,133 @@ static const struct file_operations virtio_hugeroom_inject_fops = {
 	.llseek = noop_llseek,
 };
 
+/* "sweep_delay_ms": EVACUATE CHEAPEST's sweep, slowed down per batch. */
+static void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
+{
+	unsigned int ms = READ_ONCE(s->fault_delay_ms);
+
+	if (ms)
+		msleep(ms);
+}
+
+/* Kick a chain held back by "event_stall", now that the next is written. */
+static void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
+{
+	if (!vh->fault_stalled)
+		return;
+	vh->fault_stalled = false;
+	virtqueue_kick(vh->event_vq);
+}
+
+/* Should the chain just added stay unkicked ("event_stall")? */
+static bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
+{
+	if (!vh->fault_stall_next)
+		return false;
+	vh->fault_stall_next = false;
+	vh->fault_stalled = true;
+	return true;
+}
+
+/*
+ * "fault_inject", a test aid: writing "event_stall" makes the device see
+ * the next eventq chain only when the driver is about to send the one
+ * after it, well past the ack timeout, as a stalled device would;
+ * "sweep_delay_ms N" makes EVACUATE CHEAPEST's sweep sleep N ms every
+ * VIRTIO_HUGEROOM_SCAN_BATCH blocks, as on a guest of many TiB.
+ */
+static ssize_t virtio_hugeroom_fault_write(struct file *file,
+					   const char __user *ubuf,
+					   size_t count, loff_t *ppos)
+{
+	struct virtio_hugeroom *vh = file->private_data;
+	char buf[32], *p;
+	size_t n = min(count, sizeof(buf) - 1);
+	unsigned int ms;
+	int rc;
+
+	if (copy_from_user(buf, ubuf, n))
+		return -EFAULT;
+	buf[n] = '\0';
+	p = strim(buf);
+	if (str_has_prefix(p, "sweep_delay_ms ")) {
+		rc = kstrtouint(strim(p + strlen("sweep_delay_ms ")), 0, &ms);
+		if (rc)
+			return rc;
+		WRITE_ONCE(vh->evac_scan.fault_delay_ms, min(ms, 10000U));
+		return count;
+	}
+	if (strcmp(p, "event_stall"))
+		return -EINVAL;
+	mutex_lock(&vh->event_lock);
+	vh->fault_stall_next = true;
+	mutex_unlock(&vh->event_lock);
+	return count;
+}
+
+static const struct file_operations virtio_hugeroom_fault_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = virtio_hugeroom_fault_write,
+	.llseek = noop_llseek,
+};
+
+static int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
+{
+	mutex_init(&vh->pin_lock);
+	/* Virtqueue buffers must be in the linear map: kmalloc. */
+	vh->inject = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
+	return vh->inject ? 0 : -ENOMEM;
+}
+
+/* After the device is stopped. */
+static void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh)
+{
+	virtio_hugeroom_unpin(vh);
+	kfree(vh->inject);
+	vh->inject = NULL;
+}
+
+static void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
+					 struct dentry *dir)
+{
+	dev_warn(&vh->vdev->dev,
+		 "test build: debugfs can pin memory and inject faults\n");
+	debugfs_create_file("inject", 0200, dir, vh,
+			    &virtio_hugeroom_inject_fops);
+	debugfs_create_file("pin_unmovable", 0600, dir, vh,
+			    &virtio_hugeroom_pin_fops);
+	debugfs_create_file("fault_inject", 0200, dir, vh,
+			    &virtio_hugeroom_fault_fops);
+}
+#else
+static void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
+{
+}
+
+static void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
+{
+}
+
+static bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
+{
+	return false;
+}
+
+static int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
+{
+	return 0;
+}
+
+static void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh)
+{
+}
+
+static void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
+					 struct dentry *dir)
+{
+}
+#endif /* CONFIG_VIRTIO_HUGEROOM_TEST */
 static void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh)
 {
 	struct dentry *dir;
@@ -3006,11 +3577,8 @@ static void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh)
 			    &virtio_hugeroom_status_fops);
 	debugfs_create_file("report_now", 0200, dir, vh,
 			    &virtio_hugeroom_report_now_fops);
-	debugfs_create_file("inject", 0200, dir, vh,
-			    &virtio_hugeroom_inject_fops);
 	debugfs_create_file("held", 0400, dir, vh, &virtio_hugeroom_held_fops);
-	debugfs_create_file("pin_unmovable", 0600, dir, vh,
-			    &virtio_hugeroom_pin_fops);
+	virtio_hugeroom_test_debugfs(vh, dir);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -3021,7 +3589,7 @@ static int virtio_hugeroom_init_vqs(struct virtio_hugeroom *vh)
 	struct virtqueue *vqs[VIRTIO_HUGEROOM_NR_VQS];
 	int rc;
 
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 11, 0)
+#ifdef VIRTIO_HUGEROOM_HAVE_VQ_INFO
 	struct virtqueue_info vqs_info[VIRTIO_HUGEROOM_NR_VQS] = {
 		[VIRTIO_HUGEROOM_VQ_STATUS] = { "status",
 						virtio_hugeroom_status_done },
@@ -3142,7 +3710,7 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	virtio_reset_device(vh->vdev);
 	/* All buffers are ours and preallocated: nothing to free per buffer. */
 	vh->status_inflight = NULL;
-	vh->event_inflight = NULL;
+	virtio_hugeroom_event_reset(vh);
 	vh->vdev->config->del_vqs(vh->vdev);
 	/*
 	 * The reset emptied the device's held set: blocks a broken device
@@ -3152,8 +3720,43 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	mutex_unlock(&vh->return_lock);
 }
 
+/*
+ * Before the freezer runs: end a running EVACUATE or CAPTURE (it sends its
+ * S_CANCELLED RESULT while the device still works) and start none until
+ * the guest is back.  The workqueue is not freezable, so nothing else
+ * would stop a job that runs for minutes; ->freeze stops the rest.  Runs
+ * in the suspending task; sleeps.
+ */
+static int virtio_hugeroom_pm_notify(struct notifier_block *nb,
+				     unsigned long action, void *unused)
+{
+	struct virtio_hugeroom *vh = container_of(nb, struct virtio_hugeroom,
+						  pm_nb);
+
+	switch (action) {
+	case PM_HIBERNATION_PREPARE:
+	case PM_SUSPEND_PREPARE:
+		spin_lock(&vh->job_lock);
+		vh->job_blocked = true;
+		if (vh->job_busy)
+			vh->job_cancel = true;
+		spin_unlock(&vh->job_lock);
+		flush_work(&vh->job_work);
+		break;
+	case PM_POST_HIBERNATION:
+	case PM_POST_SUSPEND:
+		spin_lock(&vh->job_lock);
+		vh->job_blocked = false;
+		spin_unlock(&vh->job_lock);
+		break;
+	}
+	return NOTIFY_OK;
+}
+
 static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
 {
+	unsigned int i;
+
 	kvfree(vh->evac_scan.done);
 	kvfree(vh->evac_scan.cur);
 	kfree(vh->job_events);
@@ -3163,9 +3766,11 @@ static void virtio_hugeroom_free(struct virtio_hugeroom *vh)
 	kfree(vh->vm_events);
 	kfree(vh->cmd_copy);
 	kfree(vh->cmd_bufs);
-	kfree(vh->ack);
-	kfree(vh->event);
-	kfree(vh->inject);
+	for (i = 0; i < VIRTIO_HUGEROOM_NR_EVENT_BUFS; i++) {
+		kfree(vh->evbufs[i].ack);
+		kfree(vh->evbufs[i].msg);
+	}
+	virtio_hugeroom_test_fini(vh);
 	kfree(vh->report);
 	kfree(vh);
 }
@@ -3228,15 +3833,13 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	INIT_LIST_HEAD(&vh->limbo);
 	mutex_init(&vh->return_lock);
 	spin_lock_init(&vh->job_lock);
-	mutex_init(&vh->pin_lock);
 	vh->oom_nb.notifier_call = virtio_hugeroom_oom_notify;
+	vh->pm_nb.notifier_call = virtio_hugeroom_pm_notify;
+	vh->memory_nb.notifier_call = virtio_hugeroom_memory_notify;
 
 	rc = -ENOMEM;
 	/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
 	vh->report = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
-	vh->inject = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
-	vh->event = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
-	vh->ack = kmalloc(sizeof(*vh->ack), GFP_KERNEL);
 	vh->cmd_bufs = kcalloc(VIRTIO_HUGEROOM_NR_CMD_BUFS,
 			       VIRTIO_HUGEROOM_CMD_BUF, GFP_KERNEL);
 	vh->cmd_copy = kmalloc(VIRTIO_HUGEROOM_CMD_BUF, GFP_KERNEL);
@@ -3249,17 +3852,20 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 				 GFP_KERNEL);
 	vh->evac_scan.cur = kvzalloc(sizeof(*vh->evac_scan.cur), GFP_KERNEL);
 	vh->evac_scan.done = kvzalloc(sizeof(*vh->evac_scan.done), GFP_KERNEL);
-	if (!vh->report || !vh->inject || !vh->event || !vh->ack ||
+	if (!vh->report || virtio_hugeroom_event_alloc(vh) ||
 	    !vh->cmd_bufs || !vh->cmd_copy || !vh->vm_events ||
 	    !vh->scan.cur || !vh->scan.done || !vh->job_cmd ||
-	    !vh->job_events || !vh->evac_scan.cur || !vh->evac_scan.done)
+	    !vh->job_events || !vh->evac_scan.cur || !vh->evac_scan.done ||
+	    virtio_hugeroom_test_init(vh))
 		goto out_free;
 
 	/*
 	 * Not ordered: job_work (EVACUATE, CAPTURE) runs for long, and
-	 * cmd_work must still take CANCEL, RETURN and REPORT meanwhile.
+	 * cmd_work must still take CANCEL, RETURN and REPORT meanwhile.  Not
+	 * freezable: the freezer would wait for a long job until suspend
+	 * fails; the PM notifier ends the job first instead.
 	 */
-	vh->wq = alloc_workqueue("virtio_hugeroom", WQ_FREEZABLE, 0);
+	vh->wq = alloc_workqueue("virtio_hugeroom", WQ_UNBOUND, 0);
 	if (!vh->wq)
 		goto out_free;
 
@@ -3277,10 +3883,24 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 		if (rc)
 			goto out_shrinker;
 		vh->oom_registered = true;
+		rc = register_memory_notifier(&vh->memory_nb);
+		if (rc)
+			goto out_oom;
+		vh->memory_registered = true;
 	}
+	rc = register_pm_notifier(&vh->pm_nb);
+	if (rc)
+		goto out_memory;
+	vh->pm_registered = true;
 	virtio_hugeroom_debugfs_init(vh);
 	return 0;
 
+out_memory:
+	if (vh->memory_registered)
+		unregister_memory_notifier(&vh->memory_nb);
+out_oom:
+	if (vh->oom_registered)
+		unregister_oom_notifier(&vh->oom_nb);
 out_shrinker:
 	virtio_hugeroom_shrinker_unregister(vh);
 out_stop:
@@ -3299,11 +3919,14 @@ static void virtio_hugeroom_remove(struct virtio_device *vdev)
 
 	/* Waits for debugfs readers and writers that are still inside. */
 	debugfs_remove_recursive(vh->debugfs);
+	if (vh->pm_registered)
+		unregister_pm_notifier(&vh->pm_nb);
+	if (vh->memory_registered)
+		unregister_memory_notifier(&vh->memory_nb);
 	if (vh->oom_registered)
 		unregister_oom_notifier(&vh->oom_nb);
 	virtio_hugeroom_shrinker_unregister(vh);
 	virtio_hugeroom_stop(vh);
-	virtio_hugeroom_unpin(vh);
 	destroy_workqueue(vh->wq);
 	virtio_hugeroom_free(vh);
 	vdev->priv = NULL;

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build the guest driver for one guest kernel version.
-#   scripts/build-module.sh KVER
+#   scripts/build-module.sh [--test] KVER
+# --test builds the test build (CONFIG_VIRTIO_HUGEROOM_TEST=y: debugfs aids
+# that pin memory and inject malformed messages and faults), which only the
+# tests load; without it the module is the one users get.
 # Needs the matching linux-headers-KVER unpacked in the cache
 # (scripts/fetch-kernels.sh does it).  Builds out of tree in $HUGEROOM_CACHE/module/KVER/<key>/, keyed by
 # the sources, so the two kernels' objects never mix in guest-driver/, an
@@ -9,14 +12,21 @@
 # virtio_hugeroom.ko as the last line of stdout.
 . "$(dirname "$0")/lib.sh"
 
-kver=${1:?usage: build-module.sh KVER (see scripts/fetch-kernels.sh)}
+variant=user
+make_args=()
+if [ "${1:-}" = --test ]; then
+    variant=test
+    make_args=(CONFIG_VIRTIO_HUGEROOM_TEST=y)
+    shift
+fi
+kver=${1:?usage: build-module.sh [--test] KVER (see scripts/fetch-kernels.sh)}
 kdir=$HUGEROOM_CACHE/kernels/$kver/headers/usr/src/linux-headers-$kver
 [ -e "$kdir/Makefile" ] ||
     die "no headers for $kver in $kdir: run scripts/fetch-kernels.sh"
 
 key=$(cd "$HR_REPO" && find guest-driver protocol -type f \( -name '*.[ch]' -o -name Kbuild -o -name Makefile \) \
       -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
-out=$HUGEROOM_CACHE/module/$kver/$key
+out=$HUGEROOM_CACHE/module/$kver/$key-$variant
 ko=$out/src/guest-driver/virtio_hugeroom.ko
 if [ -f "$out/.done" ] && [ -f "$ko" ]; then
     echo "$ko"
@@ -30,8 +40,8 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/src"
 cp -r "$HR_REPO/guest-driver" "$HR_REPO/protocol" "$tmp/src/"
 
-info "building virtio_hugeroom.ko for $kver"
-make -C "$kdir" M="$tmp/src/guest-driver" modules >"$tmp/build.log" 2>&1 ||
+info "building virtio_hugeroom.ko ($variant build) for $kver"
+make -C "$kdir" M="$tmp/src/guest-driver" "${make_args[@]}" modules >"$tmp/build.log" 2>&1 ||
     { cat "$tmp/build.log" >&2; die "module build failed for $kver"; }
 if grep -q 'warning:' "$tmp/build.log"; then
     grep 'warning:' "$tmp/build.log" >&2
@@ -46,6 +56,6 @@ if ! mv -T "$tmp" "$out" 2>/dev/null; then
 fi
 trap - EXIT
 rm -rf "$tmp"
-# Keep the 5 newest builds per kernel.
-ls -1dt "$HUGEROOM_CACHE/module/$kver"/*/ 2>/dev/null | tail -n +6 | xargs -r rm -rf
+# Keep the 10 newest builds per kernel (both variants).
+ls -1dt "$HUGEROOM_CACHE/module/$kver"/*/ 2>/dev/null | tail -n +11 | xargs -r rm -rf
 echo "$ko"

@@ -262,7 +262,7 @@ class Run:
     def main(self):
         kver, _ = hrvm.pick_kernel(self.series)
         wd = hrvm.workdir('hr-holds-%s' % self.series)
-        ko = hrvm.build_module(kver)
+        ko = hrvm.build_module(kver, test=True)
         initrd = hrvm.build_initramfs(kver, ko, wd, tools=True)
         self.d = FakeDaemon(wd)
         self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,

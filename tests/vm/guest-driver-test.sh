@@ -11,7 +11,7 @@ mode=${2:?device or nodevice}
 kver=$(bash "$HR_SCRIPTS/fetch-kernels.sh" | awk -v s="$series" \
     'index($1, s ".") == 1 || index($1, s "-") == 1 { print $1; exit }')
 [ -n "$kver" ] || die "no $series kernel in the cache"
-ko=$(bash "$HR_SCRIPTS/build-module.sh" "$kver" | tail -n1)
+ko=$(bash "$HR_SCRIPTS/build-module.sh" --test "$kver" | tail -n1)
 qemu=$(bash "$HR_SCRIPTS/build-qemu.sh" | tail -n1)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/hr-drvtest.XXXXXX")

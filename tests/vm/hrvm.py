@@ -85,9 +85,12 @@ def pick_kernel(series):
     raise Failure("no %s kernel in the cache; run scripts/fetch-kernels.sh" % series)
 
 
-def build_module(kver):
-    """Build guest-driver/ for kver; return the path of the .ko."""
-    out = run(["bash", os.path.join(SCRIPTS, "build-module.sh"), kver])
+def build_module(kver, test=False):
+    """Build guest-driver/ for kver; return the path of the .ko.  test=True
+    gives the test build, with the debugfs aids (pin_unmovable, inject,
+    fault) that the module users load does not have."""
+    out = run(["bash", os.path.join(SCRIPTS, "build-module.sh")] +
+              (["--test"] if test else []) + [kver])
     path = out.strip().splitlines()[-1]
     if not path.endswith(".ko") or not os.path.exists(path):
         raise Failure("build-module.sh printed %r, not a module" % path)
@@ -223,7 +226,8 @@ class Guest:
     a test guest (accelerator probe, firmware paths, -nodefaults)."""
 
     def __init__(self, qemu, kver, vmlinuz, initrd, workdir, daemon=None,
-                 mem="1G", name=None, extra=(), uuid=None, tag="", hugeroom=True):
+                 mem="1G", name=None, extra=(), uuid=None, tag="", hugeroom=True,
+                 append=""):
         # A migration destination has the source's name and UUID; tag keeps
         # its sockets and logs apart.
         self.name = name or "hr-test-%s" % kver.split("-")[0]
@@ -239,8 +243,10 @@ class Guest:
         args = ["bash", os.path.join(SCRIPTS, "boot-guest.sh"),
                 "-q", qemu, "-k", kver, "-i", initrd, "-m", mem,
                 "-n", self.name, "-l", self.serial_log,
-                "-S", self.serial_sock, "-Q", self.qmp_sock, "--",
-                "-uuid", self.uuid]
+                "-S", self.serial_sock, "-Q", self.qmp_sock]
+        if append:
+            args += ["-a", append]
+        args += ["--", "-uuid", self.uuid]
         if daemon and hugeroom:
             args += ["-chardev", "socket,id=hr0,path=%s,reconnect-ms=1000" %
                      daemon.vm_sock]

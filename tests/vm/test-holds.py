@@ -611,7 +611,7 @@ def main():
         qemu = hrvm.qemu_binary()
         kver, (vmlinuz, _mods) = hrvm.pick_kernel(series)
         hrvm.log("kernel %s, qemu %s, accel %s, workdir %s" % (kver, qemu, hrvm.accel(), work))
-        ko = hrvm.build_module(kver)
+        ko = hrvm.build_module(kver, test=True)
         initrd = hrvm.build_initramfs(kver, ko, work, tools=True)
         daemon = hrvm.Daemon(work, interval_ms=0)
         daemon.start()

@@ -147,7 +147,7 @@ def main():
         qemu = hrvm.qemu_binary()
         kver, (vmlinuz, _mods) = hrvm.pick_kernel(series)
         hrvm.log("kernel %s, qemu %s, accel %s" % (kver, qemu, hrvm.accel()))
-        ko = hrvm.build_module(kver)
+        ko = hrvm.build_module(kver, test=True)
         initrd = hrvm.build_initramfs(kver, ko, work)
 
         daemon = hrvm.Daemon(work, interval_ms=0)
