@@ -505,8 +505,8 @@ def targets(results):
     why = "; reservation %s%s: %s" % (res.get("state"), " (partial)" if res.get("partial")
                                       else "", res.get("reason"))
     out.append(("new VM >= 99% THP", thp is not None and thp >= 99.0,
-                ("%.1f%%, %.1f points short" % (thp, 99.0 - thp) if thp is not None
-                 else "the new VM did not start") + (why if thp is None or thp < 99 else "")))
+                ("%.1f%%" % thp + (", %.1f points short" % (99.0 - thp) if thp < 99.0 else "")
+                 if thp is not None else "the new VM did not start") + (why if thp is None or thp < 99 else "")))
     out.append(("0 processes killed", h["oom_kills"] == 0 and not h["donors_killed"],
                 "%d OOM kills, donors dead: %s" % (h["oom_kills"],
                                                    ", ".join(h["donors_killed"]) or "none")))
