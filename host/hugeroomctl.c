@@ -2,13 +2,13 @@
 
 #define G_LOG_DOMAIN "Hugeroomctl"
 
-#include <gio/gunixsocketaddress.h>
 #include <libsoup/soup.h>
 #include <locale.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "hr-client.h"
 #include "hr-config.h"
 #include "hr-ctl.h"
 
@@ -39,45 +39,6 @@ static gchar *opt_requester;
 
 /* how often --wait asks for the request */
 #define HR_CTL_POLL_MS 250
-
-/* a CLI may block: there is no main loop to keep responsive */
-static JsonNode *
-hr_ctl_request(const gchar *method, const gchar *path, const gchar *body, guint *status,
-	       GError **error)
-{
-	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(opt_socket);
-	g_autoptr(SoupSession) session =
-	    soup_session_new_with_options("remote-connectable", addr, "timeout", 30, NULL);
-	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
-	g_autoptr(SoupMessage) msg = soup_message_new(method, uri);
-	g_autoptr(GBytes) answer = NULL;
-	g_autoptr(JsonParser) parser = json_parser_new();
-	gsize len = 0;
-	const gchar *data;
-
-	if (msg == NULL) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-			    "'%s' cannot be part of a request path", path);
-		return NULL;
-	}
-	if (body != NULL) {
-		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
-		soup_message_set_request_body_from_bytes(msg, "application/json", bytes);
-	}
-	answer = soup_session_send_and_read(session, msg, NULL, error);
-	if (answer == NULL) {
-		g_prefix_error(error, "cannot connect to hugeroomd at %s: ", opt_socket);
-		return NULL;
-	}
-	*status = soup_message_get_status(msg);
-	data = g_bytes_get_data(answer, &len);
-	if (!json_parser_load_from_data(parser, data, len, error)) {
-		g_prefix_error(error, "hugeroomd at %s answered HTTP %u with bad JSON: ", opt_socket,
-			       *status);
-		return NULL;
-	}
-	return json_node_copy(json_parser_get_root(parser));
-}
 
 static void
 hr_ctl_print_json(JsonNode *root)
@@ -137,7 +98,7 @@ hr_ctl_call(const gchar *method, const gchar *path, const gchar *body)
 	g_autoptr(JsonNode) root = NULL;
 	guint status = 0;
 
-	root = hr_ctl_request(method, path, body, &status, &error);
+	root = hr_client_request(opt_socket, method, path, body, 30, &status, &error);
 	if (root == NULL) {
 		g_printerr("hugeroomctl: %s (is hugeroomd running? start it with "
 			   "'systemctl start hugeroomd', or pass --socket PATH)\n",
