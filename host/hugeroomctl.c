@@ -11,6 +11,7 @@
 #include "hr-client.h"
 #include "hr-config.h"
 #include "hr-ctl.h"
+#include "hr-libvirt.h"
 
 typedef enum {
 	HR_CTL_EXIT_OK = 0,
@@ -36,6 +37,7 @@ static gint64 opt_node = HR_CTL_UNSET;
 static gint64 opt_deadline = HR_CTL_UNSET;
 static gboolean opt_strict;
 static gchar *opt_requester;
+static gchar *opt_vm_socket;
 
 /* how often --wait asks for the request */
 #define HR_CTL_POLL_MS 250
@@ -493,6 +495,48 @@ hr_ctl_prepare(const gchar *size)
 }
 
 /*
+ * What a libvirt domain needs for the device: QEMU's chardev to the
+ * daemon's VM socket (--vm-socket, else vm_socket of hugeroomd.conf).
+ */
+static HrCtlExit
+hr_ctl_libvirt_xml(const gchar *domain)
+{
+	g_autoptr(HrConfig) config = hr_config_new();
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *xml = NULL;
+	const gchar *vm_socket = opt_vm_socket;
+
+	if (vm_socket == NULL) {
+		if (!hr_config_load(config, HR_CONFIG_DEFAULT_PATH, FALSE, &error)) {
+			g_printerr("hugeroomctl: %s; pass --vm-socket PATH\n", error->message);
+			return HR_CTL_EXIT_ERROR;
+		}
+		vm_socket = config->vm_socket;
+	}
+	xml = hr_libvirt_qemu_commandline(vm_socket);
+	if (opt_json) {
+		g_autoptr(JsonBuilder) b = json_builder_new();
+		g_autoptr(JsonNode) root = NULL;
+		json_builder_begin_object(b);
+		json_builder_set_member_name(b, "domain");
+		json_builder_add_string_value(b, domain);
+		json_builder_set_member_name(b, "vm_socket");
+		json_builder_add_string_value(b, vm_socket);
+		json_builder_set_member_name(b, "qemu_commandline");
+		json_builder_add_string_value(b, xml);
+		json_builder_end_object(b);
+		root = json_builder_get_root(b);
+		hr_ctl_print_json(root);
+		return HR_CTL_EXIT_OK;
+	}
+	g_print("<!-- hugeroom for domain %s: add inside <domain> with 'virsh edit %s'.\n"
+		"     QEMU runs as libvirt's qemu user: it needs write access to %s\n"
+		"     (see HOOK.md, \"The VM socket\"). -->\n%s",
+		domain, domain, vm_socket, xml);
+	return HR_CTL_EXIT_OK;
+}
+
+/*
  * The commands that are one call to the daemon. With a @suffix the command
  * takes one argument, and the path is PATH/ARGUMENT@suffix.
  */
@@ -547,6 +591,10 @@ main(int argc, char **argv)
 	     "prepare: all or nothing (fail rather than keep part)", NULL},
 	    {"requester", 0, 0, G_OPTION_ARG_STRING, &opt_requester,
 	     "prepare: who asks, shown in the reservation (default hugeroomctl)", "NAME"},
+	    {"vm-socket", 0, 0, G_OPTION_ARG_FILENAME, &opt_vm_socket,
+	     "libvirt-xml: the daemon's VM socket (default: vm_socket of " HR_CONFIG_DEFAULT_PATH
+	     ")",
+	     "PATH"},
 	    {NULL},
 	};
 	g_autofree gchar *escaped = NULL;
@@ -580,6 +628,9 @@ main(int argc, char **argv)
 	    "                               back to the guests\n"
 	    "  consume ID                   the memory of a ready reservation is in use\n"
 	    "  host                         the host's memory per NUMA node\n"
+	    "  libvirt-xml DOMAIN [--vm-socket PATH]\n"
+	    "                               the <qemu:commandline> a libvirt domain needs for\n"
+	    "                               the virtio-hugeroom device\n"
 	    "\n"
 	    "With --wait: exit 0 when the request did all it was asked (done); 3 when it\n"
 	    "ended short (partial, budget, cancelled); 1 when it failed, timed out or was\n"
@@ -603,6 +654,17 @@ main(int argc, char **argv)
 	    g_strcmp0(cmd, "prepare") != 0) {
 		hr_ctl_usage("--node, --deadline, --strict and --requester go with prepare");
 		return HR_CTL_EXIT_USAGE;
+	}
+	if (opt_vm_socket != NULL && g_strcmp0(cmd, "libvirt-xml") != 0) {
+		hr_ctl_usage("--vm-socket goes with libvirt-xml");
+		return HR_CTL_EXIT_USAGE;
+	}
+	if (g_strcmp0(cmd, "libvirt-xml") == 0) {
+		if (argc != 3) {
+			hr_ctl_usage("libvirt-xml takes one DOMAIN name");
+			return HR_CTL_EXIT_USAGE;
+		}
+		return hr_ctl_libvirt_xml(argv[2]);
 	}
 	if (g_strcmp0(cmd, "prepare") == 0) {
 		if (argc != 3) {
