@@ -29,6 +29,7 @@ shared, and /tmp/hr-libvirt.lock exclusively (one system libvirtd).
 """
 
 import fcntl
+import grp
 import json
 import os
 import pwd
@@ -48,6 +49,8 @@ HOOK_DIR = "/etc/libvirt/hooks/qemu.d"
 HOOK = os.path.join(HOOK_DIR, "hugeroom")
 HOOK_CONF = "/etc/hugeroom/hook.conf"
 QEMU_USER = "libvirt-qemu"
+# qemu.conf's group on Debian; QEMU also has its user's groups (kvm)
+QEMU_GROUP = "libvirt-qemu"
 CONNECT = ["virsh", "-c", "qemu:///system"]
 MEM_MIB = 256
 
@@ -246,7 +249,7 @@ def main():
     # QEMU runs as libvirt-qemu: it must reach the VM socket.  The
     # directory is set-group-ID with QEMU's group, so the socket hugeroomd
     # binds there (mode 0660) is the group's: HOOK.md's set-up.
-    qemu_gid = pwd.getpwnam(QEMU_USER).pw_gid
+    qemu_gid = grp.getgrnam(QEMU_GROUP).gr_gid
     os.chmod(work, 0o711)
     rundir = os.path.join(work, "run")
     os.mkdir(rundir)
