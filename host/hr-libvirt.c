@@ -461,20 +461,18 @@ hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error)
 	memory = hr_xpath_string(ctxt, "/domain/memory");
 	unit = hr_xpath_string(ctxt, "/domain/memory/@unit");
 	if (memory == NULL) {
-		g_set_error(error, HR_LIBVIRT_ERROR, HR_LIBVIRT_ERROR_XML,
-			    "domain %s: the XML has no <memory>", domain->name);
+		g_set_error_literal(error, HR_LIBVIRT_ERROR, HR_LIBVIRT_ERROR_XML,
+				    "the domain XML has no <memory>");
 		return NULL;
 	}
-	if (!hr_libvirt_parse_scaled(memory, unit, 1024, &domain->memory_bytes, error) ||
-	    !hr_libvirt_parse_placement(domain, ctxt, error)) {
-		g_prefix_error(error, "domain %s: <memory>: ", domain->name);
+	if (!hr_libvirt_parse_scaled(memory, unit, 1024, &domain->memory_bytes, error)) {
+		g_prefix_error(error, "<memory>: ");
 		return NULL;
 	}
+	if (!hr_libvirt_parse_placement(domain, ctxt, error) ||
+	    !hr_libvirt_parse_policy(domain, ctxt, error))
+		return NULL;
 	hr_libvirt_parse_backing(domain, ctxt);
-	if (!hr_libvirt_parse_policy(domain, ctxt, error)) {
-		g_prefix_error(error, "domain %s: ", domain->name);
-		return NULL;
-	}
 	return g_steal_pointer(&domain);
 }
 

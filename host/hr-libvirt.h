@@ -87,6 +87,7 @@ typedef struct {
 	HrLibvirtPolicy policy;
 } HrLibvirtDomain;
 
+/* errors name the element, not the domain: the caller knows which domain it read */
 HrLibvirtDomain *
 hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error);
 void

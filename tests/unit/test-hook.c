@@ -502,8 +502,8 @@ test_bad_input(void)
 	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
 				 XML_POLICY("<hugeroom:donor>maybe</hugeroom:donor>"), &err),
 			==, 1);
-	assert_contains(err, "domain vm1: <hugeroom:policy><hugeroom:donor>: 'maybe' is not yes "
-			     "or no; refusing");
+	assert_contains(err, "domain vm1: error: <hugeroom:policy><hugeroom:donor>: 'maybe' is "
+			     "not yes or no; refusing");
 	g_assert_cmpuint(fake->created->len, ==, 0);
 }
 

@@ -38,6 +38,18 @@ assert_parse_error(const gchar *xml, gint code, const gchar *needle)
 		g_error("error '%s' does not mention '%s'", error->message, needle);
 }
 
+/* ... and begins with @prefix, the element it is about */
+static void
+assert_parse_error_prefix(const gchar *xml, gint code, const gchar *prefix)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrLibvirtDomain) domain = hr_libvirt_domain_parse(xml, strlen(xml), &error);
+	g_assert_null(domain);
+	g_assert_error(error, HR_LIBVIRT_ERROR, code);
+	if (!g_str_has_prefix(error->message, prefix))
+		g_error("error '%s' does not begin with '%s'", error->message, prefix);
+}
+
 static void
 assert_placement(HrLibvirtDomain *d, guint i, gint node, guint64 bytes)
 {
@@ -160,9 +172,9 @@ test_policy_invalid(void)
 	assert_parse_error(DOMAIN_WITH_POLICY("<hugeroom:donor>no</hugeroom:donor>"
 					      "<hugeroom:donor>yes</hugeroom:donor>"),
 			   HR_LIBVIRT_ERROR_POLICY, "given twice");
-	/* the messages name the domain */
-	assert_parse_error(DOMAIN_WITH_POLICY("<hugeroom:pcp>fast</hugeroom:pcp>"),
-			   HR_LIBVIRT_ERROR_POLICY, "domain p: ");
+	/* the messages begin with the element (the hook adds the domain) */
+	assert_parse_error_prefix(DOMAIN_WITH_POLICY("<hugeroom:pcp>fast</hugeroom:pcp>"),
+				  HR_LIBVIRT_ERROR_POLICY, "<hugeroom:policy><hugeroom:pcp>: ");
 }
 
 static void
@@ -182,9 +194,15 @@ test_malformed(void)
 			   HR_LIBVIRT_ERROR_XML, "does not fit in 64 bits");
 	assert_parse_error("<domain><name>x</name><memory unit='KiBB'>1</memory></domain>",
 			   HR_LIBVIRT_ERROR_XML, "unit 'KiBB'");
-	assert_parse_error("<domain><name>x</name><memory>1024</memory><numatune>"
-			   "<memory nodeset='2-1'/></numatune></domain>",
-			   HR_LIBVIRT_ERROR_XML, "nodeset '2-1'");
+	assert_parse_error_prefix("<domain><name>x</name><memory>1024</memory><numatune>"
+				  "<memory nodeset='2-1'/></numatune></domain>",
+				  HR_LIBVIRT_ERROR_XML, "<numatune><memory>: nodeset '2-1'");
+	assert_parse_error_prefix("<domain><name>x</name><memory>1024</memory><numatune>"
+				  "<memnode cellid='0' nodeset='x'/></numatune><cpu><numa>"
+				  "<cell id='0' memory='1024'/></numa></cpu></domain>",
+				  HR_LIBVIRT_ERROR_XML, "<memnode cellid='0'>: nodeset 'x'");
+	assert_parse_error_prefix("<domain><name>x</name><memory unit='KiBB'>1</memory></domain>",
+				  HR_LIBVIRT_ERROR_XML, "<memory>: unit 'KiBB'");
 	assert_parse_error("<domain><name>x</name><memory>1024</memory><numatune>"
 			   "<memory nodeset='^0'/></numatune></domain>",
 			   HR_LIBVIRT_ERROR_XML, "names no node");
