@@ -464,11 +464,13 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 	g_autoptr(GPtrArray) ids = g_ptr_array_new_with_free_func(g_free);
 	g_autoptr(GPtrArray) stale = NULL;
 	g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func(g_free);
+	g_autoptr(GPtrArray) drop = g_ptr_array_new_with_free_func(g_free);
 	g_autoptr(GString) problems = g_string_new(NULL);
 	JsonNode **results = NULL;
 	guint deadline_s;
 	gboolean strict;
 	gint64 start = g_get_monotonic_time();
+	gboolean waited;
 	int rc = 0;
 
 	if (domain == NULL)
@@ -541,22 +543,19 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 		return rc;
 	}
 	results = g_new0(JsonNode *, ids->len);
-	if (!hr_hook_wait(hook, ids, (gint64)(deadline_s + HR_HOOK_SETTLE_S) * G_USEC_PER_SEC,
-			  results, &error)) {
+	waited = hr_hook_wait(hook, ids, (gint64)(deadline_s + HR_HOOK_SETTLE_S) * G_USEC_PER_SEC,
+			      results, &error);
+	if (!waited) {
+		/* whatever the others said, nothing can be relied on now */
 		g_string_append_printf(problems, "; %s", error->message);
 		g_clear_error(&error);
 	}
-	for (guint i = 0; i < ids->len; i++) {
+	for (guint i = 0; i < ids->len && waited; i++) {
 		const gchar *id = g_ptr_array_index(ids, i);
-		JsonObject *obj = results[i] != NULL ? json_node_get_object(results[i]) : NULL;
-		const gchar *state =
-		    obj != NULL ? json_object_get_string_member_with_default(obj, "state", "?") : "?";
-		const gchar *reason =
-		    obj != NULL ? json_object_get_string_member_with_default(obj, "reason", NULL)
-				: NULL;
+		JsonObject *obj = json_node_get_object(results[i]);
+		const gchar *state = json_object_get_string_member_with_default(obj, "state", "?");
+		const gchar *reason = json_object_get_string_member_with_default(obj, "reason", NULL);
 
-		if (obj == NULL)
-			continue; /* the wait's error says why */
 		if (g_strcmp0(state, "ready") == 0) {
 			gboolean partial =
 			    json_object_get_boolean_member_with_default(obj, "partial", FALSE);
@@ -566,36 +565,33 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 				    (g_get_monotonic_time() - start) / 1e6, reason != NULL ? ": " : "",
 				    reason != NULL ? reason : "");
 			g_ptr_array_add(keep, g_strdup(id));
-		} else if (hr_hook_state_is_live(state)) {
+			continue;
+		}
+		g_ptr_array_add(drop, g_strdup(id));
+		if (hr_hook_state_is_live(state))
 			g_string_append_printf(problems,
 					       "; reservation %s still %s after %u s (deadline %u s): "
 					       "hugeroomd is too slow",
 					       id, state, deadline_s + HR_HOOK_SETTLE_S, deadline_s);
-		} else {
+		else
 			g_string_append_printf(problems, "; reservation %s %s%s%s", id, state,
 					       reason != NULL ? ": " : "",
 					       reason != NULL ? reason : "");
-		}
-		g_clear_pointer(&results[i], json_node_unref);
 	}
+	for (guint i = 0; i < ids->len; i++)
+		g_clear_pointer(&results[i], json_node_unref);
 	g_free(results);
 	if (problems->len == 0)
 		return 0;
 	rc = hr_hook_fail(hook, "%s", problems->str + 2);
 	if (rc != 0 || keep->len == 0) {
+		/* refused, or nothing ready (or the daemon failed mid-wait) */
 		hr_hook_release_ids(hook, ids);
 		hr_hook_state_remove(hook);
 		return rc;
 	}
 	/* fail-open: what is ready still helps; the rest is released */
-	for (guint i = 0; i < ids->len; i++) {
-		if (!g_ptr_array_find_with_equal_func(keep, g_ptr_array_index(ids, i), g_str_equal,
-						      NULL)) {
-			g_autoptr(GPtrArray) one = g_ptr_array_new();
-			g_ptr_array_add(one, g_ptr_array_index(ids, i));
-			hr_hook_release_ids(hook, one);
-		}
-	}
+	hr_hook_release_ids(hook, drop);
 	if (!hr_hook_state_save(hook, keep, &error))
 		hr_hook_log(hook, LOG_WARNING, "%s", error->message);
 	return 0;

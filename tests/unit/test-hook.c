@@ -19,6 +19,8 @@ typedef enum {
 	FAKE_PARTIAL,	  /* ready with part of it */
 	FAKE_FAILED,	  /* failed, with a reason */
 	FAKE_SLOW,	  /* in-progress for ever */
+	FAKE_MIXED,	  /* r1 ready, the others failed */
+	FAKE_BROKEN,	  /* answers 500 */
 } FakeOutcome;
 
 typedef struct {
@@ -74,9 +76,15 @@ fake_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable
 		guint n = GPOINTER_TO_UINT(g_hash_table_lookup(fake->polls, rest + 1));
 		g_autofree gchar *answer = NULL;
 		g_hash_table_insert(fake->polls, g_strdup(rest + 1), GUINT_TO_POINTER(n + 1));
+		if (fake->outcome == FAKE_BROKEN) {
+			reply(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR,
+			      "{\"error\": \"the state file cannot be written\"}");
+			return;
+		}
 		if (fake->outcome == FAKE_SLOW || n == 0)
 			answer = g_strdup_printf("{\"id\": \"%s\", \"state\": \"in-progress\"}", rest + 1);
-		else if (fake->outcome == FAKE_READY)
+		else if (fake->outcome == FAKE_READY ||
+			 (fake->outcome == FAKE_MIXED && g_strcmp0(rest + 1, "r1") == 0))
 			answer = g_strdup_printf("{\"id\": \"%s\", \"state\": \"ready\", \"partial\": "
 						 "false, \"reason\": \"held in the pool\"}",
 						 rest + 1);
@@ -413,6 +421,22 @@ test_too_slow(void)
 	g_assert_false(g_file_test(state, G_FILE_TEST_EXISTS));
 }
 
+/* the daemon fails while the hook waits: nothing is kept */
+static void
+test_broken_wait(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+	g_autofree gchar *state = state_file(fake, "vm1");
+
+	fake->outcome = FAKE_BROKEN;
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin", XML_PLAIN, &err), ==, 0);
+	assert_contains(err, "warning: hugeroomd: the state file cannot be written; the domain "
+			     "starts without");
+	g_assert_true(has_call(fake, "POST r1/release"));
+	g_assert_false(g_file_test(state, G_FILE_TEST_EXISTS));
+}
+
 static void
 test_deadline_capped(void)
 {
@@ -457,6 +481,35 @@ test_numa(void)
 	g_assert_true(has_call(fake, "POST r1/consume"));
 	g_assert_true(has_call(fake, "POST r2/consume"));
 	g_assert_true(has_call(fake, "POST r3/consume"));
+}
+
+/* fail-open with one node ready and two failed: the ready one is kept for start */
+static void
+test_numa_mixed(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *path = g_test_build_filename(G_TEST_DIST, "fixtures", "libvirt",
+						       "numa-cells.xml", NULL);
+	g_autofree gchar *xml = NULL;
+	g_autofree gchar *err = NULL;
+	g_autofree gchar *state = state_file(fake, "numa4");
+	g_autofree gchar *text = NULL;
+
+	fake->outcome = FAKE_MIXED;
+	g_assert_true(g_file_get_contents(path, &xml, NULL, NULL));
+	g_assert_cmpint(run_hook(fake, "numa4", "prepare", "begin", xml, &err), ==, 0);
+	assert_contains(err, "reservation r1 ready after");
+	assert_contains(err, "warning: reservation r2 failed: strict: no donor could give more; "
+			     "reservation r3 failed: ");
+	g_assert_false(has_call(fake, "POST r1/release"));
+	g_assert_true(has_call(fake, "POST r2/release"));
+	g_assert_true(has_call(fake, "POST r3/release"));
+	g_assert_true(g_file_get_contents(state, &text, NULL, NULL));
+	assert_contains(text, "\"r1\"");
+	g_assert_null(strstr(text, "\"r2\""));
+	g_assert_cmpint(run_hook(fake, "numa4", "start", "begin", xml, NULL), ==, 0);
+	g_assert_true(has_call(fake, "POST r1/consume"));
+	g_assert_false(has_call(fake, "POST r2/consume"));
 }
 
 static void
@@ -578,8 +631,10 @@ main(int argc, char **argv)
 	g_test_add_func("/hook/failed-reservation", test_failed_reservation);
 	g_test_add_func("/hook/partial", test_partial);
 	g_test_add_func("/hook/too-slow", test_too_slow);
+	g_test_add_func("/hook/broken-wait", test_broken_wait);
 	g_test_add_func("/hook/deadline-capped", test_deadline_capped);
 	g_test_add_func("/hook/numa", test_numa);
+	g_test_add_func("/hook/numa-mixed", test_numa_mixed);
 	g_test_add_func("/hook/nothing-to-prepare", test_nothing_to_prepare);
 	g_test_add_func("/hook/bad-input", test_bad_input);
 	g_test_add_func("/hook/bad-config", test_bad_config);
