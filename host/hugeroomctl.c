@@ -2,15 +2,16 @@
 
 #define G_LOG_DOMAIN "Hugeroomctl"
 
-#include <gio/gunixsocketaddress.h>
 #include <libsoup/soup.h>
 #include <locale.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "hr-client.h"
 #include "hr-config.h"
 #include "hr-ctl.h"
+#include "hr-libvirt.h"
 
 typedef enum {
 	HR_CTL_EXIT_OK = 0,
@@ -36,48 +37,10 @@ static gint64 opt_node = HR_CTL_UNSET;
 static gint64 opt_deadline = HR_CTL_UNSET;
 static gboolean opt_strict;
 static gchar *opt_requester;
+static gchar *opt_vm_socket;
 
 /* how often --wait asks for the request */
 #define HR_CTL_POLL_MS 250
-
-/* a CLI may block: there is no main loop to keep responsive */
-static JsonNode *
-hr_ctl_request(const gchar *method, const gchar *path, const gchar *body, guint *status,
-	       GError **error)
-{
-	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(opt_socket);
-	g_autoptr(SoupSession) session =
-	    soup_session_new_with_options("remote-connectable", addr, "timeout", 30, NULL);
-	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
-	g_autoptr(SoupMessage) msg = soup_message_new(method, uri);
-	g_autoptr(GBytes) answer = NULL;
-	g_autoptr(JsonParser) parser = json_parser_new();
-	gsize len = 0;
-	const gchar *data;
-
-	if (msg == NULL) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-			    "'%s' cannot be part of a request path", path);
-		return NULL;
-	}
-	if (body != NULL) {
-		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
-		soup_message_set_request_body_from_bytes(msg, "application/json", bytes);
-	}
-	answer = soup_session_send_and_read(session, msg, NULL, error);
-	if (answer == NULL) {
-		g_prefix_error(error, "cannot connect to hugeroomd at %s: ", opt_socket);
-		return NULL;
-	}
-	*status = soup_message_get_status(msg);
-	data = g_bytes_get_data(answer, &len);
-	if (!json_parser_load_from_data(parser, data, len, error)) {
-		g_prefix_error(error, "hugeroomd at %s answered HTTP %u with bad JSON: ", opt_socket,
-			       *status);
-		return NULL;
-	}
-	return json_node_copy(json_parser_get_root(parser));
-}
 
 static void
 hr_ctl_print_json(JsonNode *root)
@@ -137,7 +100,7 @@ hr_ctl_call(const gchar *method, const gchar *path, const gchar *body)
 	g_autoptr(JsonNode) root = NULL;
 	guint status = 0;
 
-	root = hr_ctl_request(method, path, body, &status, &error);
+	root = hr_client_request(opt_socket, method, path, body, 30, &status, &error);
 	if (root == NULL) {
 		g_printerr("hugeroomctl: %s (is hugeroomd running? start it with "
 			   "'systemctl start hugeroomd', or pass --socket PATH)\n",
@@ -532,6 +495,48 @@ hr_ctl_prepare(const gchar *size)
 }
 
 /*
+ * What a libvirt domain needs for the device: QEMU's chardev to the
+ * daemon's VM socket (--vm-socket, else vm_socket of hugeroomd.conf).
+ */
+static HrCtlExit
+hr_ctl_libvirt_xml(const gchar *domain)
+{
+	g_autoptr(HrConfig) config = hr_config_new();
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *xml = NULL;
+	const gchar *vm_socket = opt_vm_socket;
+
+	if (vm_socket == NULL) {
+		if (!hr_config_load(config, HR_CONFIG_DEFAULT_PATH, FALSE, &error)) {
+			g_printerr("hugeroomctl: %s; pass --vm-socket PATH\n", error->message);
+			return HR_CTL_EXIT_ERROR;
+		}
+		vm_socket = config->vm_socket;
+	}
+	xml = hr_libvirt_qemu_commandline(vm_socket);
+	if (opt_json) {
+		g_autoptr(JsonBuilder) b = json_builder_new();
+		g_autoptr(JsonNode) root = NULL;
+		json_builder_begin_object(b);
+		json_builder_set_member_name(b, "domain");
+		json_builder_add_string_value(b, domain);
+		json_builder_set_member_name(b, "vm_socket");
+		json_builder_add_string_value(b, vm_socket);
+		json_builder_set_member_name(b, "qemu_commandline");
+		json_builder_add_string_value(b, xml);
+		json_builder_end_object(b);
+		root = json_builder_get_root(b);
+		hr_ctl_print_json(root);
+		return HR_CTL_EXIT_OK;
+	}
+	g_print("<!-- hugeroom for domain %s: add inside <domain> with 'virsh edit %s'.\n"
+		"     QEMU runs as libvirt's qemu user: it needs write access to %s\n"
+		"     (see HOOK.md, \"The VM socket\"). -->\n%s",
+		domain, domain, vm_socket, xml);
+	return HR_CTL_EXIT_OK;
+}
+
+/*
  * The commands that are one call to the daemon. With a @suffix the command
  * takes one argument, and the path is PATH/ARGUMENT@suffix.
  */
@@ -586,6 +591,10 @@ main(int argc, char **argv)
 	     "prepare: all or nothing (fail rather than keep part)", NULL},
 	    {"requester", 0, 0, G_OPTION_ARG_STRING, &opt_requester,
 	     "prepare: who asks, shown in the reservation (default hugeroomctl)", "NAME"},
+	    {"vm-socket", 0, 0, G_OPTION_ARG_FILENAME, &opt_vm_socket,
+	     "libvirt-xml: the daemon's VM socket (default: vm_socket of " HR_CONFIG_DEFAULT_PATH
+	     ")",
+	     "PATH"},
 	    {NULL},
 	};
 	g_autofree gchar *escaped = NULL;
@@ -619,6 +628,9 @@ main(int argc, char **argv)
 	    "                               back to the guests\n"
 	    "  consume ID                   the memory of a ready reservation is in use\n"
 	    "  host                         the host's memory per NUMA node\n"
+	    "  libvirt-xml DOMAIN [--vm-socket PATH]\n"
+	    "                               the <qemu:commandline> a libvirt domain needs for\n"
+	    "                               the virtio-hugeroom device\n"
 	    "\n"
 	    "With --wait: exit 0 when the request did all it was asked (done); 3 when it\n"
 	    "ended short (partial, budget, cancelled); 1 when it failed, timed out or was\n"
@@ -642,6 +654,17 @@ main(int argc, char **argv)
 	    g_strcmp0(cmd, "prepare") != 0) {
 		hr_ctl_usage("--node, --deadline, --strict and --requester go with prepare");
 		return HR_CTL_EXIT_USAGE;
+	}
+	if (opt_vm_socket != NULL && g_strcmp0(cmd, "libvirt-xml") != 0) {
+		hr_ctl_usage("--vm-socket goes with libvirt-xml");
+		return HR_CTL_EXIT_USAGE;
+	}
+	if (g_strcmp0(cmd, "libvirt-xml") == 0) {
+		if (argc != 3) {
+			hr_ctl_usage("libvirt-xml takes one DOMAIN name");
+			return HR_CTL_EXIT_USAGE;
+		}
+		return hr_ctl_libvirt_xml(argv[2]);
 	}
 	if (g_strcmp0(cmd, "prepare") == 0) {
 		if (argc != 3) {

@@ -18,6 +18,14 @@ BASE_PKGS=(
 # From bookworm-backports (meson >= 1.5 is needed by QEMU 10).
 BPO_PKGS=(meson python3-pycotap)
 MESON_MIN=1.5
+# libvirtd for the hook's test (tests/libvirt), from bookworm-backports: the
+# daemon, the QEMU driver and virsh, no network or storage drivers.  Named
+# one by one as PKG/bookworm-backports: "-t bookworm-backports" would also
+# take their dependencies (systemd, udev, QEMU) from backports.  libvirt-dev
+# and libvirt0 must have the daemon's version.
+LIBVIRT_PKGS=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients libvirt-common
+    libvirt-daemon-common libvirt-daemon-log libvirt0 libvirt-dev)
+LIBVIRT_MIN=11.3
 
 meson_ok() {
     local v
@@ -25,13 +33,22 @@ meson_ok() {
     dpkg --compare-versions "$v" ge "$MESON_MIN"
 }
 
+libvirt_ok() {
+    local p v
+    for p in "${LIBVIRT_PKGS[@]}"; do
+        v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null) || return 1
+        dpkg --compare-versions "$v" ge "$LIBVIRT_MIN" || return 1
+    done
+}
+
 main() {
     need_root
-    local missing bpo_missing
+    local missing bpo_missing libvirt_missing=''
     missing=$(pkgs_missing "${BASE_PKGS[@]}")
     bpo_missing=$(pkgs_missing "${BPO_PKGS[@]}")
     meson_ok || bpo_missing=$(printf '%s\n%s\n' "$bpo_missing" meson | sort -u | sed '/^$/d')
-    if [ -z "$missing" ] && [ -z "$bpo_missing" ]; then
+    libvirt_ok || libvirt_missing=1
+    if [ -z "$missing" ] && [ -z "$bpo_missing" ] && [ -z "$libvirt_missing" ]; then
         info "all host dependencies already installed"
         return 0
     fi
@@ -47,6 +64,14 @@ main() {
         # shellcheck disable=SC2086
         apt_get install -y --no-install-recommends -t bookworm-backports $bpo_missing >&2 ||
             die "apt-get install -t bookworm-backports failed (see above). Check /etc/apt/sources.list.d/hugeroom-backports.sources and rerun $0."
+    fi
+    if [ -n "$libvirt_missing" ]; then
+        info "installing libvirt from bookworm-backports: ${LIBVIRT_PKGS[*]}"
+        # shellcheck disable=SC2046
+        apt_get install -y --no-install-recommends \
+            $(printf '%s/bookworm-backports ' "${LIBVIRT_PKGS[@]}") >&2 ||
+            die "apt-get install of libvirt from bookworm-backports failed (see above). Check /etc/apt/sources.list.d/hugeroom-backports.sources and rerun $0."
+        libvirt_ok || die "libvirt $(dpkg-query -W -f='${Version}' libvirt-daemon 2>/dev/null || echo none) installed, need >= $LIBVIRT_MIN from bookworm-backports"
     fi
     meson_ok || die "meson $(dpkg-query -W -f='${Version}' meson 2>/dev/null || echo none) installed, need >= $MESON_MIN from bookworm-backports"
     [ -z "$(pkgs_missing "${BASE_PKGS[@]}" "${BPO_PKGS[@]}")" ] ||
