@@ -44,7 +44,9 @@ class SimSetup:
         self.api_sock = os.path.join(self.dir, "api.sock")
         self.conf = os.path.join(self.dir, "hugeroomd.conf")
         with open(self.conf, "w") as f:
-            f.write("[hugeroomd]\nstatus_interval_ms=%d\nstate_dir=%s\n%s\n"
+            # simulated guests free nothing on this host: a reservation
+            # must not hold the real host's memory in its hugetlb pool
+            f.write("[hugeroomd]\nstatus_interval_ms=%d\nstate_dir=%s\nhold_in_pool=false\n%s\n"
                     % (status_interval_ms, self.dir, extra_config))
         self.log = open(os.path.join(self.dir, "daemon.log"), "w")
         self.daemon = subprocess.Popen(
