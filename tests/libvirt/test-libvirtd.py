@@ -225,6 +225,19 @@ def qemu_pid(name):
         return int(f.read().strip())
 
 
+def take_lock(path, how):
+    """flock @path, saying so when someone else holds it (a big-memory run)."""
+    f = open(path, "a")
+    try:
+        fcntl.flock(f, how | fcntl.LOCK_NB)
+    except BlockingIOError:
+        log("waiting for %s (held by another run)" % path)
+        t0 = time.monotonic()
+        fcntl.flock(f, how)
+        log("got %s after %.0f s" % (path, time.monotonic() - t0))
+    return f
+
+
 TAP = hrvm.Tap()
 
 
@@ -232,10 +245,8 @@ def main():
     tap = TAP
     if os.geteuid() != 0:
         raise Failure("must run as root: it starts libvirtd and installs its hook")
-    lock_mem = open("/tmp/hr-bigmem.lock", "a")
-    fcntl.flock(lock_mem, fcntl.LOCK_SH)
-    lock_lv = open("/tmp/hr-libvirt.lock", "a")
-    fcntl.flock(lock_lv, fcntl.LOCK_EX)
+    lock_mem = take_lock("/tmp/hr-bigmem.lock", fcntl.LOCK_SH)
+    lock_lv = take_lock("/tmp/hr-libvirt.lock", fcntl.LOCK_EX)
 
     run(["bash", os.path.join(hrvm.SCRIPTS, "install-deps.sh")])
     qemu = hrvm.qemu_binary()
