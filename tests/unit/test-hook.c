@@ -202,16 +202,20 @@ run_hook(Fake *fake, const gchar *domain, const gchar *op, const gchar *subop, c
 	 gchar **err)
 {
 	g_autoptr(GSubprocessLauncher) launcher =
-	    g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+	    g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDERR_PIPE);
 	g_autoptr(GSubprocess) proc = NULL;
 	g_autoptr(GError) error = NULL;
+	g_autofree gchar *input = g_build_filename(fake->dir, "stdin.xml", NULL);
 	HookRun run = {0};
 
+	/* from a file: a hook that exits without reading (as most do) is no EPIPE here */
+	g_assert_true(g_file_set_contents(input, xml != NULL ? xml : "", -1, NULL));
+	g_subprocess_launcher_set_stdin_file_path(launcher, input);
 	g_subprocess_launcher_setenv(launcher, "HUGEROOM_HOOK_CONFIG", fake->config, TRUE);
 	proc = g_subprocess_launcher_spawn(launcher, &error, g_getenv("HUGEROOM_HOOK"), domain, op,
 					   subop, "-", NULL);
 	g_assert_no_error(error);
-	g_subprocess_communicate_utf8_async(proc, xml != NULL ? xml : "", NULL, hook_done, &run);
+	g_subprocess_communicate_utf8_async(proc, NULL, NULL, hook_done, &run);
 	while (!run.done)
 		g_main_context_iteration(NULL, TRUE);
 	g_test_message("hook %s %s %s -> %d:\n%s", domain, op, subop, run.status, run.err);
