@@ -282,7 +282,10 @@ def check_integrity_and_rss(h):
     # Ask for more blocks than are entirely free, so that some need their
     # pages migrated (the data moves: that is what integrity is about).
     nfree = free_blocks(h)
-    nblocks = min(nfree + 30, (mi0["MemFree"] // 1024 - 100) // 2)
+    # within admission: MemAvailable stays above the watermarks plus
+    # MemTotal/32 (SPEC 1.6.3.2 item 6), and 100 MiB for the guest's own use
+    nblocks = min(nfree + 30,
+                  (mi0["MemFree"] // 1024 - 100 - mi0["MemTotal"] // 1024 // 32) // 2)
     hrvm.log("%d entirely free movable blocks, MemFree %d MiB: evacuating %d"
              % (nfree, mi0["MemFree"] // 1024, nblocks))
     detail = h.detail()
