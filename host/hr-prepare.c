@@ -14,6 +14,9 @@
 
 #define BLOCK_PAGES 512
 #define THPMAP_MAX_AGE_US (10 * G_USEC_PER_SEC)
+#define POOL_RETRY_US G_USEC_PER_SEC
+#define FLOOR_SLACK_PAGES BLOCK_PAGES
+#define POOL_MAX_EMPTY_GROWS 3
 /* larger guests are scanned in a thread (about 1.5 us per 2 MiB block) */
 #define THPMAP_SYNC_MAX_BYTES (G_GUINT64_CONSTANT(8) << 30)
 
@@ -50,6 +53,8 @@ typedef struct {
 	gboolean pool_busy;  /* a grow runs */
 	guint64 pool_asked;  /* by the grow that runs */
 	gboolean pool_stuck; /* the last grow got less than asked: wait for a donation */
+	gint64 pool_retry_at; /* monotonic us: or try again then (compaction defers) */
+	guint pool_empty_grows; /* grows in a row that got nothing */
 	GCancellable *pool_cancel; /* stops the grow between chunks when it ends */
 	guint pool_step;	   /* 1 + index of the step grows add to; 0: none */
 	guint pool_grows;	   /* grows in it */
@@ -390,7 +395,8 @@ why_not_donor(GString *why, HrGuest *guest, GuestPlanState *gs, const HrPlanGues
 	if (pg->free_pages < pg->floor_pages + BLOCK_PAGES) {
 		g_string_append_printf(why, "; %s: at its floor (%" G_GUINT64_FORMAT " MiB free, floor %"
 				       G_GUINT64_FORMAT " MiB)",
-				       guest->name, pg->free_pages / 256, pg->floor_pages / 256);
+				       guest->name, pg->free_pages / 256,
+				       (pg->floor_pages - FLOOR_SLACK_PAGES) / 256);
 		return;
 	}
 	if (pg->held_blocks >= pg->budget_blocks) {
@@ -494,7 +500,11 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 					     (guint64)(g_hash_table_size(guest->held) -
 						       guest->status->held_blocks) *
 						 BLOCK_PAGES);
-		pg.floor_pages = policy.floor_mb * 256;
+		/*
+		 * A block of slack above the floor: the guest allocates on its
+		 * own between its report and the last hold.
+		 */
+		pg.floor_pages = policy.floor_mb * 256 + FLOOR_SLACK_PAGES;
 		pg.held_blocks = g_hash_table_size(guest->held);
 		pg.budget_blocks = policy.budget_blocks > 0
 				       ? policy.budget_blocks
@@ -941,6 +951,15 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 	if (run != NULL) {
 		run->pool_busy = FALSE;
 		run->pool_stuck = result == NULL || result->pool_got < result->pool_asked;
+		/*
+		 * The kernel defers compaction after failures: what it could not
+		 * assemble now it may later. Try again after a second, while
+		 * grows still get something (three empty ones in a row: done).
+		 */
+		run->pool_empty_grows = result != NULL && result->pool_got > 0
+					    ? 0
+					    : run->pool_empty_grows + 1;
+		run->pool_retry_at = g_get_monotonic_time() + POOL_RETRY_US;
 	}
 	if (r != NULL && result != NULL && result->pool_got > 0 &&
 	    !hr_reservation_state_is_live(r->state)) {
@@ -1377,6 +1396,7 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 	guint64 margin = p->config->pool_margin_mb * 256, keep = ns->wmark_high + margin;
 	guint64 headroom = ns->free_pages > keep ? (ns->free_pages - keep) / BLOCK_PAGES : 0;
 	guint64 want, coming, remaining;
+	gboolean retry;
 	gint64 remaining_ms = 0;
 	g_autoptr(Input) in = NULL;
 	g_autoptr(HrPlan) plan = NULL;
@@ -1394,7 +1414,9 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 	if (past_deadline(p, r, &remaining_ms))
 		return;
 	want = r->need_blocks - r->pool_blocks;
-	if (!run->pool_busy && !run->pool_stuck && headroom > 0)
+	retry = run->pool_stuck && run->pool_empty_grows < POOL_MAX_EMPTY_GROWS && headroom > 0;
+	if (!run->pool_busy && headroom > 0 &&
+	    (!run->pool_stuck || (retry && g_get_monotonic_time() >= run->pool_retry_at)))
 		start_pool(p, r, run, r->planned_node, MIN(want, headroom), ns->free_blocks);
 	if (run->in_flight > 0)
 		return;
@@ -1410,7 +1432,7 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 	req.strict = FALSE; /* every block a donor gives counts */
 	plan = hr_planner_plan(&req, &in->input, &p->params);
 	start_plan_steps(p, r, run, in, plan, remaining_ms);
-	if (run->in_flight > 0 || run->pool_busy || in->maps_pending > 0)
+	if (run->in_flight > 0 || run->pool_busy || in->maps_pending > 0 || retry)
 		return;
 	if (plan->guests_deferred > 0 && !r->strict)
 		return;
