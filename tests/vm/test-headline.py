@@ -19,8 +19,9 @@ Checks:
  2. the new VM (memory-backend-ram,prealloc=on, THP-advised) gets >= 95%
     of its RAM in host huge pages (AnonHugePages / Rss);
  3. /proc/vmstat oom_kill did not move and both donors are alive;
- 4. the donors' resident guest RAM fell (over prepare) by at least the memory
-    they gave (their QEMUs' own heap and TCG buffers aside);
+ 4. the donors' resident guest RAM fell (over prepare) by at least 98% of
+    the memory they gave (their QEMUs' own heap and TCG buffers aside; the
+    rest is what the guests allocated meanwhile or migrations faulted in);
  5. after release the donors hold nothing for the host and memfill's
     checksums match in both.
 """
@@ -151,10 +152,16 @@ def main():
         vm.stop()
         vm = None
 
-        # 4. RSS fell by what they gave
-        tap.ok(rss0 - rss1 >= given_kb,
-               "the donors' resident guest RAM fell by %d MiB over prepare; they gave %d MiB"
-               % ((rss0 - rss1) >> 10, given_kb >> 10))
+        # 4. RSS fell by what they gave. Not quite all of it: the guests
+        # allocate on their own meanwhile, and a page a migration moves may
+        # land in guest memory the host never backed (the driver does not
+        # fence that off); measured 0.25-0.6% of what was given. More than
+        # 2% would mean donations that fault the memory straight back in.
+        fell = rss0 - rss1
+        tap.ok(given_kb > 0 and fell >= given_kb * 0.98,
+               "the donors' resident guest RAM fell by %d MiB over prepare; they gave %d MiB "
+               "(%.2f%% faulted back in)"
+               % (fell >> 10, given_kb >> 10, 100.0 * (given_kb - fell) / max(given_kb, 1)))
 
         # 5. release, data intact
         hog.stop()
