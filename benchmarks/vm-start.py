@@ -82,7 +82,7 @@ def defaults(total_mib):
     def r(x, unit):
         return max(unit, int(round(x * scale / unit)) * unit)
     return {"donor_mem": r(9 * GIB, 256), "touch": r(8000, 8), "vm_mem": r(10 * GIB, 256),
-            "floor": 256}
+            "floor": 256, "balloon_timeout": 300}
 
 
 def demo_defaults():
@@ -91,7 +91,8 @@ def demo_defaults():
     about 600 of the VM's 1024 blocks, of the up to 700 the donors' free
     memory above a 128 MiB floor can empty (each block given costs a donor
     512 pages of free memory: its holes and the holes its pages move to)."""
-    return {"donor_mem": 1536, "touch": 1200, "vm_mem": 2048, "hog_leave": 1400, "floor": 128}
+    return {"donor_mem": 1536, "touch": 1200, "vm_mem": 2048, "hog_leave": 1400, "floor": 128,
+            "balloon_timeout": 60}
 
 
 class Bench:
@@ -655,7 +656,9 @@ def parse_args(argv):
     ap.add_argument("--floor", type=int, default=None,
                     help="donors' floor_mb for hugeroomd (256; the demo 128)")
     ap.add_argument("--deadline", type=int, default=240, help="prepare --deadline (s)")
-    ap.add_argument("--balloon-timeout", type=int, default=900)
+    ap.add_argument("--balloon-timeout", type=int, default=None,
+                    help="s to wait for the balloons' targets (300; the demo 60): a donor "
+                         "without that much free memory never reaches it")
     ap.add_argument("--fpr-wait", type=int, default=30,
                     help="at most this long for free page reporting (s)")
     ap.add_argument("--kernel", default="6.12")
@@ -668,7 +671,7 @@ def parse_args(argv):
                     help="print the table and targets of a saved run (and plot it), run nothing")
     a = ap.parse_args(argv)
     d = demo_defaults() if a.demo else defaults(hrhost.meminfo_host()["MemTotal"] >> 10)
-    for k in ("donor_mem", "touch", "vm_mem", "floor"):
+    for k in ("donor_mem", "touch", "vm_mem", "floor", "balloon_timeout"):
         if getattr(a, k) is None:
             setattr(a, k, d[k])
     if a.demo and not a.hog_leave:
