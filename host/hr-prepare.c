@@ -474,9 +474,9 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		}
 		gs = get_gstate(p, guest);
 		hr_config_guest_policy(p->config, guest->name, &policy);
-		if (!policy.donor)
+		if (!policy.donor) {
 			g_string_append_printf(why, "; %s: not a donor (policy)", guest->name);
-		if (policy.donor) {
+		} else {
 			refresh_thpmap(p, guest, gs);
 			/* not known yet: wait for the scan rather than give up on it */
 			if (gs->map == NULL && gs->scanning)
@@ -926,6 +926,16 @@ start_compact(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 expec
 	hr_compact_node_async(p->config->host_root, node, p->cancellable, compact_done_cb, op);
 }
 
+/* a pool step that took more than the node's free blocks: the kernel compacted */
+static void
+pool_step_assembled(HrReservationStep *s)
+{
+	if (g_strcmp0(s->kind, "free") != 0)
+		return;
+	g_free(s->kind);
+	s->kind = g_strdup("compact");
+}
+
 static void
 pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 {
@@ -992,10 +1002,8 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 				? "; the kernel could assemble no more from the node's free memory"
 				: "");
 			/* blocks that were free already cost nothing: the rest was assembled */
-			if (g_strcmp0(s->kind, "free") == 0 && s->pages_scanned > 0) {
-				g_free(s->kind);
-				s->kind = g_strdup("compact");
-			}
+			if (s->pages_scanned > 0)
+				pool_step_assembled(s);
 			set_step_state(s, (guint64)s->gained * 1000 >= s->expect_milli ? "done"
 					  : s->gained > 0			       ? "short"
 										       : "failed",
@@ -1022,10 +1030,8 @@ start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blocks,
 	if (run->pool_step > 0 && run->pool_step == r->steps->len) {
 		/* nothing else happened since the last grow: one step for both */
 		s = g_ptr_array_index(r->steps, run->pool_step - 1);
-		if (free_blocks < blocks && g_strcmp0(s->kind, "free") == 0) {
-			g_free(s->kind);
-			s->kind = g_strdup("compact");
-		}
+		if (free_blocks < blocks)
+			pool_step_assembled(s);
 		run->pool_grows++;
 	} else {
 		s = hr_reservation_add_step(r, free_blocks >= blocks ? "free" : "compact", node);
@@ -1452,7 +1458,6 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 {
 	Run *run = get_run(p, r);
 	const HrNodeState *ns;
-	gint64 now = g_get_real_time();
 	gint64 remaining_ms = 0;
 	guint64 avail, promised;
 	g_autoptr(Input) in = NULL;
@@ -1512,21 +1517,8 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 		settle(p, r, HR_RESERVATION_READY, FALSE, why);
 		return;
 	}
-	if (r->deadline_at > 0) {
-		remaining_ms = (r->deadline_at - now) / 1000;
-		if (remaining_ms <= 0) {
-			why = g_strdup_printf("deadline passed with %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
-					      " blocks (%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
-					      " MiB)",
-					      r->obtained, r->need_blocks, r->obtained * 2,
-					      r->need_blocks * 2);
-			if (r->strict || r->obtained == 0)
-				settle(p, r, HR_RESERVATION_FAILED, r->obtained > 0, why);
-			else
-				settle(p, r, HR_RESERVATION_READY, TRUE, why);
-			return;
-		}
-	}
+	if (past_deadline(p, r, &remaining_ms))
+		return;
 	if (run->in_flight > 0)
 		return;
 	if (run->compact_after) {
