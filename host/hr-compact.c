@@ -102,22 +102,35 @@ hr_compact_node(const gchar *root, guint node, GCancellable *cancellable, GError
 	return g_steal_pointer(&result);
 }
 
+/* what a worker thread works on: a node, and for a pool grow how many blocks */
 typedef struct {
 	gchar *root;
 	guint node;
-} CompactTaskData;
+	guint64 blocks;
+} NodeTaskData;
 
 static void
-compact_task_data_free(CompactTaskData *data)
+node_task_data_free(NodeTaskData *data)
 {
 	g_free(data->root);
 	g_free(data);
 }
 
+static NodeTaskData *
+node_task_data_new(const gchar *root, guint node, guint64 blocks)
+{
+	NodeTaskData *data = g_new0(NodeTaskData, 1);
+
+	data->root = g_strdup(root != NULL ? root : "/");
+	data->node = node;
+	data->blocks = blocks;
+	return data;
+}
+
 static void
 compact_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
 {
-	CompactTaskData *data = task_data;
+	NodeTaskData *data = task_data;
 	GError *error = NULL;
 	HrCompactResult *result;
 
@@ -134,13 +147,11 @@ hr_compact_node_async(const gchar *root, guint node, GCancellable *cancellable,
 		      GAsyncReadyCallback callback, gpointer user_data)
 {
 	g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
-	CompactTaskData *data = g_new0(CompactTaskData, 1);
 
-	data->root = g_strdup(root != NULL ? root : "/");
-	data->node = node;
 	g_task_set_source_tag(task, hr_compact_node_async);
 	g_task_set_name(task, "hr-compact-node");
-	g_task_set_task_data(task, data, (GDestroyNotify)compact_task_data_free);
+	g_task_set_task_data(task, node_task_data_new(root, node, 0),
+			     (GDestroyNotify)node_task_data_free);
 	g_task_run_in_thread(task, compact_thread);
 }
 
@@ -303,23 +314,10 @@ hr_pool_grow(const gchar *root, guint node, guint64 blocks, GCancellable *cancel
 	return g_steal_pointer(&result);
 }
 
-typedef struct {
-	gchar *root;
-	guint node;
-	guint64 blocks;
-} PoolTaskData;
-
-static void
-pool_task_data_free(PoolTaskData *data)
-{
-	g_free(data->root);
-	g_free(data);
-}
-
 static void
 pool_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
 {
-	PoolTaskData *data = task_data;
+	NodeTaskData *data = task_data;
 	GError *error = NULL;
 	HrCompactResult *result;
 	(void)source;
@@ -336,14 +334,11 @@ hr_pool_grow_async(const gchar *root, guint node, guint64 blocks, GCancellable *
 		   GAsyncReadyCallback callback, gpointer user_data)
 {
 	g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
-	PoolTaskData *data = g_new0(PoolTaskData, 1);
 
-	data->root = g_strdup(root != NULL ? root : "/");
-	data->node = node;
-	data->blocks = blocks;
 	g_task_set_source_tag(task, hr_pool_grow_async);
 	g_task_set_name(task, "hr-pool-grow");
-	g_task_set_task_data(task, data, (GDestroyNotify)pool_task_data_free);
+	g_task_set_task_data(task, node_task_data_new(root, node, blocks),
+			     (GDestroyNotify)node_task_data_free);
 	g_task_run_in_thread(task, pool_thread);
 }
 
