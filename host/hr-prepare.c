@@ -511,7 +511,19 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 				       : (guint)(guest->ram_size / HR_PLAN_BLOCK_BYTES / 2);
 		pg.failures = gs->failures;
 		pg.next_allowed_ms = gs->next_allowed_ms;
+		/*
+		 * Ranged candidates are all alike: no more than the plan could
+		 * take from this guest (its budget, the reservation's need), not
+		 * one per THP-backed block (32768 for a 64 GiB guest, every tick).
+		 */
 		n_ranged_max = policy.donor && gs->map != NULL ? (guint)gs->map->n_thp : 0;
+		n_ranged_max = MIN(n_ranged_max, pg.budget_blocks > pg.held_blocks
+							 ? pg.budget_blocks - pg.held_blocks
+							 : 0);
+		if (r != NULL)
+			n_ranged_max = (guint)MIN((guint64)n_ranged_max,
+						  r->need_blocks -
+						      MIN(r->need_blocks, r->pool_blocks));
 		cands = g_new0(HrPlanCandidate, MAX(guest->status->nr_candidates + n_ranged_max, 1));
 		for (guint c = 0; c < guest->status->nr_candidates; c++) {
 			const HrCandidate *hc = &guest->status->candidates[c];
