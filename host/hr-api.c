@@ -7,432 +7,20 @@
 #include <libsoup/soup.h>
 #include <string.h>
 
-#include "hr-daemon.h"
+#include "hr-api-json.h"
+#include "hr-core.h"
 #include "hr-json.h"
+#include "hr-metrics.h"
 #include "hr-prepare.h"
 #include "hr-socket.h"
 
 struct _HrApi {
-	HrDaemon *daemon;
+	HrCore *core;
+	HrPrepare *prepare;
 	SoupServer *server;
 	GSocketService *service;
 	GSocket *socket;
 };
-
-static const gchar *hist_names[VIRTIO_HUGEROOM_NR_HIST] = {"512", "448", "256", "64", "1", "0"};
-
-static void
-hr_api_add_status(JsonBuilder *b, const HrStatus *s)
-{
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "seq", s->seq);
-	hr_json_add_int(b, "request_id", s->hdr.request_id);
-	hr_json_add_int(b, "uptime_ns", s->uptime_ns);
-	hr_json_add_int(b, "build_ns", s->build_ns);
-	hr_json_add_int(b, "mem_total_pages", s->mem_total_pages);
-	hr_json_add_int(b, "mem_free_pages", s->mem_free_pages);
-	hr_json_add_int(b, "mem_available_pages", s->mem_available_pages);
-	hr_json_add_int(b, "held_blocks", s->held_blocks);
-	hr_json_add_int(b, "page_shift", s->page_shift);
-	hr_json_add_int(b, "pageblock_order", s->pageblock_order);
-	json_builder_set_member_name(b, "flags");
-	json_builder_begin_array(b);
-	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_TRUNCATED)
-		json_builder_add_string_value(b, "truncated");
-	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_MT_PARTIAL)
-		json_builder_add_string_value(b, "mt_partial");
-	json_builder_end_array(b);
-	json_builder_set_member_name(b, "vmstat");
-	json_builder_begin_object(b);
-	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
-		hr_json_add_int(b, hr_vmstat_to_string(i), s->vmstat[i]);
-	json_builder_end_object(b);
-
-	json_builder_set_member_name(b, "zones");
-	json_builder_begin_array(b);
-	for (guint z = 0; z < s->nr_zones; z++) {
-		const HrZone *zone = &s->zones[z];
-		/* the guest's bytes; JSON needs UTF-8 */
-		g_autofree gchar *name = g_utf8_make_valid(zone->name, -1);
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "nid", zone->nid);
-		json_builder_set_member_name(b, "zone");
-		json_builder_add_string_value(b, name);
-		hr_json_add_int(b, "zone_idx", zone->zone_idx);
-		hr_json_add_int(b, "start_pfn", zone->start_pfn);
-		hr_json_add_int(b, "spanned_pages", zone->spanned_pages);
-		hr_json_add_int(b, "managed_pages", zone->managed_pages);
-		hr_json_add_int(b, "free_pages", zone->free_pages);
-		json_builder_set_member_name(b, "nr_free");
-		json_builder_begin_array(b);
-		for (guint o = 0; o < VIRTIO_HUGEROOM_NR_ORDERS; o++)
-			json_builder_add_int_value(b, zone->nr_free[o]);
-		json_builder_end_array(b);
-		json_builder_set_member_name(b, "free_pageblock_by_mt");
-		json_builder_begin_object(b);
-		for (guint m = 0; m < VIRTIO_HUGEROOM_NR_MT; m++)
-			hr_json_add_int(b, hr_mt_to_string(m), zone->nr_free_pb_mt[m]);
-		json_builder_end_object(b);
-		json_builder_set_member_name(b, "pageblock_histogram");
-		json_builder_begin_object(b);
-		for (guint h = 0; h < VIRTIO_HUGEROOM_NR_HIST; h++)
-			hr_json_add_int(b, hist_names[h], zone->hist[h]);
-		json_builder_end_object(b);
-		json_builder_set_member_name(b, "pcp");
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "count", zone->pcp_count);
-		hr_json_add_int(b, "high", zone->pcp_high);
-		hr_json_add_int(b, "batch", zone->pcp_batch);
-		hr_json_add_int(b, "high_min", zone->pcp_high_min);
-		hr_json_add_int(b, "high_max", zone->pcp_high_max);
-		json_builder_end_object(b);
-		json_builder_set_member_name(b, "watermarks");
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "min", zone->wmark_min);
-		hr_json_add_int(b, "low", zone->wmark_low);
-		hr_json_add_int(b, "high", zone->wmark_high);
-		json_builder_end_object(b);
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-
-	json_builder_set_member_name(b, "candidates");
-	json_builder_begin_array(b);
-	for (guint c = 0; c < s->nr_candidates; c++) {
-		const HrCandidate *cand = &s->candidates[c];
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "gpa", cand->gpa);
-		hr_json_add_int(b, "free_pages", cand->free_pages);
-		json_builder_set_member_name(b, "migratetype");
-		json_builder_add_string_value(b, hr_mt_to_string(cand->migratetype));
-		hr_json_add_int(b, "zone", cand->zone);
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-	json_builder_end_object(b);
-}
-
-static void
-hr_api_add_summary_members(JsonBuilder *b, HrGuest *guest)
-{
-	json_builder_set_member_name(b, "name");
-	json_builder_add_string_value(b, guest->name);
-	json_builder_set_member_name(b, "uuid");
-	json_builder_add_string_value(b, guest->uuid);
-	hr_json_add_int(b, "pid", guest->pid);
-	json_builder_set_member_name(b, "connected");
-	json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
-	json_builder_set_member_name(b, "seq");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->seq);
-	else
-		json_builder_add_null_value(b);
-	json_builder_set_member_name(b, "age_ms");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, hr_guest_status_age_ms(guest));
-	else
-		json_builder_add_null_value(b);
-	json_builder_set_member_name(b, "mem_total_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_total_pages);
-	else
-		json_builder_add_null_value(b);
-	json_builder_set_member_name(b, "mem_free_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_free_pages);
-	else
-		json_builder_add_null_value(b);
-	json_builder_set_member_name(b, "mem_available_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_available_pages);
-	else
-		json_builder_add_null_value(b);
-	hr_json_add_int(b, "held_blocks", g_hash_table_size(guest->held));
-	hr_json_add_int(b, "rejected", guest->rejected);
-}
-
-JsonNode *
-hr_api_guests_to_json(HrDaemon *daemon)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	GPtrArray *guests = hr_daemon_get_guests(daemon);
-
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "guests");
-	json_builder_begin_array(b);
-	for (guint i = 0; i < guests->len; i++) {
-		json_builder_begin_object(b);
-		hr_api_add_summary_members(b, g_ptr_array_index(guests, i));
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-	hr_json_add_int(b, "rejected_unidentified", hr_daemon_get_rejected_unidentified(daemon));
-	json_builder_end_object(b);
-	return json_builder_get_root(b);
-}
-
-static void
-hr_api_add_held(JsonBuilder *b, HrGuest *guest)
-{
-	g_autoptr(GArray) gpas = hr_guest_held_sorted(guest);
-
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "blocks", gpas->len);
-	json_builder_set_member_name(b, "gpas");
-	json_builder_begin_array(b);
-	for (guint i = 0; i < gpas->len; i++) {
-		g_autofree gchar *str =
-		    g_strdup_printf("0x%" G_GINT64_MODIFIER "x", g_array_index(gpas, guint64, i));
-		json_builder_add_string_value(b, str);
-	}
-	json_builder_end_array(b);
-	json_builder_set_member_name(b, "returned");
-	json_builder_begin_object(b);
-	for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
-		hr_json_add_int(b, hr_guest_return_reason_to_string(r),
-				guest->blocks_returned_total[r]);
-	json_builder_end_object(b);
-	hr_json_add_int(b, "blocks_freed_total", guest->blocks_freed_total);
-	hr_json_add_int(b, "pages_migrated_total", guest->pages_migrated_total);
-	json_builder_end_object(b);
-}
-
-static JsonNode *
-hr_api_guest_to_json(HrGuest *guest)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-
-	json_builder_begin_object(b);
-	hr_api_add_summary_members(b, guest);
-	hr_json_add_time(b, "connected_at", guest->connected_at);
-	hr_json_add_time(b, "disconnected_at", guest->disconnected_at);
-	hr_json_add_int(b, "connections", guest->connections);
-	hr_json_add_int(b, "proto_version", guest->proto_version);
-	hr_json_add_int(b, "ram_size", guest->ram_size);
-	json_builder_set_member_name(b, "ram");
-	json_builder_begin_array(b);
-	for (guint i = 0; i < guest->ram->len; i++) {
-		const HrRamRange *r = &g_array_index(guest->ram, HrRamRange, i);
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "gpa", r->gpa);
-		hr_json_add_int(b, "size", r->size);
-		hr_json_add_int(b, "hva", r->hva);
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-
-	json_builder_set_member_name(b, "device");
-	if (guest->have_state) {
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "guest_features", guest->state.guest_features);
-		hr_json_add_int(b, "msgs_relayed", guest->state.msgs_relayed);
-		hr_json_add_int(b, "msgs_rejected", guest->state.msgs_rejected);
-		hr_json_add_int(b, "cmds_dropped", guest->state.cmds_dropped);
-		hr_json_add_int(b, "num_held", guest->state.num_held);
-		json_builder_set_member_name(b, "driver_ok");
-		json_builder_add_boolean_value(b, guest->state.driver_ok);
-		json_builder_set_member_name(b, "discard_disabled");
-		json_builder_add_boolean_value(b, guest->state.discard_disabled);
-		json_builder_end_object(b);
-	} else {
-		json_builder_add_null_value(b);
-	}
-
-	json_builder_set_member_name(b, "daemon_counters");
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "frames", guest->frames);
-	hr_json_add_int(b, "guest_msgs", guest->guest_msgs);
-	hr_json_add_int(b, "rejected", guest->rejected);
-	json_builder_set_member_name(b, "last_reject_reason");
-	if (guest->last_reject_reason != NULL)
-		json_builder_add_string_value(b, guest->last_reject_reason);
-	else
-		json_builder_add_null_value(b);
-	hr_json_add_int(b, "cmds_sent", guest->cmds_sent);
-	hr_json_add_int(b, "cmds_pending", g_hash_table_size(guest->pending));
-	hr_json_add_int(b, "cmds_lost", guest->cmds_lost);
-	json_builder_end_object(b);
-
-	json_builder_set_member_name(b, "last_result");
-	if (guest->last_result != NULL) {
-		const HrResult *r = guest->last_result;
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "request_id", r->hdr.request_id);
-		json_builder_set_member_name(b, "final");
-		json_builder_add_boolean_value(b, r->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT);
-		json_builder_set_member_name(b, "status");
-		json_builder_add_string_value(b, hr_result_status_to_string(r->status));
-		hr_request_add_counts(b, r);
-		json_builder_end_object(b);
-	} else {
-		json_builder_add_null_value(b);
-	}
-
-	json_builder_set_member_name(b, "held");
-	hr_api_add_held(b, guest);
-
-	json_builder_set_member_name(b, "requests");
-	json_builder_begin_array(b);
-	{
-		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
-		for (guint i = 0; i < requests->len; i++)
-			hr_request_add_summary_json(g_ptr_array_index(requests, i), b);
-	}
-	json_builder_end_array(b);
-
-	json_builder_set_member_name(b, "status");
-	if (guest->status != NULL)
-		hr_api_add_status(b, guest->status);
-	else
-		json_builder_add_null_value(b);
-	json_builder_end_object(b);
-	return json_builder_get_root(b);
-}
-
-static void
-hr_api_metric_escape(GString *out, const gchar *value)
-{
-	for (const gchar *p = value; *p != '\0'; p++) {
-		if (*p == '\\' || *p == '"')
-			g_string_append_c(out, '\\');
-		if (*p == '\n') {
-			g_string_append(out, "\\n");
-			continue;
-		}
-		g_string_append_c(out, *p);
-	}
-}
-
-static void
-hr_api_metric(GString *out, const gchar *metric, HrGuest *guest, gdouble value)
-{
-	g_string_append_printf(out, "%s{name=\"", metric);
-	hr_api_metric_escape(out, guest->name);
-	g_string_append_printf(out, "\",uuid=\"%s\"} %.17g\n", guest->uuid, value);
-}
-
-static void
-hr_api_metric_labelled(GString *out, const gchar *metric, HrGuest *guest, const gchar *label,
-		       const gchar *value, gdouble number)
-{
-	g_string_append_printf(out, "%s{name=\"", metric);
-	hr_api_metric_escape(out, guest->name);
-	g_string_append_printf(out, "\",uuid=\"%s\",%s=\"%s\"} %.17g\n", guest->uuid, label, value,
-			       number);
-}
-
-static void
-hr_api_metric_head(GString *out, const gchar *metric, const gchar *type, const gchar *help)
-{
-	g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
-}
-
-static void
-hr_api_metrics_requests(GString *out, GPtrArray *guests)
-{
-	hr_api_metric_head(out, "hugeroom_guest_requests", "gauge",
-			   "evacuate, capture and return requests waiting or running, by state");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		guint n[HR_REQUEST_DONE] = {0};
-		n[HR_REQUEST_QUEUED] = g_queue_get_length(&guest->queue);
-		if (guest->active != NULL)
-			n[guest->active->state]++;
-		for (guint st = 0; st < HR_REQUEST_DONE; st++)
-			hr_api_metric_labelled(out, "hugeroom_guest_requests", guest, "state",
-					       hr_request_state_to_string(st), n[st]);
-	}
-	hr_api_metric_head(out, "hugeroom_guest_requests_finished_total", "counter",
-			   "evacuate, capture and return requests that ended, by final state");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		for (guint st = HR_REQUEST_DONE; st < HR_REQUEST_N_STATES; st++)
-			hr_api_metric_labelled(out, "hugeroom_guest_requests_finished_total", guest,
-					       "state", hr_request_state_to_string(st),
-					       guest->requests_final[st]);
-	}
-	hr_api_metric_head(out, "hugeroom_guest_blocks_freed_total", "counter",
-			   "2 MiB blocks freed and held by evacuate and capture results");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		hr_api_metric(out, "hugeroom_guest_blocks_freed_total", guest,
-			      guest->blocks_freed_total);
-	}
-	hr_api_metric_head(out, "hugeroom_guest_pages_migrated_total", "counter",
-			   "4 KiB guest pages migrated by evacuate and capture results");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		hr_api_metric(out, "hugeroom_guest_pages_migrated_total", guest,
-			      guest->pages_migrated_total);
-	}
-	hr_api_metric_head(out, "hugeroom_guest_blocks_returned_total", "counter",
-			   "held blocks the guest took back, by reason (host, pressure, unload)");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
-			hr_api_metric_labelled(out, "hugeroom_guest_blocks_returned_total", guest,
-					       "reason", hr_guest_return_reason_to_string(r),
-					       guest->blocks_returned_total[r]);
-	}
-}
-
-gchar *
-hr_api_metrics(HrDaemon *daemon)
-{
-	GPtrArray *guests = hr_daemon_get_guests(daemon);
-	GString *out = g_string_new(NULL);
-	struct {
-		const gchar *name;
-		const gchar *type;
-		const gchar *help;
-	} metrics[] = {
-	    {"hugeroom_guest_connected", "gauge", "1 while the guest's device is connected"},
-	    {"hugeroom_guest_free_pages", "gauge", "MemFree of the guest, 4 KiB pages"},
-	    {"hugeroom_guest_held_blocks", "gauge", "2 MiB blocks the guest holds for the host"},
-	    {"hugeroom_guest_status_age_seconds", "gauge", "age of the latest status report"},
-	    {"hugeroom_guest_rejected_messages_total", "counter",
-	     "frames from the guest's device that were rejected"},
-	};
-
-	for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
-		g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metrics[m].name,
-				       metrics[m].help, metrics[m].name, metrics[m].type);
-		for (guint i = 0; i < guests->len; i++) {
-			HrGuest *guest = g_ptr_array_index(guests, i);
-			switch (m) {
-			case 0:
-				hr_api_metric(out, metrics[m].name, guest,
-					      hr_guest_is_connected(guest));
-				break;
-			case 1:
-				if (guest->status != NULL)
-					hr_api_metric(out, metrics[m].name, guest,
-						      guest->status->mem_free_pages);
-				break;
-			case 2:
-				hr_api_metric(out, metrics[m].name, guest,
-					      g_hash_table_size(guest->held));
-				break;
-			case 3:
-				if (guest->status != NULL)
-					hr_api_metric(out, metrics[m].name, guest,
-						      hr_guest_status_age_ms(guest) / 1000.0);
-				break;
-			default:
-				hr_api_metric(out, metrics[m].name, guest, guest->rejected);
-				break;
-			}
-		}
-	}
-	hr_api_metrics_requests(out, guests);
-	g_string_append_printf(out,
-			       "# HELP hugeroom_rejected_connections_total connections closed "
-			       "before a valid HELLO\n"
-			       "# TYPE hugeroom_rejected_connections_total counter\n"
-			       "hugeroom_rejected_connections_total %" G_GUINT64_FORMAT "\n",
-			       hr_daemon_get_rejected_unidentified(daemon));
-	return g_string_free(out, FALSE);
-}
 
 static void
 hr_api_reply_json(SoupServerMessage *msg, guint status, JsonNode *node)
@@ -468,9 +56,9 @@ hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *format, ..
 }
 
 static gchar *
-hr_api_known_guests(HrDaemon *daemon)
+hr_api_known_guests(HrCore *core)
 {
-	GPtrArray *guests = hr_daemon_get_guests(daemon);
+	GPtrArray *guests = hr_core_get_guests(core);
 	g_autoptr(GString) str = g_string_new(NULL);
 	if (guests->len == 0)
 		return g_strdup("none connected yet");
@@ -745,21 +333,7 @@ hr_api_error_status(const GError *error)
 static void
 hr_api_reply_request_ref(SoupServerMessage *msg, guint status, HrGuest *guest, HrRequest *request)
 {
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonNode) node = NULL;
-
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "request_id", request->id);
-	json_builder_set_member_name(b, "guest");
-	json_builder_add_string_value(b, guest->name);
-	json_builder_set_member_name(b, "kind");
-	json_builder_add_string_value(b, hr_request_kind_to_string(request->kind));
-	json_builder_set_member_name(b, "state");
-	json_builder_add_string_value(b, hr_request_state_to_string(request->state));
-	json_builder_set_member_name(b, "cancel_requested");
-	json_builder_add_boolean_value(b, request->cancel_sent);
-	json_builder_end_object(b);
-	node = json_builder_get_root(b);
+	g_autoptr(JsonNode) node = hr_api_request_ref_to_json(guest, request);
 	hr_api_reply_json(msg, status, node);
 }
 
@@ -781,7 +355,7 @@ hr_api_submit(HrApi *api, SoupServerMessage *msg, HrGuest *guest, HrRequestKind 
 		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
 		return;
 	}
-	request = hr_daemon_submit(api->daemon, guest, &params, &error);
+	request = hr_core_submit(api->core, guest, &params, &error);
 	if (request == NULL) {
 		hr_api_reply_error(msg, hr_api_error_status(error), "%s", error->message);
 		return;
@@ -873,7 +447,7 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		g_autoptr(JsonNode) node = NULL;
 		if (!hr_api_check_method(msg, SOUP_METHOD_GET))
 			return;
-		node = hr_api_guests_to_json(api->daemon);
+		node = hr_api_guests_to_json(api->core);
 		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 		return;
 	}
@@ -882,9 +456,9 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 				   "/v1/guests", path);
 		return;
 	}
-	guest = hr_daemon_find_guest(api->daemon, parts[1]);
+	guest = hr_core_find_guest(api->core, parts[1]);
 	if (guest == NULL) {
-		g_autofree gchar *known = hr_api_known_guests(api->daemon);
+		g_autofree gchar *known = hr_api_known_guests(api->core);
 		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
 				   "no guest named or with UUID '%s'; known guests: %s", parts[1],
 				   known);
@@ -931,7 +505,7 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		guint64 request_id;
 		if (!hr_api_check_method(msg, SOUP_METHOD_POST))
 			return;
-		request_id = hr_daemon_request_report(api->daemon, guest, &error);
+		request_id = hr_core_request_report(api->core, guest, &error);
 		if (request_id == 0) {
 			hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "%s; wait for its QEMU to "
 					   "reconnect and retry", error->message);
@@ -1044,7 +618,7 @@ hr_api_reservations_cb(SoupServer *server, SoupServerMessage *msg, const char *p
 		       GHashTable *query, gpointer user_data)
 {
 	HrApi *api = user_data;
-	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
+	HrPrepare *prepare = api->prepare;
 	const gchar *method = soup_server_message_get_method(msg);
 	g_auto(GStrv) parts = NULL;
 	g_autoptr(GError) error = NULL;
@@ -1160,7 +734,7 @@ hr_api_host_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 	       gpointer user_data)
 {
 	HrApi *api = user_data;
-	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
+	HrPrepare *prepare = api->prepare;
 	g_autoptr(GError) error = NULL;
 	g_autoptr(JsonNode) node = NULL;
 	(void)server;
@@ -1182,7 +756,7 @@ hr_api_plan_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 	       gpointer user_data)
 {
 	HrApi *api = user_data;
-	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
+	HrPrepare *prepare = api->prepare;
 	g_autoptr(JsonParser) parser = json_parser_new();
 	g_autoptr(GError) error = NULL;
 	g_autoptr(JsonNode) node = NULL;
@@ -1225,7 +799,7 @@ hr_api_metrics_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 	}
 	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
 		return;
-	text = hr_api_metrics(api->daemon);
+	text = hr_metrics_text(api->core, api->prepare);
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
 	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE, text,
 					 strlen(text));
@@ -1245,10 +819,11 @@ hr_api_default_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 }
 
 HrApi *
-hr_api_new(HrDaemon *daemon)
+hr_api_new(HrCore *core, HrPrepare *prepare)
 {
 	HrApi *api = g_new0(HrApi, 1);
-	api->daemon = daemon;
+	api->core = core;
+	api->prepare = prepare;
 	api->server = soup_server_new("server-header", "hugeroomd/" PACKAGE_VERSION, NULL);
 	soup_server_add_handler(api->server, NULL, hr_api_default_cb, api, NULL);
 	soup_server_add_handler(api->server, "/v1/guests", hr_api_guests_cb, api, NULL);

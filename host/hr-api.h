@@ -3,9 +3,11 @@
 
 #include <json-glib/json-glib.h>
 
+#include "hr-core.h"
+#include "hr-prepare.h"
+
 G_BEGIN_DECLS
 
-typedef struct _HrDaemon HrDaemon;
 typedef struct _HrApi HrApi;
 
 /*
@@ -31,16 +33,10 @@ typedef struct _HrApi HrApi;
  *   GET  /metrics                    Prometheus text
  */
 HrApi *
-hr_api_new(HrDaemon *daemon);
+hr_api_new(HrCore *core, HrPrepare *prepare);
 void
 hr_api_free(HrApi *api);
 gboolean
 hr_api_listen(HrApi *api, const gchar *path, GError **error);
-
-/* the JSON bodies, also used by the tests */
-JsonNode *
-hr_api_guests_to_json(HrDaemon *daemon);
-gchar *
-hr_api_metrics(HrDaemon *daemon);
 
 G_END_DECLS

@@ -14,7 +14,7 @@
 
 #include "hr-device.h"
 
-#include "hr-daemon.h"
+#include "hr-core.h"
 
 #define HR_DEVICE_READ_SIZE 65536
 
@@ -27,7 +27,7 @@ typedef enum {
 
 struct _HrDevice {
 	gint refcount;
-	HrDaemon *daemon; /* owns us while we are open */
+	HrCore *core; /* owns us while we are open */
 	GSocketConnection *connection;
 	GCancellable *cancellable;
 	HrFrameReader *reader;
@@ -49,14 +49,14 @@ static void
 hr_device_write_next(HrDevice *device);
 
 HrDevice *
-hr_device_new(HrDaemon *daemon, GSocketConnection *connection, guint32 status_interval_ms)
+hr_device_new(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms)
 {
 	HrDevice *device = g_new0(HrDevice, 1);
 	GSocket *socket = g_socket_connection_get_socket(connection);
 	g_autoptr(GCredentials) creds = g_socket_get_credentials(socket, NULL);
 
 	device->refcount = 1;
-	device->daemon = daemon;
+	device->core = core;
 	device->connection = g_object_ref(connection);
 	device->cancellable = g_cancellable_new();
 	device->reader = hr_frame_reader_new();
@@ -116,7 +116,7 @@ hr_device_close(HrDevice *device, const gchar *reason)
 	else
 		g_info("%s (pid %d) disconnected", hr_device_peer(device), device->pid);
 	device->guest = NULL;
-	hr_daemon_device_closed(device->daemon, device, guest, reason);
+	hr_core_device_closed(device->core, device, guest, reason);
 }
 
 void
@@ -205,6 +205,7 @@ hr_device_handle_status(HrDevice *device, HrStatus *status, GError **error)
 	hr_status_free(guest->status);
 	guest->status = hr_status_copy(status);
 	guest->status_at = g_get_monotonic_time();
+	hr_core_emit(device->core, HR_EVENT_STATUS_CHANGED, guest, NULL);
 	return TRUE;
 }
 
@@ -230,6 +231,7 @@ hr_device_handle_blocks(HrDevice *device, HrBlocks *blocks, GError **error)
 		}
 	}
 	hr_guest_handle_blocks(guest, blocks);
+	hr_core_emit(device->core, HR_EVENT_HELD_CHANGED, guest, NULL);
 	return TRUE;
 }
 
@@ -280,6 +282,7 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 		device->state = HR_DEVICE_RUNNING;
 		g_info("%s: resync done, %u blocks held", guest->name,
 		       g_hash_table_size(guest->held));
+		hr_core_emit(device->core, HR_EVENT_HELD_CHANGED, guest, NULL);
 		hr_guest_set_ready(guest, TRUE);
 		return TRUE;
 	}
@@ -288,6 +291,7 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 		g_info("%s: device reset, dropping %u held blocks", guest->name,
 		       g_hash_table_size(guest->held));
 		g_hash_table_remove_all(guest->held);
+		hr_core_emit(device->core, HR_EVENT_HELD_CHANGED, guest, NULL);
 	}
 	if (state.cmds_dropped > prev_dropped)
 		hr_guest_handle_cmds_dropped(guest, state.cmds_dropped);
@@ -312,7 +316,7 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 	if (ram_sum != hello->ram_size)
 		g_info("%s: RAM ranges sum to %" G_GUINT64_FORMAT " bytes, ram_size is %" G_GUINT64_FORMAT,
 		       hello->name, ram_sum, hello->ram_size);
-	device->guest = hr_daemon_attach_device(device->daemon, device, hello, device->pid);
+	device->guest = hr_core_attach_device(device->core, device, hello, device->pid);
 	reply = hr_chan_welcome_encode(&welcome);
 	hr_device_send(device, HR_CHAN_WELCOME, reply);
 	device->state = HR_DEVICE_RESYNC;

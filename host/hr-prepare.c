@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "hr-compact.h"
-#include "hr-daemon.h"
 #include "hr-json.h"
 #include "hr-thpmap.h"
 
@@ -79,7 +78,7 @@ typedef struct {
 } Op;
 
 struct _HrPrepare {
-	HrDaemon *daemon;
+	HrCore *core;
 	const HrConfig *config;
 	HrReservationStore *store;
 	HrPlannerParams params;
@@ -167,17 +166,25 @@ kick(HrPrepare *p)
 		p->kick_id = g_idle_add(kick_cb, p);
 }
 
+static void
+reservation_changed_cb(HrReservation *r, gpointer user_data)
+{
+	HrPrepare *p = user_data;
+	hr_core_emit(p->core, HR_EVENT_RESERVATION_CHANGED, NULL, r);
+}
+
 HrPrepare *
-hr_prepare_new(HrDaemon *daemon)
+hr_prepare_new(HrCore *core)
 {
 	HrPrepare *p = g_new0(HrPrepare, 1);
 	g_autoptr(GError) error = NULL;
 	g_autofree gchar *path = NULL;
 
-	p->daemon = daemon;
-	p->config = hr_daemon_get_config(daemon);
+	p->core = core;
+	p->config = hr_core_get_config(core);
 	path = g_build_filename(p->config->state_dir, "reservations.json", NULL);
 	p->store = hr_reservation_store_new(path);
+	hr_reservation_store_set_changed_func(p->store, reservation_changed_cb, p);
 	if (!hr_reservation_store_load(p->store, &error))
 		g_warning("%s", error->message);
 	else if (hr_reservation_store_list(p->store)->len > 0)
@@ -193,6 +200,11 @@ hr_prepare_new(HrDaemon *daemon)
 	return p;
 }
 
+static void
+donate_notify(HrRequest *request, gpointer user_data);
+static void
+return_notify(HrRequest *request, gpointer user_data);
+
 void
 hr_prepare_free(HrPrepare *p)
 {
@@ -205,7 +217,8 @@ hr_prepare_free(HrPrepare *p)
 		Op *op = g_ptr_array_index(p->ops, i);
 		if (op->request != NULL) {
 			/* the guest outlives us: stop it telling us */
-			hr_request_set_notify(op->request, NULL, NULL);
+			hr_request_remove_listener(op->request, donate_notify, op);
+			hr_request_remove_listener(op->request, return_notify, op);
 			op_free(op);
 		} else {
 			/* a compaction thread: its callback frees the op */
@@ -417,7 +430,7 @@ static Input *
 build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, gboolean guests_too)
 {
 	Input *in = g_new0(Input, 1);
-	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	GPtrArray *guests = hr_core_get_guests(p->core);
 	guint first_node = 0;
 	GString *why;
 
@@ -663,7 +676,7 @@ hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
 static HrGuest *
 find_guest_by_uuid(HrPrepare *p, const gchar *uuid)
 {
-	return hr_daemon_find_guest(p->daemon, uuid);
+	return hr_core_find_guest(p->core, uuid);
 }
 
 /* a RETURN that did not give everything back: the rest are still holds */
@@ -679,7 +692,7 @@ return_notify(HrRequest *request, gpointer user_data)
 
 	if (p == NULL || !hr_request_state_is_final(request->state))
 		return;
-	hr_request_set_notify(request, NULL, NULL);
+	hr_request_remove_listener(request, return_notify, op);
 	if (op->submitting) {
 		op->ended_early = TRUE;
 		return;
@@ -772,7 +785,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			op->returning = g_array_new(FALSE, FALSE, sizeof(guint64));
 			g_array_append_vals(op->returning, params.gpas, params.nr_gpas);
 			op->submitting = TRUE;
-			request = hr_daemon_submit(p->daemon, guest, &params, &error);
+			request = hr_core_submit(p->core, guest, &params, &error);
 			op->submitting = FALSE;
 			if (request == NULL) {
 				/* they stay holds: the next tick tries again */
@@ -1212,7 +1225,7 @@ donate_notify(HrRequest *request, gpointer user_data)
 	if (op->prepare == NULL || !hr_request_state_is_final(request->state))
 		return;
 	/* taken over by whoever sees the end first; never twice */
-	hr_request_set_notify(request, NULL, NULL);
+	hr_request_remove_listener(request, donate_notify, op);
 	if (op->submitting) {
 		op->ended_early = TRUE;
 		return;
@@ -1296,7 +1309,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	params.notify = donate_notify;
 	params.notify_data = op;
 	op->submitting = TRUE;
-	request = hr_daemon_submit(p->daemon, guest, &params, &error);
+	request = hr_core_submit(p->core, guest, &params, &error);
 	op->submitting = FALSE;
 	if (request == NULL) {
 		set_step_state(s, "failed", error->message);

@@ -19,6 +19,8 @@ struct _HrReservationStore {
 	gchar *path;
 	GPtrArray *list; /* HrReservation, oldest first */
 	guint64 next_id;
+	HrReservationFunc changed;
+	gpointer changed_data;
 };
 
 static const gchar *state_names[HR_RESERVATION_N_STATES] = {
@@ -641,6 +643,16 @@ hr_reservation_touch(HrReservationStore *store, HrReservation *r)
 		r->updated_at = g_get_real_time();
 	if (!hr_reservation_store_save(store, &error))
 		g_warning("%s", error->message);
+	if (r != NULL && store->changed != NULL)
+		store->changed(r, store->changed_data);
+}
+
+void
+hr_reservation_store_set_changed_func(HrReservationStore *store, HrReservationFunc func,
+				      gpointer user_data)
+{
+	store->changed = func;
+	store->changed_data = user_data;
 }
 
 HrReservation *

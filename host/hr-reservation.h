@@ -120,6 +120,7 @@ typedef struct {
 } HrReservation;
 
 typedef struct _HrReservationStore HrReservationStore;
+typedef void (*HrReservationFunc)(HrReservation *r, gpointer user_data);
 
 const gchar *
 hr_reservation_state_to_string(HrReservationState state);
@@ -183,9 +184,13 @@ hr_reservation_add_hold(HrReservation *r, const gchar *guest_uuid, const gchar *
 /* remove and return (as a new array, oldest first) up to @max holds of @r */
 GPtrArray *
 hr_reservation_take_holds(HrReservation *r, guint max);
-/* mark changed and save; logs a failed save */
+/* mark changed, save (logs a failed save) and tell the changed function */
 void
 hr_reservation_touch(HrReservationStore *store, HrReservation *r);
+/* told of every change of a reservation that goes through _touch */
+void
+hr_reservation_store_set_changed_func(HrReservationStore *store, HrReservationFunc func,
+				      gpointer user_data);
 
 /*
  * Blocks promised on @node by live reservations other than @except

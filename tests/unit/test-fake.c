@@ -246,14 +246,14 @@ make_status(guint64 seq, guint64 request_id, guint64 first_gpa)
 HrGuest *
 first_guest(Fixture *f)
 {
-	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	GPtrArray *guests = hr_core_get_guests(hr_daemon_get_core(f->daemon));
 	return guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
 }
 
 HrGuest *
 only_guest(Fixture *f)
 {
-	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	GPtrArray *guests = hr_core_get_guests(hr_daemon_get_core(f->daemon));
 	g_assert_cmpuint(guests->len, ==, 1);
 	return g_ptr_array_index(guests, 0);
 }

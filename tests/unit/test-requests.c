@@ -260,7 +260,7 @@ test_planner_api(Fixture *f, gconstpointer data)
 	(void)data;
 
 	wait_ready(f, TRUE);
-	request = hr_daemon_submit(f->daemon, only_guest(f), &p, &error);
+	request = hr_core_submit(hr_daemon_get_core(f->daemon), only_guest(f), &p, &error);
 	g_assert_no_error(error);
 	hr_request_ref(request);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
@@ -284,7 +284,7 @@ test_planner_api(Fixture *f, gconstpointer data)
 	p.ranges = ranges;
 	p.nr_ranges = 1;
 	p.notify = NULL;
-	request = hr_daemon_submit(f->daemon, only_guest(f), &p, &error);
+	request = hr_core_submit(hr_daemon_get_core(f->daemon), only_guest(f), &p, &error);
 	g_assert_no_error(error);
 	g_clear_pointer(&cmd, hr_cmd_free);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
@@ -295,7 +295,7 @@ test_planner_api(Fixture *f, gconstpointer data)
 
 	/* a range past the guest's 1 GiB is refused before anything is sent */
 	ranges[0].end = MiB(2048);
-	g_assert_null(hr_daemon_submit(f->daemon, only_guest(f), &p, &error));
+	g_assert_null(hr_core_submit(hr_daemon_get_core(f->daemon), only_guest(f), &p, &error));
 	g_assert_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
 	g_assert_cmpstr(error->message, ==,
 			"ranges[0]: 0x0-0x80000000 is not inside one range of the guest's RAM "
