@@ -293,3 +293,50 @@ hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request)
 	json_builder_end_object(b);
 	return json_builder_get_root(b);
 }
+
+JsonNode *
+hr_api_event_to_json(const HrEvent *event, guint64 seq)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	HrGuest *guest = event->guest;
+
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "seq", seq);
+	json_builder_set_member_name(b, "type");
+	json_builder_add_string_value(b, hr_event_kind_to_string(event->kind));
+	/* wall clock, so that a client can measure the delivery */
+	hr_json_add_int(b, "time_us", g_get_real_time());
+	if (guest != NULL) {
+		json_builder_set_member_name(b, "guest");
+		json_builder_add_string_value(b, guest->name);
+		json_builder_set_member_name(b, "uuid");
+		json_builder_add_string_value(b, guest->uuid);
+		json_builder_set_member_name(b, "connected");
+		json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
+		hr_json_add_int(b, "held_blocks", g_hash_table_size(guest->held));
+	}
+	switch (event->kind) {
+	case HR_EVENT_STATUS_CHANGED:
+		hr_json_add_int(b, "status_seq", guest->status->seq);
+		hr_json_add_int(b, "mem_free_pages", guest->status->mem_free_pages);
+		hr_json_add_int(b, "mem_available_pages", guest->status->mem_available_pages);
+		break;
+	case HR_EVENT_REQUEST_CHANGED:
+		json_builder_set_member_name(b, "request");
+		hr_request_add_json(event->request, b);
+		break;
+	case HR_EVENT_RESERVATION_CHANGED:
+		json_builder_set_member_name(b, "reservation");
+		hr_reservation_add_json(event->reservation, b, FALSE);
+		break;
+	case HR_EVENT_PLAN_MADE:
+		json_builder_set_member_name(b, "reservation_id");
+		json_builder_add_string_value(b, event->reservation->id);
+		hr_json_add_int(b, "decision_us", event->duration_us);
+		break;
+	default:
+		break;
+	}
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}

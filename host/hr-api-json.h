@@ -17,4 +17,8 @@ hr_api_guest_to_json(HrGuest *guest);
 JsonNode *
 hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request);
 
+/* the data of a /v1/events event (hr-events.h) */
+JsonNode *
+hr_api_event_to_json(const HrEvent *event, guint64 seq);
+
 G_END_DECLS

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The HTTP/JSON API (host/API.md, openapi.json): one route table, one
+ * dispatcher that checks who is asking (hr-api-auth) before any handler
+ * runs, on the Unix socket and optionally on TCP with TLS.
+ */
 
 #define G_LOG_DOMAIN "HrApi"
 
@@ -7,20 +12,44 @@
 #include <libsoup/soup.h>
 #include <string.h>
 
+#include "hr-api-auth.h"
 #include "hr-api-json.h"
-#include "hr-core.h"
+#include "hr-events.h"
 #include "hr-json.h"
 #include "hr-metrics.h"
-#include "hr-prepare.h"
 #include "hr-socket.h"
+
+/* a body larger than this is refused with 413 */
+#define HR_API_MAX_BODY (64 * 1024)
+/* a connection that sends nothing for this long is closed */
+#define HR_API_IDLE_TIMEOUT_S 15
 
 struct _HrApi {
 	HrCore *core;
 	HrPrepare *prepare;
+	HrEventStream *events;
 	SoupServer *server;
-	GSocketService *service;
+	GSocketService *service; /* the Unix socket */
 	GSocket *socket;
+	GSocketService *tcp_service;
+	GTlsCertificate *certificate;
+	HrApiTokens *tokens;
+	gid_t admin_gid;
+	gid_t read_gid;
+	HrMetrics *metrics;
+	HrMetricsHistogram *latency; /* request handling, by route */
 };
+
+typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query,
+			     gchar **args);
+
+typedef struct {
+	HrApiRoute info;
+	HrApiHandler handler;
+} HrApiRouteEntry;
+
+/* ---------------------------------------------------------------------- */
+/* Answers */
 
 static void
 hr_api_reply_json(SoupServerMessage *msg, guint status, JsonNode *node)
@@ -32,27 +61,85 @@ hr_api_reply_json(SoupServerMessage *msg, guint status, JsonNode *node)
 					 g_steal_pointer(&body), len);
 }
 
-static void
-hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *format, ...)
-    G_GNUC_PRINTF(3, 4);
-
-static void
-hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *format, ...)
+static gchar *
+hr_api_error_body(const gchar *code, const gchar *text)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonNode) node = NULL;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "error");
+	json_builder_add_string_value(b, text);
+	json_builder_set_member_name(b, "code");
+	json_builder_add_string_value(b, code);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	return json_to_string(node, FALSE);
+}
+
+static void
+hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *code,
+		   const gchar *format, ...) G_GNUC_PRINTF(4, 5);
+
+/* {"error": what went wrong, "code": one of host/API.md's error codes} */
+static void
+hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *code,
+		   const gchar *format, ...)
+{
 	g_autofree gchar *text = NULL;
+	gchar *body;
 	va_list args;
 
 	va_start(args, format);
 	text = g_strdup_vprintf(format, args);
 	va_end(args);
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "error");
-	json_builder_add_string_value(b, text);
-	json_builder_end_object(b);
-	node = json_builder_get_root(b);
-	hr_api_reply_json(msg, status, node);
+	body = hr_api_error_body(code, text);
+	soup_server_message_set_status(msg, status, NULL);
+	soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, body,
+					 strlen(body));
+}
+
+/* a GError of the core or a guest: its status and code */
+static void
+hr_api_reply_gerror(SoupServerMessage *msg, const GError *error)
+{
+	guint status = SOUP_STATUS_CONFLICT;
+	const gchar *code = "conflict";
+
+	if (error->domain == G_IO_ERROR) {
+		switch (error->code) {
+		case G_IO_ERROR_INVALID_ARGUMENT:
+			status = SOUP_STATUS_BAD_REQUEST;
+			code = "invalid_argument";
+			break;
+		case G_IO_ERROR_NOT_FOUND:
+			status = SOUP_STATUS_NOT_FOUND;
+			code = "unknown_request";
+			break;
+		case G_IO_ERROR_NOT_CONNECTED:
+			code = "not_connected";
+			break;
+		case G_IO_ERROR_NOT_SUPPORTED:
+			code = "not_supported";
+			break;
+		default:
+			break;
+		}
+	}
+	hr_api_reply_error(msg, status, code, "%s", error->message);
+}
+
+static void
+hr_api_reply_reservation_gerror(SoupServerMessage *msg, const GError *error)
+{
+	if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_NOT_FOUND))
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_reservation", "%s",
+				   error->message);
+	else if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID))
+		hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "wrong_state", "%s", error->message);
+	else
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
 }
 
 static gchar *
@@ -71,21 +158,32 @@ hr_api_known_guests(HrCore *core)
 	return g_strdup(str->str);
 }
 
-static gboolean
-hr_api_check_method(SoupServerMessage *msg, const gchar *allowed)
+/* the guest the path names, or NULL after a 404 */
+static HrGuest *
+hr_api_find_guest(HrApi *api, SoupServerMessage *msg, const gchar *name)
 {
-	if (g_strcmp0(soup_server_message_get_method(msg), allowed) == 0)
-		return TRUE;
-	soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow",
-				     allowed);
-	hr_api_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "%s %s is not supported; use %s",
-			   soup_server_message_get_method(msg),
-			   g_uri_get_path(soup_server_message_get_uri(msg)), allowed);
-	return FALSE;
+	HrGuest *guest = hr_core_find_guest(api->core, name);
+	if (guest == NULL) {
+		g_autofree gchar *known = hr_api_known_guests(api->core);
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_guest",
+				   "no guest named or with UUID '%s'; known guests: %s", name,
+				   known);
+	}
+	return guest;
+}
+
+static HrReservation *
+hr_api_find_reservation(HrApi *api, SoupServerMessage *msg, const gchar *id)
+{
+	HrReservation *r = hr_reservation_store_find(hr_prepare_get_store(api->prepare), id);
+	if (r == NULL)
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_reservation",
+				   "no reservation %s (GET /v1/reservations lists them)", id);
+	return r;
 }
 
 /* ---------------------------------------------------------------------- */
-/* Requests: POST evacuate, capture, return, cancel; GET requests */
+/* Bodies */
 
 static gchar *
 hr_api_node_to_string(JsonNode *node)
@@ -320,215 +418,6 @@ hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GAr
 	return TRUE;
 }
 
-static guint
-hr_api_error_status(const GError *error)
-{
-	if (error->domain == G_IO_ERROR && error->code == G_IO_ERROR_INVALID_ARGUMENT)
-		return SOUP_STATUS_BAD_REQUEST;
-	if (error->domain == G_IO_ERROR && error->code == G_IO_ERROR_NOT_FOUND)
-		return SOUP_STATUS_NOT_FOUND;
-	return SOUP_STATUS_CONFLICT;
-}
-
-static void
-hr_api_reply_request_ref(SoupServerMessage *msg, guint status, HrGuest *guest, HrRequest *request)
-{
-	g_autoptr(JsonNode) node = hr_api_request_ref_to_json(guest, request);
-	hr_api_reply_json(msg, status, node);
-}
-
-static void
-hr_api_submit(HrApi *api, SoupServerMessage *msg, HrGuest *guest, HrRequestKind kind)
-{
-	g_autoptr(JsonParser) parser = json_parser_new();
-	g_autoptr(GArray) gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
-	g_autoptr(GArray) ranges = g_array_new(FALSE, FALSE, sizeof(HrRange));
-	g_autoptr(GError) error = NULL;
-	HrRequestParams params;
-	JsonObject *obj;
-	HrRequest *request;
-
-	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-		return;
-	obj = hr_api_parse_body(msg, parser, &error);
-	if (obj == NULL || !hr_api_parse_params(obj, kind, &params, gpas, ranges, &error)) {
-		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
-		return;
-	}
-	request = hr_core_submit(api->core, guest, &params, &error);
-	if (request == NULL) {
-		hr_api_reply_error(msg, hr_api_error_status(error), "%s", error->message);
-		return;
-	}
-	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest, request);
-}
-
-static void
-hr_api_cancel(SoupServerMessage *msg, HrGuest *guest)
-{
-	static const gchar *const allowed[] = {"request_id", NULL};
-	g_autoptr(JsonParser) parser = json_parser_new();
-	g_autoptr(GError) error = NULL;
-	guint64 id = 0;
-	JsonObject *obj;
-
-	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-		return;
-	obj = hr_api_parse_body(msg, parser, &error);
-	if (obj == NULL || !hr_api_check_members(obj, "cancel", allowed, &error) ||
-	    !hr_api_get_uint(obj, "request_id", 1, G_MAXINT64, &id, &error)) {
-		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
-		return;
-	}
-	if (id == 0) {
-		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST,
-				   "request_id: missing; cancel names the request to stop");
-		return;
-	}
-	if (!hr_guest_cancel_request(guest, id, &error)) {
-		hr_api_reply_error(msg, hr_api_error_status(error), "%s", error->message);
-		return;
-	}
-	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest,
-				 hr_guest_find_request(guest, id));
-}
-
-static void
-hr_api_requests(SoupServerMessage *msg, HrGuest *guest, const gchar *id_str)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonNode) node = NULL;
-
-	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-		return;
-	if (id_str != NULL) {
-		guint64 id = 0;
-		HrRequest *request = NULL;
-		if (g_ascii_string_to_unsigned(id_str, 10, 1, G_MAXUINT64, &id, NULL))
-			request = hr_guest_find_request(guest, id);
-		if (request == NULL) {
-			hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-					   "guest %s has no request '%s' (the daemon keeps the "
-					   "last %u finished requests per guest, and none across "
-					   "a restart)",
-					   guest->name, id_str, guest->history);
-			return;
-		}
-		hr_request_add_json(request, b);
-	} else {
-		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
-		json_builder_begin_object(b);
-		json_builder_set_member_name(b, "guest");
-		json_builder_add_string_value(b, guest->name);
-		json_builder_set_member_name(b, "requests");
-		json_builder_begin_array(b);
-		for (guint i = 0; i < requests->len; i++)
-			hr_request_add_json(g_ptr_array_index(requests, i), b);
-		json_builder_end_array(b);
-		json_builder_end_object(b);
-	}
-	node = json_builder_get_root(b);
-	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
-}
-
-static void
-hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
-		 GHashTable *query, gpointer user_data)
-{
-	HrApi *api = user_data;
-	g_auto(GStrv) parts = NULL;
-	HrGuest *guest;
-	(void)server;
-	(void)query;
-
-	/* "/v1/guests", "/v1/guests/NAME", "/v1/guests/NAME/report" */
-	parts = g_strsplit(path + strlen("/v1/guests"), "/", -1);
-	if (g_strv_length(parts) <= 1 || (g_strv_length(parts) == 2 && parts[1][0] == '\0')) {
-		g_autoptr(JsonNode) node = NULL;
-		if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-			return;
-		node = hr_api_guests_to_json(api->core);
-		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
-		return;
-	}
-	if (parts[0][0] != '\0' || g_strv_length(parts) > 4) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s; see "
-				   "/v1/guests", path);
-		return;
-	}
-	guest = hr_core_find_guest(api->core, parts[1]);
-	if (guest == NULL) {
-		g_autofree gchar *known = hr_api_known_guests(api->core);
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-				   "no guest named or with UUID '%s'; known guests: %s", parts[1],
-				   known);
-		return;
-	}
-	if (g_strv_length(parts) == 2) {
-		g_autoptr(JsonNode) node = NULL;
-		if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-			return;
-		node = hr_api_guest_to_json(guest);
-		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
-		return;
-	}
-	if (g_strcmp0(parts[2], "requests") == 0) {
-		hr_api_requests(msg, guest, parts[3]);
-		return;
-	}
-	if (g_strv_length(parts) == 4) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s; see "
-				   "/v1/guests/%s/requests/ID",
-				   path, guest->name);
-		return;
-	}
-	if (g_strcmp0(parts[2], "evacuate") == 0) {
-		hr_api_submit(api, msg, guest, HR_REQUEST_EVACUATE);
-		return;
-	}
-	if (g_strcmp0(parts[2], "capture") == 0) {
-		hr_api_submit(api, msg, guest, HR_REQUEST_CAPTURE);
-		return;
-	}
-	if (g_strcmp0(parts[2], "return") == 0) {
-		hr_api_submit(api, msg, guest, HR_REQUEST_RETURN);
-		return;
-	}
-	if (g_strcmp0(parts[2], "cancel") == 0) {
-		hr_api_cancel(msg, guest);
-		return;
-	}
-	if (g_strcmp0(parts[2], "report") == 0) {
-		g_autoptr(GError) error = NULL;
-		g_autoptr(JsonBuilder) b = NULL;
-		g_autoptr(JsonNode) node = NULL;
-		guint64 request_id;
-		if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-			return;
-		request_id = hr_core_request_report(api->core, guest, &error);
-		if (request_id == 0) {
-			hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "%s; wait for its QEMU to "
-					   "reconnect and retry", error->message);
-			return;
-		}
-		b = json_builder_new();
-		json_builder_begin_object(b);
-		json_builder_set_member_name(b, "guest");
-		json_builder_add_string_value(b, guest->name);
-		hr_json_add_int(b, "request_id", request_id);
-		json_builder_end_object(b);
-		node = json_builder_get_root(b);
-		hr_api_reply_json(msg, SOUP_STATUS_ACCEPTED, node);
-		return;
-	}
-	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such action '%s' on guest %s; "
-			   "supported: report, evacuate, capture, return, cancel, requests",
-			   parts[2], guest->name);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Reservations, the host, plans */
-
 static const gchar *const reservation_fields[] = {"bytes", "size", "node", "deadline_s",
 						  "strict", "requester", NULL};
 
@@ -585,178 +474,333 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 	return TRUE;
 }
 
-static void
-hr_api_reply_reservation(SoupServerMessage *msg, guint status, HrPrepare *prepare,
-			 HrReservation *r)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonNode) node = NULL;
-	g_autoptr(JsonNode) obj = NULL;
-	const gchar *plan = hr_prepare_get_last_plan(prepare, r->id);
 
-	hr_reservation_add_json(r, b, TRUE);
-	obj = json_builder_get_root(b);
-	json_object_set_string_member(json_node_get_object(obj), "last_plan", plan);
-	if (plan == NULL)
-		json_object_set_null_member(json_node_get_object(obj), "last_plan");
-	node = g_steal_pointer(&obj);
+/* ---------------------------------------------------------------------- */
+/* Guests and their requests */
+
+static void
+hr_api_reply_request_ref(SoupServerMessage *msg, guint status, HrGuest *guest, HrRequest *request)
+{
+	g_autoptr(JsonNode) node = hr_api_request_ref_to_json(guest, request);
 	hr_api_reply_json(msg, status, node);
 }
 
-static guint
-hr_api_reservation_error_status(const GError *error)
+static void
+hr_api_guests(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_NOT_FOUND))
-		return SOUP_STATUS_NOT_FOUND;
-	if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID))
-		return SOUP_STATUS_CONFLICT;
-	return SOUP_STATUS_BAD_REQUEST;
+	g_autoptr(JsonNode) node = hr_api_guests_to_json(api->core);
+	(void)query;
+	(void)args;
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
 static void
-hr_api_reservations_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
-		       GHashTable *query, gpointer user_data)
+hr_api_guest(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	HrApi *api = user_data;
-	HrPrepare *prepare = api->prepare;
-	const gchar *method = soup_server_message_get_method(msg);
-	g_auto(GStrv) parts = NULL;
-	g_autoptr(GError) error = NULL;
-	HrReservation *r;
-	(void)server;
+	g_autoptr(JsonNode) node = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
 	(void)query;
 
-	if (prepare == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "reservations are not running");
+	if (guest == NULL)
 		return;
-	}
-	/* "/v1/reservations", "/v1/reservations/ID", "/v1/reservations/ID/ACTION" */
-	parts = g_strsplit(path + strlen("/v1/reservations"), "/", -1);
-	if (parts[0] == NULL || (parts[0][0] == '\0' && (parts[1] == NULL || parts[1][0] == '\0'))) {
-		if (g_strcmp0(method, SOUP_METHOD_POST) == 0) {
-			g_autoptr(JsonParser) parser = json_parser_new();
-			JsonObject *obj = hr_api_parse_body(msg, parser, &error);
-			guint64 bytes, deadline_s;
-			gint node;
-			gboolean strict;
-			const gchar *requester;
-
-			if (obj == NULL ||
-			    !hr_api_parse_reservation(obj, &bytes, &node, &deadline_s, &strict,
-						      &requester, &error)) {
-				hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
-				return;
-			}
-			r = hr_prepare_create(prepare, bytes, node, deadline_s, strict, requester,
-					      &error);
-			if (r == NULL) {
-				hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
-						   error->message);
-				return;
-			}
-			hr_api_reply_reservation(msg, SOUP_STATUS_ACCEPTED, prepare, r);
-			return;
-		}
-		if (hr_api_check_method(msg, SOUP_METHOD_GET)) {
-			GPtrArray *list = hr_reservation_store_list(hr_prepare_get_store(prepare));
-			g_autoptr(JsonBuilder) b = json_builder_new();
-			g_autoptr(JsonNode) node = NULL;
-			json_builder_begin_object(b);
-			json_builder_set_member_name(b, "reservations");
-			json_builder_begin_array(b);
-			for (guint i = 0; i < list->len; i++)
-				hr_reservation_add_json(g_ptr_array_index(list, i), b, FALSE);
-			json_builder_end_array(b);
-			json_builder_end_object(b);
-			node = json_builder_get_root(b);
-			hr_api_reply_json(msg, SOUP_STATUS_OK, node);
-		}
-		return;
-	}
-	if (parts[0][0] != '\0' || parts[1] == NULL || (parts[2] != NULL && parts[3] != NULL)) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-				   "no such resource %s; use /v1/reservations/ID", path);
-		return;
-	}
-	r = hr_reservation_store_find(hr_prepare_get_store(prepare), parts[1]);
-	if (r == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-				   "no reservation %s (GET /v1/reservations lists them)", parts[1]);
-		return;
-	}
-	if (parts[2] == NULL) {
-		if (g_strcmp0(method, SOUP_METHOD_DELETE) == 0) {
-			if (!hr_prepare_release(prepare, r->id, &error)) {
-				hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
-						   error->message);
-				return;
-			}
-			hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
-			return;
-		}
-		if (hr_api_check_method(msg, SOUP_METHOD_GET))
-			hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
-		return;
-	}
-	if (g_strcmp0(parts[2], "release") == 0 || g_strcmp0(parts[2], "consume") == 0) {
-		gboolean ok;
-		if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-			return;
-		ok = parts[2][0] == 'r' ? hr_prepare_release(prepare, r->id, &error)
-					: hr_prepare_consume(prepare, r->id, &error);
-		if (!ok) {
-			hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
-					   error->message);
-			return;
-		}
-		hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
-		return;
-	}
-	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-			   "no such action '%s' on reservation %s; supported: release, consume",
-			   parts[2], r->id);
+	node = hr_api_guest_to_json(guest);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
-/* @node from hr_prepare_*_json(), NULL with @error, or NULL when @prepare was NULL */
+static void
+hr_api_report(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(JsonBuilder) b = NULL;
+	g_autoptr(JsonNode) node = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
+	guint64 request_id;
+	(void)query;
+
+	if (guest == NULL)
+		return;
+	request_id = hr_core_request_report(api->core, guest, &error);
+	if (request_id == 0) {
+		hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "not_connected",
+				   "%s; wait for its QEMU to reconnect and retry", error->message);
+		return;
+	}
+	b = json_builder_new();
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "guest");
+	json_builder_add_string_value(b, guest->name);
+	hr_json_add_int(b, "request_id", request_id);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_ACCEPTED, node);
+}
+
+static void
+hr_api_submit(HrApi *api, SoupServerMessage *msg, const gchar *name, HrRequestKind kind)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GArray) gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
+	g_autoptr(GArray) ranges = g_array_new(FALSE, FALSE, sizeof(HrRange));
+	g_autoptr(GError) error = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, name);
+	HrRequestParams params;
+	JsonObject *obj;
+	HrRequest *request;
+
+	if (guest == NULL)
+		return;
+	obj = hr_api_parse_body(msg, parser, &error);
+	if (obj == NULL || !hr_api_parse_params(obj, kind, &params, gpas, ranges, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
+		return;
+	}
+	request = hr_core_submit(api->core, guest, &params, &error);
+	if (request == NULL) {
+		hr_api_reply_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest, request);
+}
+
+static void
+hr_api_evacuate(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_submit(api, msg, args[0], HR_REQUEST_EVACUATE);
+}
+
+static void
+hr_api_capture(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_submit(api, msg, args[0], HR_REQUEST_CAPTURE);
+}
+
+static void
+hr_api_return(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_submit(api, msg, args[0], HR_REQUEST_RETURN);
+}
+
+static void
+hr_api_cancel(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	static const gchar *const allowed[] = {"request_id", NULL};
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
+	guint64 id = 0;
+	JsonObject *obj;
+	(void)query;
+
+	if (guest == NULL)
+		return;
+	obj = hr_api_parse_body(msg, parser, &error);
+	if (obj == NULL || !hr_api_check_members(obj, "cancel", allowed, &error) ||
+	    !hr_api_get_uint(obj, "request_id", 1, G_MAXINT64, &id, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
+		return;
+	}
+	if (id == 0) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument",
+				   "request_id: missing; cancel names the request to stop");
+		return;
+	}
+	if (!hr_guest_cancel_request(guest, id, &error)) {
+		hr_api_reply_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest,
+				 hr_guest_find_request(guest, id));
+}
+
+static void
+hr_api_requests(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	g_autoptr(GPtrArray) requests = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
+	(void)query;
+
+	if (guest == NULL)
+		return;
+	requests = hr_guest_list_requests(guest);
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "guest");
+	json_builder_add_string_value(b, guest->name);
+	json_builder_set_member_name(b, "requests");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < requests->len; i++)
+		hr_request_add_json(g_ptr_array_index(requests, i), b);
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
+static void
+hr_api_request(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
+	HrRequest *request = NULL;
+	guint64 id = 0;
+	(void)query;
+
+	if (guest == NULL)
+		return;
+	if (g_ascii_string_to_unsigned(args[1], 10, 1, G_MAXUINT64, &id, NULL))
+		request = hr_guest_find_request(guest, id);
+	if (request == NULL) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_request",
+				   "guest %s has no request '%s' (the daemon keeps the last %u "
+				   "finished requests per guest, and none across a restart)",
+				   guest->name, args[1], guest->history);
+		return;
+	}
+	hr_request_add_json(request, b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reservations, the host, plans */
+
+static void
+hr_api_reply_reservation(HrApi *api, SoupServerMessage *msg, guint status, HrReservation *r)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	const gchar *plan = hr_prepare_get_last_plan(api->prepare, r->id);
+
+	hr_reservation_add_json(r, b, TRUE);
+	node = json_builder_get_root(b);
+	json_object_set_string_member(json_node_get_object(node), "last_plan", plan);
+	if (plan == NULL)
+		json_object_set_null_member(json_node_get_object(node), "last_plan");
+	hr_api_reply_json(msg, status, node);
+}
+
+static void
+hr_api_reservation_create(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	JsonObject *obj = hr_api_parse_body(msg, parser, &error);
+	guint64 bytes, deadline_s;
+	gint node;
+	gboolean strict;
+	const gchar *requester;
+	HrReservation *r;
+	(void)query;
+	(void)args;
+
+	if (obj == NULL || !hr_api_parse_reservation(obj, &bytes, &node, &deadline_s, &strict,
+						     &requester, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
+		return;
+	}
+	r = hr_prepare_create(api->prepare, bytes, node, deadline_s, strict, requester, &error);
+	if (r == NULL) {
+		hr_api_reply_reservation_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_reservation(api, msg, SOUP_STATUS_ACCEPTED, r);
+}
+
+static void
+hr_api_reservations(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	GPtrArray *list = hr_reservation_store_list(hr_prepare_get_store(api->prepare));
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	(void)query;
+	(void)args;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "reservations");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < list->len; i++)
+		hr_reservation_add_json(g_ptr_array_index(list, i), b, FALSE);
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
+static void
+hr_api_reservation(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	HrReservation *r = hr_api_find_reservation(api, msg, args[0]);
+	(void)query;
+	if (r != NULL)
+		hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
+}
+
+static void
+hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(GError) error = NULL;
+	HrReservation *r = hr_api_find_reservation(api, msg, args[0]);
+	(void)query;
+
+	if (r == NULL)
+		return;
+	if (!hr_prepare_release(api->prepare, r->id, &error)) {
+		hr_api_reply_reservation_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
+}
+
+static void
+hr_api_reservation_consume(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(GError) error = NULL;
+	HrReservation *r = hr_api_find_reservation(api, msg, args[0]);
+	(void)query;
+
+	if (r == NULL)
+		return;
+	if (!hr_prepare_consume(api->prepare, r->id, &error)) {
+		hr_api_reply_reservation_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
+}
+
+/* @node from hr_prepare_*_json(), or NULL with @error */
 static void
 hr_api_reply_prepare_json(SoupServerMessage *msg, JsonNode *node, const GError *error)
 {
 	if (node == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "%s",
-				   error != NULL ? error->message : "reservations are not running");
+		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "host_unreadable", "%s",
+				   error->message);
 		return;
 	}
 	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
 static void
-hr_api_host_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
-	       gpointer user_data)
+hr_api_host(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	HrApi *api = user_data;
-	HrPrepare *prepare = api->prepare;
 	g_autoptr(GError) error = NULL;
-	g_autoptr(JsonNode) node = NULL;
-	(void)server;
+	g_autoptr(JsonNode) node = hr_prepare_host_json(api->prepare, &error);
 	(void)query;
-
-	if (g_strcmp0(path, "/v1/host") != 0) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
-		return;
-	}
-	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-		return;
-	node = prepare != NULL ? hr_prepare_host_json(prepare, &error) : NULL;
+	(void)args;
 	hr_api_reply_prepare_json(msg, node, error);
 }
 
 /* POST /v1/plan: what the planner would do for a reservation, without doing it */
 static void
-hr_api_plan_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
-	       gpointer user_data)
+hr_api_plan(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	HrApi *api = user_data;
-	HrPrepare *prepare = api->prepare;
 	g_autoptr(JsonParser) parser = json_parser_new();
 	g_autoptr(GError) error = NULL;
 	g_autoptr(JsonNode) node = NULL;
@@ -764,74 +808,306 @@ hr_api_plan_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 	JsonObject *obj;
 	guint64 deadline_s;
 	const gchar *requester;
-	(void)server;
 	(void)query;
+	(void)args;
 
-	if (g_strcmp0(path, "/v1/plan") != 0) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
-		return;
-	}
-	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-		return;
 	obj = hr_api_parse_body(msg, parser, &error);
 	if (obj == NULL || !hr_api_parse_reservation(obj, &req.bytes, &req.node, &deadline_s,
 						     &req.strict, &requester, &error)) {
-		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
 		return;
 	}
 	req.deadline_ms = deadline_s * 1000;
-	node = prepare != NULL ? hr_prepare_plan_json(prepare, &req, &error) : NULL;
+	node = hr_prepare_plan_json(api->prepare, &req, &error);
 	hr_api_reply_prepare_json(msg, node, error);
 }
 
 static void
-hr_api_metrics_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
-		  GHashTable *query, gpointer user_data)
+hr_api_metrics(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	HrApi *api = user_data;
-	gchar *text;
-	(void)server;
+	g_autoptr(GString) out = g_string_new(NULL);
+	gsize len;
 	(void)query;
+	(void)args;
 
-	if (g_strcmp0(path, "/metrics") != 0) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
-		return;
-	}
-	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-		return;
-	text = hr_metrics_text(api->core, api->prepare);
+	hr_metrics_append(out, api->metrics);
+	hr_metrics_histogram_append(out, api->latency);
+	g_string_append_printf(out,
+			       "# HELP hugeroom_api_event_clients clients of /v1/events\n"
+			       "# TYPE hugeroom_api_event_clients gauge\n"
+			       "hugeroom_api_event_clients %u\n"
+			       "# HELP hugeroom_api_events_delivered_total events queued to clients\n"
+			       "# TYPE hugeroom_api_events_delivered_total counter\n"
+			       "hugeroom_api_events_delivered_total %" G_GUINT64_FORMAT "\n"
+			       "# HELP hugeroom_api_event_clients_dropped_total clients dropped "
+			       "for falling behind\n"
+			       "# TYPE hugeroom_api_event_clients_dropped_total counter\n"
+			       "hugeroom_api_event_clients_dropped_total %" G_GUINT64_FORMAT "\n",
+			       hr_event_stream_get_n_clients(api->events),
+			       hr_event_stream_get_delivered(api->events),
+			       hr_event_stream_get_dropped(api->events));
+	len = out->len;
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
-	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE, text,
-					 strlen(text));
+	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE,
+					 g_string_free(g_steal_pointer(&out), FALSE), len);
+}
+
+/* the connection under a (TLS) stream, for its socket's timeout */
+static GSocket *
+hr_api_base_socket(GIOStream *io)
+{
+	while (G_IS_TLS_CONNECTION(io)) {
+		GIOStream *base = NULL;
+		g_object_get(io, "base-io-stream", &base, NULL);
+		g_object_unref(base); /* the TLS connection keeps it */
+		io = base;
+	}
+	return G_IS_SOCKET_CONNECTION(io) ? g_socket_connection_get_socket(G_SOCKET_CONNECTION(io))
+					  : NULL;
 }
 
 static void
-hr_api_default_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
+hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GIOStream) io = NULL;
+	const gchar *guest;
+	guint32 mask;
+	GSocket *socket;
+	(void)args;
+
+	if (!hr_event_stream_parse_filter(query, &mask, &guest, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
+		return;
+	}
+	/* the stream is ours from here: libsoup sends nothing more on it */
+	io = soup_server_message_steal_connection(msg);
+	socket = hr_api_base_socket(io);
+	/* an event stream is quiet between events and pings */
+	if (socket != NULL)
+		g_socket_set_timeout(socket, 0);
+	hr_event_stream_add_client(api->events, io, mask, guest);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The route table */
+
+#define ADMIN TRUE
+#define READ FALSE
+
+static const HrApiRouteEntry routes[] = {
+    {{"GET", "/v1/guests", READ, "200"}, hr_api_guests},
+    {{"GET", "/v1/guests/{name}", READ, "200 404"}, hr_api_guest},
+    {{"POST", "/v1/guests/{name}/report", ADMIN, "202 404 409"}, hr_api_report},
+    {{"POST", "/v1/guests/{name}/evacuate", ADMIN, "202 400 404 409"}, hr_api_evacuate},
+    {{"POST", "/v1/guests/{name}/capture", ADMIN, "202 400 404 409"}, hr_api_capture},
+    {{"POST", "/v1/guests/{name}/return", ADMIN, "202 400 404 409"}, hr_api_return},
+    {{"POST", "/v1/guests/{name}/cancel", ADMIN, "202 400 404 409"}, hr_api_cancel},
+    {{"GET", "/v1/guests/{name}/requests", READ, "200 404"}, hr_api_requests},
+    {{"GET", "/v1/guests/{name}/requests/{id}", READ, "200 404"}, hr_api_request},
+    {{"POST", "/v1/reservations", ADMIN, "202 400 409"}, hr_api_reservation_create},
+    {{"GET", "/v1/reservations", READ, "200"}, hr_api_reservations},
+    {{"GET", "/v1/reservations/{id}", READ, "200 404"}, hr_api_reservation},
+    {{"DELETE", "/v1/reservations/{id}", ADMIN, "200 404 409"}, hr_api_reservation_release},
+    {{"POST", "/v1/reservations/{id}/release", ADMIN, "200 404 409"},
+     hr_api_reservation_release},
+    {{"POST", "/v1/reservations/{id}/consume", ADMIN, "200 404 409"},
+     hr_api_reservation_consume},
+    {{"POST", "/v1/plan", READ, "200 400 500"}, hr_api_plan},
+    {{"GET", "/v1/host", READ, "200 500"}, hr_api_host},
+    {{"GET", "/v1/events", READ, "200 400"}, hr_api_events},
+    {{"GET", "/metrics", READ, "200"}, hr_api_metrics},
+};
+
+#undef ADMIN
+#undef READ
+
+const HrApiRoute *
+hr_api_get_route(guint i)
+{
+	return i < G_N_ELEMENTS(routes) ? &routes[i].info : NULL;
+}
+
+/* @args gets the {} segments' values (at most 2) */
+static gboolean
+hr_api_route_matches(const gchar *pattern, gchar **segments, gchar **args)
+{
+	g_auto(GStrv) want = g_strsplit(pattern, "/", -1);
+	guint n = 0;
+	guint i;
+
+	for (i = 0; want[i] != NULL && segments[i] != NULL; i++) {
+		if (want[i][0] == '{') {
+			if (segments[i][0] == '\0' || n >= 2)
+				return FALSE;
+			args[n++] = segments[i];
+		} else if (g_strcmp0(want[i], segments[i]) != 0) {
+			return FALSE;
+		}
+	}
+	return want[i] == NULL && segments[i] == NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Dispatch: who asks, which route, then the handler */
+
+#define HR_API_ROLE_KEY "hr-api-role"
+#define HR_API_TLS_KEY "hr-api-tls"
+
+static HrApiRole
+hr_api_message_role(HrApi *api, SoupServerMessage *msg)
+{
+	GSocketAddress *remote = soup_server_message_get_remote_address(msg);
+	SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+	const gchar *auth;
+	HrApiRole role;
+
+	if (remote == NULL)
+		return HR_API_ROLE_NONE;
+	if (g_object_get_data(G_OBJECT(remote), HR_API_TLS_KEY) == NULL)
+		return GPOINTER_TO_INT(g_object_get_data(G_OBJECT(remote), HR_API_ROLE_KEY));
+	auth = soup_message_headers_get_one(headers, "Authorization");
+	if (auth == NULL) {
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "WWW-Authenticate", "Bearer realm=\"hugeroomd\"");
+		hr_api_reply_error(msg, SOUP_STATUS_UNAUTHORIZED, "unauthenticated",
+				   "this API needs a bearer token: send \"Authorization: Bearer "
+				   "TOKEN\" with a token from the daemon's api_tokens file");
+		return HR_API_ROLE_NONE;
+	}
+	role = HR_API_ROLE_NONE;
+	if (g_ascii_strncasecmp(auth, "Bearer ", 7) == 0) {
+		g_autofree gchar *token = g_strstrip(g_strdup(auth + 7));
+		role = hr_api_tokens_lookup(api->tokens, token);
+	}
+	if (role == HR_API_ROLE_NONE) {
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "WWW-Authenticate",
+					     "Bearer realm=\"hugeroomd\", error=\"invalid_token\"");
+		hr_api_reply_error(msg, SOUP_STATUS_UNAUTHORIZED, "bad_token",
+				   "the bearer token is not in the daemon's api_tokens file");
+	}
+	return role;
+}
+
+static void
+hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTable *query)
+{
+	const gchar *method = soup_server_message_get_method(msg);
+	SoupMessageBody *body = soup_server_message_get_request_body(msg);
+	g_auto(GStrv) segments = g_strsplit(path, "/", -1);
+	g_autoptr(GString) allow = g_string_new(NULL);
+	HrApiRole role = hr_api_message_role(api, msg);
+
+	if (role == HR_API_ROLE_NONE)
+		return;
+	if (body != NULL && body->length > HR_API_MAX_BODY) {
+		hr_api_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "body_too_large",
+				   "the body has %" G_GINT64_FORMAT " bytes; the API takes at most "
+				   "%d",
+				   body->length, HR_API_MAX_BODY);
+		return;
+	}
+	for (guint i = 0; i < G_N_ELEMENTS(routes); i++) {
+		const HrApiRouteEntry *route = &routes[i];
+		gchar *args[3] = {NULL};
+		gint64 start;
+
+		if (!hr_api_route_matches(route->info.path, segments, args))
+			continue;
+		if (g_strcmp0(route->info.method, method) != 0) {
+			g_string_append_printf(allow, "%s%s", allow->len > 0 ? ", " : "",
+					       route->info.method);
+			continue;
+		}
+		if (route->info.admin && role != HR_API_ROLE_ADMIN) {
+			hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "read_only",
+					   "%s %s changes the daemon's state: it needs the admin "
+					   "role, this client has read",
+					   method, route->info.path);
+			return;
+		}
+		start = g_get_monotonic_time();
+		route->handler(api, msg, query, args);
+		hr_metrics_histogram_observe(api->latency, i,
+					     (g_get_monotonic_time() - start) / 1e6);
+		return;
+	}
+	if (allow->len > 0) {
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "Allow", allow->str);
+		hr_api_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "method_not_allowed",
+				   "%s %s is not supported; use %s", method, path, allow->str);
+		return;
+	}
+	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found",
+			   "no such resource %s; try /v1/guests, /v1/reservations, /v1/host, "
+			   "/v1/events or /metrics (openapi.json lists every route)",
+			   path);
+}
+
+static void
+hr_api_handler_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		  GHashTable *query, gpointer user_data)
 {
 	(void)server;
-	(void)query;
+	hr_api_dispatch(user_data, msg, path, query);
+}
+
+/* a body announced too large is not kept while it is read */
+static void
+hr_api_got_headers_cb(SoupServerMessage *msg, gpointer user_data)
+{
+	SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
 	(void)user_data;
-	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-			   "no such resource %s; try /v1/guests, /v1/reservations, /v1/host or "
-			   "/metrics",
-			   path);
+	if (soup_message_headers_get_content_length(headers) > HR_API_MAX_BODY)
+		soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+}
+
+static void
+hr_api_request_started_cb(SoupServer *server, SoupServerMessage *msg, gpointer user_data)
+{
+	(void)server;
+	g_signal_connect(msg, "got-headers", G_CALLBACK(hr_api_got_headers_cb), user_data);
 }
 
 HrApi *
 hr_api_new(HrCore *core, HrPrepare *prepare)
 {
 	HrApi *api = g_new0(HrApi, 1);
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+
 	api->core = core;
 	api->prepare = prepare;
+	api->admin_gid = (gid_t)-1;
+	api->read_gid = (gid_t)-1;
+	api->events = hr_event_stream_new(core);
+	for (guint i = 0; i < G_N_ELEMENTS(routes); i++)
+		g_ptr_array_add(names, g_strdup_printf("%s %s", routes[i].info.method,
+						       routes[i].info.path));
+	g_ptr_array_add(names, NULL);
+	api->metrics = hr_metrics_new(core, prepare);
+	api->latency = hr_metrics_histogram_new("hugeroom_api_request_duration_seconds",
+						"time to handle an API request, by route", "route",
+						(const gchar *const *)names->pdata,
+						hr_metrics_bounds_fast);
 	api->server = soup_server_new("server-header", "hugeroomd/" PACKAGE_VERSION, NULL);
-	soup_server_add_handler(api->server, NULL, hr_api_default_cb, api, NULL);
-	soup_server_add_handler(api->server, "/v1/guests", hr_api_guests_cb, api, NULL);
-	soup_server_add_handler(api->server, "/metrics", hr_api_metrics_cb, api, NULL);
-	soup_server_add_handler(api->server, "/v1/reservations", hr_api_reservations_cb, api, NULL);
-	soup_server_add_handler(api->server, "/v1/host", hr_api_host_cb, api, NULL);
-	soup_server_add_handler(api->server, "/v1/plan", hr_api_plan_cb, api, NULL);
+	soup_server_add_handler(api->server, NULL, hr_api_handler_cb, api, NULL);
+	g_signal_connect(api->server, "request-started", G_CALLBACK(hr_api_request_started_cb),
+			 api);
 	return api;
+}
+
+static void
+hr_api_stop_service(GSocketService **service)
+{
+	if (*service == NULL)
+		return;
+	g_socket_service_stop(*service);
+	g_socket_listener_close(G_SOCKET_LISTENER(*service));
+	g_clear_object(service);
 }
 
 void
@@ -839,16 +1115,21 @@ hr_api_free(HrApi *api)
 {
 	if (api == NULL)
 		return;
-	if (api->service != NULL) {
-		g_socket_service_stop(api->service);
-		g_socket_listener_close(G_SOCKET_LISTENER(api->service));
-		g_clear_object(&api->service);
-	}
+	hr_api_stop_service(&api->service);
+	hr_api_stop_service(&api->tcp_service);
 	g_clear_object(&api->socket);
+	hr_event_stream_free(api->events);
 	soup_server_disconnect(api->server);
 	g_object_unref(api->server);
+	g_clear_object(&api->certificate);
+	hr_api_tokens_free(api->tokens);
+	hr_metrics_histogram_free(api->latency);
+	hr_metrics_free(api->metrics);
 	g_free(api);
 }
+
+/* ---------------------------------------------------------------------- */
+/* Connections */
 
 static void
 hr_api_refused_cb(GObject *source, GAsyncResult *res, gpointer user_data)
@@ -864,21 +1145,10 @@ hr_api_refused_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 hr_api_refuse(GSocketConnection *connection, const gchar *why)
 {
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonNode) node = NULL;
-	g_autofree gchar *msg = g_strdup_printf("%s: run hugeroomctl as root or as the user "
-						"hugeroomd runs as",
-						why);
-	g_autofree gchar *body = NULL;
+	g_autofree gchar *body = hr_api_error_body("forbidden", why);
 	gchar *reply;
 	GOutputStream *out = g_io_stream_get_output_stream(G_IO_STREAM(connection));
 
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "error");
-	json_builder_add_string_value(b, msg);
-	json_builder_end_object(b);
-	node = json_builder_get_root(b);
-	body = json_to_string(node, FALSE);
 	reply = g_strdup_printf("HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n"
 				"Content-Length: %" G_GSIZE_FORMAT "\r\nConnection: close\r\n\r\n%s",
 				strlen(body), body);
@@ -886,6 +1156,28 @@ hr_api_refuse(GSocketConnection *connection, const gchar *why)
 					hr_api_refused_cb, g_object_ref(connection));
 	/* the stream does not copy: free the text once the connection goes */
 	g_object_set_data_full(G_OBJECT(connection), "hr-api-refusal", reply, g_free);
+}
+
+static void
+hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRole role,
+	      gboolean tls)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
+	g_autoptr(GSocketAddress) remote =
+	    g_socket_connection_get_remote_address(connection, NULL);
+
+	if (remote == NULL) {
+		g_io_stream_close(io, NULL, NULL);
+		return;
+	}
+	/* libsoup hands this very object to every message of the connection */
+	g_object_set_data(G_OBJECT(remote), HR_API_ROLE_KEY, GINT_TO_POINTER(role));
+	if (tls)
+		g_object_set_data(G_OBJECT(remote), HR_API_TLS_KEY, GINT_TO_POINTER(1));
+	g_socket_set_timeout(g_socket_connection_get_socket(connection), HR_API_IDLE_TIMEOUT_S);
+	if (!soup_server_accept_iostream(api->server, io, local, remote, &error))
+		g_warning("API connection dropped: %s", error->message);
 }
 
 /*
@@ -899,37 +1191,120 @@ hr_api_incoming_cb(GSocketService *service, GSocketConnection *connection, GObje
 {
 	HrApi *api = user_data;
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GSocketAddress) local = NULL;
-	g_autoptr(GSocketAddress) remote = NULL;
+	HrApiRole role;
 	(void)service;
 	(void)source;
 
-	if (!hr_socket_peer_is_trusted(g_socket_connection_get_socket(connection), &error)) {
+	role = hr_api_peer_role(g_socket_connection_get_socket(connection), api->admin_gid,
+				api->read_gid, &error);
+	if (role == HR_API_ROLE_NONE) {
 		g_warning("API connection refused: %s", error->message);
 		hr_api_refuse(connection, error->message);
 		return TRUE;
 	}
-	local = g_socket_connection_get_local_address(connection, NULL);
-	remote = g_socket_connection_get_remote_address(connection, NULL);
-	if (!soup_server_accept_iostream(api->server, G_IO_STREAM(connection), local, remote,
-					 &error))
-		g_warning("API connection dropped: %s", error->message);
+	hr_api_accept(api, G_IO_STREAM(connection), connection, role, FALSE);
+	return TRUE;
+}
+
+static gboolean
+hr_api_tcp_incoming_cb(GSocketService *service, GSocketConnection *connection, GObject *source,
+		       gpointer user_data)
+{
+	HrApi *api = user_data;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GIOStream) tls = NULL;
+	(void)service;
+	(void)source;
+
+	tls = g_tls_server_connection_new(G_IO_STREAM(connection), api->certificate, &error);
+	if (tls == NULL) {
+		g_warning("TLS on an API connection: %s", error->message);
+		return TRUE;
+	}
+	/* the handshake runs on the first read, in the main loop, bounded by the timeout */
+	hr_api_accept(api, tls, connection, HR_API_ROLE_NONE, TRUE);
+	return TRUE;
+}
+
+static gboolean
+hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error)
+{
+	g_autoptr(GSocketConnectable) addr = NULL;
+	g_autoptr(GSocketAddressEnumerator) e = NULL;
+	g_autoptr(GSocketService) service = g_socket_service_new();
+	GSocketAddress *sa;
+	guint n = 0;
+
+	api->certificate = g_tls_certificate_new_from_files(config->api_tls_cert,
+							    config->api_tls_key, error);
+	if (api->certificate == NULL) {
+		g_prefix_error(error, "api_tls_cert %s, api_tls_key %s: ", config->api_tls_cert,
+			       config->api_tls_key);
+		return FALSE;
+	}
+	api->tokens = hr_api_tokens_load(config->api_tokens, error);
+	if (api->tokens == NULL)
+		return FALSE;
+	addr = g_network_address_parse(config->api_listen, 0, error);
+	if (addr == NULL) {
+		g_prefix_error(error, "api_listen=%s: ", config->api_listen);
+		return FALSE;
+	}
+	e = g_socket_connectable_enumerate(addr);
+	/* a numeric address or localhost: resolving it does not wait on the network */
+	while ((sa = g_socket_address_enumerator_next(e, NULL, NULL)) != NULL) {
+		g_autoptr(GSocketAddress) owned = sa;
+		if (!g_socket_listener_add_address(G_SOCKET_LISTENER(service), sa,
+						   G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP,
+						   NULL, NULL, error)) {
+			g_prefix_error(error, "api_listen=%s: ", config->api_listen);
+			return FALSE;
+		}
+		n++;
+	}
+	if (n == 0) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+			    "api_listen=%s: no address to listen on", config->api_listen);
+		return FALSE;
+	}
+	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_tcp_incoming_cb), api);
+	g_socket_service_start(service);
+	api->tcp_service = g_steal_pointer(&service);
+	g_info("API on https://%s, %s", config->api_listen, config->api_tokens);
 	return TRUE;
 }
 
 gboolean
-hr_api_listen(HrApi *api, const gchar *path, GError **error)
+hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 {
-	g_autoptr(GSocket) socket = hr_socket_listen_unix(path, 0660, error);
+	g_autoptr(GSocket) socket = NULL;
 	g_autoptr(GSocketService) service = NULL;
 
+	if (config->api_group != NULL && config->api_group[0] != '\0' &&
+	    !hr_api_group_lookup(config->api_group, &api->admin_gid, error)) {
+		g_prefix_error(error, "api_group: ");
+		return FALSE;
+	}
+	if (config->api_read_group != NULL && config->api_read_group[0] != '\0' &&
+	    !hr_api_group_lookup(config->api_read_group, &api->read_gid, error)) {
+		g_prefix_error(error, "api_read_group: ");
+		return FALSE;
+	}
+	/* with groups, anyone reaches the socket and the peer check decides */
+	socket = hr_socket_listen_unix(config->api_socket,
+				       api->admin_gid != (gid_t)-1 || api->read_gid != (gid_t)-1
+					   ? 0666
+					   : 0660,
+				       error);
 	if (socket == NULL)
 		return FALSE;
 	service = g_socket_service_new();
 	if (!g_socket_listener_add_socket(G_SOCKET_LISTENER(service), socket, NULL, error)) {
-		g_prefix_error(error, "cannot serve HTTP on %s: ", path);
+		g_prefix_error(error, "cannot serve HTTP on %s: ", config->api_socket);
 		return FALSE;
 	}
+	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
+		return FALSE;
 	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_incoming_cb), api);
 	g_socket_service_start(service);
 	api->service = g_steal_pointer(&service);

@@ -78,6 +78,12 @@ hr_config_free(HrConfig *config)
 	g_free(config->state_dir);
 	g_free(config->host_root);
 	g_ptr_array_unref(config->guest_policies);
+	g_free(config->api_group);
+	g_free(config->api_read_group);
+	g_free(config->api_listen);
+	g_free(config->api_tls_cert);
+	g_free(config->api_tls_key);
+	g_free(config->api_tokens);
 	g_free(config);
 }
 
@@ -214,6 +220,32 @@ hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
 	return TRUE;
 }
 
+static gboolean
+hr_config_get_api(GKeyFile *kf, HrConfig *config, GError **error)
+{
+	g_autofree gchar *listen = NULL;
+
+	if (!hr_config_get_string(kf, GROUP, "api_group", &config->api_group, error) ||
+	    !hr_config_get_string(kf, GROUP, "api_read_group", &config->api_read_group, error) ||
+	    !hr_config_get_string(kf, GROUP, "api_listen", &listen, error) ||
+	    !hr_config_get_path(kf, "api_tls_cert", &config->api_tls_cert, error) ||
+	    !hr_config_get_path(kf, "api_tls_key", &config->api_tls_key, error) ||
+	    !hr_config_get_path(kf, "api_tokens", &config->api_tokens, error))
+		return FALSE;
+	if (listen == NULL || listen[0] == '\0')
+		return TRUE;
+	if (config->api_tls_cert == NULL || config->api_tls_key == NULL ||
+	    config->api_tokens == NULL) {
+		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+			    "api_listen=%s needs api_tls_cert, api_tls_key and api_tokens: the "
+			    "API is served on the network only with TLS and bearer tokens",
+			    listen);
+		return FALSE;
+	}
+	config->api_listen = g_steal_pointer(&listen);
+	return TRUE;
+}
+
 gboolean
 hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError **error)
 {
@@ -282,7 +314,7 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 		}
 	}
 	if (!hr_config_get_backing(kf, &config->backing, error) ||
-	    !hr_config_get_policies(kf, config, error))
+	    !hr_config_get_policies(kf, config, error) || !hr_config_get_api(kf, config, error))
 		goto fail;
 	return TRUE;
 fail:

@@ -45,6 +45,14 @@ typedef struct {
 	guint64 pool_margin_mb;	     /* free memory the pool leaves the node above its high watermark */
 	HrBackingMode backing;
 	GPtrArray *guest_policies; /* HrGuestPolicy, in file order; the first match wins */
+
+	/* API access beyond root and our own uid (host/API.md "Access") */
+	gchar *api_group;      /* Unix socket: this group's members are admins */
+	gchar *api_read_group; /* Unix socket: this group's members may read */
+	gchar *api_listen;     /* "ADDRESS:PORT" for HTTPS, or NULL */
+	gchar *api_tls_cert;   /* PEM; needed with api_listen */
+	gchar *api_tls_key;
+	gchar *api_tokens; /* bearer tokens for api_listen: "admin|read TOKEN" lines */
 } HrConfig;
 
 HrConfig *

@@ -26,6 +26,7 @@ typedef enum {
 	HR_EVENT_HELD_CHANGED,	     /* the guest's held set changed */
 	HR_EVENT_REQUEST_CHANGED,    /* state, progress or result of a request */
 	HR_EVENT_RESERVATION_CHANGED,
+	HR_EVENT_PLAN_MADE, /* the executor planned for a reservation */
 	HR_EVENT_N_KINDS,
 } HrEventKind;
 
@@ -33,7 +34,8 @@ typedef struct {
 	HrEventKind kind;
 	HrGuest *guest;		    /* all but RESERVATION_CHANGED */
 	HrRequest *request;	    /* REQUEST_CHANGED */
-	HrReservation *reservation; /* RESERVATION_CHANGED */
+	HrReservation *reservation; /* RESERVATION_CHANGED, PLAN_MADE */
+	gint64 duration_us;	    /* PLAN_MADE: the planner's decision time */
 } HrEvent;
 
 typedef void (*HrCoreFunc)(HrCore *core, const HrEvent *event, gpointer user_data);
@@ -64,6 +66,8 @@ hr_core_unlisten(HrCore *core, HrCoreFunc func, gpointer user_data);
 /* tell every listener; @object is the event's request or reservation */
 void
 hr_core_emit(HrCore *core, HrEventKind kind, HrGuest *guest, gpointer object);
+void
+hr_core_emit_plan(HrCore *core, HrReservation *reservation, gint64 duration_us);
 const gchar *
 hr_event_kind_to_string(HrEventKind kind);
 

@@ -93,7 +93,7 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 	/* reservations a previous run left resume here */
 	daemon->prepare = hr_prepare_new(daemon->core);
 	daemon->api = hr_api_new(daemon->core, daemon->prepare);
-	if (!hr_api_listen(daemon->api, daemon->config->api_socket, error)) {
+	if (!hr_api_listen(daemon->api, daemon->config, error)) {
 		g_prefix_error(error, "API socket: ");
 		g_clear_pointer(&daemon->api, hr_api_free);
 		g_clear_pointer(&daemon->prepare, hr_prepare_free);

@@ -1388,6 +1388,16 @@ choose_node(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	return best;
 }
 
+/* the planner's decision, timed for the metrics */
+static HrPlan *
+plan_timed(HrPrepare *p, HrReservation *r, const HrPlanRequest *req, const HrPlanInput *input)
+{
+	gint64 start = g_get_monotonic_time();
+	HrPlan *plan = hr_planner_plan(req, input, &p->params);
+	hr_core_emit_plan(p->core, r, g_get_monotonic_time() - start);
+	return plan;
+}
+
 static gboolean
 past_deadline(HrPrepare *p, HrReservation *r, gint64 *remaining_ms)
 {
@@ -1461,7 +1471,7 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 	req.node = r->planned_node;
 	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
 	req.strict = FALSE; /* every block a donor gives counts */
-	plan = hr_planner_plan(&req, &in->input, &p->params);
+	plan = plan_timed(p, r, &req, &in->input);
 	start_plan_steps(p, r, run, in, plan, remaining_ms);
 	if (run->in_flight > 0 || run->pool_busy || in->maps_pending > 0 || retry)
 		return;
@@ -1564,7 +1574,7 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	req.node = r->planned_node;
 	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
 	req.strict = r->strict;
-	plan = hr_planner_plan(&req, &in->input, &p->params);
+	plan = plan_timed(p, r, &req, &in->input);
 	start_plan_steps(p, r, run, in, plan, remaining_ms);
 	if (run->in_flight == 0 && run->compact_after && !run->compacted) {
 		run->compact_after = FALSE;

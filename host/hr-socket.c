@@ -66,24 +66,3 @@ hr_socket_listen_unix(const gchar *path, guint mode, GError **error)
 	}
 	return g_steal_pointer(&socket);
 }
-
-gboolean
-hr_socket_peer_is_trusted(GSocket *socket, GError **error)
-{
-	g_autoptr(GCredentials) creds = g_socket_get_credentials(socket, error);
-	uid_t uid;
-	if (creds == NULL) {
-		g_prefix_error(error, "cannot read peer credentials: ");
-		return FALSE;
-	}
-	uid = g_credentials_get_unix_user(creds, error);
-	if (uid == (uid_t)-1)
-		return FALSE;
-	if (uid != 0 && uid != getuid()) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
-			    "uid %u may not use this API: only root and uid %u may", (guint)uid,
-			    (guint)getuid());
-		return FALSE;
-	}
-	return TRUE;
-}

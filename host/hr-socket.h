@@ -12,8 +12,4 @@ G_BEGIN_DECLS
 GSocket *
 hr_socket_listen_unix(const gchar *path, guint mode, GError **error);
 
-/* TRUE if the peer is root or runs as our own uid */
-gboolean
-hr_socket_peer_is_trusted(GSocket *socket, GError **error);
-
 G_END_DECLS
