@@ -39,8 +39,10 @@ static gboolean opt_strict;
 static gchar *opt_requester;
 static gchar *opt_vm_socket;
 
-/* how often --wait asks for the request */
+/* how often --wait asks for the request without the event stream */
 #define HR_CTL_POLL_MS 250
+/* with it: a read after every event, and at least this often */
+#define HR_CTL_REREAD_MS 5000
 
 static void
 hr_ctl_print_json(JsonNode *root)
@@ -150,7 +152,36 @@ hr_ctl_term_width(void)
 }
 
 /*
- * Poll the request until it ends: a bar redrawn in place on a terminal, a
+ * The event stream --wait reads again on, opened before the first read so
+ * that no change falls between the two; NULL (then --wait polls) when the
+ * daemon has none.
+ */
+static HrClientEvents *
+hr_ctl_events_open(const gchar *query)
+{
+	g_autoptr(GError) error = NULL;
+	HrClientEvents *events = hr_client_events_open(opt_socket, query, &error);
+	if (events == NULL)
+		g_debug("no event stream, polling: %s", error->message);
+	return events;
+}
+
+/* until the daemon tells of a change (or HR_CTL_REREAD_MS passed) */
+static void
+hr_ctl_wait_change(HrClientEvents *events)
+{
+	g_autofree gchar *type = NULL;
+	g_autofree gchar *data = NULL;
+	g_autoptr(GError) error = NULL;
+
+	if (events != NULL && hr_client_events_next(events, HR_CTL_REREAD_MS, &type, &data, &error))
+		return;
+	if (events == NULL || error != NULL)
+		g_usleep(HR_CTL_POLL_MS * 1000);
+}
+
+/*
+ * Read the request again on each of its events until it ends: a bar redrawn in place on a terminal, a
  * line per change otherwise (logs stay readable). Progress goes to stderr
  * so that stdout holds only the summary or the JSON.
  */
@@ -161,6 +192,8 @@ hr_ctl_wait(const gchar *guest, guint64 id)
 	g_autofree gchar *path =
 	    g_strdup_printf("/v1/guests/%s/requests/%" G_GUINT64_FORMAT, escaped, id);
 	g_autofree gchar *last = NULL;
+	g_autofree gchar *query = g_strdup_printf("types=request&guest=%s", escaped);
+	g_autoptr(HrClientEvents) events = hr_ctl_events_open(query);
 	g_autoptr(JsonNode) root = NULL;
 	gboolean tty = isatty(STDERR_FILENO);
 	const gchar *state;
@@ -189,7 +222,7 @@ hr_ctl_wait(const gchar *guest, guint64 id)
 		last = g_strdup(state);
 		if (hr_ctl_is_final(state))
 			break;
-		g_usleep(HR_CTL_POLL_MS * 1000);
+		hr_ctl_wait_change(events);
 	}
 	if (tty)
 		g_printerr("\n");
@@ -403,7 +436,7 @@ hr_ctl_cancel(const gchar *guest, const gchar *id_str)
 }
 
 /*
- * Poll a reservation until it settles, then print the report. Exit 0 when
+ * Read a reservation again on each reservation event until it settles, then print the report. Exit 0 when
  * ready with all that was asked, 3 when ready with part of it, 1 when it
  * failed, expired or was cancelled.
  */
@@ -413,6 +446,7 @@ hr_ctl_wait_reservation(const gchar *id)
 	g_autofree gchar *escaped = g_uri_escape_string(id, NULL, FALSE);
 	g_autofree gchar *path = g_strdup_printf("/v1/reservations/%s", escaped);
 	g_autofree gchar *last = NULL;
+	g_autoptr(HrClientEvents) events = hr_ctl_events_open("types=reservation");
 	g_autoptr(JsonNode) root = NULL;
 	gboolean tty = isatty(STDERR_FILENO);
 	const gchar *state;
@@ -435,7 +469,7 @@ hr_ctl_wait_reservation(const gchar *id)
 		last = g_steal_pointer(&line);
 		if (g_strcmp0(state, "created") != 0 && g_strcmp0(state, "in-progress") != 0)
 			break;
-		g_usleep(HR_CTL_POLL_MS * 1000);
+		hr_ctl_wait_change(events);
 	}
 	if (tty)
 		g_printerr("\n");
@@ -560,6 +594,99 @@ static const HrCtlCall hr_ctl_calls[] = {
     {"host", "GET", "/v1/host", NULL, hr_ctl_render_host},
 };
 
+/* one line of `watch` for the event @obj of @type */
+static gchar *
+hr_ctl_watch_line(const gchar *type, JsonObject *obj)
+{
+	g_autoptr(GDateTime) now = g_date_time_new_now_local();
+	g_autofree gchar *when = g_date_time_format(now, "%H:%M:%S");
+	const gchar *guest = json_object_get_string_member_with_default(obj, "guest", "-");
+	g_autoptr(GString) line = g_string_new(NULL);
+
+	g_string_printf(line, "%s %-18s %-12s ", when, type, guest);
+	if (json_object_has_member(obj, "request")) {
+		JsonObject *r = json_object_get_object_member(obj, "request");
+		JsonObject *p = json_object_get_object_member(r, "progress");
+		g_string_append_printf(
+		    line, "%s %" G_GINT64_FORMAT " %s: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+			  " blocks",
+		    json_object_get_string_member(r, "kind"),
+		    json_object_get_int_member(r, "request_id"),
+		    json_object_get_string_member(r, "state"),
+		    p != NULL ? json_object_get_int_member_with_default(p, "blocks_freed", 0) : 0,
+		    json_object_get_int_member_with_default(r, "target_blocks", 0));
+	} else if (json_object_has_member(obj, "reservation")) {
+		JsonObject *r = json_object_get_object_member(obj, "reservation");
+		g_string_append_printf(line, "%s %s: %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+					     " blocks",
+				       json_object_get_string_member(r, "id"),
+				       json_object_get_string_member(r, "state"),
+				       json_object_get_int_member_with_default(r, "obtained", 0),
+				       json_object_get_int_member_with_default(r, "need_blocks", 0));
+	} else if (g_strcmp0(type, "status") == 0) {
+		g_string_append_printf(
+		    line, "free %" G_GINT64_FORMAT " MiB, %" G_GINT64_FORMAT " blocks held",
+		    json_object_get_int_member_with_default(obj, "mem_free_pages", 0) / 256,
+		    json_object_get_int_member_with_default(obj, "held_blocks", 0));
+	} else if (g_strcmp0(type, "plan") == 0) {
+		g_string_append_printf(
+		    line, "%s: decided in %" G_GINT64_FORMAT " us",
+		    json_object_get_string_member_with_default(obj, "reservation_id", "?"),
+		    json_object_get_int_member_with_default(obj, "decision_us", 0));
+	} else {
+		g_string_append_printf(
+		    line, "%s, %" G_GINT64_FORMAT " blocks held",
+		    json_object_get_boolean_member_with_default(obj, "connected", FALSE)
+			? "connected"
+			: "disconnected",
+		    json_object_get_int_member_with_default(obj, "held_blocks", 0));
+	}
+	return g_string_free(g_steal_pointer(&line), FALSE);
+}
+
+/* the event stream live, a line per event (JSON Lines with --json), until interrupted */
+static HrCtlExit
+hr_ctl_watch(const gchar *guest)
+{
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *escaped = guest != NULL ? g_uri_escape_string(guest, NULL, FALSE) : NULL;
+	g_autofree gchar *query = escaped != NULL ? g_strdup_printf("guest=%s", escaped) : NULL;
+	g_autoptr(HrClientEvents) events = hr_client_events_open(opt_socket, query, &error);
+
+	if (events == NULL) {
+		g_printerr("hugeroomctl: %s\n", error->message);
+		return HR_CTL_EXIT_ERROR;
+	}
+	for (;;) {
+		g_autofree gchar *type = NULL;
+		g_autofree gchar *data = NULL;
+		g_autoptr(JsonParser) parser = json_parser_new();
+		g_autofree gchar *line = NULL;
+		JsonNode *root;
+
+		if (!hr_client_events_next(events, G_MAXINT32, &type, &data, &error)) {
+			if (error == NULL)
+				continue;
+			g_printerr("hugeroomctl: %s\n", error->message);
+			return HR_CTL_EXIT_ERROR;
+		}
+		if (opt_json) {
+			g_print("%s\n", data);
+			fflush(stdout);
+			continue;
+		}
+		if (!json_parser_load_from_data(parser, data, -1, &error) ||
+		    !JSON_NODE_HOLDS_OBJECT(root = json_parser_get_root(parser))) {
+			g_printerr("hugeroomctl: a %s event without a JSON object: %s\n", type,
+				   error != NULL ? error->message : data);
+			return HR_CTL_EXIT_ERROR;
+		}
+		line = hr_ctl_watch_line(type, json_node_get_object(root));
+		g_print("%s\n", line);
+		fflush(stdout);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -628,6 +755,7 @@ main(int argc, char **argv)
 	    "                               back to the guests\n"
 	    "  consume ID                   the memory of a ready reservation is in use\n"
 	    "  host                         the host's memory per NUMA node\n"
+	    "  watch [GUEST]                what happens, live: requests, reservations, guests\n"
 	    "  libvirt-xml DOMAIN [--vm-socket PATH]\n"
 	    "                               the <qemu:commandline> a libvirt domain needs for\n"
 	    "                               the virtio-hugeroom device\n"
@@ -694,6 +822,8 @@ main(int argc, char **argv)
 	}
 	if (g_strcmp0(cmd, "cancel") == 0 && argc == 4)
 		return hr_ctl_cancel(argv[2], argv[3]);
+	if (g_strcmp0(cmd, "watch") == 0 && argc <= 3)
+		return hr_ctl_watch(argv[2]);
 	if (g_strcmp0(cmd, "request") == 0 && argc == 4) {
 		guint64 id;
 		if (!hr_ctl_parse_id(argv[3], &id))
