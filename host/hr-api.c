@@ -955,6 +955,7 @@ hr_api_route_matches(const gchar *pattern, gchar **segments, gchar **args)
 
 #define HR_API_ROLE_KEY "hr-api-role"
 #define HR_API_TLS_KEY "hr-api-tls"
+#define HR_API_REFUSED_KEY "hr-api-refused"
 
 static HrApiRole
 hr_api_message_role(HrApi *api, SoupServerMessage *msg)
@@ -966,8 +967,20 @@ hr_api_message_role(HrApi *api, SoupServerMessage *msg)
 
 	if (remote == NULL)
 		return HR_API_ROLE_NONE;
-	if (g_object_get_data(G_OBJECT(remote), HR_API_TLS_KEY) == NULL)
-		return GPOINTER_TO_INT(g_object_get_data(G_OBJECT(remote), HR_API_ROLE_KEY));
+	if (g_object_get_data(G_OBJECT(remote), HR_API_TLS_KEY) == NULL) {
+		const gchar *why = g_object_get_data(G_OBJECT(remote), HR_API_REFUSED_KEY);
+		if (why == NULL)
+			return GPOINTER_TO_INT(g_object_get_data(G_OBJECT(remote),
+								 HR_API_ROLE_KEY));
+		/* the peer gets nothing else from us */
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "Connection", "close");
+		hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "forbidden",
+				   "%s: run it as root, as the user hugeroomd runs as, or as a "
+				   "member of api_group or api_read_group",
+				   why);
+		return HR_API_ROLE_NONE;
+	}
 	auth = soup_message_headers_get_one(headers, "Authorization");
 	if (auth == NULL) {
 		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
@@ -1003,11 +1016,12 @@ hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTabl
 
 	if (role == HR_API_ROLE_NONE)
 		return;
-	if (body != NULL && body->length > HR_API_MAX_BODY) {
+	if ((body != NULL && body->length > HR_API_MAX_BODY) ||
+	    soup_message_headers_get_content_length(soup_server_message_get_request_headers(msg)) >
+		HR_API_MAX_BODY) {
 		hr_api_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "body_too_large",
-				   "the body has %" G_GINT64_FORMAT " bytes; the API takes at most "
-				   "%d",
-				   body->length, HR_API_MAX_BODY);
+				   "the body is larger than the %d bytes the API takes",
+				   HR_API_MAX_BODY);
 		return;
 	}
 	for (guint i = 0; i < G_N_ELEMENTS(routes); i++) {
@@ -1131,36 +1145,10 @@ hr_api_free(HrApi *api)
 /* ---------------------------------------------------------------------- */
 /* Connections */
 
-static void
-hr_api_refused_cb(GObject *source, GAsyncResult *res, gpointer user_data)
-{
-	g_autoptr(GSocketConnection) connection = user_data;
-	g_autoptr(GError) error = NULL;
-	if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(source), res, NULL, &error))
-		g_debug("refusal not delivered: %s", error->message);
-	g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
-}
-
-/* answer 403 without HTTP parsing: the peer gets nothing else from us */
-static void
-hr_api_refuse(GSocketConnection *connection, const gchar *why)
-{
-	g_autofree gchar *body = hr_api_error_body("forbidden", why);
-	gchar *reply;
-	GOutputStream *out = g_io_stream_get_output_stream(G_IO_STREAM(connection));
-
-	reply = g_strdup_printf("HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n"
-				"Content-Length: %" G_GSIZE_FORMAT "\r\nConnection: close\r\n\r\n%s",
-				strlen(body), body);
-	g_output_stream_write_all_async(out, reply, strlen(reply), G_PRIORITY_DEFAULT, NULL,
-					hr_api_refused_cb, g_object_ref(connection));
-	/* the stream does not copy: free the text once the connection goes */
-	g_object_set_data_full(G_OBJECT(connection), "hr-api-refusal", reply, g_free);
-}
-
+/* hand the connection to libsoup; @refused: why the peer gets only 403s */
 static void
 hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRole role,
-	      gboolean tls)
+	      gboolean tls, const gchar *refused)
 {
 	g_autoptr(GError) error = NULL;
 	g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
@@ -1175,6 +1163,9 @@ hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRol
 	g_object_set_data(G_OBJECT(remote), HR_API_ROLE_KEY, GINT_TO_POINTER(role));
 	if (tls)
 		g_object_set_data(G_OBJECT(remote), HR_API_TLS_KEY, GINT_TO_POINTER(1));
+	if (refused != NULL)
+		g_object_set_data_full(G_OBJECT(remote), HR_API_REFUSED_KEY, g_strdup(refused),
+				       g_free);
 	g_socket_set_timeout(g_socket_connection_get_socket(connection), HR_API_IDLE_TIMEOUT_S);
 	if (!soup_server_accept_iostream(api->server, io, local, remote, &error))
 		g_warning("API connection dropped: %s", error->message);
@@ -1197,12 +1188,10 @@ hr_api_incoming_cb(GSocketService *service, GSocketConnection *connection, GObje
 
 	role = hr_api_peer_role(g_socket_connection_get_socket(connection), api->admin_gid,
 				api->read_gid, &error);
-	if (role == HR_API_ROLE_NONE) {
+	if (role == HR_API_ROLE_NONE)
 		g_warning("API connection refused: %s", error->message);
-		hr_api_refuse(connection, error->message);
-		return TRUE;
-	}
-	hr_api_accept(api, G_IO_STREAM(connection), connection, role, FALSE);
+	hr_api_accept(api, G_IO_STREAM(connection), connection, role, FALSE,
+		      role == HR_API_ROLE_NONE ? error->message : NULL);
 	return TRUE;
 }
 
@@ -1222,7 +1211,7 @@ hr_api_tcp_incoming_cb(GSocketService *service, GSocketConnection *connection, G
 		return TRUE;
 	}
 	/* the handshake runs on the first read, in the main loop, bounded by the timeout */
-	hr_api_accept(api, tls, connection, HR_API_ROLE_NONE, TRUE);
+	hr_api_accept(api, tls, connection, HR_API_ROLE_NONE, TRUE, NULL);
 	return TRUE;
 }
 
