@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <glib/gstdio.h>
-#include <signal.h>
 
 #include "hr-api.h"
 #include "hr-device.h"
@@ -93,8 +92,7 @@ hr_daemon_find_guest(HrDaemon *daemon, const gchar *name_or_uuid)
 	HrGuest *found = NULL;
 	for (guint i = 0; i < daemon->guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(daemon->guests, i);
-		if (g_ascii_strcasecmp(guest->uuid, name_or_uuid) != 0 &&
-		    g_strcmp0(guest->name, name_or_uuid) != 0)
+		if (!hr_guest_has_name(guest, name_or_uuid))
 			continue;
 		/* prefer a connected entry, then the most recent one */
 		if (found == NULL || hr_guest_is_connected(guest) || !hr_guest_is_connected(found))
@@ -104,32 +102,27 @@ hr_daemon_find_guest(HrDaemon *daemon, const gchar *name_or_uuid)
 }
 
 HrGuest *
-hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *hello, gint pid)
+hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *hello,
+			HrPeer *peer)
 {
-	HrGuest *guest = NULL;
+	HrGuest *guest = hr_guest_find_for_hello(daemon->guests, hello, peer);
+	gint pid = peer->pid;
 
-	for (guint i = 0; i < daemon->guests->len; i++) {
-		HrGuest *g = g_ptr_array_index(daemon->guests, i);
-		if (!hr_guest_matches(g, hello))
-			continue;
-		if (hr_guest_is_connected(g)) {
-			/* legitimate for a moment during a local migration: keep apart */
-			g_info("%s: a second connection with the same identity (pid %d and %d)",
-			       g->name, g->pid, pid);
-			continue;
-		}
-		guest = g;
-	}
 	if (guest != NULL) {
-		g_info("%s (%s) reconnected from pid %d", hello->name, guest->uuid, pid);
-		hr_guest_update_identity(guest, hello, pid);
+		g_info("%s (%s) reconnected from pid %d", guest->name, guest->uuid, pid);
+		if (!hr_peer_same_process(guest->peer, peer))
+			/* a new QEMU process starts with no holds (SPEC 2.9) */
+			g_hash_table_remove_all(guest->held);
+		hr_guest_update_identity(guest, hello, peer);
 	} else {
-		guest = hr_guest_new(daemon->next_guest_id++, hello, pid);
+		guest = hr_guest_new(daemon->next_guest_id++, hello, peer);
 		guest->history = daemon->config->request_history;
 		g_ptr_array_add(daemon->guests, guest);
 		g_info("%s (%s) connected from pid %d, %u RAM ranges", guest->name, guest->uuid,
 		       pid, hello->nr_ram);
 	}
+	hr_guest_settle_uuid(daemon->guests, guest);
+	guest->gone_at = 0;
 	guest->device = device;
 	guest->ready = FALSE;
 	guest->connections++;
@@ -197,13 +190,22 @@ hr_daemon_submit(HrDaemon *daemon, HrGuest *guest, const HrRequestParams *params
 				 guest->ram->len, error);
 	if (request == NULL)
 		return NULL;
-	if (!hr_guest_check_gate(guest, p.kind, error)) {
+	if (!hr_guest_check_gate(guest, p.kind, error) ||
+	    !hr_guest_check_queue(guest, daemon->config->max_queued_requests, error)) {
 		hr_request_unref(request);
 		return NULL;
 	}
 	daemon->next_request_id++;
 	hr_guest_submit(guest, request);
 	return request;
+}
+
+static void
+hr_daemon_guest_pruned(HrGuest *guest, gpointer user_data)
+{
+	HrDaemon *daemon = user_data;
+	if (daemon->prepare != NULL)
+		hr_prepare_forget_guest(daemon->prepare, guest);
 }
 
 static gboolean
@@ -230,14 +232,15 @@ hr_daemon_sweep_cb(gpointer user_data)
 			g_hash_table_iter_remove(&iter);
 		}
 		/* a new QEMU process starts with no holds (SPEC 2.9) */
-		if (!hr_guest_is_connected(guest) && guest->pid > 0 &&
-		    g_hash_table_size(guest->held) > 0 && kill(guest->pid, 0) != 0 &&
-		    errno == ESRCH) {
+		if (!hr_guest_is_connected(guest) && g_hash_table_size(guest->held) > 0 &&
+		    !hr_peer_is_alive(guest->peer)) {
 			g_info("%s: QEMU pid %d exited, dropping %u held blocks", guest->name,
 			       guest->pid, g_hash_table_size(guest->held));
 			g_hash_table_remove_all(guest->held);
 		}
 	}
+	hr_guest_prune(daemon->guests, daemon->config->guest_prune_s, hr_daemon_guest_pruned,
+		       daemon);
 	return G_SOURCE_CONTINUE;
 }
 
@@ -248,9 +251,17 @@ hr_daemon_incoming_cb(GSocketService *service,
 		      gpointer user_data)
 {
 	HrDaemon *daemon = user_data;
-	HrDevice *device = hr_device_new(daemon, connection, daemon->config->status_interval_ms);
+	HrDevice *device;
 	(void)service;
 	(void)source_object;
+	if (daemon->devices->len >= daemon->config->max_connections) {
+		g_warning("refusing a VM socket connection: %u open already (max_connections)",
+			  daemon->devices->len);
+		daemon->rejected_unidentified++;
+		g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
+		return TRUE;
+	}
+	device = hr_device_new(daemon, connection, daemon->config->status_interval_ms);
 	g_ptr_array_add(daemon->devices, device);
 	hr_device_start(device);
 	return TRUE;

@@ -54,8 +54,10 @@ HrPrepare *
 hr_daemon_get_prepare(HrDaemon *daemon);
 
 /* for hr-device.c */
+/* takes @peer */
 HrGuest *
-hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *hello, gint pid);
+hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *hello,
+			HrPeer *peer);
 void
 hr_daemon_device_closed(HrDaemon *daemon, HrDevice *device, HrGuest *guest, const gchar *reason);
 

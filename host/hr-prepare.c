@@ -33,12 +33,12 @@ typedef struct {
 
 typedef struct {
 	HrPrepare *prepare; /* valid unless the scan was cancelled */
-	gchar *uuid;
+	guint64 guest_id;
 } ScanCtx;
 
 /* The work in hand for one live reservation; not persisted. */
 typedef struct {
-	GHashTable *tried; /* guest uuid -> set of gpas (guint64 *) offered once */
+	GHashTable *tried; /* guest id -> set of gpas (guint64 *) offered once */
 	gboolean compacted;
 	gboolean compact_after;
 	gboolean free_recorded;
@@ -58,7 +58,7 @@ typedef struct {
 	GCancellable *pool_cancel; /* stops the grow between chunks when it ends */
 	guint pool_step;	   /* 1 + index of the step grows add to; 0: none */
 	guint pool_grows;	   /* grows in it */
-	GHashTable *strikes; /* guest uuid -> donations that freed little host memory */
+	GHashTable *strikes; /* guest id -> donations that freed little host memory */
 	gchar *why_not;	     /* why the guests that were not asked were not */
 } Run;
 
@@ -67,7 +67,8 @@ typedef struct {
 	HrPrepare *prepare; /* NULL once the executor is gone */
 	gchar *res_id;
 	guint step_index;
-	gchar *guest_uuid;
+	guint64 guest_id;
+	gchar *guest_key; /* DONATE: the holds' owner */
 	HrRequest *request;
 	gint node;
 	gint64 started; /* monotonic us */
@@ -84,12 +85,19 @@ struct _HrPrepare {
 	HrReservationStore *store;
 	HrPlannerParams params;
 	GHashTable *runs;    /* reservation id -> Run */
-	GHashTable *gstates; /* guest uuid -> GuestPlanState */
+	GHashTable *gstates; /* guest id -> GuestPlanState */
 	GPtrArray *ops;	     /* Op in flight */
 	GCancellable *cancellable;
 	guint tick_id;
 	guint kick_id;
 };
+
+/* a table keyed by guest id (guint64 *, owned) */
+static GHashTable *
+guest_table_new(GDestroyNotify value_free)
+{
+	return g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, value_free);
+}
 
 static void
 guest_plan_state_free(GuestPlanState *gs)
@@ -116,7 +124,7 @@ static void
 op_free(Op *op)
 {
 	g_free(op->res_id);
-	g_free(op->guest_uuid);
+	g_free(op->guest_key);
 	g_clear_pointer(&op->request, hr_request_unref);
 	g_clear_pointer(&op->returning, g_array_unref);
 	g_free(op);
@@ -128,9 +136,8 @@ get_run(HrPrepare *p, HrReservation *r)
 	Run *run = g_hash_table_lookup(p->runs, r->id);
 	if (run == NULL) {
 		run = g_new0(Run, 1);
-		run->tried = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-						   (GDestroyNotify)g_hash_table_unref);
-		run->strikes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+		run->tried = guest_table_new((GDestroyNotify)g_hash_table_unref);
+		run->strikes = guest_table_new(NULL);
 		g_hash_table_insert(p->runs, g_strdup(r->id), run);
 	}
 	return run;
@@ -139,10 +146,10 @@ get_run(HrPrepare *p, HrReservation *r)
 static GuestPlanState *
 get_gstate(HrPrepare *p, HrGuest *guest)
 {
-	GuestPlanState *gs = g_hash_table_lookup(p->gstates, guest->uuid);
+	GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest->id);
 	if (gs == NULL) {
 		gs = g_new0(GuestPlanState, 1);
-		g_hash_table_insert(p->gstates, g_strdup(guest->uuid), gs);
+		g_hash_table_insert(p->gstates, g_memdup2(&guest->id, sizeof(guest->id)), gs);
 	}
 	return gs;
 }
@@ -178,6 +185,7 @@ hr_prepare_new(HrDaemon *daemon)
 	p->config = hr_daemon_get_config(daemon);
 	path = g_build_filename(p->config->state_dir, "reservations.json", NULL);
 	p->store = hr_reservation_store_new(path);
+	hr_reservation_store_set_max(p->store, p->config->max_reservations);
 	if (!hr_reservation_store_load(p->store, &error))
 		g_warning("%s", error->message);
 	else if (hr_reservation_store_list(p->store)->len > 0)
@@ -185,8 +193,7 @@ hr_prepare_new(HrDaemon *daemon)
 		       path);
 	hr_planner_params_init(&p->params);
 	p->runs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)run_free);
-	p->gstates = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-					   (GDestroyNotify)guest_plan_state_free);
+	p->gstates = guest_table_new((GDestroyNotify)guest_plan_state_free);
 	p->ops = g_ptr_array_new();
 	p->cancellable = g_cancellable_new();
 	p->tick_id = g_timeout_add(p->config->reservation_tick_ms, tick_cb, p);
@@ -220,6 +227,26 @@ hr_prepare_free(HrPrepare *p)
 	g_free(p);
 }
 
+void
+hr_prepare_forget_guest(HrPrepare *p, HrGuest *guest)
+{
+	GHashTableIter iter;
+	Run *run;
+
+	g_hash_table_remove(p->gstates, &guest->id);
+	g_hash_table_iter_init(&iter, p->runs);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&run)) {
+		g_hash_table_remove(run->tried, &guest->id);
+		g_hash_table_remove(run->strikes, &guest->id);
+	}
+}
+
+guint
+hr_prepare_n_guest_states(HrPrepare *p)
+{
+	return g_hash_table_size(p->gstates);
+}
+
 HrReservationStore *
 hr_prepare_get_store(HrPrepare *p)
 {
@@ -245,7 +272,7 @@ node_available(const HrNodeState *ns)
 }
 
 static HrGuest *
-find_guest_by_uuid(HrPrepare *p, const gchar *uuid);
+find_guest(HrPrepare *p, guint64 id);
 
 static gboolean
 guest_can_donate(HrGuest *guest)
@@ -326,11 +353,10 @@ thpmap_scanned_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 
 	if (map == NULL && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
 		/* the executor is gone */
-		g_free(ctx->uuid);
 		g_free(ctx);
 		return;
 	}
-	gs = g_hash_table_lookup(ctx->prepare->gstates, ctx->uuid);
+	gs = g_hash_table_lookup(ctx->prepare->gstates, &ctx->guest_id);
 	if (gs != NULL) {
 		gs->scanning = FALSE;
 		gs->map_at = g_get_monotonic_time();
@@ -339,12 +365,11 @@ thpmap_scanned_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 			gs->map = g_steal_pointer(&map);
 			gs->map_failed = FALSE;
 		} else {
-			thpmap_failed(gs, find_guest_by_uuid(ctx->prepare, ctx->uuid), error);
+			thpmap_failed(gs, find_guest(ctx->prepare, ctx->guest_id), error);
 		}
 		kick(ctx->prepare);
 	}
 	g_clear_pointer(&map, hr_thpmap_free);
-	g_free(ctx->uuid);
 	g_free(ctx);
 }
 
@@ -363,7 +388,7 @@ refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 		/* the previous map serves until the new one is in */
 		ctx = g_new0(ScanCtx, 1);
 		ctx->prepare = p;
-		ctx->uuid = g_strdup(guest->uuid);
+		ctx->guest_id = guest->id;
 		gs->scanning = TRUE;
 		hr_thpmap_scan_async(guest->pid, (const HrRamRange *)guest->ram->data,
 				     guest->ram->len, p->cancellable, thpmap_scanned_cb, ctx);
@@ -467,7 +492,7 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 			continue;
 		}
 		if (run != NULL &&
-		    GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, guest->uuid)) >= 2) {
+		    GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, &guest->id)) >= 2) {
 			g_string_append_printf(why, "; %s: its donations freed little host memory",
 					       guest->name);
 			continue;
@@ -483,7 +508,7 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 				in->maps_pending++;
 		}
 		if (run != NULL)
-			tried = g_hash_table_lookup(run->tried, guest->uuid);
+			tried = g_hash_table_lookup(run->tried, &guest->id);
 		pg.id = guest->id;
 		/* the node most of its host THPs are on (else the first node) */
 		pg.node = gs->map != NULL && gs->map->thp_node >= 0 ? (guint)gs->map->thp_node
@@ -661,9 +686,37 @@ hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
 /* Giving holds back */
 
 static HrGuest *
-find_guest_by_uuid(HrPrepare *p, const gchar *uuid)
+find_guest(HrPrepare *p, guint64 id)
 {
-	return hr_daemon_find_guest(p->daemon, uuid);
+	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		if (guest->id == id)
+			return guest;
+	}
+	return NULL;
+}
+
+/*
+ * The guest that holds @h: the one bound to the same QEMU process. A hold
+ * from a version 1 state file names its guest by UUID only: a guest with
+ * that UUID known adopts it.
+ */
+static HrGuest *
+find_hold_guest(HrPrepare *p, HrReservationHold *h)
+{
+	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		if (h->guest_key != NULL ? g_strcmp0(guest->key, h->guest_key) == 0
+					 : guest->uuid_known && h->guest_uuid != NULL &&
+						   g_ascii_strcasecmp(guest->uuid, h->guest_uuid) == 0) {
+			if (h->guest_key == NULL)
+				h->guest_key = g_strdup(guest->key);
+			return guest;
+		}
+	}
+	return NULL;
 }
 
 /* a RETURN that did not give everything back: the rest are still holds */
@@ -685,7 +738,7 @@ return_notify(HrRequest *request, gpointer user_data)
 		return;
 	}
 	r = hr_reservation_store_find(p->store, op->res_id);
-	guest = find_guest_by_uuid(p, op->guest_uuid);
+	guest = find_guest(p, op->guest_id);
 	back = g_hash_table_new(g_int64_hash, g_int64_equal);
 	for (guint i = 0; request->blocks != NULL && i < request->blocks->len; i++)
 		g_hash_table_add(back, &g_array_index(request->blocks, guint64, i));
@@ -693,7 +746,7 @@ return_notify(HrRequest *request, gpointer user_data)
 		guint64 *gpa = &g_array_index(op->returning, guint64, i);
 		if (g_hash_table_contains(back, gpa) || !g_hash_table_contains(guest->held, gpa))
 			continue;
-		hr_reservation_add_hold(r, guest->uuid, guest->name, *gpa);
+		hr_reservation_add_hold(r, guest->key, guest->name, *gpa);
 		kept++;
 	}
 	if (kept > 0) {
@@ -716,8 +769,7 @@ return_notify(HrRequest *request, gpointer user_data)
 static guint
 return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 {
-	g_autoptr(GHashTable) per_guest = g_hash_table_new_full(
-	    g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_array_unref);
+	g_autoptr(GHashTable) per_guest = guest_table_new((GDestroyNotify)g_array_unref);
 	GPtrArray *keep = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
 	GHashTableIter iter;
 	gpointer key, value;
@@ -725,7 +777,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 
 	for (guint i = 0; i < r->holds->len; i++) {
 		HrReservationHold *h = g_ptr_array_index(r->holds, i);
-		HrGuest *guest = find_guest_by_uuid(p, h->guest_uuid);
+		HrGuest *guest = find_hold_guest(p, h);
 		GArray *gpas;
 
 		g_ptr_array_index(r->holds, i) = NULL;
@@ -738,10 +790,10 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			g_ptr_array_add(keep, h);
 			continue;
 		}
-		gpas = g_hash_table_lookup(per_guest, guest->uuid);
+		gpas = g_hash_table_lookup(per_guest, &guest->id);
 		if (gpas == NULL) {
 			gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
-			g_hash_table_insert(per_guest, guest->uuid, gpas);
+			g_hash_table_insert(per_guest, g_memdup2(&guest->id, sizeof(guest->id)), gpas);
 		}
 		g_array_append_val(gpas, h->gpa);
 		sent++;
@@ -753,7 +805,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 
 	g_hash_table_iter_init(&iter, per_guest);
 	while (g_hash_table_iter_next(&iter, &key, &value)) {
-		HrGuest *guest = find_guest_by_uuid(p, key);
+		HrGuest *guest = find_guest(p, *(guint64 *)key);
 		GArray *gpas = value;
 		for (guint off = 0; off < gpas->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
 			g_autoptr(GError) error = NULL;
@@ -768,7 +820,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			params.notify_data = op;
 			op->prepare = p;
 			op->res_id = g_strdup(r->id);
-			op->guest_uuid = g_strdup(guest->uuid);
+			op->guest_id = guest->id;
 			op->returning = g_array_new(FALSE, FALSE, sizeof(guint64));
 			g_array_append_vals(op->returning, params.gpas, params.nr_gpas);
 			op->submitting = TRUE;
@@ -777,7 +829,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			if (request == NULL) {
 				/* they stay holds: the next tick tries again */
 				for (guint i = 0; i < params.nr_gpas; i++)
-					hr_reservation_add_hold(r, guest->uuid, guest->name,
+					hr_reservation_add_hold(r, guest->key, guest->name,
 								params.gpas[i]);
 				sent -= params.nr_gpas;
 				g_warning("reservation %s: cannot return %u blocks to %s: %s", r->id,
@@ -1107,9 +1159,9 @@ guest_rss_kb(HrGuest *guest)
 }
 
 static void
-defer_guest(HrPrepare *p, const gchar *uuid, gboolean failed)
+defer_guest(HrPrepare *p, guint64 guest_id, gboolean failed)
 {
-	GuestPlanState *gs = g_hash_table_lookup(p->gstates, uuid);
+	GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest_id);
 	HrPlanGuest pg = {0};
 	if (gs == NULL)
 		return;
@@ -1127,7 +1179,7 @@ static void
 donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 {
 	HrReservation *r = hr_reservation_store_find(p->store, op->res_id);
-	HrGuest *guest = find_guest_by_uuid(p, op->guest_uuid);
+	HrGuest *guest = find_guest(p, op->guest_id);
 	guint held = request->blocks != NULL ? request->blocks->len : 0;
 
 	if (r != NULL && op->step_index < r->steps->len) {
@@ -1155,8 +1207,8 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 			s->gained = node_free_blocks(p, op->node) - op->blocks_before;
 		}
 		if (run != NULL && held > 0 && s->gained * 2 < (gint64)held) {
-			guint n = GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, op->guest_uuid));
-			g_hash_table_insert(run->strikes, g_strdup(op->guest_uuid),
+			guint n = GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, &op->guest_id));
+			g_hash_table_insert(run->strikes, g_memdup2(&op->guest_id, sizeof(op->guest_id)),
 					    GUINT_TO_POINTER(n + 1));
 			g_message("reservation %s: %s handed over %u blocks but the host got %" G_GINT64_FORMAT
 				  " back%s",
@@ -1165,7 +1217,7 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		}
 		if (guest != NULL) {
 			/* what it gave is not backed any more: see it before the next plan */
-			GuestPlanState *gs = g_hash_table_lookup(p->gstates, guest->uuid);
+			GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest->id);
 			if (gs != NULL)
 				gs->map_at = 0;
 		}
@@ -1190,7 +1242,7 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		if (g_hash_table_lookup(p->runs, r->id) != NULL)
 			((Run *)g_hash_table_lookup(p->runs, r->id))->held_total += held;
 		for (guint i = 0; i < held; i++)
-			hr_reservation_add_hold(r, op->guest_uuid,
+			hr_reservation_add_hold(r, op->guest_key,
 						guest != NULL ? guest->name : s->guest,
 						g_array_index(request->blocks, guint64, i));
 		g_info("reservation %s: %s gave %u of %" G_GUINT64_FORMAT " blocks, %" G_GUINT64_FORMAT
@@ -1201,7 +1253,7 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		if (!hr_reservation_state_is_live(r->state) && r->state != HR_RESERVATION_CONSUMED)
 			return_holds(p, r, G_MAXUINT, "the reservation ended");
 	}
-	defer_guest(p, op->guest_uuid, held == 0);
+	defer_guest(p, op->guest_id, held == 0);
 	op_end(p, op);
 }
 
@@ -1239,10 +1291,10 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	if (guest == NULL)
 		return;
 	gs = get_gstate(p, guest);
-	tried = g_hash_table_lookup(run->tried, guest->uuid);
+	tried = g_hash_table_lookup(run->tried, &guest->id);
 	if (tried == NULL) {
 		tried = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-		g_hash_table_insert(run->tried, g_strdup(guest->uuid), tried);
+		g_hash_table_insert(run->tried, g_memdup2(&guest->id, sizeof(guest->id)), tried);
 	}
 	for (guint i = 0; i < step->picks->len; i++)
 		n_ranged += g_array_index(step->picks, HrPlanPick, i).ranged;
@@ -1277,7 +1329,8 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->prepare = p;
 	op->res_id = g_strdup(r->id);
 	op->step_index = r->steps->len - 1;
-	op->guest_uuid = g_strdup(guest->uuid);
+	op->guest_id = guest->id;
+	op->guest_key = g_strdup(guest->key);
 	op->node = step->node;
 	op->started = g_get_monotonic_time();
 	op->blocks_before = run->pool_mode ? 0 : node_free_blocks(p, step->node);
@@ -1301,7 +1354,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	if (request == NULL) {
 		set_step_state(s, "failed", error->message);
 		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
-		defer_guest(p, guest->uuid, TRUE);
+		defer_guest(p, guest->id, TRUE);
 		op_free(op);
 		return;
 	}
@@ -1326,7 +1379,7 @@ cancel_ops(HrPrepare *p, HrReservation *r)
 		if (op->request == NULL || op->returning != NULL || g_strcmp0(op->res_id, r->id) != 0 ||
 		    hr_request_state_is_final(op->request->state))
 			continue;
-		guest = find_guest_by_uuid(p, op->guest_uuid);
+		guest = find_guest(p, op->guest_id);
 		if (guest != NULL)
 			hr_guest_cancel_request(guest, op->request->id, NULL);
 	}

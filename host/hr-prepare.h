@@ -27,6 +27,7 @@
 #include <json-glib/json-glib.h>
 
 #include "hr-config.h"
+#include "hr-guest.h"
 #include "hr-monitor.h"
 #include "hr-planner.h"
 #include "hr-reservation.h"
@@ -43,6 +44,12 @@ void
 hr_prepare_free(HrPrepare *prepare);
 HrReservationStore *
 hr_prepare_get_store(HrPrepare *prepare);
+/* drop what the executor keeps of a guest the daemon forgets */
+void
+hr_prepare_forget_guest(HrPrepare *prepare, HrGuest *guest);
+/* guests the executor keeps state of (tests) */
+guint
+hr_prepare_n_guest_states(HrPrepare *prepare);
 
 HrReservation *
 hr_prepare_create(HrPrepare *prepare, guint64 bytes, gint node, guint deadline_s,

@@ -32,8 +32,9 @@
  * node's free memory above a configured high mark), oldest first.
  *
  * The store persists itself as JSON, atomically (a temporary file, fsync,
- * rename) after every change, so a daemon restart keeps every reservation
- * and its holds. A file that cannot be parsed is moved aside to
+ * rename) after every change, in a thread, so a daemon restart keeps every
+ * reservation, its steps in flight and its holds. A file of version 1
+ * (holds named by guest UUID) is migrated on load. A file that cannot be parsed is moved aside to
  * FILE.corrupt-TIMESTAMP and the store starts empty with an error that
  * says so; it never takes the daemon down.
  */
@@ -86,7 +87,8 @@ typedef struct {
 
 /* A guest block held on behalf of a reservation. */
 typedef struct {
-	gchar *guest_uuid;
+	gchar *guest_key;  /* HrGuest.key: the guest bound to its QEMU process */
+	gchar *guest_uuid; /* only from a version 1 file, until a guest adopts the hold */
 	gchar *guest_name;
 	guint64 gpa;
 	gint64 held_at; /* wall clock, us */
@@ -151,9 +153,29 @@ hr_reservation_store_free(HrReservationStore *store);
  */
 gboolean
 hr_reservation_store_load(HrReservationStore *store, GError **error);
-/* write the file atomically; done by every change below */
+/* write the file atomically, now */
 gboolean
 hr_reservation_store_save(HrReservationStore *store, GError **error);
+/*
+ * Every change below saves in a thread, off the main loop: the latest
+ * state is written once the write in progress is done. A failed write
+ * (a full disk) leaves the previous file as it was; it is logged, counted
+ * and kept here until a later write succeeds.
+ */
+guint64
+hr_reservation_store_save_failures(HrReservationStore *store);
+/* the error of the latest write if it failed, else NULL (free it) */
+gchar *
+hr_reservation_store_dup_save_error(HrReservationStore *store);
+/* wait for the writes in progress (tests, shutdown) */
+void
+hr_reservation_store_flush(HrReservationStore *store);
+/*
+ * At most @max reservations are kept: creating one more forgets the
+ * oldest settled one that holds nothing, or fails when there is none.
+ */
+void
+hr_reservation_store_set_max(HrReservationStore *store, guint max);
 const gchar *
 hr_reservation_store_get_path(HrReservationStore *store);
 
@@ -178,7 +200,7 @@ hr_reservation_set_obtained(HrReservationStore *store, HrReservation *r, guint64
 HrReservationStep *
 hr_reservation_add_step(HrReservation *r, const gchar *kind, gint node);
 void
-hr_reservation_add_hold(HrReservation *r, const gchar *guest_uuid, const gchar *guest_name,
+hr_reservation_add_hold(HrReservation *r, const gchar *guest_key, const gchar *guest_name,
 			guint64 gpa);
 /* remove and return (as a new array, oldest first) up to @max holds of @r */
 GPtrArray *

@@ -39,6 +39,9 @@ fixture_config(Fixture *f, const gchar *tmpl)
 	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
 	f->config->state_dir = g_build_filename(f->tmpdir, "state", NULL);
 	f->config->status_interval_ms = 250;
+	/* the fake devices are this test program, not QEMU */
+	g_strfreev(f->config->qemu_executables);
+	f->config->qemu_executables = g_strsplit("*", ";", -1);
 }
 
 void

@@ -241,7 +241,8 @@ test_round_trip(Tmp *t, gconstpointer data)
 	HrReservation *r, *n;
 	(void)data;
 
-	/* every change was saved: nothing to do before reading it back */
+	/* every change was saved, in a thread: wait for it, then read it back */
+	hr_reservation_store_flush(store);
 	g_assert_true(g_file_test(t->path, G_FILE_TEST_IS_REGULAR));
 	g_assert_true(hr_reservation_store_load(again, &error));
 	g_assert_no_error(error);
@@ -307,6 +308,7 @@ expect_corrupt(Tmp *t, const gchar *content, gssize len, const gchar *what)
 	g_assert_true(kept);
 	r = hr_reservation_store_create(store, MiB(2), 0, 0, FALSE, NULL, NULL);
 	g_assert_cmpstr(r->id, ==, "r1");
+	hr_reservation_store_flush(store);
 	g_assert_true(g_file_test(t->path, G_FILE_TEST_IS_REGULAR));
 	g_assert_cmpint(g_unlink(t->path), ==, 0);
 }
@@ -330,7 +332,7 @@ test_corrupt(Tmp *t, gconstpointer data)
 	expect_corrupt(t, "", 0, "empty");
 	expect_corrupt(t, "\x00\x01garbage", 9, "binary");
 	expect_corrupt(t, "[]", -1, "not an object");
-	expect_corrupt(t, "{\"version\":2,\"next_id\":1,\"reservations\":[]}", -1, "future version");
+	expect_corrupt(t, "{\"version\":3,\"next_id\":1,\"reservations\":[]}", -1, "future version");
 	expect_corrupt(t,
 		       "{\"version\":1,\"next_id\":1,\"reservations\":[{\"id\":\"r1\",\"bytes\":"
 		       "\"many\"}]}",
