@@ -68,12 +68,12 @@ hr_device_new(HrDaemon *daemon, GSocketConnection *connection, guint32 status_in
 	device->reader = hr_frame_reader_new();
 	device->status_interval_ms = status_interval_ms;
 	device->peer = hr_peer_new_from_socket(socket, &error);
+	device->pid = device->peer != NULL ? device->peer->pid : -1;
 	if (device->peer != NULL &&
 	    !hr_peer_check(device->peer, hr_daemon_get_config(daemon), &error))
 		g_clear_pointer(&device->peer, hr_peer_free);
 	if (device->peer == NULL)
 		device->peer_error = g_strdup(error->message);
-	device->pid = device->peer != NULL ? device->peer->pid : -1;
 	device->resync = hr_guest_held_new();
 	g_queue_init(&device->outq);
 	return device;

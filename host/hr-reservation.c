@@ -593,9 +593,12 @@ load_hold(JsonNode *node, HrReservation *r, gint version, GError **error)
 	o = json_node_get_object(node);
 	h = g_new0(HrReservationHold, 1);
 	g_ptr_array_add(r->holds, h);
-	if (version >= 2 && (!get_str(o, "guest_key", FALSE, &h->guest_key, error) ||
+	/* a hold migrated from version 1 keeps its UUID until a guest adopts it */
+	if (version >= 2 && (!get_str(o, "guest_key", TRUE, &h->guest_key, error) ||
 			     !get_str(o, "guest_uuid", TRUE, &h->guest_uuid, error)))
 		return FALSE;
+	if (version >= 2 && h->guest_key == NULL && h->guest_uuid == NULL)
+		return corrupt(error, "a hold names no guest (guest_key and guest_uuid are null)");
 	if (version == 1 && !get_str(o, "guest_uuid", FALSE, &h->guest_uuid, error))
 		return FALSE;
 	if (!get_str(o, "guest", FALSE, &h->guest_name, error) ||

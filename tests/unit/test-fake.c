@@ -200,7 +200,8 @@ HrChanHello *
 make_hello(const gchar *name, guint8 uuid_seed)
 {
 	HrChanHello *h = hr_chan_hello_new(1);
-	for (guint i = 0; i < 16; i++)
+	/* seed 0: the all-zero UUID of a VM started without -uuid */
+	for (guint i = 0; i < 16 && uuid_seed != 0; i++)
 		h->uuid[i] = uuid_seed + i;
 	g_strlcpy(h->name, name, sizeof(h->name));
 	h->ram_size = MiB(1024);
@@ -265,8 +266,14 @@ only_guest(Fixture *f)
 FakeDevice *
 fake_device_up(Fixture *f, const gchar *name, guint8 uuid_seed)
 {
-	FakeDevice *dev = fake_connect(f);
 	g_autoptr(HrChanHello) hello = make_hello(name, uuid_seed);
+	return fake_device_up_hello(f, hello);
+}
+
+FakeDevice *
+fake_device_up_hello(Fixture *f, const HrChanHello *hello)
+{
+	FakeDevice *dev = fake_connect(f);
 	g_autoptr(GBytes) payload = hr_chan_hello_encode(hello);
 	g_autoptr(HrChanFrame) frame = NULL;
 	g_autoptr(GError) error = NULL;

@@ -858,6 +858,42 @@ test_exec_return_short(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(again->gpas[1], ==, ret->gpas[2]);
 }
 
+/*
+ * Two VMs without -uuid: the one that donated gets its blocks back, not
+ * the one that connected last with the same (all-zero) UUID.
+ */
+static void
+test_exec_zero_uuid(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) donor = NULL;
+	g_autoptr(FakeDevice) other = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(HrCmd) ret = NULL;
+	HrGuestPolicy *pol = g_new0(HrGuestPolicy, 1);
+	HrReservation *r;
+	(void)data;
+
+	pol->pattern = g_strdup("bystander");
+	pol->donor = FALSE;
+	g_ptr_array_add(f->config->guest_policies, pol);
+	host_set_free_blocks(f, 1);
+	donor = donor_up(f, "giver", 0);
+	other = donor_up(f, "bystander", 0);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 30, FALSE, "z", NULL);
+	cmd = fake_expect_cmd(donor, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	host_set_free_blocks(f, 4);
+	answer_evacuate(donor, cmd, 3);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	g_assert_true(g_str_has_prefix(((HrReservationHold *)g_ptr_array_index(r->holds, 0))
+					   ->guest_key,
+				       "name:giver@pid:"));
+	g_assert_true(hr_prepare_release(hr_daemon_get_prepare(f->daemon), r->id, NULL));
+	ret = fake_expect_cmd(donor, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, 3);
+	fake_expect_silence(other, 300);
+}
+
 /* a guest whose evacuation gave nothing is left alone for a while, then asked again */
 static void
 test_exec_deferral(Fixture *f, gconstpointer data)
@@ -1099,6 +1135,7 @@ main(int argc, char **argv)
 	ADD_EXEC("high-mark", test_exec_high_mark);
 	ADD_EXEC("return-short", test_exec_return_short);
 	ADD_EXEC("deferral", test_exec_deferral);
+	ADD_EXEC("zero-uuid", test_exec_zero_uuid);
 #undef ADD_EXEC
 #define ADD_POOL(name, fn) \
 	g_test_add("/reservations/pool/" name, Fixture, NULL, pool_setup, fn, exec_teardown)
