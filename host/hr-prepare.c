@@ -657,7 +657,7 @@ hr_plan_add_json(const HrPlan *plan, JsonBuilder *b)
 JsonNode *
 hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, error);
+	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, error);
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(Input) in = NULL;
 	g_autoptr(HrPlan) plan = NULL;
@@ -899,7 +899,7 @@ return_by_high_mark(HrPrepare *p, const HrHostState *host)
 static gint64
 node_free_blocks(HrPrepare *p, gint node)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, NULL);
+	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, NULL);
 	const HrNodeState *ns;
 	if (host == NULL || node < 0)
 		return 0;
@@ -1680,7 +1680,7 @@ hr_prepare_tick(HrPrepare *p)
 	}
 	if (!work)
 		return;
-	host = hr_monitor_read_host(p->config->host_root, &error);
+	host = hr_monitor_read_host_lite(p->config->host_root, &error);
 	if (host == NULL) {
 		g_warning("cannot read the host's memory state: %s", error->message);
 		return;
@@ -1793,7 +1793,7 @@ hr_prepare_consume(HrPrepare *p, const gchar *id, GError **error)
 JsonNode *
 hr_prepare_host_json(HrPrepare *p, GError **error)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, error);
+	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, error);
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	const HrCompactCounters *c;
 

@@ -894,6 +894,23 @@ test_exec_zero_uuid(Fixture *f, gconstpointer data)
 	fake_expect_silence(other, 300);
 }
 
+/* the executor's ticks never read /proc/pagetypeinfo (it takes the zone locks) */
+static void
+test_exec_no_pagetypeinfo(Fixture *f, gconstpointer data)
+{
+	g_autofree gchar *dir = host_dir(f);
+	g_autofree gchar *path = g_build_filename(dir, "proc", "pagetypeinfo", NULL);
+	HrReservation *r;
+	(void)data;
+
+	/* reading it now would fail the tick */
+	g_assert_true(g_file_set_contents(path, "garbage\n", -1, NULL));
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "t", NULL);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(r->obtained, ==, 4);
+	g_assert_null(hr_monitor_read_host(dir, NULL));
+}
+
 /* a guest whose evacuation gave nothing is left alone for a while, then asked again */
 static void
 test_exec_deferral(Fixture *f, gconstpointer data)
@@ -1136,6 +1153,7 @@ main(int argc, char **argv)
 	ADD_EXEC("return-short", test_exec_return_short);
 	ADD_EXEC("deferral", test_exec_deferral);
 	ADD_EXEC("zero-uuid", test_exec_zero_uuid);
+	ADD_EXEC("no-pagetypeinfo", test_exec_no_pagetypeinfo);
 #undef ADD_EXEC
 #define ADD_POOL(name, fn) \
 	g_test_add("/reservations/pool/" name, Fixture, NULL, pool_setup, fn, exec_teardown)
