@@ -101,6 +101,14 @@ hr_daemon_find_guest(HrDaemon *daemon, const gchar *name_or_uuid)
 	return found;
 }
 
+static void
+hr_daemon_held_changed(gpointer guest, gpointer data)
+{
+	HrDaemon *daemon = data;
+	if (daemon->prepare != NULL)
+		hr_prepare_held_changed(daemon->prepare, guest);
+}
+
 HrGuest *
 hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *hello,
 			HrPeer *peer)
@@ -112,7 +120,7 @@ hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *h
 		g_info("%s (%s) reconnected from pid %d", guest->name, guest->uuid, pid);
 		if (!hr_peer_same_process(guest->peer, peer))
 			/* a new QEMU process starts with no holds (SPEC 2.9) */
-			g_hash_table_remove_all(guest->held);
+			hr_guest_held_clear(guest);
 		hr_guest_update_identity(guest, hello, peer);
 	} else {
 		guest = hr_guest_new(daemon->next_guest_id++, hello, peer);
@@ -123,6 +131,8 @@ hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *h
 	}
 	hr_guest_settle_uuid(daemon->guests, guest);
 	guest->gone_at = 0;
+	guest->held_changed = hr_daemon_held_changed;
+	guest->held_changed_data = daemon;
 	guest->device = device;
 	guest->ready = FALSE;
 	guest->connections++;
@@ -236,7 +246,7 @@ hr_daemon_sweep_cb(gpointer user_data)
 		    !hr_peer_is_alive(guest->peer)) {
 			g_info("%s: QEMU pid %d exited, dropping %u held blocks", guest->name,
 			       guest->pid, g_hash_table_size(guest->held));
-			g_hash_table_remove_all(guest->held);
+			hr_guest_held_clear(guest);
 		}
 	}
 	hr_guest_prune(daemon->guests, daemon->config->guest_prune_s, hr_daemon_guest_pruned,

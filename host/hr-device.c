@@ -302,7 +302,7 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 		/* a device reset empties the held set (SPEC 2.9) */
 		g_info("%s: device reset, dropping %u held blocks", guest->name,
 		       g_hash_table_size(guest->held));
-		g_hash_table_remove_all(guest->held);
+		hr_guest_held_clear(guest);
 	}
 	if (state.cmds_dropped > prev_dropped)
 		hr_guest_handle_cmds_dropped(guest, state.cmds_dropped);

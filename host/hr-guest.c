@@ -33,6 +33,21 @@ hr_guest_held_add(GHashTable *held, guint64 gpa, guint64 request_id)
 	g_hash_table_insert(held, &block->gpa, block);
 }
 
+static void
+hr_guest_held_changed(HrGuest *guest)
+{
+	guest->held_gen++;
+	if (guest->held_changed != NULL)
+		guest->held_changed(guest, guest->held_changed_data);
+}
+
+void
+hr_guest_held_clear(HrGuest *guest)
+{
+	g_hash_table_remove_all(guest->held);
+	hr_guest_held_changed(guest);
+}
+
 void
 hr_guest_held_replace(HrGuest *guest, GHashTable *resync)
 {
@@ -49,6 +64,7 @@ hr_guest_held_replace(HrGuest *guest, GHashTable *resync)
 	}
 	g_hash_table_unref(guest->held);
 	guest->held = g_hash_table_ref(resync);
+	hr_guest_held_changed(guest);
 }
 
 static gint
@@ -621,6 +637,7 @@ hr_guest_handle_blocks(HrGuest *guest, const HrBlocks *blocks)
 	}
 	if (request != NULL && request->state != HR_REQUEST_QUEUED)
 		hr_request_add_blocks(request, blocks->gpas, blocks->nr_blocks);
+	hr_guest_held_changed(guest);
 }
 
 void

@@ -23,6 +23,7 @@ typedef struct {
 	guint64 gpa;
 	guint64 request_id; /* the HOLD's; 0 when first learnt from a resync */
 	gint64 held_at;	    /* wall clock, us; when the daemon first saw it */
+	gboolean orphan;    /* nobody owned it: a RETURN was sent for it */
 } HrHeldBlock;
 
 /*
@@ -63,6 +64,10 @@ typedef struct {
 	gboolean have_state;
 	HrChanDeviceState state; /* latest DEVICE_STATE */
 	GHashTable *held; /* gpa -> HrHeldBlock: relayed HOLDs minus RETURNEDs */
+	guint64 held_gen; /* bumped by every change of @held */
+	/* told of every change of @held (the executor reconciles it) */
+	void (*held_changed)(gpointer guest, gpointer data);
+	gpointer held_changed_data;
 	HrResult *last_result;
 	GHashTable *pending; /* request_id -> HrPendingCmd: REPORTs */
 	gboolean ready;	     /* connected and the resync is over */
@@ -92,6 +97,7 @@ typedef struct {
 
 	/* what the guest said that nothing on our side accounts for */
 	guint64 holds_unknown;	 /* HOLDs for requests we do not know */
+	guint64 orphans_returned; /* held blocks nobody owned, given back */
 	guint64 returns_unknown; /* RETURNEDs of blocks we did not know held */
 	gint64 gone_at;		 /* monotonic us: disconnected since, 0 while connected */
 } HrGuest;
@@ -137,6 +143,9 @@ GHashTable *
 hr_guest_held_new(void);
 void
 hr_guest_held_add(GHashTable *held, guint64 gpa, guint64 request_id);
+/* empty the held set (a device reset, a new QEMU process) */
+void
+hr_guest_held_clear(HrGuest *guest);
 /* replace the held set with @resync, keeping what we knew of each block */
 void
 hr_guest_held_replace(HrGuest *guest, GHashTable *resync);

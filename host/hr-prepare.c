@@ -29,7 +29,17 @@ typedef struct {
 	gboolean map_warned;
 	gboolean map_failed; /* the last scan failed: backing unknown */
 	gboolean scanning;
+	guint64 reconciled_gen; /* HrGuest.held_gen its held set was last reconciled at */
 } GuestPlanState;
+
+/* A donation a previous daemon left running: what it freed comes in unasked. */
+typedef struct {
+	gchar *res_id;
+	guint step_index;
+	guint64 request_id;
+	gchar *guest_key;
+	guint64 left; /* blocks it may still account for */
+} Interrupted;
 
 typedef struct {
 	HrPrepare *prepare; /* valid unless the scan was cancelled */
@@ -87,6 +97,8 @@ struct _HrPrepare {
 	GHashTable *runs;    /* reservation id -> Run */
 	GHashTable *gstates; /* guest id -> GuestPlanState */
 	GPtrArray *ops;	     /* Op in flight */
+	GPtrArray *interrupted; /* Interrupted */
+	gboolean reconcile_all; /* a held set changed: reconcile at the next tick */
 	GCancellable *cancellable;
 	guint tick_id;
 	guint kick_id;
@@ -104,6 +116,14 @@ guest_plan_state_free(GuestPlanState *gs)
 {
 	g_clear_pointer(&gs->map, hr_thpmap_free);
 	g_free(gs);
+}
+
+static void
+interrupted_free(Interrupted *it)
+{
+	g_free(it->res_id);
+	g_free(it->guest_key);
+	g_free(it);
 }
 
 static void
@@ -174,6 +194,11 @@ kick(HrPrepare *p)
 		p->kick_id = g_idle_add(kick_cb, p);
 }
 
+static void
+find_interrupted(HrPrepare *p);
+static void
+reconcile_guests(HrPrepare *p);
+
 HrPrepare *
 hr_prepare_new(HrDaemon *daemon)
 {
@@ -195,6 +220,9 @@ hr_prepare_new(HrDaemon *daemon)
 	p->runs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)run_free);
 	p->gstates = guest_table_new((GDestroyNotify)guest_plan_state_free);
 	p->ops = g_ptr_array_new();
+	p->interrupted = g_ptr_array_new_with_free_func((GDestroyNotify)interrupted_free);
+	find_interrupted(p);
+	p->reconcile_all = TRUE;
 	p->cancellable = g_cancellable_new();
 	p->tick_id = g_timeout_add(p->config->reservation_tick_ms, tick_cb, p);
 	return p;
@@ -220,6 +248,7 @@ hr_prepare_free(HrPrepare *p)
 		}
 	}
 	g_ptr_array_unref(p->ops);
+	g_ptr_array_unref(p->interrupted);
 	g_object_unref(p->cancellable);
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
@@ -1331,6 +1360,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->step_index = r->steps->len - 1;
 	op->guest_id = guest->id;
 	op->guest_key = g_strdup(guest->key);
+	s->guest_key = g_strdup(guest->key);
 	op->node = step->node;
 	op->started = g_get_monotonic_time();
 	op->blocks_before = run->pool_mode ? 0 : node_free_blocks(p, step->node);
@@ -1362,6 +1392,8 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->request = hr_request_ref(request);
 	g_ptr_array_add(p->ops, op);
 	run->in_flight++;
+	/* a restart finds it running, with the request whose late HOLDs are its */
+	hr_reservation_touch(p->store, r);
 	g_info("reservation %s: asked %s for %u blocks%s (request %" G_GUINT64_FORMAT ")", r->id,
 	       guest->name, count, n_ranges > 0 ? " of its host THP-backed ones" : "",
 	       request->id);
@@ -1383,6 +1415,244 @@ cancel_ops(HrPrepare *p, HrReservation *r)
 		if (guest != NULL)
 			hr_guest_cancel_request(guest, op->request->id, NULL);
 	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reconciling what guests hold */
+
+/*
+ * Every block a guest holds has an owner: a reservation (its holds, or a
+ * donation in flight), the API (an operator's own evacuation, kept in the
+ * store's ledger), or a donation a previous daemon left running, whose
+ * blocks come in unasked after a restart (Interrupted). A block nobody
+ * owns (a HOLD for a request nobody knows, a block a resync lists that no
+ * reservation recorded) is an orphan: it would stay out of the guest for
+ * good, so it is given back.
+ */
+
+/* the donations a previous run left "running" */
+static void
+find_interrupted(HrPrepare *p)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		for (guint j = 0; j < r->steps->len; j++) {
+			HrReservationStep *s = g_ptr_array_index(r->steps, j);
+			Interrupted *it;
+			if (g_strcmp0(s->kind, "donate") != 0 || g_strcmp0(s->state, "running") != 0)
+				continue;
+			it = g_new0(Interrupted, 1);
+			it->res_id = g_strdup(r->id);
+			it->step_index = j;
+			it->request_id = s->request_id;
+			it->guest_key = g_strdup(s->guest_key);
+			it->left = s->blocks_asked;
+			g_ptr_array_add(p->interrupted, it);
+			set_step_state(s, "failed", "the daemon restarted while it ran");
+			g_message("reservation %s: the donation of %s (request %" G_GUINT64_FORMAT
+				  ") was running when the daemon stopped; what it freed is kept "
+				  "when the guest reports it",
+				  r->id, s->guest, s->request_id);
+		}
+	}
+}
+
+/* the interrupted donation @block of @guest belongs to, or NULL */
+static Interrupted *
+interrupted_for(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block)
+{
+	for (guint i = 0; i < p->interrupted->len; i++) {
+		Interrupted *it = g_ptr_array_index(p->interrupted, i);
+		if (it->left == 0 || g_strcmp0(it->guest_key, guest->key) != 0)
+			continue;
+		/* its late HOLDs name it; what it froze before, the resync lists */
+		if (block->request_id == it->request_id || block->request_id == 0)
+			return it;
+	}
+	return NULL;
+}
+
+static void
+interrupted_claim(HrPrepare *p, Interrupted *it, HrGuest *guest, guint64 gpa)
+{
+	HrReservation *r = hr_reservation_store_find(p->store, it->res_id);
+
+	it->left--;
+	if (r == NULL)
+		return;
+	hr_reservation_add_hold(r, guest->key, guest->name, gpa);
+	if (it->step_index < r->steps->len) {
+		HrReservationStep *s = g_ptr_array_index(r->steps, it->step_index);
+		g_autofree gchar *detail = NULL;
+		s->blocks_held++;
+		detail = g_strdup_printf("the daemon restarted while it ran; %" G_GUINT64_FORMAT
+					 " blocks it freed were found held",
+					 s->blocks_held);
+		set_step_state(s, "short", detail);
+	}
+	hr_reservation_touch(p->store, r);
+}
+
+/* the gpas @guest holds for reservations (HrHeldBlock's gpa -> itself) */
+static GHashTable *
+reservation_owned(HrPrepare *p, HrGuest *guest)
+{
+	GHashTable *owned = g_hash_table_new(g_int64_hash, g_int64_equal);
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		for (guint j = 0; j < r->holds->len; j++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (find_hold_guest(p, h) == guest)
+				g_hash_table_add(owned, &h->gpa);
+		}
+	}
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		if (op->guest_id != guest->id || op->request == NULL)
+			continue;
+		/* what a donation in flight got, what a RETURN in flight gives back */
+		for (guint j = 0; op->request->blocks != NULL && j < op->request->blocks->len; j++)
+			g_hash_table_add(owned, &g_array_index(op->request->blocks, guint64, j));
+		for (guint j = 0; op->returning != NULL && j < op->returning->len; j++)
+			g_hash_table_add(owned, &g_array_index(op->returning, guint64, j));
+	}
+	return owned;
+}
+
+static gboolean
+executor_request(HrPrepare *p, guint64 request_id)
+{
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		if (op->request != NULL && op->request->id == request_id)
+			return TRUE;
+	}
+	return FALSE;
+}
+
+typedef struct {
+	HrGuest *guest;
+	gint64 now;
+} LiveCtx;
+
+/* an API request in the ledger is live while the guest may still run it */
+static gboolean
+ledger_request_live(guint64 request_id, gint64 since, gpointer data)
+{
+	LiveCtx *ctx = data;
+	HrRequest *request = hr_guest_find_request(ctx->guest, request_id);
+	if (request != NULL)
+		return !hr_request_state_is_final(request->state);
+	/* from before a restart: no request outlives a day (request_timeout_s) */
+	return ctx->now - since < (gint64)86400 * G_USEC_PER_SEC;
+}
+
+static void
+return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
+{
+	for (guint off = 0; off < orphans->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
+		g_autoptr(GError) error = NULL;
+		HrRequestParams params = {0};
+
+		params.kind = HR_REQUEST_RETURN;
+		params.gpas = &g_array_index(orphans, guint64, off);
+		params.nr_gpas = MIN(orphans->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
+		if (hr_daemon_submit(p->daemon, guest, &params, &error) == NULL) {
+			g_warning("%s: cannot return %u blocks nobody owns: %s", guest->name,
+				  params.nr_gpas, error->message);
+			return;
+		}
+		for (guint i = 0; i < params.nr_gpas; i++) {
+			HrHeldBlock *b = g_hash_table_lookup(guest->held, &params.gpas[i]);
+			if (b != NULL)
+				b->orphan = TRUE;
+		}
+		guest->orphans_returned += params.nr_gpas;
+	}
+	g_message("%s: %u held blocks no reservation or request owns: returned", guest->name,
+		  orphans->len);
+}
+
+static void
+reconcile_guest(HrPrepare *p, HrGuest *guest)
+{
+	g_autoptr(GHashTable) owned = reservation_owned(p, guest);
+	g_autoptr(GArray) orphans = g_array_new(FALSE, FALSE, sizeof(guint64));
+	GHashTableIter iter;
+	HrHeldBlock *b;
+	HrRequest *request;
+	LiveCtx ctx = {guest, g_get_real_time()};
+
+	/* the API's requests that run: their blocks are the operator's */
+	g_hash_table_iter_init(&iter, guest->requests);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&request)) {
+		if (request->kind != HR_REQUEST_RETURN && !hr_request_state_is_final(request->state) &&
+		    request->state != HR_REQUEST_QUEUED && !executor_request(p, request->id))
+			hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
+	}
+	g_hash_table_iter_init(&iter, guest->held);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&b)) {
+		Interrupted *it;
+		if (b->orphan || g_hash_table_contains(owned, &b->gpa) ||
+		    hr_reservation_store_ledger_has(p->store, guest->key, b->gpa, 0))
+			continue;
+		if (b->request_id != 0 && executor_request(p, b->request_id))
+			continue;
+		if (b->request_id != 0 &&
+		    ((request = hr_guest_find_request(guest, b->request_id)) != NULL ||
+		     hr_reservation_store_ledger_has(p->store, guest->key, 0, b->request_id))) {
+			if (request == NULL || request->kind != HR_REQUEST_RETURN)
+				hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
+			continue;
+		}
+		it = interrupted_for(p, guest, b);
+		if (it != NULL) {
+			interrupted_claim(p, it, guest, b->gpa);
+			continue;
+		}
+		g_array_append_val(orphans, b->gpa);
+	}
+	hr_reservation_store_ledger_sync(p->store, guest->key, guest->held, ledger_request_live,
+					 &ctx);
+	if (orphans->len > 0 && p->config->return_orphans)
+		return_orphans(p, guest, orphans);
+	else if (orphans->len > 0)
+		g_message("%s: %u held blocks no reservation or request owns (return_orphans is off)",
+			  guest->name, orphans->len);
+}
+
+static void
+reconcile_guests(HrPrepare *p)
+{
+	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+
+	if (!p->reconcile_all)
+		return;
+	p->reconcile_all = FALSE;
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		GuestPlanState *gs;
+		/* a resync in progress is not the guest's whole held set yet */
+		if (!hr_guest_is_connected(guest) || !guest->ready)
+			continue;
+		gs = get_gstate(p, guest);
+		if (gs->reconciled_gen == guest->held_gen && guest->held_gen != 0)
+			continue;
+		gs->reconciled_gen = guest->held_gen;
+		reconcile_guest(p, guest);
+	}
+}
+
+void
+hr_prepare_held_changed(HrPrepare *p, HrGuest *guest)
+{
+	(void)guest;
+	p->reconcile_all = TRUE;
+	kick(p);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1671,6 +1941,7 @@ hr_prepare_tick(HrPrepare *p)
 	gint64 now = g_get_real_time();
 	gboolean work = FALSE;
 
+	reconcile_guests(p);
 	for (guint i = 0; i < list->len && !work; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
 		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&

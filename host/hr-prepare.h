@@ -47,6 +47,9 @@ hr_prepare_get_store(HrPrepare *prepare);
 /* drop what the executor keeps of a guest the daemon forgets */
 void
 hr_prepare_forget_guest(HrPrepare *prepare, HrGuest *guest);
+/* @guest's held set changed: reconcile it with the owners of its blocks */
+void
+hr_prepare_held_changed(HrPrepare *prepare, HrGuest *guest);
 /* guests the executor keeps state of (tests) */
 guint
 hr_prepare_n_guest_states(HrPrepare *prepare);

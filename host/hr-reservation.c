@@ -23,6 +23,8 @@ struct _HrReservationStore {
 	guint64 next_id;
 	guint max;
 	gint load_version; /* of the file loaded, 0: none */
+	/* guest key -> (entry "b:GPA" or "r:REQUEST_ID" -> gint64 *since, wall us) */
+	GHashTable *ledger;
 
 	/* the writer thread's; under lock */
 	GMutex lock;
@@ -139,6 +141,7 @@ hr_reservation_step_free(HrReservationStep *step)
 {
 	g_free(step->kind);
 	g_free(step->guest);
+	g_free(step->guest_key);
 	g_free(step->state);
 	g_free(step->detail);
 	g_free(step);
@@ -182,6 +185,8 @@ hr_reservation_store_new(const gchar *path)
 	store->list = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_free);
 	store->next_id = 1;
 	store->max = G_MAXUINT;
+	store->ledger = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+					      (GDestroyNotify)g_hash_table_unref);
 	g_mutex_init(&store->lock);
 	g_cond_init(&store->idle);
 	return store;
@@ -202,6 +207,7 @@ hr_reservation_store_free(HrReservationStore *store)
 	g_mutex_clear(&store->lock);
 	g_cond_clear(&store->idle);
 	g_free(store->save_error);
+	g_hash_table_unref(store->ledger);
 	g_free(store->path);
 	g_ptr_array_unref(store->list);
 	g_free(store);
@@ -265,6 +271,7 @@ hr_reservation_step_add_json(HrReservationStep *s, JsonBuilder *b)
 	hr_json_add_int(b, "node", s->node);
 	if (s->guest != NULL) {
 		add_str(b, "guest", s->guest);
+		add_str(b, "guest_key", s->guest_key);
 		hr_json_add_int(b, "request_id", s->request_id);
 		hr_json_add_int(b, "blocks_asked", s->blocks_asked);
 		hr_json_add_int(b, "blocks_held", s->blocks_held);
@@ -332,6 +339,110 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 }
 
 /* ---------------------------------------------------------------------- */
+/* The ledger */
+
+static gchar *
+ledger_entry(guint64 gpa, guint64 request_id)
+{
+	return gpa != 0 ? g_strdup_printf("b:%" G_GINT64_MODIFIER "x", gpa)
+			: g_strdup_printf("r:%" G_GUINT64_FORMAT, request_id);
+}
+
+void
+hr_reservation_store_ledger_add(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	gchar *entry = ledger_entry(gpa, request_id);
+	gint64 now = g_get_real_time();
+
+	if (entries == NULL) {
+		entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+		g_hash_table_insert(store->ledger, g_strdup(guest_key), entries);
+	}
+	if (g_hash_table_contains(entries, entry)) {
+		g_free(entry);
+		return;
+	}
+	g_hash_table_insert(entries, entry, g_memdup2(&now, sizeof(now)));
+	hr_reservation_touch(store, NULL);
+}
+
+gboolean
+hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	g_autofree gchar *entry = ledger_entry(gpa, request_id);
+	return entries != NULL && g_hash_table_contains(entries, entry);
+}
+
+void
+hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_key,
+				 GHashTable *held, gboolean (*is_live)(guint64 request_id,
+								       gint64 since, gpointer data),
+				 gpointer data)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	GHashTableIter iter;
+	const gchar *entry;
+	gint64 *since;
+	guint gone = 0;
+
+	if (entries == NULL)
+		return;
+	g_hash_table_iter_init(&iter, entries);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&entry, (gpointer *)&since)) {
+		guint64 v = g_ascii_strtoull(entry + 2, NULL, entry[0] == 'b' ? 16 : 10);
+		if (entry[0] == 'b' ? g_hash_table_contains(held, &v) : is_live(v, *since, data))
+			continue;
+		g_hash_table_iter_remove(&iter);
+		gone++;
+	}
+	if (g_hash_table_size(entries) == 0)
+		g_hash_table_remove(store->ledger, guest_key);
+	if (gone > 0)
+		hr_reservation_touch(store, NULL);
+}
+
+guint
+hr_reservation_store_ledger_size(HrReservationStore *store)
+{
+	GHashTableIter iter;
+	GHashTable *entries;
+	guint n = 0;
+
+	g_hash_table_iter_init(&iter, store->ledger);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&entries))
+		n += g_hash_table_size(entries);
+	return n;
+}
+
+static void
+hr_reservation_ledger_add_json(HrReservationStore *store, JsonBuilder *b)
+{
+	GHashTableIter iter, it2;
+	const gchar *key, *entry;
+	GHashTable *entries;
+	gint64 *since;
+
+	json_builder_set_member_name(b, "ledger");
+	json_builder_begin_array(b);
+	g_hash_table_iter_init(&iter, store->ledger);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&key, (gpointer *)&entries)) {
+		g_hash_table_iter_init(&it2, entries);
+		while (g_hash_table_iter_next(&it2, (gpointer *)&entry, (gpointer *)&since)) {
+			json_builder_begin_object(b);
+			add_str(b, "guest_key", key);
+			add_str(b, "entry", entry);
+			hr_json_add_int(b, "since_us", *since);
+			json_builder_end_object(b);
+		}
+	}
+	json_builder_end_array(b);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Persistence */
 
 static gchar *
@@ -349,6 +460,7 @@ hr_reservation_store_to_data(HrReservationStore *store, gsize *len)
 	for (guint i = 0; i < store->list->len; i++)
 		hr_reservation_add_json(g_ptr_array_index(store->list, i), b, TRUE);
 	json_builder_end_array(b);
+	hr_reservation_ledger_add_json(store, b);
 	json_builder_end_object(b);
 	root = json_builder_get_root(b);
 	json_generator_set_root(gen, root);
@@ -534,6 +646,39 @@ get_array(JsonObject *o, const gchar *key, JsonArray **value, GError **error)
 }
 
 static gboolean
+hr_reservation_ledger_load(HrReservationStore *store, JsonObject *o, GError **error)
+{
+	JsonArray *list;
+
+	if (!get_array(o, "ledger", &list, error))
+		return FALSE;
+	for (guint i = 0; i < json_array_get_length(list); i++) {
+		JsonNode *node = json_array_get_element(list, i);
+		g_autofree gchar *key = NULL;
+		g_autofree gchar *entry = NULL;
+		GHashTable *entries;
+		gint64 since = 0;
+
+		if (!JSON_NODE_HOLDS_OBJECT(node))
+			return corrupt(error, "ledger %u: not an object", i);
+		if (!get_str(json_node_get_object(node), "guest_key", FALSE, &key, error) ||
+		    !get_str(json_node_get_object(node), "entry", FALSE, &entry, error) ||
+		    !get_int(json_node_get_object(node), "since_us", 0, G_MAXINT64, &since, error))
+			return FALSE;
+		if ((!g_str_has_prefix(entry, "b:") && !g_str_has_prefix(entry, "r:")) ||
+		    !g_ascii_isxdigit(entry[2]))
+			return corrupt(error, "ledger %u: entry \"%s\" is not b:GPA or r:ID", i, entry);
+		entries = g_hash_table_lookup(store->ledger, key);
+		if (entries == NULL) {
+			entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+			g_hash_table_insert(store->ledger, g_strdup(key), entries);
+		}
+		g_hash_table_insert(entries, g_steal_pointer(&entry), g_memdup2(&since, sizeof(since)));
+	}
+	return TRUE;
+}
+
+static gboolean
 load_step(JsonNode *node, HrReservation *r, GError **error)
 {
 	JsonObject *o;
@@ -552,6 +697,9 @@ load_step(JsonNode *node, HrReservation *r, GError **error)
 	if (!get_int(o, "node", -1, G_MAXINT, &v, error))
 		return FALSE;
 	s->node = v;
+	if (json_object_has_member(o, "guest_key") &&
+	    !get_str(o, "guest_key", TRUE, &s->guest_key, error))
+		return FALSE;
 	if (json_object_has_member(o, "guest")) {
 		if (!get_str(o, "guest", FALSE, &s->guest, error) ||
 		    !get_int(o, "request_id", 0, G_MAXINT64, &v, error))
@@ -718,6 +866,9 @@ hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize l
 		if (!load_reservation(json_array_get_element(list, i), store, version, error))
 			return FALSE;
 	}
+	/* version 1 has no ledger */
+	if (version >= 2 && !hr_reservation_ledger_load(store, o, error))
+		return FALSE;
 	store->load_version = version;
 	return TRUE;
 }

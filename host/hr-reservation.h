@@ -72,6 +72,7 @@ typedef struct {
 	gchar *kind;	      /* "free", "compact", "donate" */
 	gint node;
 	gchar *guest;	      /* donate: the guest's name */
+	gchar *guest_key;     /* donate: HrGuest.key, NULL in a version 1 file */
 	guint64 request_id;   /* donate: the evacuation request */
 	gchar *state;	      /* "running", "done", "short", "failed" */
 	gchar *detail;	      /* why it fell short or failed, or NULL */
@@ -141,6 +142,31 @@ hr_reservation_transition_allowed(HrReservationState from, HrReservationState to
 /* "1G", "512M", "2048K", "4096" (bytes); FALSE for garbage or 0 */
 gboolean
 hr_parse_size(const gchar *str, guint64 *bytes);
+
+/*
+ * The ledger: what guests hold for the API's own requests (an operator's
+ * hugeroomctl evacuate) and those requests while they run, per guest key,
+ * saved with the reservations. After a daemon restart a held block that
+ * neither a reservation nor the ledger owns is an orphan.
+ */
+void
+hr_reservation_store_ledger_add(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id);
+/* is @gpa (or, @gpa 0, @request_id) owned by the API? */
+gboolean
+hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id);
+/*
+ * Drop @guest_key's blocks that are not in @held (gpa -> anything) and its
+ * requests @is_live says are over; saves when something went.
+ */
+void
+hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_key,
+				 GHashTable *held, gboolean (*is_live)(guint64 request_id,
+								       gint64 since, gpointer data),
+				 gpointer data);
+guint
+hr_reservation_store_ledger_size(HrReservationStore *store);
 
 /* @path: the JSON file; NULL keeps everything in memory only (tests) */
 HrReservationStore *

@@ -439,3 +439,24 @@ fake_send_state(FakeDevice *dev, const HrChanDeviceState *state)
 	g_autoptr(GBytes) payload = hr_chan_device_state_encode(state);
 	fake_send(dev, HR_CHAN_DEVICE_STATE, payload);
 }
+
+/* HELLO, expect WELCOME, resync @n held blocks from @first, DEVICE_STATE */
+FakeDevice *
+fake_device_resync(Fixture *f, const gchar *name, guint8 uuid_seed, guint64 first, guint n)
+{
+	FakeDevice *dev = fake_connect(f);
+	g_autoptr(HrChanHello) hello = make_hello(name, uuid_seed);
+	g_autoptr(GBytes) hp = hr_chan_hello_encode(hello);
+	g_autoptr(HrChanFrame) welcome = NULL;
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .num_held = n};
+
+	fake_send(dev, HR_CHAN_HELLO, hp);
+	welcome = fake_recv(dev);
+	g_assert_cmpuint(welcome->type, ==, HR_CHAN_WELCOME);
+	if (n > 0) {
+		g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 0, 0, first, n);
+		fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	}
+	fake_send_state(dev, &state);
+	return dev;
+}

@@ -894,6 +894,93 @@ test_exec_zero_uuid(Fixture *f, gconstpointer data)
 	fake_expect_silence(other, 300);
 }
 
+/*
+ * The daemon restarts in the middle of a donation: the blocks the donor
+ * holds after it (the resync) and frees later (late HOLDs) are the
+ * reservation's, as many as the donation asked for; the rest nobody owns
+ * and they go back.
+ */
+static void
+test_exec_restart_mid_donation(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(FakeDevice) dev2 = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(HrCmd) ret = NULL;
+	g_autoptr(HrCmd) ret2 = NULL;
+	g_autoptr(HrBlocks) first = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, 1);
+	g_autoptr(HrBlocks) late = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, 1);
+	g_autoptr(HrBlocks) resync = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, 4);
+	g_autoptr(GBytes) msg = NULL;
+	g_autoptr(HrChanHello) hello = make_hello("donor", 1);
+	g_autoptr(GBytes) hp = hr_chan_hello_encode(hello);
+	g_autoptr(HrChanFrame) welcome = NULL;
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .num_held = 4};
+	g_autofree gchar *id = NULL;
+	HrReservation *r;
+	HrReservationStep *s;
+	(void)data;
+
+	host_set_free_blocks(f, 1);
+	dev = donor_up(f, "donor", 1);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 60, FALSE, "m", NULL);
+	id = g_strdup(r->id);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
+	first->hdr.request_id = cmd->hdr.request_id;
+	first->gpas[0] = cmd->gpas[0];
+	msg = hr_blocks_encode(first);
+	fake_send(dev, HR_CHAN_GUEST_MSG, msg);
+	g_clear_pointer(&msg, g_bytes_unref);
+	while (g_hash_table_size(first_guest(f)->held) < 1)
+		g_main_context_iteration(NULL, TRUE);
+
+	/* gone before the RESULT; a new daemon on the same state file */
+	hr_daemon_free(f->daemon);
+	fake_wait_eof(dev);
+	fixture_start(f);
+	dev2 = fake_connect(f);
+	fake_send(dev2, HR_CHAN_HELLO, hp);
+	welcome = fake_recv(dev2);
+	g_assert_cmpuint(welcome->type, ==, HR_CHAN_WELCOME);
+	/* it froze two more before the donation ended; one block is nobody's */
+	resync->gpas[0] = cmd->gpas[0];
+	resync->gpas[1] = cmd->gpas[1];
+	resync->gpas[2] = cmd->gpas[2];
+	resync->gpas[3] = MiB(900);
+	msg = hr_blocks_encode(resync);
+	fake_send(dev2, HR_CHAN_GUEST_MSG, msg);
+	g_clear_pointer(&msg, g_bytes_unref);
+	/* no status yet: it is not asked for more meanwhile */
+	fake_send_state(dev2, &state);
+	ret = fake_expect_cmd(dev2, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, 1);
+	r = hr_reservation_store_find(exec_store(f), id);
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	s = find_step(r, "donate");
+	g_assert_cmpstr(s->state, ==, "short");
+	g_assert_nonnull(strstr(s->detail, "restarted while it ran; 3 blocks"));
+	{
+		/* the guest takes it back; RETURNs run one at a time */
+		g_autoptr(GBytes) back = make_blocks(VIRTIO_HUGEROOM_MSG_RETURNED, ret->hdr.request_id,
+						     VIRTIO_HUGEROOM_RET_HOST, ret->gpas[0], 1);
+		g_autoptr(GBytes) done = make_result(VIRTIO_HUGEROOM_MSG_RESULT, ret->hdr.request_id,
+						     VIRTIO_HUGEROOM_S_OK, 1, 1, 0);
+		fake_send(dev2, HR_CHAN_GUEST_MSG, back);
+		fake_send(dev2, HR_CHAN_GUEST_MSG, done);
+	}
+	/* a late HOLD past what it asked for is nobody's either */
+	late->hdr.request_id = cmd->hdr.request_id;
+	late->gpas[0] = MiB(902);
+	msg = hr_blocks_encode(late);
+	fake_send(dev2, HR_CHAN_GUEST_MSG, msg);
+	ret2 = fake_expect_cmd(dev2, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret2->nr_gpas, ==, 1);
+	g_assert_cmpuint(ret2->gpas[0], ==, MiB(902));
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	g_assert_cmpuint(first_guest(f)->orphans_returned, ==, 2);
+}
+
 /* the executor's ticks never read /proc/pagetypeinfo (it takes the zone locks) */
 static void
 test_exec_no_pagetypeinfo(Fixture *f, gconstpointer data)
@@ -1154,6 +1241,7 @@ main(int argc, char **argv)
 	ADD_EXEC("deferral", test_exec_deferral);
 	ADD_EXEC("zero-uuid", test_exec_zero_uuid);
 	ADD_EXEC("no-pagetypeinfo", test_exec_no_pagetypeinfo);
+	ADD_EXEC("restart-mid-donation", test_exec_restart_mid_donation);
 #undef ADD_EXEC
 #define ADD_POOL(name, fn) \
 	g_test_add("/reservations/pool/" name, Fixture, NULL, pool_setup, fn, exec_teardown)

@@ -471,6 +471,83 @@ test_unknown_blocks(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(guest->blocks_returned_total[VIRTIO_HUGEROOM_RET_PRESSURE], ==, 1);
 }
 
+/* a HOLD nobody asked for is an orphan: reconciled by giving it back */
+static void
+test_orphans_returned(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "odd", 0x10);
+	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 999, 0, MiB(64), 3);
+	g_autoptr(HrCmd) ret = NULL;
+	(void)data;
+
+	wait_ready(f, 1);
+	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	ret = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, 3);
+	for (guint i = 0; i < 3; i++)
+		g_assert_cmpuint(ret->gpas[i] % MiB(2), ==, 0);
+	g_assert_cmpuint(only_guest(f)->orphans_returned, ==, 3);
+	/* not asked twice */
+	fake_expect_silence(dev, 400);
+}
+
+/* what an operator's own evacuation holds is the API's, kept across a restart */
+static void
+test_api_holds_kept(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "ops", 0x10);
+	g_autoptr(FakeDevice) dev2 = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(GBytes) hold = NULL;
+	g_autoptr(GBytes) late = NULL;
+	g_autoptr(GError) error = NULL;
+	HrRequestParams params = {.kind = HR_REQUEST_EVACUATE, .count = 4};
+	HrRequest *request;
+	Wait w = {f, 2};
+	guint64 id;
+	(void)data;
+
+	wait_ready(f, 1);
+	request = hr_daemon_submit(f->daemon, only_guest(f), &params, &error);
+	g_assert_no_error(error);
+	id = request->id;
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, id, 0, MiB(64), 2);
+	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	wait_for(cond_held, &w, "two held");
+	fake_expect_silence(dev, 300);
+	g_assert_cmpuint(hr_reservation_store_ledger_size(
+			     hr_prepare_get_store(hr_daemon_get_prepare(f->daemon))),
+			 ==, 3);
+
+	/* the daemon dies mid-request; the device resyncs; late HOLDs follow */
+	hr_daemon_free(f->daemon);
+	fake_wait_eof(dev);
+	fixture_start(f);
+	dev2 = fake_device_resync(f, "ops", 0x10, MiB(64), 2);
+	wait_ready(f, 1);
+	late = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, id, 0, MiB(68), 1);
+	fake_send(dev2, HR_CHAN_GUEST_MSG, late);
+	w.value = 3;
+	wait_for(cond_held, &w, "three held");
+	fake_expect_silence(dev2, 400);
+	g_assert_cmpuint(only_guest(f)->orphans_returned, ==, 0);
+}
+
+/* after a restart, resynced blocks no reservation or request recorded go back */
+static void
+test_restart_orphans(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) ret = NULL;
+	(void)data;
+
+	dev = fake_device_resync(f, "vm1", 0x10, MiB(100), 2);
+	ret = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, 2);
+	g_assert_cmpuint(only_guest(f)->orphans_returned, ==, 2);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The reservation store */
 
@@ -649,6 +726,9 @@ main(int argc, char **argv)
 	g_test_add_func("/robust/limits/nofile", test_nofile);
 	ADD("/robust/bounds/prune", config_prune, test_prune);
 	ADD("/robust/bounds/unknown-blocks", NULL, test_unknown_blocks);
+	ADD("/robust/reconcile/orphans-returned", NULL, test_orphans_returned);
+	ADD("/robust/reconcile/api-holds-kept", NULL, test_api_holds_kept);
+	ADD("/robust/reconcile/restart-orphans", NULL, test_restart_orphans);
 	g_test_add_func("/robust/store/max", test_store_max);
 	g_test_add_func("/robust/store/migrate-v1", test_store_migrate);
 	g_test_add_func("/robust/store/full-disk", test_store_full_disk);
