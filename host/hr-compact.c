@@ -15,7 +15,7 @@ static gboolean
 node_snapshot(const gchar *root, guint node, HrCompactCounters *counters, guint64 *free_blocks,
 	      guint64 *free_pages, guint *unusable, GError **error)
 {
-	g_autoptr(HrHostState) state = hr_monitor_read_host(root, error);
+	g_autoptr(HrHostState) state = hr_monitor_read_host_lite(root, error);
 	const HrNodeState *ns;
 
 	if (state == NULL)

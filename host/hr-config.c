@@ -4,6 +4,7 @@
 
 #include "hr-config.h"
 
+#include <pwd.h>
 #include <string.h>
 
 #define GROUP "hugeroomd"
@@ -45,6 +46,9 @@ hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy 
 	}
 }
 
+static void
+hr_config_limits_init(HrConfig *config);
+
 HrConfig *
 hr_config_new(void)
 {
@@ -65,6 +69,7 @@ hr_config_new(void)
 	config->pool_margin_mb = 256;
 	config->backing = HR_BACKING_SCAN;
 	config->guest_policies = g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_policy_free);
+	hr_config_limits_init(config);
 	return config;
 }
 
@@ -84,6 +89,7 @@ hr_config_free(HrConfig *config)
 	g_free(config->api_tls_cert);
 	g_free(config->api_tls_key);
 	g_free(config->api_tokens);
+	g_strfreev(config->qemu_executables);
 	g_free(config);
 }
 
@@ -246,6 +252,115 @@ hr_config_get_api(GKeyFile *kf, HrConfig *config, GError **error)
 	return TRUE;
 }
 
+/* ---------------------------------------------------------------------- */
+/* Peers, bounds and restart */
+
+static void
+hr_config_limits_init(HrConfig *config)
+{
+	config->qemu_uid = 0;
+	config->qemu_executables = g_strsplit("*/qemu-system-*;*/qemu-kvm", ";", -1);
+	config->hello_timeout_ms = 5000;
+	config->max_connections = 2048;
+	config->max_frames_per_s = 200;
+	config->guest_prune_s = 3600;
+	config->max_guest_ram_mb = G_GUINT64_CONSTANT(16) << 20; /* 16 TiB */
+	config->max_queued_requests = 64;
+	config->max_reservations = 1024;
+	config->return_orphans = TRUE;
+}
+
+/* qemu_user=NAME or a numeric uid */
+static gboolean
+hr_config_get_user(GKeyFile *kf, guint *uid, GError **error)
+{
+	g_autofree gchar *str = NULL;
+	struct passwd *pw;
+	guint64 v;
+
+	if (!hr_config_get_string(kf, GROUP, "qemu_user", &str, error))
+		return FALSE;
+	if (str == NULL)
+		return TRUE;
+	if (g_ascii_string_to_unsigned(str, 10, 0, G_MAXUINT32 - 1, &v, NULL)) {
+		*uid = v;
+		return TRUE;
+	}
+	pw = getpwnam(str);
+	if (pw == NULL) {
+		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+			    "qemu_user=%s is no user on this host (libvirt's QEMU runs as "
+			    "libvirt-qemu on Debian)",
+			    str);
+		return FALSE;
+	}
+	*uid = pw->pw_uid;
+	return TRUE;
+}
+
+static gboolean
+hr_config_get_bool(GKeyFile *kf, const gchar *key, gboolean *value, GError **error)
+{
+	g_autoptr(GError) local = NULL;
+
+	if (!g_key_file_has_key(kf, GROUP, key, NULL))
+		return TRUE;
+	*value = g_key_file_get_boolean(kf, GROUP, key, &local);
+	if (local != NULL) {
+		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+			    "%s: %s (true or false)", key, local->message);
+		return FALSE;
+	}
+	return TRUE;
+}
+
+static gboolean
+hr_config_load_limits(GKeyFile *kf, HrConfig *config, GError **error)
+{
+	const struct {
+		const gchar *key;
+		guint *value;
+		guint64 min, max;
+		gboolean zero_ok;
+	} uints[] = {
+	    {"hello_timeout_ms", &config->hello_timeout_ms, 100, 600000, FALSE},
+	    {"max_connections", &config->max_connections, 1, 1000000, FALSE},
+	    {"max_frames_per_s", &config->max_frames_per_s, 10, 1000000, FALSE},
+	    {"guest_prune_s", &config->guest_prune_s, 1, 86400 * 365, TRUE},
+	    {"max_queued_requests", &config->max_queued_requests, 1, 100000, FALSE},
+	    {"max_reservations", &config->max_reservations, 1, 1000000, FALSE},
+	};
+	g_autofree gchar *exes = NULL;
+	guint64 v;
+
+	if (!hr_config_get_user(kf, &config->qemu_uid, error))
+		return FALSE;
+	if (!hr_config_get_string(kf, GROUP, "qemu_executables", &exes, error))
+		return FALSE;
+	if (exes != NULL) {
+		if (*exes == '\0') {
+			g_set_error_literal(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+					    "qemu_executables is empty: no QEMU could connect "
+					    "(use * to allow any executable)");
+			return FALSE;
+		}
+		g_strfreev(config->qemu_executables);
+		config->qemu_executables = g_strsplit(exes, ";", -1);
+	}
+	for (guint i = 0; i < G_N_ELEMENTS(uints); i++) {
+		v = *uints[i].value;
+		if (!hr_config_get_uint(kf, uints[i].key, uints[i].min, uints[i].max,
+					uints[i].zero_ok, &v, error))
+			return FALSE;
+		*uints[i].value = v;
+	}
+	v = config->max_guest_ram_mb;
+	if (!hr_config_get_uint(kf, "max_guest_ram_mb", 1, G_MAXUINT32, FALSE, &v, error))
+		return FALSE;
+	config->max_guest_ram_mb = v;
+	return hr_config_get_bool(kf, "return_orphans", &config->return_orphans, error);
+}
+
 gboolean
 hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError **error)
 {
@@ -314,7 +429,8 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 		}
 	}
 	if (!hr_config_get_backing(kf, &config->backing, error) ||
-	    !hr_config_get_policies(kf, config, error) || !hr_config_get_api(kf, config, error))
+	    !hr_config_get_policies(kf, config, error) || !hr_config_get_api(kf, config, error) ||
+	    !hr_config_load_limits(kf, config, error))
 		goto fail;
 	return TRUE;
 fail:

@@ -53,6 +53,17 @@ typedef struct {
 	gchar *api_tls_cert;   /* PEM; needed with api_listen */
 	gchar *api_tls_key;
 	gchar *api_tokens; /* bearer tokens for api_listen: "admin|read TOKEN" lines */
+	/* peers, bounds and restart (hr_config_load_limits()) */
+	guint qemu_uid;		   /* SO_PEERCRED uid of QEMU (qemu_user=NAME|UID) */
+	gchar **qemu_executables;  /* globs a peer's /proc/PID/exe must match */
+	guint hello_timeout_ms;	   /* a connection without HELLO by then is closed */
+	guint max_connections;	   /* VM socket connections at once */
+	guint max_frames_per_s;	   /* per connection, averaged over a second */
+	guint guest_prune_s;	   /* a disconnected guest is forgotten after this; 0: never */
+	guint64 max_guest_ram_mb;  /* a HELLO announcing more RAM is refused */
+	guint max_queued_requests; /* per guest, waiting or running */
+	guint max_reservations;	   /* kept in the store; the oldest settled go first */
+	gboolean return_orphans;   /* RETURN held blocks no reservation or request owns */
 } HrConfig;
 
 HrConfig *

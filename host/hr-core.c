@@ -4,9 +4,6 @@
 
 #include "hr-core.h"
 
-#include <errno.h>
-#include <signal.h>
-
 #include "hr-device.h"
 #include "hr-listeners.h"
 
@@ -87,8 +84,7 @@ hr_core_find_guest(HrCore *core, const gchar *name_or_uuid)
 	HrGuest *found = NULL;
 	for (guint i = 0; i < core->guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(core->guests, i);
-		if (g_ascii_strcasecmp(guest->uuid, name_or_uuid) != 0 &&
-		    g_strcmp0(guest->name, name_or_uuid) != 0)
+		if (!hr_guest_has_name(guest, name_or_uuid))
 			continue;
 		/* prefer a connected entry, then the most recent one */
 		if (found == NULL || hr_guest_is_connected(guest) || !hr_guest_is_connected(found))
@@ -153,6 +149,7 @@ hr_event_kind_to_string(HrEventKind kind)
 	    [HR_EVENT_GUEST_ADDED] = "guest-added",
 	    [HR_EVENT_GUEST_CONNECTED] = "guest-connected",
 	    [HR_EVENT_GUEST_DISCONNECTED] = "guest-disconnected",
+	    [HR_EVENT_GUEST_REMOVED] = "guest-removed",
 	    [HR_EVENT_STATUS_CHANGED] = "status",
 	    [HR_EVENT_HELD_CHANGED] = "held",
 	    [HR_EVENT_REQUEST_CHANGED] = "request",
@@ -178,35 +175,51 @@ hr_core_close_devices(HrCore *core)
 		hr_device_close(g_ptr_array_index(core->devices, 0), NULL);
 }
 
-HrGuest *
-hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, gint pid)
+guint
+hr_core_get_n_devices(HrCore *core)
 {
-	HrGuest *guest = NULL;
+	return core->devices->len;
+}
+
+void
+hr_core_note_unidentified(HrCore *core, const gchar *reason)
+{
+	core->rejected_unidentified++;
+	g_free(core->last_unidentified_reason);
+	core->last_unidentified_reason = g_strdup(reason);
+}
+
+static void
+hr_core_held_changed(gpointer guest, gpointer data)
+{
+	hr_core_emit(data, HR_EVENT_HELD_CHANGED, guest, NULL);
+}
+
+HrGuest *
+hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, HrPeer *peer)
+{
+	HrGuest *guest = hr_guest_find_for_hello(core->guests, hello, peer);
+	gint pid = peer->pid;
 	gboolean added = FALSE;
 
-	for (guint i = 0; i < core->guests->len; i++) {
-		HrGuest *g = g_ptr_array_index(core->guests, i);
-		if (!hr_guest_matches(g, hello))
-			continue;
-		if (hr_guest_is_connected(g)) {
-			/* legitimate for a moment during a local migration: keep apart */
-			g_info("%s: a second connection with the same identity (pid %d and %d)",
-			       g->name, g->pid, pid);
-			continue;
-		}
-		guest = g;
-	}
 	if (guest != NULL) {
-		g_info("%s (%s) reconnected from pid %d", hello->name, guest->uuid, pid);
-		hr_guest_update_identity(guest, hello, pid);
+		g_info("%s (%s) reconnected from pid %d", guest->name, guest->uuid, pid);
+		if (!hr_peer_same_process(guest->peer, peer))
+			/* a new QEMU process starts with no holds (SPEC 2.9) */
+			hr_guest_held_clear(guest);
+		hr_guest_update_identity(guest, hello, peer);
 	} else {
-		guest = hr_guest_new(core->next_guest_id++, hello, pid);
+		guest = hr_guest_new(core->next_guest_id++, hello, peer);
 		guest->history = core->config->request_history;
 		g_ptr_array_add(core->guests, guest);
 		g_info("%s (%s) connected from pid %d, %u RAM ranges", guest->name, guest->uuid,
 		       pid, hello->nr_ram);
 		added = TRUE;
 	}
+	hr_guest_settle_uuid(core->guests, guest);
+	guest->gone_at = 0;
+	guest->held_changed = hr_core_held_changed;
+	guest->held_changed_data = core;
 	guest->device = device;
 	guest->ready = FALSE;
 	guest->connections++;
@@ -231,9 +244,7 @@ hr_core_device_closed(HrCore *core, HrDevice *device, HrGuest *guest, const gcha
 		guest->disconnected_at = g_date_time_new_now_utc();
 		hr_guest_device_lost(guest);
 	} else if (reason != NULL) {
-		core->rejected_unidentified++;
-		g_free(core->last_unidentified_reason);
-		core->last_unidentified_reason = g_strdup(reason);
+		hr_core_note_unidentified(core, reason);
 	}
 	g_ptr_array_remove(core->devices, device);
 	if (guest != NULL)
@@ -290,7 +301,8 @@ hr_core_submit(HrCore *core, HrGuest *guest, const HrRequestParams *params, GErr
 				 guest->ram->len, error);
 	if (request == NULL)
 		return NULL;
-	if (!hr_guest_check_gate(guest, p.kind, error)) {
+	if (!hr_guest_check_gate(guest, p.kind, error) ||
+	    !hr_guest_check_queue(guest, core->config->max_queued_requests, error)) {
 		hr_request_unref(request);
 		return NULL;
 	}
@@ -299,6 +311,12 @@ hr_core_submit(HrCore *core, HrGuest *guest, const HrRequestParams *params, GErr
 	hr_request_add_listener(request, hr_core_request_cb, core);
 	hr_guest_submit(guest, request);
 	return request;
+}
+
+static void
+hr_core_guest_pruned(HrGuest *guest, gpointer user_data)
+{
+	hr_core_emit(user_data, HR_EVENT_GUEST_REMOVED, guest, NULL);
 }
 
 static gboolean
@@ -325,14 +343,13 @@ hr_core_sweep_cb(gpointer user_data)
 			g_hash_table_iter_remove(&iter);
 		}
 		/* a new QEMU process starts with no holds (SPEC 2.9) */
-		if (!hr_guest_is_connected(guest) && guest->pid > 0 &&
-		    g_hash_table_size(guest->held) > 0 && kill(guest->pid, 0) != 0 &&
-		    errno == ESRCH) {
+		if (!hr_guest_is_connected(guest) && g_hash_table_size(guest->held) > 0 &&
+		    !hr_peer_is_alive(guest->peer)) {
 			g_info("%s: QEMU pid %d exited, dropping %u held blocks", guest->name,
 			       guest->pid, g_hash_table_size(guest->held));
-			g_hash_table_remove_all(guest->held);
-			hr_core_emit(core, HR_EVENT_HELD_CHANGED, guest, NULL);
+			hr_guest_held_clear(guest); /* emits HELD_CHANGED */
 		}
 	}
+	hr_guest_prune(core->guests, core->config->guest_prune_s, hr_core_guest_pruned, core);
 	return G_SOURCE_CONTINUE;
 }

@@ -22,6 +22,7 @@ typedef enum {
 	HR_EVENT_GUEST_ADDED,	     /* first connection of a VM */
 	HR_EVENT_GUEST_CONNECTED,    /* every connection, after GUEST_ADDED */
 	HR_EVENT_GUEST_DISCONNECTED, /* the device connection closed */
+	HR_EVENT_GUEST_REMOVED,	     /* pruned (guest_prune_s); freed after the event */
 	HR_EVENT_STATUS_CHANGED,     /* a new STATUS */
 	HR_EVENT_HELD_CHANGED,	     /* the guest's held set changed */
 	HR_EVENT_REQUEST_CHANGED,    /* state, progress or result of a request */
@@ -87,8 +88,14 @@ hr_core_submit(HrCore *core, HrGuest *guest, const HrRequestParams *params, GErr
 /* for the device transport: open connections and their fate */
 void
 hr_core_add_device(HrCore *core, HrDevice *device);
+/* takes @peer */
 HrGuest *
-hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, gint pid);
+hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, HrPeer *peer);
+guint
+hr_core_get_n_devices(HrCore *core);
+/* count a connection refused before a HELLO identified it */
+void
+hr_core_note_unidentified(HrCore *core, const gchar *reason);
 void
 hr_core_device_closed(HrCore *core, HrDevice *device, HrGuest *guest, const gchar *reason);
 void

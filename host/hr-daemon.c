@@ -59,10 +59,17 @@ hr_daemon_incoming_cb(GSocketService *service,
 		      gpointer user_data)
 {
 	HrDaemon *daemon = user_data;
-	HrDevice *device = hr_device_new(daemon->core, connection,
-					 daemon->config->status_interval_ms);
+	HrDevice *device;
 	(void)service;
 	(void)source_object;
+	if (hr_core_get_n_devices(daemon->core) >= daemon->config->max_connections) {
+		g_warning("refusing a VM socket connection: %u open already (max_connections)",
+			  hr_core_get_n_devices(daemon->core));
+		hr_core_note_unidentified(daemon->core, "too many connections (max_connections)");
+		g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
+		return TRUE;
+	}
+	device = hr_device_new(daemon->core, connection, daemon->config->status_interval_ms);
 	hr_core_add_device(daemon->core, device);
 	hr_device_start(device);
 	return TRUE;

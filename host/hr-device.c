@@ -15,6 +15,7 @@
 #include "hr-device.h"
 
 #include "hr-core.h"
+#include "hr-peer.h"
 
 #define HR_DEVICE_READ_SIZE 65536
 
@@ -34,6 +35,11 @@ struct _HrDevice {
 	HrDeviceState state;
 	HrGuest *guest; /* set by HELLO; owned by the daemon */
 	gint pid;
+	HrPeer *peer;	    /* until HELLO hands it to the guest; NULL if unchecked */
+	gchar *peer_error;  /* why the peer may not talk to us, or NULL */
+	guint hello_timeout_id;
+	gint64 window_start; /* monotonic us: the second frames are counted in */
+	guint window_frames;
 	guint32 status_interval_ms;
 	GQueue outq; /* GBytes frames waiting to be written */
 	gboolean writing;
@@ -53,7 +59,7 @@ hr_device_new(HrCore *core, GSocketConnection *connection, guint32 status_interv
 {
 	HrDevice *device = g_new0(HrDevice, 1);
 	GSocket *socket = g_socket_connection_get_socket(connection);
-	g_autoptr(GCredentials) creds = g_socket_get_credentials(socket, NULL);
+	g_autoptr(GError) error = NULL;
 
 	device->refcount = 1;
 	device->core = core;
@@ -61,7 +67,13 @@ hr_device_new(HrCore *core, GSocketConnection *connection, guint32 status_interv
 	device->cancellable = g_cancellable_new();
 	device->reader = hr_frame_reader_new();
 	device->status_interval_ms = status_interval_ms;
-	device->pid = creds != NULL ? g_credentials_get_unix_pid(creds, NULL) : -1;
+	device->peer = hr_peer_new_from_socket(socket, &error);
+	device->pid = device->peer != NULL ? device->peer->pid : -1;
+	if (device->peer != NULL &&
+	    !hr_peer_check(device->peer, hr_core_get_config(core), &error))
+		g_clear_pointer(&device->peer, hr_peer_free);
+	if (device->peer == NULL)
+		device->peer_error = g_strdup(error->message);
 	device->resync = hr_guest_held_new();
 	g_queue_init(&device->outq);
 	return device;
@@ -85,6 +97,8 @@ hr_device_unref(HrDevice *device)
 	g_queue_clear_full(&device->outq, (GDestroyNotify)g_bytes_unref);
 	g_clear_pointer(&device->inflight, g_bytes_unref);
 	g_hash_table_unref(device->resync);
+	hr_peer_free(device->peer);
+	g_free(device->peer_error);
 	g_free(device);
 }
 
@@ -108,6 +122,7 @@ hr_device_close(HrDevice *device, const gchar *reason)
 	if (device->state == HR_DEVICE_CLOSED)
 		return;
 	device->state = HR_DEVICE_CLOSED;
+	g_clear_handle_id(&device->hello_timeout_id, g_source_remove);
 	g_cancellable_cancel(device->cancellable);
 	/* a Unix socket closes without waiting */
 	g_io_stream_close(G_IO_STREAM(device->connection), NULL, NULL);
@@ -230,8 +245,7 @@ hr_device_handle_blocks(HrDevice *device, HrBlocks *blocks, GError **error)
 			return TRUE;
 		}
 	}
-	hr_guest_handle_blocks(guest, blocks);
-	hr_core_emit(device->core, HR_EVENT_HELD_CHANGED, guest, NULL);
+	hr_guest_handle_blocks(guest, blocks); /* emits HELD_CHANGED */
 	return TRUE;
 }
 
@@ -282,7 +296,6 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 		device->state = HR_DEVICE_RUNNING;
 		g_info("%s: resync done, %u blocks held", guest->name,
 		       g_hash_table_size(guest->held));
-		hr_core_emit(device->core, HR_EVENT_HELD_CHANGED, guest, NULL);
 		hr_guest_set_ready(guest, TRUE);
 		return TRUE;
 	}
@@ -290,8 +303,7 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 		/* a device reset empties the held set (SPEC 2.9) */
 		g_info("%s: device reset, dropping %u held blocks", guest->name,
 		       g_hash_table_size(guest->held));
-		g_hash_table_remove_all(guest->held);
-		hr_core_emit(device->core, HR_EVENT_HELD_CHANGED, guest, NULL);
+		hr_guest_held_clear(guest);
 	}
 	if (state.cmds_dropped > prev_dropped)
 		hr_guest_handle_cmds_dropped(guest, state.cmds_dropped);
@@ -309,23 +321,55 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 	g_autoptr(GBytes) reply = NULL;
 	guint64 ram_sum = 0;
 
+	guint64 max_ram = hr_core_get_config(device->core)->max_guest_ram_mb << 20;
+
 	if (hello == NULL)
 		return FALSE;
 	for (guint32 i = 0; i < hello->nr_ram; i++)
-		ram_sum += hello->ram[i].size;
+		ram_sum += MIN(hello->ram[i].size, max_ram + 1);
+	/* what the guest may hold is bounded by its RAM, and that by the config */
+	if (ram_sum > max_ram || hello->ram_size > max_ram) {
+		g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+			    "hello: %" G_GUINT64_FORMAT " MiB of RAM is more than max_guest_ram_mb %"
+			    G_GUINT64_FORMAT,
+			    MAX(ram_sum, hello->ram_size) >> 20, max_ram >> 20);
+		return FALSE;
+	}
 	if (ram_sum != hello->ram_size)
 		g_info("%s: RAM ranges sum to %" G_GUINT64_FORMAT " bytes, ram_size is %" G_GUINT64_FORMAT,
 		       hello->name, ram_sum, hello->ram_size);
-	device->guest = hr_core_attach_device(device->core, device, hello, device->pid);
+	g_clear_handle_id(&device->hello_timeout_id, g_source_remove);
+	device->guest = hr_core_attach_device(device->core, device, hello,
+					       g_steal_pointer(&device->peer));
 	reply = hr_chan_welcome_encode(&welcome);
 	hr_device_send(device, HR_CHAN_WELCOME, reply);
 	device->state = HR_DEVICE_RESYNC;
 	return TRUE;
 }
 
+/* a peer that floods us is cut off: QEMU's reconnect interval paces it */
+static gboolean
+hr_device_check_rate(HrDevice *device, GError **error)
+{
+	guint max = hr_core_get_config(device->core)->max_frames_per_s;
+	gint64 now = g_get_monotonic_time();
+
+	if (now - device->window_start >= G_USEC_PER_SEC) {
+		device->window_start = now;
+		device->window_frames = 0;
+	}
+	if (++device->window_frames <= max)
+		return TRUE;
+	g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+		    "frame: more than %u frames in a second (max_frames_per_s)", max);
+	return FALSE;
+}
+
 static gboolean
 hr_device_handle_frame(HrDevice *device, HrChanFrame *frame, GError **error)
 {
+	if (!hr_device_check_rate(device, error))
+		return FALSE;
 	if (device->state == HR_DEVICE_AWAIT_HELLO) {
 		if (frame->type != HR_CHAN_HELLO) {
 			g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
@@ -408,9 +452,29 @@ hr_device_read_next(HrDevice *device)
 					hr_device_ref(device));
 }
 
+static gboolean
+hr_device_hello_timeout_cb(gpointer user_data)
+{
+	HrDevice *device = user_data;
+	g_autofree gchar *reason = g_strdup_printf(
+	    "no HELLO within %u ms (hello_timeout_ms)",
+	    hr_core_get_config(device->core)->hello_timeout_ms);
+
+	device->hello_timeout_id = 0;
+	hr_device_close(device, reason);
+	return G_SOURCE_REMOVE;
+}
+
 void
 hr_device_start(HrDevice *device)
 {
-	g_info("device connected (pid %d)", device->pid);
+	if (device->peer_error != NULL) {
+		g_autofree gchar *reason = g_strdup_printf("refused: %s", device->peer_error);
+		hr_device_close(device, reason);
+		return;
+	}
+	g_info("device connected (pid %d, %s)", device->pid, device->peer->exe);
+	device->hello_timeout_id = g_timeout_add(hr_core_get_config(device->core)->hello_timeout_ms,
+						 hr_device_hello_timeout_cb, device);
 	hr_device_read_next(device);
 }

@@ -33,6 +33,21 @@ hr_guest_held_add(GHashTable *held, guint64 gpa, guint64 request_id)
 	g_hash_table_insert(held, &block->gpa, block);
 }
 
+static void
+hr_guest_held_changed(HrGuest *guest)
+{
+	guest->held_gen++;
+	if (guest->held_changed != NULL)
+		guest->held_changed(guest, guest->held_changed_data);
+}
+
+void
+hr_guest_held_clear(HrGuest *guest)
+{
+	g_hash_table_remove_all(guest->held);
+	hr_guest_held_changed(guest);
+}
+
 void
 hr_guest_held_replace(HrGuest *guest, GHashTable *resync)
 {
@@ -49,6 +64,7 @@ hr_guest_held_replace(HrGuest *guest, GHashTable *resync)
 	}
 	g_hash_table_unref(guest->held);
 	guest->held = g_hash_table_ref(resync);
+	hr_guest_held_changed(guest);
 }
 
 static gint
@@ -90,7 +106,7 @@ hr_guest_return_reason_to_string(guint32 reason)
 }
 
 HrGuest *
-hr_guest_new(guint64 id, const HrChanHello *hello, gint pid)
+hr_guest_new(guint64 id, const HrChanHello *hello, HrPeer *peer)
 {
 	HrGuest *guest = g_new0(HrGuest, 1);
 	guest->id = id;
@@ -102,7 +118,7 @@ hr_guest_new(guint64 id, const HrChanHello *hello, gint pid)
 	guest->requests = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL,
 						(GDestroyNotify)hr_request_unref);
 	guest->history = 32;
-	hr_guest_update_identity(guest, hello, pid);
+	hr_guest_update_identity(guest, hello, peer);
 	return guest;
 }
 
@@ -113,6 +129,8 @@ hr_guest_free(HrGuest *guest)
 		return;
 	g_free(guest->name);
 	g_free(guest->uuid);
+	g_free(guest->key);
+	hr_peer_free(guest->peer);
 	g_array_unref(guest->ram);
 	g_clear_pointer(&guest->connected_at, g_date_time_unref);
 	g_clear_pointer(&guest->disconnected_at, g_date_time_unref);
@@ -138,22 +156,6 @@ hr_guest_free(HrGuest *guest)
 	g_free(guest);
 }
 
-void
-hr_guest_update_identity(HrGuest *guest, const HrChanHello *hello, gint pid)
-{
-	g_free(guest->name);
-	guest->name = g_utf8_make_valid(hello->name, -1);
-	memcpy(guest->uuid_bytes, hello->uuid, sizeof(guest->uuid_bytes));
-	g_free(guest->uuid);
-	guest->uuid = hr_chan_hello_uuid_to_string(hello);
-	guest->pid = pid;
-	guest->proto_version = MIN(hello->proto_version, VIRTIO_HUGEROOM_VERSION);
-	guest->ram_size = hello->ram_size;
-	guest->hello_features = hello->guest_features;
-	g_array_set_size(guest->ram, 0);
-	g_array_append_vals(guest->ram, hello->ram, hello->nr_ram);
-}
-
 static gboolean
 hr_uuid_is_null(const guint8 *uuid)
 {
@@ -164,13 +166,127 @@ hr_uuid_is_null(const guint8 *uuid)
 	return TRUE;
 }
 
-gboolean
-hr_guest_matches(HrGuest *guest, const HrChanHello *hello)
+void
+hr_guest_update_identity(HrGuest *guest, const HrChanHello *hello, HrPeer *peer)
 {
-	/* a VM without -uuid is known by its name alone */
-	if (hr_uuid_is_null(hello->uuid) && hr_uuid_is_null(guest->uuid_bytes))
-		return hello->name[0] != '\0' && g_strcmp0(guest->name, hello->name) == 0;
+	g_autofree gchar *valid = g_utf8_make_valid(hello->name, -1);
+
+	g_free(guest->name);
+	/* a VM without -name is named by its QEMU process */
+	guest->name = *valid != '\0' ? g_steal_pointer(&valid) : g_strdup_printf("pid-%d", peer->pid);
+	memcpy(guest->uuid_bytes, hello->uuid, sizeof(guest->uuid_bytes));
+	g_free(guest->uuid);
+	guest->uuid = hr_chan_hello_uuid_to_string(hello);
+	guest->uuid_known = FALSE;
+	hr_peer_free(guest->peer);
+	guest->peer = peer;
+	guest->pid = peer->pid;
+	g_free(guest->key);
+	guest->key = g_strdup_printf("%s%s@%s", hr_uuid_is_null(hello->uuid) ? "name:" : "",
+				     hr_uuid_is_null(hello->uuid) ? guest->name : guest->uuid,
+				     peer->key);
+	guest->proto_version = MIN(hello->proto_version, VIRTIO_HUGEROOM_VERSION);
+	guest->ram_size = hello->ram_size;
+	guest->hello_features = hello->guest_features;
+	g_array_set_size(guest->ram, 0);
+	g_array_append_vals(guest->ram, hello->ram, hello->nr_ram);
+}
+
+/* the same VM as @hello says it is: its UUID, or without one its name */
+static gboolean
+hr_guest_same_identity(HrGuest *guest, const HrChanHello *hello)
+{
+	if (hr_uuid_is_null(hello->uuid) || hr_uuid_is_null(guest->uuid_bytes)) {
+		g_autofree gchar *name = g_utf8_make_valid(hello->name, -1);
+		return hr_uuid_is_null(hello->uuid) && hr_uuid_is_null(guest->uuid_bytes) &&
+		       g_strcmp0(guest->name, *name != '\0' ? name : guest->name) == 0;
+	}
 	return memcmp(guest->uuid_bytes, hello->uuid, sizeof(guest->uuid_bytes)) == 0;
+}
+
+/* may @guest's entry still be the VM of a running QEMU? */
+static gboolean
+hr_guest_process_alive(HrGuest *guest)
+{
+	return guest->peer != NULL && hr_peer_is_alive(guest->peer);
+}
+
+HrGuest *
+hr_guest_find_for_hello(GPtrArray *guests, const HrChanHello *hello, const HrPeer *peer)
+{
+	HrGuest *found = NULL;
+
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *g = g_ptr_array_index(guests, i);
+		if (hr_guest_is_connected(g) || !hr_guest_same_identity(g, hello))
+			continue;
+		/* the same QEMU process reconnecting: always its own entry */
+		if (hr_peer_same_process(g->peer, peer))
+			return g;
+		/*
+		 * Another process with a known UUID: a new QEMU of the same VM
+		 * once the old one is gone, never while it runs (a HELLO
+		 * copying a disconnected guest's UUID takes nothing over).
+		 */
+		if (found == NULL && g->uuid_known && !hr_guest_process_alive(g))
+			found = g;
+	}
+	return found;
+}
+
+void
+hr_guest_settle_uuid(GPtrArray *guests, HrGuest *guest)
+{
+	if (hr_uuid_is_null(guest->uuid_bytes))
+		return;
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *g = g_ptr_array_index(guests, i);
+		if (g == guest || memcmp(g->uuid_bytes, guest->uuid_bytes, 16) != 0)
+			continue;
+		if (hr_guest_is_connected(g) || hr_guest_process_alive(g)) {
+			g_warning("%s (pid %d) says it is UUID %s, which %s (pid %d) has: its UUID "
+				  "counts as unknown",
+				  guest->name, guest->pid, guest->uuid, g->name, g->pid);
+			return;
+		}
+	}
+	/* gone guests with the same UUID no longer answer to it */
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *g = g_ptr_array_index(guests, i);
+		if (g != guest && memcmp(g->uuid_bytes, guest->uuid_bytes, 16) == 0)
+			g->uuid_known = FALSE;
+	}
+	guest->uuid_known = TRUE;
+}
+
+guint
+hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointer user_data)
+{
+	gint64 before = g_get_monotonic_time() - (gint64)after_s * G_USEC_PER_SEC;
+	guint pruned = 0;
+
+	if (after_s == 0)
+		return 0;
+	for (guint i = guests->len; i-- > 0;) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		/* what it holds is somebody's until its QEMU is gone (then it is dropped) */
+		if (hr_guest_is_connected(guest) || guest->gone_at == 0 || guest->gone_at > before ||
+		    g_hash_table_size(guest->held) > 0)
+			continue;
+		g_info("%s: forgotten, gone for more than %u s (guest_prune_s)", guest->name,
+		       after_s);
+		func(guest, user_data);
+		g_ptr_array_remove_index(guests, i);
+		pruned++;
+	}
+	return pruned;
+}
+
+gboolean
+hr_guest_has_name(HrGuest *guest, const gchar *str)
+{
+	return (guest->uuid_known && g_ascii_strcasecmp(guest->uuid, str) == 0) ||
+	       g_strcmp0(guest->name, str) == 0;
 }
 
 gboolean
@@ -237,6 +353,20 @@ hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error)
 		return FALSE;
 	}
 	return TRUE;
+}
+
+gboolean
+hr_guest_check_queue(HrGuest *guest, guint max, GError **error)
+{
+	guint n = g_queue_get_length(&guest->queue) + (guest->active != NULL);
+
+	if (n < max)
+		return TRUE;
+	g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY,
+		    "guest %s has %u requests waiting or running already, the most it may have "
+		    "(max_queued_requests): wait for them or cancel some",
+		    guest->name, n);
+	return FALSE;
 }
 
 HrRequest *
@@ -474,26 +604,40 @@ hr_guest_handle_blocks(HrGuest *guest, const HrBlocks *blocks)
 	if (blocks->hdr.request_id != 0)
 		request = hr_guest_find_request(guest, blocks->hdr.request_id);
 	if (blocks->hdr.type == VIRTIO_HUGEROOM_MSG_HOLD) {
+		/* the device discarded them already: they are held, whoever asked */
 		for (guint32 i = 0; i < blocks->nr_blocks; i++)
 			hr_guest_held_add(guest->held, blocks->gpas[i], blocks->hdr.request_id);
+		if (request == NULL) {
+			guest->holds_unknown += blocks->nr_blocks;
+			g_message("%s: %u blocks held for request %" G_GUINT64_FORMAT
+				  " the daemon does not know (%" G_GUINT64_FORMAT " such in all)",
+				  guest->name, blocks->nr_blocks, blocks->hdr.request_id,
+				  guest->holds_unknown);
+		}
 		g_info("%s: %u blocks now held (request %" G_GUINT64_FORMAT "), %u in all",
 		       guest->name, blocks->nr_blocks, blocks->hdr.request_id,
 		       g_hash_table_size(guest->held));
 	} else {
+		guint unknown = 0;
 		for (guint32 i = 0; i < blocks->nr_blocks; i++) {
 			if (!g_hash_table_remove(guest->held, &blocks->gpas[i]))
-				g_info("%s: returned block 0x%" G_GINT64_MODIFIER
-				       "x was not known held",
-				       guest->name, blocks->gpas[i]);
+				unknown++;
+		}
+		if (unknown > 0) {
+			guest->returns_unknown += unknown;
+			g_message("%s: %u returned blocks were not known held (%" G_GUINT64_FORMAT
+				  " such in all)",
+				  guest->name, unknown, guest->returns_unknown);
 		}
 		if (blocks->reason < G_N_ELEMENTS(guest->blocks_returned_total))
-			guest->blocks_returned_total[blocks->reason] += blocks->nr_blocks;
+			guest->blocks_returned_total[blocks->reason] += blocks->nr_blocks - unknown;
 		g_info("%s: %u blocks returned (%s), %u still held", guest->name,
 		       blocks->nr_blocks, hr_guest_return_reason_to_string(blocks->reason),
 		       g_hash_table_size(guest->held));
 	}
 	if (request != NULL && request->state != HR_REQUEST_QUEUED)
 		hr_request_add_blocks(request, blocks->gpas, blocks->nr_blocks);
+	hr_guest_held_changed(guest);
 }
 
 void
@@ -530,6 +674,7 @@ void
 hr_guest_device_lost(HrGuest *guest)
 {
 	guest->ready = FALSE;
+	guest->gone_at = g_get_monotonic_time();
 	g_clear_handle_id(&guest->retry_id, g_source_remove);
 	if (guest->active != NULL)
 		hr_guest_finish(guest, guest->active, HR_REQUEST_LOST,

@@ -4,6 +4,7 @@
 #include <glib.h>
 
 #include "hr-codec.h"
+#include "hr-peer.h"
 #include "hr-request.h"
 
 G_BEGIN_DECLS
@@ -22,20 +23,32 @@ typedef struct {
 	guint64 gpa;
 	guint64 request_id; /* the HOLD's; 0 when first learnt from a resync */
 	gint64 held_at;	    /* wall clock, us; when the daemon first saw it */
+	gboolean orphan;    /* nobody owned it: a RETURN was sent for it */
 } HrHeldBlock;
 
 /*
  * What the daemon knows about one VM. It outlives the connection: when the
- * same VM (same UUID, or same name without UUID) connects again after its
- * previous connection closed, the new connection takes this entry over and
- * its counters and last status are kept.
+ * same QEMU process connects again with the same identity, or a new QEMU
+ * process of a VM whose UUID is known once the old process is gone, the
+ * new connection takes this entry over and its counters and last status
+ * are kept. Everything inside the daemon refers to a guest by its id; the
+ * UUID only names it, and only when it is known: an all-zero UUID, or one
+ * another running guest has, is unknown (uuid_known FALSE).
  */
 typedef struct {
-	guint64 id; /* daemon-unique, for logs */
-	gchar *name; /* as sent in HELLO, made valid UTF-8 */
+	guint64 id;  /* daemon-unique: what the daemon keys guests by */
+	gchar *name; /* as sent in HELLO, made valid UTF-8; "pid-PID" when empty */
 	guint8 uuid_bytes[16];
 	gchar *uuid;
-	gint pid; /* SO_PEERCRED of the QEMU process */
+	gboolean uuid_known; /* non-zero and no other running guest's */
+	/*
+	 * "IDENTITY@pid:PID:STARTTIME": the guest bound to its QEMU process,
+	 * the same across daemon restarts and never another process'. The
+	 * reservation store records holds by it.
+	 */
+	gchar *key;
+	HrPeer *peer; /* the QEMU process of the latest connection */
+	gint pid;     /* peer->pid */
 	guint32 proto_version;
 	guint64 ram_size;
 	guint64 hello_features;
@@ -51,6 +64,10 @@ typedef struct {
 	gboolean have_state;
 	HrChanDeviceState state; /* latest DEVICE_STATE */
 	GHashTable *held; /* gpa -> HrHeldBlock: relayed HOLDs minus RETURNEDs */
+	guint64 held_gen; /* bumped by every change of @held */
+	/* told of every change of @held (the executor reconciles it) */
+	void (*held_changed)(gpointer guest, gpointer data);
+	gpointer held_changed_data;
 	HrResult *last_result;
 	GHashTable *pending; /* request_id -> HrPendingCmd: REPORTs */
 	gboolean ready;	     /* connected and the resync is over */
@@ -77,17 +94,43 @@ typedef struct {
 	gchar *last_reject_reason;
 	guint64 cmds_sent;
 	guint64 cmds_lost;
+
+	/* what the guest said that nothing on our side accounts for */
+	guint64 holds_unknown;	 /* HOLDs for requests we do not know */
+	guint64 orphans_returned; /* held blocks nobody owned, given back */
+	guint64 returns_unknown; /* RETURNEDs of blocks we did not know held */
+	gint64 gone_at;		 /* monotonic us: disconnected since, 0 while connected */
 } HrGuest;
 
+/* takes @peer */
 HrGuest *
-hr_guest_new(guint64 id, const HrChanHello *hello, gint pid);
+hr_guest_new(guint64 id, const HrChanHello *hello, HrPeer *peer);
 void
 hr_guest_free(HrGuest *guest);
-/* a new connection of the same VM: take its identity, keep the counters */
+/* a new connection of the same VM: take its identity (and @peer), keep the counters */
 void
-hr_guest_update_identity(HrGuest *guest, const HrChanHello *hello, gint pid);
+hr_guest_update_identity(HrGuest *guest, const HrChanHello *hello, HrPeer *peer);
+/*
+ * The disconnected entry of @guests a connection from @peer saying
+ * @hello takes over: the same QEMU process with the same identity, or
+ * the known UUID of a guest whose QEMU process is gone. NULL: a new guest.
+ */
+HrGuest *
+hr_guest_find_for_hello(GPtrArray *guests, const HrChanHello *hello, const HrPeer *peer);
+/* decide whether @guest's UUID is known among @guests (after it connected) */
+void
+hr_guest_settle_uuid(GPtrArray *guests, HrGuest *guest);
+typedef void (*HrGuestPrunedFunc)(HrGuest *guest, gpointer user_data);
+/*
+ * Forget the guests of @guests that left more than @after_s ago and hold
+ * nothing (0: never); @func is told of each before it is freed.
+ */
+guint
+hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointer user_data);
+/* does @str name @guest: its known UUID (any case) or its name? */
 gboolean
-hr_guest_matches(HrGuest *guest, const HrChanHello *hello);
+hr_guest_has_name(HrGuest *guest, const gchar *str);
+
 gboolean
 hr_guest_is_connected(HrGuest *guest);
 void
@@ -100,6 +143,9 @@ GHashTable *
 hr_guest_held_new(void);
 void
 hr_guest_held_add(GHashTable *held, guint64 gpa, guint64 request_id);
+/* empty the held set (a device reset, a new QEMU process) */
+void
+hr_guest_held_clear(HrGuest *guest);
 /* replace the held set with @resync, keeping what we knew of each block */
 void
 hr_guest_held_replace(HrGuest *guest, GHashTable *resync);
@@ -112,6 +158,9 @@ hr_guest_return_reason_to_string(guint32 reason);
 /* can the device and driver run a request of @kind right now? */
 gboolean
 hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error);
+/* may one more request be queued (fewer than @max waiting or running)? */
+gboolean
+hr_guest_check_queue(HrGuest *guest, guint max, GError **error);
 /* take @request (its timeout_s set), queue it and send it when it is first */
 void
 hr_guest_submit(HrGuest *guest, HrRequest *request);

@@ -1075,8 +1075,23 @@ read_and_parse(const gchar *root, const gchar *rel, gboolean optional, HrParseFu
 	return parse(text, path, error);
 }
 
+static HrHostState *
+hr_monitor_read_host_full(const gchar *root, gboolean with_pagetypes, GError **error);
+
 HrHostState *
 hr_monitor_read_host(const gchar *root, GError **error)
+{
+	return hr_monitor_read_host_full(root, TRUE, error);
+}
+
+HrHostState *
+hr_monitor_read_host_lite(const gchar *root, GError **error)
+{
+	return hr_monitor_read_host_full(root, FALSE, error);
+}
+
+static HrHostState *
+hr_monitor_read_host_full(const gchar *root, gboolean with_pagetypes, GError **error)
 {
 	g_autoptr(HrHostState) state = g_new0(HrHostState, 1);
 	g_autoptr(GError) error_local = NULL;
@@ -1104,8 +1119,9 @@ hr_monitor_read_host(const gchar *root, GError **error)
 		return NULL;
 
 	/* pagetypeinfo is 0400: an unprivileged monitor goes on without it */
-	state->pagetypes = read_and_parse(state->root, "proc/pagetypeinfo", TRUE,
-					  (HrParseFunc)hr_pagetypeinfo_parse, &error_local);
+	if (with_pagetypes)
+		state->pagetypes = read_and_parse(state->root, "proc/pagetypeinfo", TRUE,
+						  (HrParseFunc)hr_pagetypeinfo_parse, &error_local);
 	if (state->pagetypes == NULL && error_local != NULL) {
 		if (!g_error_matches(error_local, HR_MONITOR_ERROR, HR_MONITOR_ERROR_IO)) {
 			g_propagate_error(error, g_steal_pointer(&error_local));

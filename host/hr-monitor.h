@@ -222,6 +222,13 @@ typedef struct {
 /* @root: "/" or NULL for the live system, or a directory with proc/ and sys/ */
 HrHostState *
 hr_monitor_read_host(const gchar *root, GError **error);
+/*
+ * The same without /proc/pagetypeinfo (pagetypes NULL): reading it takes
+ * each zone's lock with interrupts off while it walks the free lists, too
+ * dear for every tick of the daemon, which needs nothing from it.
+ */
+HrHostState *
+hr_monitor_read_host_lite(const gchar *root, GError **error);
 void
 hr_host_state_free(HrHostState *state);
 /* NULL when the host has no such node */

@@ -28,16 +28,26 @@ typedef struct {
 	gboolean map_warned;
 	gboolean map_failed; /* the last scan failed: backing unknown */
 	gboolean scanning;
+	guint64 reconciled_gen; /* HrGuest.held_gen its held set was last reconciled at */
 } GuestPlanState;
+
+/* A donation a previous daemon left running: what it freed comes in unasked. */
+typedef struct {
+	gchar *res_id;
+	guint step_index;
+	guint64 request_id;
+	gchar *guest_key;
+	guint64 left; /* blocks it may still account for */
+} Interrupted;
 
 typedef struct {
 	HrPrepare *prepare; /* valid unless the scan was cancelled */
-	gchar *uuid;
+	guint64 guest_id;
 } ScanCtx;
 
 /* The work in hand for one live reservation; not persisted. */
 typedef struct {
-	GHashTable *tried; /* guest uuid -> set of gpas (guint64 *) offered once */
+	GHashTable *tried; /* guest id -> set of gpas (guint64 *) offered once */
 	gboolean compacted;
 	gboolean compact_after;
 	gboolean free_recorded;
@@ -57,7 +67,7 @@ typedef struct {
 	GCancellable *pool_cancel; /* stops the grow between chunks when it ends */
 	guint pool_step;	   /* 1 + index of the step grows add to; 0: none */
 	guint pool_grows;	   /* grows in it */
-	GHashTable *strikes; /* guest uuid -> donations that freed little host memory */
+	GHashTable *strikes; /* guest id -> donations that freed little host memory */
 	gchar *why_not;	     /* why the guests that were not asked were not */
 } Run;
 
@@ -66,7 +76,8 @@ typedef struct {
 	HrPrepare *prepare; /* NULL once the executor is gone */
 	gchar *res_id;
 	guint step_index;
-	gchar *guest_uuid;
+	guint64 guest_id;
+	gchar *guest_key; /* DONATE: the holds' owner */
 	HrRequest *request;
 	gint node;
 	gint64 started; /* monotonic us */
@@ -83,18 +94,35 @@ struct _HrPrepare {
 	HrReservationStore *store;
 	HrPlannerParams params;
 	GHashTable *runs;    /* reservation id -> Run */
-	GHashTable *gstates; /* guest uuid -> GuestPlanState */
+	GHashTable *gstates; /* guest id -> GuestPlanState */
 	GPtrArray *ops;	     /* Op in flight */
+	GPtrArray *interrupted; /* Interrupted */
+	gboolean reconcile_all; /* a held set changed: reconcile at the next tick */
 	GCancellable *cancellable;
 	guint tick_id;
 	guint kick_id;
 };
+
+/* a table keyed by guest id (guint64 *, owned) */
+static GHashTable *
+guest_table_new(GDestroyNotify value_free)
+{
+	return g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, value_free);
+}
 
 static void
 guest_plan_state_free(GuestPlanState *gs)
 {
 	g_clear_pointer(&gs->map, hr_thpmap_free);
 	g_free(gs);
+}
+
+static void
+interrupted_free(Interrupted *it)
+{
+	g_free(it->res_id);
+	g_free(it->guest_key);
+	g_free(it);
 }
 
 static void
@@ -115,7 +143,7 @@ static void
 op_free(Op *op)
 {
 	g_free(op->res_id);
-	g_free(op->guest_uuid);
+	g_free(op->guest_key);
 	g_clear_pointer(&op->request, hr_request_unref);
 	g_clear_pointer(&op->returning, g_array_unref);
 	g_free(op);
@@ -127,9 +155,8 @@ get_run(HrPrepare *p, HrReservation *r)
 	Run *run = g_hash_table_lookup(p->runs, r->id);
 	if (run == NULL) {
 		run = g_new0(Run, 1);
-		run->tried = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-						   (GDestroyNotify)g_hash_table_unref);
-		run->strikes = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+		run->tried = guest_table_new((GDestroyNotify)g_hash_table_unref);
+		run->strikes = guest_table_new(NULL);
 		g_hash_table_insert(p->runs, g_strdup(r->id), run);
 	}
 	return run;
@@ -138,10 +165,10 @@ get_run(HrPrepare *p, HrReservation *r)
 static GuestPlanState *
 get_gstate(HrPrepare *p, HrGuest *guest)
 {
-	GuestPlanState *gs = g_hash_table_lookup(p->gstates, guest->uuid);
+	GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest->id);
 	if (gs == NULL) {
 		gs = g_new0(GuestPlanState, 1);
-		g_hash_table_insert(p->gstates, g_strdup(guest->uuid), gs);
+		g_hash_table_insert(p->gstates, g_memdup2(&guest->id, sizeof(guest->id)), gs);
 	}
 	return gs;
 }
@@ -173,6 +200,23 @@ reservation_changed_cb(HrReservation *r, gpointer user_data)
 	hr_core_emit(p->core, HR_EVENT_RESERVATION_CHANGED, NULL, r);
 }
 
+/* the core tells us of held sets that change and of guests it forgets */
+static void
+core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
+{
+	HrPrepare *p = user_data;
+	(void)core;
+	if (event->kind == HR_EVENT_HELD_CHANGED)
+		hr_prepare_held_changed(p, event->guest);
+	else if (event->kind == HR_EVENT_GUEST_REMOVED)
+		hr_prepare_forget_guest(p, event->guest);
+}
+
+static void
+find_interrupted(HrPrepare *p);
+static void
+reconcile_guests(HrPrepare *p);
+
 HrPrepare *
 hr_prepare_new(HrCore *core)
 {
@@ -185,6 +229,7 @@ hr_prepare_new(HrCore *core)
 	path = g_build_filename(p->config->state_dir, "reservations.json", NULL);
 	p->store = hr_reservation_store_new(path);
 	hr_reservation_store_set_changed_func(p->store, reservation_changed_cb, p);
+	hr_reservation_store_set_max(p->store, p->config->max_reservations);
 	if (!hr_reservation_store_load(p->store, &error))
 		g_warning("%s", error->message);
 	else if (hr_reservation_store_list(p->store)->len > 0)
@@ -192,11 +237,14 @@ hr_prepare_new(HrCore *core)
 		       path);
 	hr_planner_params_init(&p->params);
 	p->runs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)run_free);
-	p->gstates = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-					   (GDestroyNotify)guest_plan_state_free);
+	p->gstates = guest_table_new((GDestroyNotify)guest_plan_state_free);
 	p->ops = g_ptr_array_new();
+	p->interrupted = g_ptr_array_new_with_free_func((GDestroyNotify)interrupted_free);
+	find_interrupted(p);
+	p->reconcile_all = TRUE;
 	p->cancellable = g_cancellable_new();
 	p->tick_id = g_timeout_add(p->config->reservation_tick_ms, tick_cb, p);
+	hr_core_listen(core, core_event_cb, p);
 	return p;
 }
 
@@ -210,6 +258,7 @@ hr_prepare_free(HrPrepare *p)
 {
 	if (p == NULL)
 		return;
+	hr_core_unlisten(p->core, core_event_cb, p);
 	g_clear_handle_id(&p->tick_id, g_source_remove);
 	g_clear_handle_id(&p->kick_id, g_source_remove);
 	g_cancellable_cancel(p->cancellable);
@@ -226,11 +275,32 @@ hr_prepare_free(HrPrepare *p)
 		}
 	}
 	g_ptr_array_unref(p->ops);
+	g_ptr_array_unref(p->interrupted);
 	g_object_unref(p->cancellable);
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
 	hr_reservation_store_free(p->store);
 	g_free(p);
+}
+
+void
+hr_prepare_forget_guest(HrPrepare *p, HrGuest *guest)
+{
+	GHashTableIter iter;
+	Run *run;
+
+	g_hash_table_remove(p->gstates, &guest->id);
+	g_hash_table_iter_init(&iter, p->runs);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&run)) {
+		g_hash_table_remove(run->tried, &guest->id);
+		g_hash_table_remove(run->strikes, &guest->id);
+	}
+}
+
+guint
+hr_prepare_n_guest_states(HrPrepare *p)
+{
+	return g_hash_table_size(p->gstates);
 }
 
 HrReservationStore *
@@ -258,7 +328,7 @@ node_available(const HrNodeState *ns)
 }
 
 static HrGuest *
-find_guest_by_uuid(HrPrepare *p, const gchar *uuid);
+find_guest(HrPrepare *p, guint64 id);
 
 static gboolean
 guest_can_donate(HrGuest *guest)
@@ -339,11 +409,10 @@ thpmap_scanned_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 
 	if (map == NULL && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
 		/* the executor is gone */
-		g_free(ctx->uuid);
 		g_free(ctx);
 		return;
 	}
-	gs = g_hash_table_lookup(ctx->prepare->gstates, ctx->uuid);
+	gs = g_hash_table_lookup(ctx->prepare->gstates, &ctx->guest_id);
 	if (gs != NULL) {
 		gs->scanning = FALSE;
 		gs->map_at = g_get_monotonic_time();
@@ -352,12 +421,11 @@ thpmap_scanned_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 			gs->map = g_steal_pointer(&map);
 			gs->map_failed = FALSE;
 		} else {
-			thpmap_failed(gs, find_guest_by_uuid(ctx->prepare, ctx->uuid), error);
+			thpmap_failed(gs, find_guest(ctx->prepare, ctx->guest_id), error);
 		}
 		kick(ctx->prepare);
 	}
 	g_clear_pointer(&map, hr_thpmap_free);
-	g_free(ctx->uuid);
 	g_free(ctx);
 }
 
@@ -376,7 +444,7 @@ refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 		/* the previous map serves until the new one is in */
 		ctx = g_new0(ScanCtx, 1);
 		ctx->prepare = p;
-		ctx->uuid = g_strdup(guest->uuid);
+		ctx->guest_id = guest->id;
 		gs->scanning = TRUE;
 		hr_thpmap_scan_async(guest->pid, (const HrRamRange *)guest->ram->data,
 				     guest->ram->len, p->cancellable, thpmap_scanned_cb, ctx);
@@ -480,7 +548,7 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 			continue;
 		}
 		if (run != NULL &&
-		    GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, guest->uuid)) >= 2) {
+		    GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, &guest->id)) >= 2) {
 			g_string_append_printf(why, "; %s: its donations freed little host memory",
 					       guest->name);
 			continue;
@@ -496,7 +564,7 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 				in->maps_pending++;
 		}
 		if (run != NULL)
-			tried = g_hash_table_lookup(run->tried, guest->uuid);
+			tried = g_hash_table_lookup(run->tried, &guest->id);
 		pg.id = guest->id;
 		/* the node most of its host THPs are on (else the first node) */
 		pg.node = gs->map != NULL && gs->map->thp_node >= 0 ? (guint)gs->map->thp_node
@@ -645,7 +713,7 @@ hr_plan_add_json(const HrPlan *plan, JsonBuilder *b)
 JsonNode *
 hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, error);
+	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, error);
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(Input) in = NULL;
 	g_autoptr(HrPlan) plan = NULL;
@@ -674,9 +742,37 @@ hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
 /* Giving holds back */
 
 static HrGuest *
-find_guest_by_uuid(HrPrepare *p, const gchar *uuid)
+find_guest(HrPrepare *p, guint64 id)
 {
-	return hr_core_find_guest(p->core, uuid);
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		if (guest->id == id)
+			return guest;
+	}
+	return NULL;
+}
+
+/*
+ * The guest that holds @h: the one bound to the same QEMU process. A hold
+ * from a version 1 state file names its guest by UUID only: a guest with
+ * that UUID known adopts it.
+ */
+static HrGuest *
+find_hold_guest(HrPrepare *p, HrReservationHold *h)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		if (h->guest_key != NULL ? g_strcmp0(guest->key, h->guest_key) == 0
+					 : guest->uuid_known && h->guest_uuid != NULL &&
+						   g_ascii_strcasecmp(guest->uuid, h->guest_uuid) == 0) {
+			if (h->guest_key == NULL)
+				h->guest_key = g_strdup(guest->key);
+			return guest;
+		}
+	}
+	return NULL;
 }
 
 /* a RETURN that did not give everything back: the rest are still holds */
@@ -698,7 +794,7 @@ return_notify(HrRequest *request, gpointer user_data)
 		return;
 	}
 	r = hr_reservation_store_find(p->store, op->res_id);
-	guest = find_guest_by_uuid(p, op->guest_uuid);
+	guest = find_guest(p, op->guest_id);
 	back = g_hash_table_new(g_int64_hash, g_int64_equal);
 	for (guint i = 0; request->blocks != NULL && i < request->blocks->len; i++)
 		g_hash_table_add(back, &g_array_index(request->blocks, guint64, i));
@@ -706,7 +802,7 @@ return_notify(HrRequest *request, gpointer user_data)
 		guint64 *gpa = &g_array_index(op->returning, guint64, i);
 		if (g_hash_table_contains(back, gpa) || !g_hash_table_contains(guest->held, gpa))
 			continue;
-		hr_reservation_add_hold(r, guest->uuid, guest->name, *gpa);
+		hr_reservation_add_hold(r, guest->key, guest->name, *gpa);
 		kept++;
 	}
 	if (kept > 0) {
@@ -729,8 +825,7 @@ return_notify(HrRequest *request, gpointer user_data)
 static guint
 return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 {
-	g_autoptr(GHashTable) per_guest = g_hash_table_new_full(
-	    g_str_hash, g_str_equal, NULL, (GDestroyNotify)g_array_unref);
+	g_autoptr(GHashTable) per_guest = guest_table_new((GDestroyNotify)g_array_unref);
 	GPtrArray *keep = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
 	GHashTableIter iter;
 	gpointer key, value;
@@ -738,7 +833,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 
 	for (guint i = 0; i < r->holds->len; i++) {
 		HrReservationHold *h = g_ptr_array_index(r->holds, i);
-		HrGuest *guest = find_guest_by_uuid(p, h->guest_uuid);
+		HrGuest *guest = find_hold_guest(p, h);
 		GArray *gpas;
 
 		g_ptr_array_index(r->holds, i) = NULL;
@@ -751,10 +846,10 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			g_ptr_array_add(keep, h);
 			continue;
 		}
-		gpas = g_hash_table_lookup(per_guest, guest->uuid);
+		gpas = g_hash_table_lookup(per_guest, &guest->id);
 		if (gpas == NULL) {
 			gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
-			g_hash_table_insert(per_guest, guest->uuid, gpas);
+			g_hash_table_insert(per_guest, g_memdup2(&guest->id, sizeof(guest->id)), gpas);
 		}
 		g_array_append_val(gpas, h->gpa);
 		sent++;
@@ -766,7 +861,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 
 	g_hash_table_iter_init(&iter, per_guest);
 	while (g_hash_table_iter_next(&iter, &key, &value)) {
-		HrGuest *guest = find_guest_by_uuid(p, key);
+		HrGuest *guest = find_guest(p, *(guint64 *)key);
 		GArray *gpas = value;
 		for (guint off = 0; off < gpas->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
 			g_autoptr(GError) error = NULL;
@@ -781,7 +876,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			params.notify_data = op;
 			op->prepare = p;
 			op->res_id = g_strdup(r->id);
-			op->guest_uuid = g_strdup(guest->uuid);
+			op->guest_id = guest->id;
 			op->returning = g_array_new(FALSE, FALSE, sizeof(guint64));
 			g_array_append_vals(op->returning, params.gpas, params.nr_gpas);
 			op->submitting = TRUE;
@@ -790,7 +885,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			if (request == NULL) {
 				/* they stay holds: the next tick tries again */
 				for (guint i = 0; i < params.nr_gpas; i++)
-					hr_reservation_add_hold(r, guest->uuid, guest->name,
+					hr_reservation_add_hold(r, guest->key, guest->name,
 								params.gpas[i]);
 				sent -= params.nr_gpas;
 				g_warning("reservation %s: cannot return %u blocks to %s: %s", r->id,
@@ -860,7 +955,7 @@ return_by_high_mark(HrPrepare *p, const HrHostState *host)
 static gint64
 node_free_blocks(HrPrepare *p, gint node)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, NULL);
+	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, NULL);
 	const HrNodeState *ns;
 	if (host == NULL || node < 0)
 		return 0;
@@ -1120,9 +1215,9 @@ guest_rss_kb(HrGuest *guest)
 }
 
 static void
-defer_guest(HrPrepare *p, const gchar *uuid, gboolean failed)
+defer_guest(HrPrepare *p, guint64 guest_id, gboolean failed)
 {
-	GuestPlanState *gs = g_hash_table_lookup(p->gstates, uuid);
+	GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest_id);
 	HrPlanGuest pg = {0};
 	if (gs == NULL)
 		return;
@@ -1140,7 +1235,7 @@ static void
 donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 {
 	HrReservation *r = hr_reservation_store_find(p->store, op->res_id);
-	HrGuest *guest = find_guest_by_uuid(p, op->guest_uuid);
+	HrGuest *guest = find_guest(p, op->guest_id);
 	guint held = request->blocks != NULL ? request->blocks->len : 0;
 
 	if (r != NULL && op->step_index < r->steps->len) {
@@ -1168,8 +1263,8 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 			s->gained = node_free_blocks(p, op->node) - op->blocks_before;
 		}
 		if (run != NULL && held > 0 && s->gained * 2 < (gint64)held) {
-			guint n = GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, op->guest_uuid));
-			g_hash_table_insert(run->strikes, g_strdup(op->guest_uuid),
+			guint n = GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, &op->guest_id));
+			g_hash_table_insert(run->strikes, g_memdup2(&op->guest_id, sizeof(op->guest_id)),
 					    GUINT_TO_POINTER(n + 1));
 			g_message("reservation %s: %s handed over %u blocks but the host got %" G_GINT64_FORMAT
 				  " back%s",
@@ -1178,7 +1273,7 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		}
 		if (guest != NULL) {
 			/* what it gave is not backed any more: see it before the next plan */
-			GuestPlanState *gs = g_hash_table_lookup(p->gstates, guest->uuid);
+			GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest->id);
 			if (gs != NULL)
 				gs->map_at = 0;
 		}
@@ -1203,7 +1298,7 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		if (g_hash_table_lookup(p->runs, r->id) != NULL)
 			((Run *)g_hash_table_lookup(p->runs, r->id))->held_total += held;
 		for (guint i = 0; i < held; i++)
-			hr_reservation_add_hold(r, op->guest_uuid,
+			hr_reservation_add_hold(r, op->guest_key,
 						guest != NULL ? guest->name : s->guest,
 						g_array_index(request->blocks, guint64, i));
 		g_info("reservation %s: %s gave %u of %" G_GUINT64_FORMAT " blocks, %" G_GUINT64_FORMAT
@@ -1214,7 +1309,7 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		if (!hr_reservation_state_is_live(r->state) && r->state != HR_RESERVATION_CONSUMED)
 			return_holds(p, r, G_MAXUINT, "the reservation ended");
 	}
-	defer_guest(p, op->guest_uuid, held == 0);
+	defer_guest(p, op->guest_id, held == 0);
 	op_end(p, op);
 }
 
@@ -1252,10 +1347,10 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	if (guest == NULL)
 		return;
 	gs = get_gstate(p, guest);
-	tried = g_hash_table_lookup(run->tried, guest->uuid);
+	tried = g_hash_table_lookup(run->tried, &guest->id);
 	if (tried == NULL) {
 		tried = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-		g_hash_table_insert(run->tried, g_strdup(guest->uuid), tried);
+		g_hash_table_insert(run->tried, g_memdup2(&guest->id, sizeof(guest->id)), tried);
 	}
 	for (guint i = 0; i < step->picks->len; i++)
 		n_ranged += g_array_index(step->picks, HrPlanPick, i).ranged;
@@ -1290,7 +1385,9 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->prepare = p;
 	op->res_id = g_strdup(r->id);
 	op->step_index = r->steps->len - 1;
-	op->guest_uuid = g_strdup(guest->uuid);
+	op->guest_id = guest->id;
+	op->guest_key = g_strdup(guest->key);
+	s->guest_key = g_strdup(guest->key);
 	op->node = step->node;
 	op->started = g_get_monotonic_time();
 	op->blocks_before = run->pool_mode ? 0 : node_free_blocks(p, step->node);
@@ -1314,7 +1411,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	if (request == NULL) {
 		set_step_state(s, "failed", error->message);
 		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
-		defer_guest(p, guest->uuid, TRUE);
+		defer_guest(p, guest->id, TRUE);
 		op_free(op);
 		return;
 	}
@@ -1322,6 +1419,8 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->request = hr_request_ref(request);
 	g_ptr_array_add(p->ops, op);
 	run->in_flight++;
+	/* a restart finds it running, with the request whose late HOLDs are its */
+	hr_reservation_touch(p->store, r);
 	g_info("reservation %s: asked %s for %u blocks%s (request %" G_GUINT64_FORMAT ")", r->id,
 	       guest->name, count, n_ranges > 0 ? " of its host THP-backed ones" : "",
 	       request->id);
@@ -1339,10 +1438,248 @@ cancel_ops(HrPrepare *p, HrReservation *r)
 		if (op->request == NULL || op->returning != NULL || g_strcmp0(op->res_id, r->id) != 0 ||
 		    hr_request_state_is_final(op->request->state))
 			continue;
-		guest = find_guest_by_uuid(p, op->guest_uuid);
+		guest = find_guest(p, op->guest_id);
 		if (guest != NULL)
 			hr_guest_cancel_request(guest, op->request->id, NULL);
 	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reconciling what guests hold */
+
+/*
+ * Every block a guest holds has an owner: a reservation (its holds, or a
+ * donation in flight), the API (an operator's own evacuation, kept in the
+ * store's ledger), or a donation a previous daemon left running, whose
+ * blocks come in unasked after a restart (Interrupted). A block nobody
+ * owns (a HOLD for a request nobody knows, a block a resync lists that no
+ * reservation recorded) is an orphan: it would stay out of the guest for
+ * good, so it is given back.
+ */
+
+/* the donations a previous run left "running" */
+static void
+find_interrupted(HrPrepare *p)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		for (guint j = 0; j < r->steps->len; j++) {
+			HrReservationStep *s = g_ptr_array_index(r->steps, j);
+			Interrupted *it;
+			if (g_strcmp0(s->kind, "donate") != 0 || g_strcmp0(s->state, "running") != 0)
+				continue;
+			it = g_new0(Interrupted, 1);
+			it->res_id = g_strdup(r->id);
+			it->step_index = j;
+			it->request_id = s->request_id;
+			it->guest_key = g_strdup(s->guest_key);
+			it->left = s->blocks_asked;
+			g_ptr_array_add(p->interrupted, it);
+			set_step_state(s, "failed", "the daemon restarted while it ran");
+			g_message("reservation %s: the donation of %s (request %" G_GUINT64_FORMAT
+				  ") was running when the daemon stopped; what it freed is kept "
+				  "when the guest reports it",
+				  r->id, s->guest, s->request_id);
+		}
+	}
+}
+
+/* the interrupted donation @block of @guest belongs to, or NULL */
+static Interrupted *
+interrupted_for(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block)
+{
+	for (guint i = 0; i < p->interrupted->len; i++) {
+		Interrupted *it = g_ptr_array_index(p->interrupted, i);
+		if (it->left == 0 || g_strcmp0(it->guest_key, guest->key) != 0)
+			continue;
+		/* its late HOLDs name it; what it froze before, the resync lists */
+		if (block->request_id == it->request_id || block->request_id == 0)
+			return it;
+	}
+	return NULL;
+}
+
+static void
+interrupted_claim(HrPrepare *p, Interrupted *it, HrGuest *guest, guint64 gpa)
+{
+	HrReservation *r = hr_reservation_store_find(p->store, it->res_id);
+
+	it->left--;
+	if (r == NULL)
+		return;
+	hr_reservation_add_hold(r, guest->key, guest->name, gpa);
+	if (it->step_index < r->steps->len) {
+		HrReservationStep *s = g_ptr_array_index(r->steps, it->step_index);
+		g_autofree gchar *detail = NULL;
+		s->blocks_held++;
+		detail = g_strdup_printf("the daemon restarted while it ran; %" G_GUINT64_FORMAT
+					 " blocks it freed were found held",
+					 s->blocks_held);
+		set_step_state(s, "short", detail);
+	}
+	hr_reservation_touch(p->store, r);
+}
+
+/* the gpas @guest holds for reservations (HrHeldBlock's gpa -> itself) */
+static GHashTable *
+reservation_owned(HrPrepare *p, HrGuest *guest)
+{
+	GHashTable *owned = g_hash_table_new(g_int64_hash, g_int64_equal);
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		for (guint j = 0; j < r->holds->len; j++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (find_hold_guest(p, h) == guest)
+				g_hash_table_add(owned, &h->gpa);
+		}
+	}
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		if (op->guest_id != guest->id || op->request == NULL)
+			continue;
+		/* what a donation in flight got, what a RETURN in flight gives back */
+		for (guint j = 0; op->request->blocks != NULL && j < op->request->blocks->len; j++)
+			g_hash_table_add(owned, &g_array_index(op->request->blocks, guint64, j));
+		for (guint j = 0; op->returning != NULL && j < op->returning->len; j++)
+			g_hash_table_add(owned, &g_array_index(op->returning, guint64, j));
+	}
+	return owned;
+}
+
+static gboolean
+executor_request(HrPrepare *p, guint64 request_id)
+{
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		if (op->request != NULL && op->request->id == request_id)
+			return TRUE;
+	}
+	return FALSE;
+}
+
+typedef struct {
+	HrGuest *guest;
+	gint64 now;
+} LiveCtx;
+
+/* an API request in the ledger is live while the guest may still run it */
+static gboolean
+ledger_request_live(guint64 request_id, gint64 since, gpointer data)
+{
+	LiveCtx *ctx = data;
+	HrRequest *request = hr_guest_find_request(ctx->guest, request_id);
+	if (request != NULL)
+		return !hr_request_state_is_final(request->state);
+	/* from before a restart: no request outlives a day (request_timeout_s) */
+	return ctx->now - since < (gint64)86400 * G_USEC_PER_SEC;
+}
+
+static void
+return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
+{
+	for (guint off = 0; off < orphans->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
+		g_autoptr(GError) error = NULL;
+		HrRequestParams params = {0};
+
+		params.kind = HR_REQUEST_RETURN;
+		params.gpas = &g_array_index(orphans, guint64, off);
+		params.nr_gpas = MIN(orphans->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
+		if (hr_core_submit(p->core, guest, &params, &error) == NULL) {
+			g_warning("%s: cannot return %u blocks nobody owns: %s", guest->name,
+				  params.nr_gpas, error->message);
+			return;
+		}
+		for (guint i = 0; i < params.nr_gpas; i++) {
+			HrHeldBlock *b = g_hash_table_lookup(guest->held, &params.gpas[i]);
+			if (b != NULL)
+				b->orphan = TRUE;
+		}
+		guest->orphans_returned += params.nr_gpas;
+	}
+	g_message("%s: %u held blocks no reservation or request owns: returned", guest->name,
+		  orphans->len);
+}
+
+static void
+reconcile_guest(HrPrepare *p, HrGuest *guest)
+{
+	g_autoptr(GHashTable) owned = reservation_owned(p, guest);
+	g_autoptr(GArray) orphans = g_array_new(FALSE, FALSE, sizeof(guint64));
+	GHashTableIter iter;
+	HrHeldBlock *b;
+	HrRequest *request;
+	LiveCtx ctx = {guest, g_get_real_time()};
+
+	/* the API's requests that run: their blocks are the operator's */
+	g_hash_table_iter_init(&iter, guest->requests);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&request)) {
+		if (request->kind != HR_REQUEST_RETURN && !hr_request_state_is_final(request->state) &&
+		    request->state != HR_REQUEST_QUEUED && !executor_request(p, request->id))
+			hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
+	}
+	g_hash_table_iter_init(&iter, guest->held);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&b)) {
+		Interrupted *it;
+		if (b->orphan || g_hash_table_contains(owned, &b->gpa) ||
+		    hr_reservation_store_ledger_has(p->store, guest->key, b->gpa, 0))
+			continue;
+		if (b->request_id != 0 && executor_request(p, b->request_id))
+			continue;
+		if (b->request_id != 0 &&
+		    ((request = hr_guest_find_request(guest, b->request_id)) != NULL ||
+		     hr_reservation_store_ledger_has(p->store, guest->key, 0, b->request_id))) {
+			if (request == NULL || request->kind != HR_REQUEST_RETURN)
+				hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
+			continue;
+		}
+		it = interrupted_for(p, guest, b);
+		if (it != NULL) {
+			interrupted_claim(p, it, guest, b->gpa);
+			continue;
+		}
+		g_array_append_val(orphans, b->gpa);
+	}
+	hr_reservation_store_ledger_sync(p->store, guest->key, guest->held, ledger_request_live,
+					 &ctx);
+	if (orphans->len > 0 && p->config->return_orphans)
+		return_orphans(p, guest, orphans);
+	else if (orphans->len > 0)
+		g_message("%s: %u held blocks no reservation or request owns (return_orphans is off)",
+			  guest->name, orphans->len);
+}
+
+static void
+reconcile_guests(HrPrepare *p)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+
+	if (!p->reconcile_all)
+		return;
+	p->reconcile_all = FALSE;
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		GuestPlanState *gs;
+		/* a resync in progress is not the guest's whole held set yet */
+		if (!hr_guest_is_connected(guest) || !guest->ready)
+			continue;
+		gs = get_gstate(p, guest);
+		if (gs->reconciled_gen == guest->held_gen && guest->held_gen != 0)
+			continue;
+		gs->reconciled_gen = guest->held_gen;
+		reconcile_guest(p, guest);
+	}
+}
+
+void
+hr_prepare_held_changed(HrPrepare *p, HrGuest *guest)
+{
+	(void)guest;
+	p->reconcile_all = TRUE;
+	kick(p);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1641,6 +1978,7 @@ hr_prepare_tick(HrPrepare *p)
 	gint64 now = g_get_real_time();
 	gboolean work = FALSE;
 
+	reconcile_guests(p);
 	for (guint i = 0; i < list->len && !work; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
 		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&
@@ -1650,7 +1988,7 @@ hr_prepare_tick(HrPrepare *p)
 	}
 	if (!work)
 		return;
-	host = hr_monitor_read_host(p->config->host_root, &error);
+	host = hr_monitor_read_host_lite(p->config->host_root, &error);
 	if (host == NULL) {
 		g_warning("cannot read the host's memory state: %s", error->message);
 		return;
@@ -1763,7 +2101,7 @@ hr_prepare_consume(HrPrepare *p, const gchar *id, GError **error)
 JsonNode *
 hr_prepare_host_json(HrPrepare *p, GError **error)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host(p->config->host_root, error);
+	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, error);
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	const HrCompactCounters *c;
 

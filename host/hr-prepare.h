@@ -28,6 +28,7 @@
 
 #include "hr-config.h"
 #include "hr-core.h"
+#include "hr-guest.h"
 #include "hr-monitor.h"
 #include "hr-planner.h"
 #include "hr-reservation.h"
@@ -43,6 +44,15 @@ void
 hr_prepare_free(HrPrepare *prepare);
 HrReservationStore *
 hr_prepare_get_store(HrPrepare *prepare);
+/* drop what the executor keeps of a guest the daemon forgets */
+void
+hr_prepare_forget_guest(HrPrepare *prepare, HrGuest *guest);
+/* @guest's held set changed: reconcile it with the owners of its blocks */
+void
+hr_prepare_held_changed(HrPrepare *prepare, HrGuest *guest);
+/* guests the executor keeps state of (tests) */
+guint
+hr_prepare_n_guest_states(HrPrepare *prepare);
 
 HrReservation *
 hr_prepare_create(HrPrepare *prepare, guint64 bytes, gint node, guint deadline_s,

@@ -11,7 +11,9 @@
 #include "hr-json.h"
 
 #define BLOCK_BYTES (G_GUINT64_CONSTANT(2) * 1024 * 1024)
-#define FILE_VERSION 1
+#define FILE_VERSION 2
+/* version 1 named a hold's guest by UUID, which guests without -uuid share */
+#define FILE_VERSION_MIN 1
 
 G_DEFINE_QUARK(hr-reservation-error-quark, hr_reservation_error)
 
@@ -21,6 +23,19 @@ struct _HrReservationStore {
 	guint64 next_id;
 	HrReservationFunc changed;
 	gpointer changed_data;
+	guint max;
+	gint load_version; /* of the file loaded, 0: none */
+	/* guest key -> (entry "b:GPA" or "r:REQUEST_ID" -> gint64 *since, wall us) */
+	GHashTable *ledger;
+
+	/* the writer thread's; under lock */
+	GMutex lock;
+	GCond idle;
+	GThread *writer;      /* runs while there is text to write */
+	gchar *pending;	      /* the latest state not written yet */
+	gsize pending_len;
+	guint64 save_failures;
+	gchar *save_error;    /* the latest write's, NULL when it succeeded */
 };
 
 static const gchar *state_names[HR_RESERVATION_N_STATES] = {
@@ -128,6 +143,7 @@ hr_reservation_step_free(HrReservationStep *step)
 {
 	g_free(step->kind);
 	g_free(step->guest);
+	g_free(step->guest_key);
 	g_free(step->state);
 	g_free(step->detail);
 	g_free(step);
@@ -136,6 +152,7 @@ hr_reservation_step_free(HrReservationStep *step)
 void
 hr_reservation_hold_free(HrReservationHold *hold)
 {
+	g_free(hold->guest_key);
 	g_free(hold->guest_uuid);
 	g_free(hold->guest_name);
 	g_free(hold);
@@ -169,7 +186,18 @@ hr_reservation_store_new(const gchar *path)
 	store->path = g_strdup(path);
 	store->list = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_free);
 	store->next_id = 1;
+	store->max = G_MAXUINT;
+	store->ledger = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+					      (GDestroyNotify)g_hash_table_unref);
+	g_mutex_init(&store->lock);
+	g_cond_init(&store->idle);
 	return store;
+}
+
+void
+hr_reservation_store_set_max(HrReservationStore *store, guint max)
+{
+	store->max = MAX(max, 1);
 }
 
 void
@@ -177,6 +205,11 @@ hr_reservation_store_free(HrReservationStore *store)
 {
 	if (store == NULL)
 		return;
+	hr_reservation_store_flush(store);
+	g_mutex_clear(&store->lock);
+	g_cond_clear(&store->idle);
+	g_free(store->save_error);
+	g_hash_table_unref(store->ledger);
 	g_free(store->path);
 	g_ptr_array_unref(store->list);
 	g_free(store);
@@ -240,6 +273,7 @@ hr_reservation_step_add_json(HrReservationStep *s, JsonBuilder *b)
 	hr_json_add_int(b, "node", s->node);
 	if (s->guest != NULL) {
 		add_str(b, "guest", s->guest);
+		add_str(b, "guest_key", s->guest_key);
 		hr_json_add_int(b, "request_id", s->request_id);
 		hr_json_add_int(b, "blocks_asked", s->blocks_asked);
 		hr_json_add_int(b, "blocks_held", s->blocks_held);
@@ -294,6 +328,7 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 			HrReservationHold *h = g_ptr_array_index(r->holds, i);
 			g_autofree gchar *gpa = g_strdup_printf("0x%" G_GINT64_MODIFIER "x", h->gpa);
 			json_builder_begin_object(b);
+			add_str(b, "guest_key", h->guest_key);
 			add_str(b, "guest_uuid", h->guest_uuid);
 			add_str(b, "guest", h->guest_name);
 			add_str(b, "gpa", gpa);
@@ -306,20 +341,119 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 }
 
 /* ---------------------------------------------------------------------- */
-/* Persistence */
+/* The ledger */
+
+static gchar *
+ledger_entry(guint64 gpa, guint64 request_id)
+{
+	return gpa != 0 ? g_strdup_printf("b:%" G_GINT64_MODIFIER "x", gpa)
+			: g_strdup_printf("r:%" G_GUINT64_FORMAT, request_id);
+}
+
+void
+hr_reservation_store_ledger_add(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	gchar *entry = ledger_entry(gpa, request_id);
+	gint64 now = g_get_real_time();
+
+	if (entries == NULL) {
+		entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+		g_hash_table_insert(store->ledger, g_strdup(guest_key), entries);
+	}
+	if (g_hash_table_contains(entries, entry)) {
+		g_free(entry);
+		return;
+	}
+	g_hash_table_insert(entries, entry, g_memdup2(&now, sizeof(now)));
+	hr_reservation_touch(store, NULL);
+}
 
 gboolean
-hr_reservation_store_save(HrReservationStore *store, GError **error)
+hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	g_autofree gchar *entry = ledger_entry(gpa, request_id);
+	return entries != NULL && g_hash_table_contains(entries, entry);
+}
+
+void
+hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_key,
+				 GHashTable *held, gboolean (*is_live)(guint64 request_id,
+								       gint64 since, gpointer data),
+				 gpointer data)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	GHashTableIter iter;
+	const gchar *entry;
+	gint64 *since;
+	guint gone = 0;
+
+	if (entries == NULL)
+		return;
+	g_hash_table_iter_init(&iter, entries);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&entry, (gpointer *)&since)) {
+		guint64 v = g_ascii_strtoull(entry + 2, NULL, entry[0] == 'b' ? 16 : 10);
+		if (entry[0] == 'b' ? g_hash_table_contains(held, &v) : is_live(v, *since, data))
+			continue;
+		g_hash_table_iter_remove(&iter);
+		gone++;
+	}
+	if (g_hash_table_size(entries) == 0)
+		g_hash_table_remove(store->ledger, guest_key);
+	if (gone > 0)
+		hr_reservation_touch(store, NULL);
+}
+
+guint
+hr_reservation_store_ledger_size(HrReservationStore *store)
+{
+	GHashTableIter iter;
+	GHashTable *entries;
+	guint n = 0;
+
+	g_hash_table_iter_init(&iter, store->ledger);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&entries))
+		n += g_hash_table_size(entries);
+	return n;
+}
+
+static void
+hr_reservation_ledger_add_json(HrReservationStore *store, JsonBuilder *b)
+{
+	GHashTableIter iter, it2;
+	const gchar *key, *entry;
+	GHashTable *entries;
+	gint64 *since;
+
+	json_builder_set_member_name(b, "ledger");
+	json_builder_begin_array(b);
+	g_hash_table_iter_init(&iter, store->ledger);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&key, (gpointer *)&entries)) {
+		g_hash_table_iter_init(&it2, entries);
+		while (g_hash_table_iter_next(&it2, (gpointer *)&entry, (gpointer *)&since)) {
+			json_builder_begin_object(b);
+			add_str(b, "guest_key", key);
+			add_str(b, "entry", entry);
+			hr_json_add_int(b, "since_us", *since);
+			json_builder_end_object(b);
+		}
+	}
+	json_builder_end_array(b);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Persistence */
+
+static gchar *
+hr_reservation_store_to_data(HrReservationStore *store, gsize *len)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonGenerator) gen = json_generator_new();
 	g_autoptr(JsonNode) root = NULL;
-	g_autofree gchar *text = NULL;
-	g_autofree gchar *dir = NULL;
-	gsize len = 0;
 
-	if (store->path == NULL)
-		return TRUE;
 	json_builder_begin_object(b);
 	hr_json_add_int(b, "version", FILE_VERSION);
 	hr_json_add_int(b, "next_id", store->next_id);
@@ -328,25 +462,128 @@ hr_reservation_store_save(HrReservationStore *store, GError **error)
 	for (guint i = 0; i < store->list->len; i++)
 		hr_reservation_add_json(g_ptr_array_index(store->list, i), b, TRUE);
 	json_builder_end_array(b);
+	hr_reservation_ledger_add_json(store, b);
 	json_builder_end_object(b);
 	root = json_builder_get_root(b);
 	json_generator_set_root(gen, root);
 	json_generator_set_pretty(gen, TRUE);
-	text = json_generator_to_data(gen, &len);
-	dir = g_path_get_dirname(store->path);
+	return json_generator_to_data(gen, len);
+}
+
+/* may run in the writer thread: touches nothing but @path */
+static gboolean
+hr_reservation_write(const gchar *path, const gchar *text, gsize len, GError **error)
+{
+	g_autofree gchar *dir = g_path_get_dirname(path);
+
 	if (g_mkdir_with_parents(dir, 0750) != 0) {
 		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
 			    "cannot create %s: %s", dir, g_strerror(errno));
 		return FALSE;
 	}
 	/* a temporary file, fsync, rename: a crash leaves the old or the new file */
-	if (!g_file_set_contents_full(store->path, text, len,
+	if (!g_file_set_contents_full(path, text, len,
 				      G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
 				      0640, error)) {
-		g_prefix_error(error, "cannot save reservations: ");
+		g_prefix_error(error, "cannot save reservations (the previous %s is kept; free "
+				      "space in its file system): ",
+			       path);
 		return FALSE;
 	}
 	return TRUE;
+}
+
+gboolean
+hr_reservation_store_save(HrReservationStore *store, GError **error)
+{
+	g_autofree gchar *text = NULL;
+	gsize len = 0;
+
+	if (store->path == NULL)
+		return TRUE;
+	hr_reservation_store_flush(store);
+	text = hr_reservation_store_to_data(store, &len);
+	return hr_reservation_write(store->path, text, len, error);
+}
+
+static gpointer
+hr_reservation_writer(gpointer data)
+{
+	HrReservationStore *store = data;
+
+	g_mutex_lock(&store->lock);
+	while (store->pending != NULL) {
+		g_autofree gchar *text = g_steal_pointer(&store->pending);
+		gsize len = store->pending_len;
+		g_autoptr(GError) error = NULL;
+		gboolean ok;
+
+		g_mutex_unlock(&store->lock);
+		ok = hr_reservation_write(store->path, text, len, &error);
+		if (!ok)
+			g_warning("%s", error->message);
+		g_mutex_lock(&store->lock);
+		g_clear_pointer(&store->save_error, g_free);
+		if (!ok) {
+			store->save_failures++;
+			store->save_error = g_strdup(error->message);
+		}
+	}
+	store->writer = NULL;
+	g_cond_broadcast(&store->idle);
+	g_mutex_unlock(&store->lock);
+	return NULL;
+}
+
+/* hand the current state to the writer thread */
+static void
+hr_reservation_store_save_async(HrReservationStore *store)
+{
+	gsize len = 0;
+	gchar *text;
+
+	if (store->path == NULL)
+		return;
+	text = hr_reservation_store_to_data(store, &len);
+	g_mutex_lock(&store->lock);
+	g_free(store->pending);
+	store->pending = text;
+	store->pending_len = len;
+	if (store->writer == NULL) {
+		store->writer = g_thread_new("hr-save", hr_reservation_writer, store);
+		/* it ends on its own; flush() waits for it by the condition */
+		g_thread_unref(store->writer);
+	}
+	g_mutex_unlock(&store->lock);
+}
+
+void
+hr_reservation_store_flush(HrReservationStore *store)
+{
+	g_mutex_lock(&store->lock);
+	while (store->writer != NULL)
+		g_cond_wait(&store->idle, &store->lock);
+	g_mutex_unlock(&store->lock);
+}
+
+guint64
+hr_reservation_store_save_failures(HrReservationStore *store)
+{
+	guint64 n;
+	g_mutex_lock(&store->lock);
+	n = store->save_failures;
+	g_mutex_unlock(&store->lock);
+	return n;
+}
+
+gchar *
+hr_reservation_store_dup_save_error(HrReservationStore *store)
+{
+	gchar *e;
+	g_mutex_lock(&store->lock);
+	e = g_strdup(store->save_error);
+	g_mutex_unlock(&store->lock);
+	return e;
 }
 
 static gboolean
@@ -411,6 +648,39 @@ get_array(JsonObject *o, const gchar *key, JsonArray **value, GError **error)
 }
 
 static gboolean
+hr_reservation_ledger_load(HrReservationStore *store, JsonObject *o, GError **error)
+{
+	JsonArray *list;
+
+	if (!get_array(o, "ledger", &list, error))
+		return FALSE;
+	for (guint i = 0; i < json_array_get_length(list); i++) {
+		JsonNode *node = json_array_get_element(list, i);
+		g_autofree gchar *key = NULL;
+		g_autofree gchar *entry = NULL;
+		GHashTable *entries;
+		gint64 since = 0;
+
+		if (!JSON_NODE_HOLDS_OBJECT(node))
+			return corrupt(error, "ledger %u: not an object", i);
+		if (!get_str(json_node_get_object(node), "guest_key", FALSE, &key, error) ||
+		    !get_str(json_node_get_object(node), "entry", FALSE, &entry, error) ||
+		    !get_int(json_node_get_object(node), "since_us", 0, G_MAXINT64, &since, error))
+			return FALSE;
+		if ((!g_str_has_prefix(entry, "b:") && !g_str_has_prefix(entry, "r:")) ||
+		    !g_ascii_isxdigit(entry[2]))
+			return corrupt(error, "ledger %u: entry \"%s\" is not b:GPA or r:ID", i, entry);
+		entries = g_hash_table_lookup(store->ledger, key);
+		if (entries == NULL) {
+			entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+			g_hash_table_insert(store->ledger, g_strdup(key), entries);
+		}
+		g_hash_table_insert(entries, g_steal_pointer(&entry), g_memdup2(&since, sizeof(since)));
+	}
+	return TRUE;
+}
+
+static gboolean
 load_step(JsonNode *node, HrReservation *r, GError **error)
 {
 	JsonObject *o;
@@ -429,6 +699,9 @@ load_step(JsonNode *node, HrReservation *r, GError **error)
 	if (!get_int(o, "node", -1, G_MAXINT, &v, error))
 		return FALSE;
 	s->node = v;
+	if (json_object_has_member(o, "guest_key") &&
+	    !get_str(o, "guest_key", TRUE, &s->guest_key, error))
+		return FALSE;
 	if (json_object_has_member(o, "guest")) {
 		if (!get_str(o, "guest", FALSE, &s->guest, error) ||
 		    !get_int(o, "request_id", 0, G_MAXINT64, &v, error))
@@ -458,7 +731,7 @@ load_step(JsonNode *node, HrReservation *r, GError **error)
 }
 
 static gboolean
-load_hold(JsonNode *node, HrReservation *r, GError **error)
+load_hold(JsonNode *node, HrReservation *r, gint version, GError **error)
 {
 	JsonObject *o;
 	HrReservationHold *h;
@@ -470,8 +743,15 @@ load_hold(JsonNode *node, HrReservation *r, GError **error)
 	o = json_node_get_object(node);
 	h = g_new0(HrReservationHold, 1);
 	g_ptr_array_add(r->holds, h);
-	if (!get_str(o, "guest_uuid", FALSE, &h->guest_uuid, error) ||
-	    !get_str(o, "guest", FALSE, &h->guest_name, error) ||
+	/* a hold migrated from version 1 keeps its UUID until a guest adopts it */
+	if (version >= 2 && (!get_str(o, "guest_key", TRUE, &h->guest_key, error) ||
+			     !get_str(o, "guest_uuid", TRUE, &h->guest_uuid, error)))
+		return FALSE;
+	if (version >= 2 && h->guest_key == NULL && h->guest_uuid == NULL)
+		return corrupt(error, "a hold names no guest (guest_key and guest_uuid are null)");
+	if (version == 1 && !get_str(o, "guest_uuid", FALSE, &h->guest_uuid, error))
+		return FALSE;
+	if (!get_str(o, "guest", FALSE, &h->guest_name, error) ||
 	    !get_str(o, "gpa", FALSE, &gpa, error) ||
 	    !get_int(o, "held_us", 0, G_MAXINT64, &h->held_at, error))
 		return FALSE;
@@ -484,7 +764,7 @@ load_hold(JsonNode *node, HrReservation *r, GError **error)
 }
 
 static gboolean
-load_reservation(JsonNode *node, HrReservationStore *store, GError **error)
+load_reservation(JsonNode *node, HrReservationStore *store, gint version, GError **error)
 {
 	g_autoptr(GError) local = NULL;
 	g_autofree gchar *state = NULL;
@@ -547,7 +827,7 @@ load_reservation(JsonNode *node, HrReservationStore *store, GError **error)
 		}
 	}
 	for (guint i = 0; i < json_array_get_length(holds); i++) {
-		if (!load_hold(json_array_get_element(holds, i), r, &local)) {
+		if (!load_hold(json_array_get_element(holds, i), r, version, &local)) {
 			g_prefix_error(&local, "hold %u: ", i);
 			goto fail;
 		}
@@ -570,7 +850,7 @@ hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize l
 	g_autoptr(JsonParser) parser = json_parser_new();
 	JsonObject *o;
 	JsonArray *list = NULL;
-	gint64 v = 0;
+	gint64 v = 0, version = 0;
 
 	if (!json_parser_load_from_data(parser, text, len, error))
 		return FALSE;
@@ -579,15 +859,19 @@ hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize l
 	if (!JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser)))
 		return corrupt(error, "the top level is not an object");
 	o = json_node_get_object(json_parser_get_root(parser));
-	if (!get_int(o, "version", FILE_VERSION, FILE_VERSION, &v, error) ||
+	if (!get_int(o, "version", FILE_VERSION_MIN, FILE_VERSION, &version, error) ||
 	    !get_int(o, "next_id", 1, G_MAXINT64, &v, error) ||
 	    !get_array(o, "reservations", &list, error))
 		return FALSE;
 	store->next_id = v;
 	for (guint i = 0; i < json_array_get_length(list); i++) {
-		if (!load_reservation(json_array_get_element(list, i), store, error))
+		if (!load_reservation(json_array_get_element(list, i), store, version, error))
 			return FALSE;
 	}
+	/* version 1 has no ledger */
+	if (version >= 2 && !hr_reservation_ledger_load(store, o, error))
+		return FALSE;
+	store->load_version = version;
 	return TRUE;
 }
 
@@ -610,8 +894,14 @@ hr_reservation_store_load(HrReservationStore *store, GError **error)
 			    "cannot read reservations from %s: %s", store->path, local->message);
 		return FALSE;
 	}
-	if (hr_reservation_store_parse(store, text, len, &local))
+	if (hr_reservation_store_parse(store, text, len, &local)) {
+		if (store->load_version < FILE_VERSION) {
+			g_message("%s: migrated from version %d to %d", store->path,
+				  store->load_version, FILE_VERSION);
+			hr_reservation_store_save_async(store);
+		}
 		return TRUE;
+	}
 
 	/* keep what we could not read for a person to look at, start empty */
 	g_ptr_array_set_size(store->list, 0);
@@ -638,11 +928,9 @@ hr_reservation_store_load(HrReservationStore *store, GError **error)
 void
 hr_reservation_touch(HrReservationStore *store, HrReservation *r)
 {
-	g_autoptr(GError) error = NULL;
 	if (r != NULL)
 		r->updated_at = g_get_real_time();
-	if (!hr_reservation_store_save(store, &error))
-		g_warning("%s", error->message);
+	hr_reservation_store_save_async(store);
 	if (r != NULL && store->changed != NULL)
 		store->changed(r, store->changed_data);
 }
@@ -653,6 +941,28 @@ hr_reservation_store_set_changed_func(HrReservationStore *store, HrReservationFu
 {
 	store->changed = func;
 	store->changed_data = user_data;
+}
+
+/* make room for one more: forget the oldest settled reservation holding nothing */
+static gboolean
+hr_reservation_store_make_room(HrReservationStore *store, GError **error)
+{
+	if (store->list->len < store->max)
+		return TRUE;
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		if (!hr_reservation_state_is_settled(r->state) ||
+		    r->state == HR_RESERVATION_READY || r->holds->len > 0 || r->pool_blocks > 0)
+			continue;
+		g_info("reservation %s forgotten: %u are kept at most", r->id, store->max);
+		g_ptr_array_remove_index(store->list, i);
+		return TRUE;
+	}
+	g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+		    "%u reservations are live or hold blocks already, the most the daemon keeps "
+		    "(max_reservations): release some first",
+		    store->list->len);
+	return FALSE;
 }
 
 HrReservation *
@@ -672,6 +982,8 @@ hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node,
 			    "node: %d is not a node number", node);
 		return NULL;
 	}
+	if (!hr_reservation_store_make_room(store, error))
+		return NULL;
 	r = hr_reservation_new();
 	r->id = g_strdup_printf("r%" G_GUINT64_FORMAT, store->next_id++);
 	r->bytes = bytes;
@@ -735,11 +1047,11 @@ hr_reservation_add_step(HrReservation *r, const gchar *kind, gint node)
 }
 
 void
-hr_reservation_add_hold(HrReservation *r, const gchar *guest_uuid, const gchar *guest_name,
+hr_reservation_add_hold(HrReservation *r, const gchar *guest_key, const gchar *guest_name,
 			guint64 gpa)
 {
 	HrReservationHold *h = g_new0(HrReservationHold, 1);
-	h->guest_uuid = g_strdup(guest_uuid);
+	h->guest_key = g_strdup(guest_key);
 	h->guest_name = g_strdup(guest_name);
 	h->gpa = gpa;
 	h->held_at = g_get_real_time();

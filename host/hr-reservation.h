@@ -32,8 +32,9 @@
  * node's free memory above a configured high mark), oldest first.
  *
  * The store persists itself as JSON, atomically (a temporary file, fsync,
- * rename) after every change, so a daemon restart keeps every reservation
- * and its holds. A file that cannot be parsed is moved aside to
+ * rename) after every change, in a thread, so a daemon restart keeps every
+ * reservation, its steps in flight and its holds. A file of version 1
+ * (holds named by guest UUID) is migrated on load. A file that cannot be parsed is moved aside to
  * FILE.corrupt-TIMESTAMP and the store starts empty with an error that
  * says so; it never takes the daemon down.
  */
@@ -71,6 +72,7 @@ typedef struct {
 	gchar *kind;	      /* "free", "compact", "donate" */
 	gint node;
 	gchar *guest;	      /* donate: the guest's name */
+	gchar *guest_key;     /* donate: HrGuest.key, NULL in a version 1 file */
 	guint64 request_id;   /* donate: the evacuation request */
 	gchar *state;	      /* "running", "done", "short", "failed" */
 	gchar *detail;	      /* why it fell short or failed, or NULL */
@@ -86,7 +88,8 @@ typedef struct {
 
 /* A guest block held on behalf of a reservation. */
 typedef struct {
-	gchar *guest_uuid;
+	gchar *guest_key;  /* HrGuest.key: the guest bound to its QEMU process */
+	gchar *guest_uuid; /* only from a version 1 file, until a guest adopts the hold */
 	gchar *guest_name;
 	guint64 gpa;
 	gint64 held_at; /* wall clock, us */
@@ -141,6 +144,31 @@ hr_reservation_transition_allowed(HrReservationState from, HrReservationState to
 gboolean
 hr_parse_size(const gchar *str, guint64 *bytes);
 
+/*
+ * The ledger: what guests hold for the API's own requests (an operator's
+ * hugeroomctl evacuate) and those requests while they run, per guest key,
+ * saved with the reservations. After a daemon restart a held block that
+ * neither a reservation nor the ledger owns is an orphan.
+ */
+void
+hr_reservation_store_ledger_add(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id);
+/* is @gpa (or, @gpa 0, @request_id) owned by the API? */
+gboolean
+hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id);
+/*
+ * Drop @guest_key's blocks that are not in @held (gpa -> anything) and its
+ * requests @is_live says are over; saves when something went.
+ */
+void
+hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_key,
+				 GHashTable *held, gboolean (*is_live)(guint64 request_id,
+								       gint64 since, gpointer data),
+				 gpointer data);
+guint
+hr_reservation_store_ledger_size(HrReservationStore *store);
+
 /* @path: the JSON file; NULL keeps everything in memory only (tests) */
 HrReservationStore *
 hr_reservation_store_new(const gchar *path);
@@ -152,9 +180,29 @@ hr_reservation_store_free(HrReservationStore *store);
  */
 gboolean
 hr_reservation_store_load(HrReservationStore *store, GError **error);
-/* write the file atomically; done by every change below */
+/* write the file atomically, now */
 gboolean
 hr_reservation_store_save(HrReservationStore *store, GError **error);
+/*
+ * Every change below saves in a thread, off the main loop: the latest
+ * state is written once the write in progress is done. A failed write
+ * (a full disk) leaves the previous file as it was; it is logged, counted
+ * and kept here until a later write succeeds.
+ */
+guint64
+hr_reservation_store_save_failures(HrReservationStore *store);
+/* the error of the latest write if it failed, else NULL (free it) */
+gchar *
+hr_reservation_store_dup_save_error(HrReservationStore *store);
+/* wait for the writes in progress (tests, shutdown) */
+void
+hr_reservation_store_flush(HrReservationStore *store);
+/*
+ * At most @max reservations are kept: creating one more forgets the
+ * oldest settled one that holds nothing, or fails when there is none.
+ */
+void
+hr_reservation_store_set_max(HrReservationStore *store, guint max);
 const gchar *
 hr_reservation_store_get_path(HrReservationStore *store);
 
@@ -179,7 +227,7 @@ hr_reservation_set_obtained(HrReservationStore *store, HrReservation *r, guint64
 HrReservationStep *
 hr_reservation_add_step(HrReservation *r, const gchar *kind, gint node);
 void
-hr_reservation_add_hold(HrReservation *r, const gchar *guest_uuid, const gchar *guest_name,
+hr_reservation_add_hold(HrReservation *r, const gchar *guest_key, const gchar *guest_name,
 			guint64 gpa);
 /* remove and return (as a new array, oldest first) up to @max holds of @r */
 GPtrArray *

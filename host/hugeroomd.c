@@ -10,6 +10,7 @@
 #include "hr-config.h"
 #include "hr-daemon.h"
 #include "hr-notify.h"
+#include "hr-peer.h"
 
 static gboolean opt_foreground;
 static gboolean opt_verbose;
@@ -91,6 +92,12 @@ main(int argc, char **argv)
 		config->api_socket = g_steal_pointer(&opt_api_socket);
 	}
 
+	/* a socket and a pidfd per guest, and the API's clients */
+	if (hr_peer_raise_nofile((guint64)config->max_connections * 2 + 256, &error) == 0 ||
+	    error != NULL) {
+		g_warning("%s", error->message);
+		g_clear_error(&error);
+	}
 	daemon = hr_daemon_new(config);
 	if (!hr_daemon_start(daemon, &error)) {
 		g_printerr("hugeroomd: %s\n", error->message);

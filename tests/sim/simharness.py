@@ -46,7 +46,9 @@ class SimSetup:
         with open(self.conf, "w") as f:
             # simulated guests free nothing on this host: a reservation
             # must not hold the real host's memory in its hugetlb pool
-            f.write("[hugeroomd]\nstatus_interval_ms=%d\nstate_dir=%s\nhold_in_pool=false\n%s\n"
+            # hr-simguest is not QEMU: let any executable in
+            f.write("[hugeroomd]\nstatus_interval_ms=%d\nstate_dir=%s\nhold_in_pool=false\n"
+                    "qemu_executables=*\n%s\n"
                     % (status_interval_ms, self.dir, extra_config))
         self.log = open(os.path.join(self.dir, "daemon.log"), "w")
         self.daemon = subprocess.Popen(

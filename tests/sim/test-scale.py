@@ -75,7 +75,7 @@ def main():
         print("# reservation %s: %s in %.1f s, %d donations from %d guests, %d blocks held: %s"
               % (r["id"], r["state"], time.time() - t0, len(r["steps"]) - 1, len(donors), held,
                  r["reason"]))
-        check(r["state"] == "ready" and r["partial"] and held >= 2000 and len(donors) > 1,
+        check(r["state"] == "ready" and r["partial"] and held >= 2 * GUESTS and len(donors) > 1,
               "the reservation ran donations over several guests and ended partial")
         s.api("POST", "/v1/reservations/%s/release" % r["id"])
         deadline = time.time() + 60

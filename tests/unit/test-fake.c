@@ -39,6 +39,9 @@ fixture_config(Fixture *f, const gchar *tmpl)
 	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
 	f->config->state_dir = g_build_filename(f->tmpdir, "state", NULL);
 	f->config->status_interval_ms = 250;
+	/* the fake devices are this test program, not QEMU */
+	g_strfreev(f->config->qemu_executables);
+	f->config->qemu_executables = g_strsplit("*", ";", -1);
 }
 
 void
@@ -197,7 +200,8 @@ HrChanHello *
 make_hello(const gchar *name, guint8 uuid_seed)
 {
 	HrChanHello *h = hr_chan_hello_new(1);
-	for (guint i = 0; i < 16; i++)
+	/* seed 0: the all-zero UUID of a VM started without -uuid */
+	for (guint i = 0; i < 16 && uuid_seed != 0; i++)
 		h->uuid[i] = uuid_seed + i;
 	g_strlcpy(h->name, name, sizeof(h->name));
 	h->ram_size = MiB(1024);
@@ -262,8 +266,14 @@ only_guest(Fixture *f)
 FakeDevice *
 fake_device_up(Fixture *f, const gchar *name, guint8 uuid_seed)
 {
-	FakeDevice *dev = fake_connect(f);
 	g_autoptr(HrChanHello) hello = make_hello(name, uuid_seed);
+	return fake_device_up_hello(f, hello);
+}
+
+FakeDevice *
+fake_device_up_hello(Fixture *f, const HrChanHello *hello)
+{
+	FakeDevice *dev = fake_connect(f);
 	g_autoptr(GBytes) payload = hr_chan_hello_encode(hello);
 	g_autoptr(HrChanFrame) frame = NULL;
 	g_autoptr(GError) error = NULL;
@@ -428,4 +438,25 @@ fake_send_state(FakeDevice *dev, const HrChanDeviceState *state)
 {
 	g_autoptr(GBytes) payload = hr_chan_device_state_encode(state);
 	fake_send(dev, HR_CHAN_DEVICE_STATE, payload);
+}
+
+/* HELLO, expect WELCOME, resync @n held blocks from @first, DEVICE_STATE */
+FakeDevice *
+fake_device_resync(Fixture *f, const gchar *name, guint8 uuid_seed, guint64 first, guint n)
+{
+	FakeDevice *dev = fake_connect(f);
+	g_autoptr(HrChanHello) hello = make_hello(name, uuid_seed);
+	g_autoptr(GBytes) hp = hr_chan_hello_encode(hello);
+	g_autoptr(HrChanFrame) welcome = NULL;
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .num_held = n};
+
+	fake_send(dev, HR_CHAN_HELLO, hp);
+	welcome = fake_recv(dev);
+	g_assert_cmpuint(welcome->type, ==, HR_CHAN_WELCOME);
+	if (n > 0) {
+		g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 0, 0, first, n);
+		fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	}
+	fake_send_state(dev, &state);
+	return dev;
 }

@@ -68,7 +68,13 @@ fake_wait_eof(FakeDevice *dev);
 /* HELLO, expect WELCOME, end the (empty) resync with a DEVICE_STATE */
 FakeDevice *
 fake_device_up(Fixture *f, const gchar *name, guint8 uuid_seed);
+FakeDevice *
+fake_device_up_hello(Fixture *f, const HrChanHello *hello);
+/* connect as @name, resync @n held blocks from @first, end it with a DEVICE_STATE */
+FakeDevice *
+fake_device_resync(Fixture *f, const gchar *name, guint8 uuid_seed, guint64 first, guint n);
 
+/* @uuid_seed 0: the all-zero UUID */
 HrChanHello *
 make_hello(const gchar *name, guint8 uuid_seed);
 GBytes *

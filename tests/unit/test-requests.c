@@ -600,19 +600,7 @@ test_held(Fixture *f, gconstpointer data)
 static FakeDevice *
 device_with_resync(Fixture *f, guint64 first, guint n)
 {
-	FakeDevice *dev = fake_connect(f);
-	g_autoptr(HrChanHello) hello = make_hello("vm1", 0x10);
-	g_autoptr(GBytes) hp = hr_chan_hello_encode(hello);
-	g_autoptr(HrChanFrame) welcome = NULL;
-	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .num_held = n};
-
-	fake_send(dev, HR_CHAN_HELLO, hp);
-	welcome = fake_recv(dev);
-	g_assert_cmpuint(welcome->type, ==, HR_CHAN_WELCOME);
-	if (n > 0)
-		send_msg(dev, make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 0, 0, first, n));
-	fake_send_state(dev, &state);
-	return dev;
+	return fake_device_resync(f, "vm1", 0x10, first, n);
 }
 
 static void

@@ -241,7 +241,8 @@ test_round_trip(Tmp *t, gconstpointer data)
 	HrReservation *r, *n;
 	(void)data;
 
-	/* every change was saved: nothing to do before reading it back */
+	/* every change was saved, in a thread: wait for it, then read it back */
+	hr_reservation_store_flush(store);
 	g_assert_true(g_file_test(t->path, G_FILE_TEST_IS_REGULAR));
 	g_assert_true(hr_reservation_store_load(again, &error));
 	g_assert_no_error(error);
@@ -307,6 +308,7 @@ expect_corrupt(Tmp *t, const gchar *content, gssize len, const gchar *what)
 	g_assert_true(kept);
 	r = hr_reservation_store_create(store, MiB(2), 0, 0, FALSE, NULL, NULL);
 	g_assert_cmpstr(r->id, ==, "r1");
+	hr_reservation_store_flush(store);
 	g_assert_true(g_file_test(t->path, G_FILE_TEST_IS_REGULAR));
 	g_assert_cmpint(g_unlink(t->path), ==, 0);
 }
@@ -330,7 +332,7 @@ test_corrupt(Tmp *t, gconstpointer data)
 	expect_corrupt(t, "", 0, "empty");
 	expect_corrupt(t, "\x00\x01garbage", 9, "binary");
 	expect_corrupt(t, "[]", -1, "not an object");
-	expect_corrupt(t, "{\"version\":2,\"next_id\":1,\"reservations\":[]}", -1, "future version");
+	expect_corrupt(t, "{\"version\":3,\"next_id\":1,\"reservations\":[]}", -1, "future version");
 	expect_corrupt(t,
 		       "{\"version\":1,\"next_id\":1,\"reservations\":[{\"id\":\"r1\",\"bytes\":"
 		       "\"many\"}]}",
@@ -856,6 +858,146 @@ test_exec_return_short(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(again->gpas[1], ==, ret->gpas[2]);
 }
 
+/*
+ * Two VMs without -uuid: the one that donated gets its blocks back, not
+ * the one that connected last with the same (all-zero) UUID.
+ */
+static void
+test_exec_zero_uuid(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) donor = NULL;
+	g_autoptr(FakeDevice) other = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(HrCmd) ret = NULL;
+	HrGuestPolicy *pol = g_new0(HrGuestPolicy, 1);
+	HrReservation *r;
+	(void)data;
+
+	pol->pattern = g_strdup("bystander");
+	pol->donor = FALSE;
+	g_ptr_array_add(f->config->guest_policies, pol);
+	host_set_free_blocks(f, 1);
+	donor = donor_up(f, "giver", 0);
+	other = donor_up(f, "bystander", 0);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 30, FALSE, "z", NULL);
+	cmd = fake_expect_cmd(donor, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	host_set_free_blocks(f, 4);
+	answer_evacuate(donor, cmd, 3);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	g_assert_true(g_str_has_prefix(((HrReservationHold *)g_ptr_array_index(r->holds, 0))
+					   ->guest_key,
+				       "name:giver@pid:"));
+	g_assert_true(hr_prepare_release(hr_daemon_get_prepare(f->daemon), r->id, NULL));
+	ret = fake_expect_cmd(donor, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, 3);
+	fake_expect_silence(other, 300);
+}
+
+/*
+ * The daemon restarts in the middle of a donation: the blocks the donor
+ * holds after it (the resync) and frees later (late HOLDs) are the
+ * reservation's, as many as the donation asked for; the rest nobody owns
+ * and they go back.
+ */
+static void
+test_exec_restart_mid_donation(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(FakeDevice) dev2 = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(HrCmd) ret = NULL;
+	g_autoptr(HrCmd) ret2 = NULL;
+	g_autoptr(HrBlocks) first = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, 1);
+	g_autoptr(HrBlocks) late = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, 1);
+	g_autoptr(HrBlocks) resync = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, 4);
+	g_autoptr(GBytes) msg = NULL;
+	g_autoptr(HrChanHello) hello = make_hello("donor", 1);
+	g_autoptr(GBytes) hp = hr_chan_hello_encode(hello);
+	g_autoptr(HrChanFrame) welcome = NULL;
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .num_held = 4};
+	g_autofree gchar *id = NULL;
+	HrReservation *r;
+	HrReservationStep *s;
+	(void)data;
+
+	host_set_free_blocks(f, 1);
+	dev = donor_up(f, "donor", 1);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 60, FALSE, "m", NULL);
+	id = g_strdup(r->id);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
+	first->hdr.request_id = cmd->hdr.request_id;
+	first->gpas[0] = cmd->gpas[0];
+	msg = hr_blocks_encode(first);
+	fake_send(dev, HR_CHAN_GUEST_MSG, msg);
+	g_clear_pointer(&msg, g_bytes_unref);
+	while (g_hash_table_size(first_guest(f)->held) < 1)
+		g_main_context_iteration(NULL, TRUE);
+
+	/* gone before the RESULT; a new daemon on the same state file */
+	hr_daemon_free(f->daemon);
+	fake_wait_eof(dev);
+	fixture_start(f);
+	dev2 = fake_connect(f);
+	fake_send(dev2, HR_CHAN_HELLO, hp);
+	welcome = fake_recv(dev2);
+	g_assert_cmpuint(welcome->type, ==, HR_CHAN_WELCOME);
+	/* it froze two more before the donation ended; one block is nobody's */
+	resync->gpas[0] = cmd->gpas[0];
+	resync->gpas[1] = cmd->gpas[1];
+	resync->gpas[2] = cmd->gpas[2];
+	resync->gpas[3] = MiB(900);
+	msg = hr_blocks_encode(resync);
+	fake_send(dev2, HR_CHAN_GUEST_MSG, msg);
+	g_clear_pointer(&msg, g_bytes_unref);
+	/* no status yet: it is not asked for more meanwhile */
+	fake_send_state(dev2, &state);
+	ret = fake_expect_cmd(dev2, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, 1);
+	r = hr_reservation_store_find(exec_store(f), id);
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	s = find_step(r, "donate");
+	g_assert_cmpstr(s->state, ==, "short");
+	g_assert_nonnull(strstr(s->detail, "restarted while it ran; 3 blocks"));
+	{
+		/* the guest takes it back; RETURNs run one at a time */
+		g_autoptr(GBytes) back = make_blocks(VIRTIO_HUGEROOM_MSG_RETURNED, ret->hdr.request_id,
+						     VIRTIO_HUGEROOM_RET_HOST, ret->gpas[0], 1);
+		g_autoptr(GBytes) done = make_result(VIRTIO_HUGEROOM_MSG_RESULT, ret->hdr.request_id,
+						     VIRTIO_HUGEROOM_S_OK, 1, 1, 0);
+		fake_send(dev2, HR_CHAN_GUEST_MSG, back);
+		fake_send(dev2, HR_CHAN_GUEST_MSG, done);
+	}
+	/* a late HOLD past what it asked for is nobody's either */
+	late->hdr.request_id = cmd->hdr.request_id;
+	late->gpas[0] = MiB(902);
+	msg = hr_blocks_encode(late);
+	fake_send(dev2, HR_CHAN_GUEST_MSG, msg);
+	ret2 = fake_expect_cmd(dev2, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret2->nr_gpas, ==, 1);
+	g_assert_cmpuint(ret2->gpas[0], ==, MiB(902));
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	g_assert_cmpuint(first_guest(f)->orphans_returned, ==, 2);
+}
+
+/* the executor's ticks never read /proc/pagetypeinfo (it takes the zone locks) */
+static void
+test_exec_no_pagetypeinfo(Fixture *f, gconstpointer data)
+{
+	g_autofree gchar *dir = host_dir(f);
+	g_autofree gchar *path = g_build_filename(dir, "proc", "pagetypeinfo", NULL);
+	HrReservation *r;
+	(void)data;
+
+	/* reading it now would fail the tick */
+	g_assert_true(g_file_set_contents(path, "garbage\n", -1, NULL));
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 0, FALSE, "t", NULL);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_cmpuint(r->obtained, ==, 4);
+	g_assert_null(hr_monitor_read_host(dir, NULL));
+}
+
 /* a guest whose evacuation gave nothing is left alone for a while, then asked again */
 static void
 test_exec_deferral(Fixture *f, gconstpointer data)
@@ -1097,6 +1239,9 @@ main(int argc, char **argv)
 	ADD_EXEC("high-mark", test_exec_high_mark);
 	ADD_EXEC("return-short", test_exec_return_short);
 	ADD_EXEC("deferral", test_exec_deferral);
+	ADD_EXEC("zero-uuid", test_exec_zero_uuid);
+	ADD_EXEC("no-pagetypeinfo", test_exec_no_pagetypeinfo);
+	ADD_EXEC("restart-mid-donation", test_exec_restart_mid_donation);
 #undef ADD_EXEC
 #define ADD_POOL(name, fn) \
 	g_test_add("/reservations/pool/" name, Fixture, NULL, pool_setup, fn, exec_teardown)
