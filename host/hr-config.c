@@ -4,9 +4,54 @@
 
 #include "hr-config.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #define GROUP "hugeroomd"
+#define GUEST_GROUP_PREFIX "guest:"
+
+/*
+ * Every key of [hugeroomd], where it lives in HrConfig, and whether a
+ * SIGHUP reload applies it (hr_config_reload) or it needs a restart. A new
+ * key is one line here, its parsing in hr_config_load() and its entry in
+ * hugeroomd.conf; any other key is an error that names it.
+ */
+typedef enum {
+	HR_CONFIG_STR, /* gchar * */
+	HR_CONFIG_U32, /* guint, guint32, gboolean or an enum */
+	HR_CONFIG_U64, /* guint64 */
+} HrConfigType;
+
+typedef struct {
+	const gchar *key;
+	gsize offset;
+	HrConfigType type;
+	gboolean live; /* a reload applies it; else it takes a restart */
+} HrConfigKey;
+
+#define KEY(name, type, live) {#name, offsetof(HrConfig, name), HR_CONFIG_##type, live}
+static const HrConfigKey hr_config_keys[] = {
+    KEY(vm_socket, STR, FALSE),
+    KEY(api_socket, STR, FALSE),
+    KEY(status_interval_ms, U32, TRUE), /* guests that connect after the reload */
+    KEY(command_timeout_ms, U32, TRUE),
+    KEY(request_timeout_s, U32, TRUE),
+    KEY(request_history, U32, TRUE), /* guests seen for the first time after it */
+    KEY(state_dir, STR, FALSE),
+    KEY(host_root, STR, FALSE),
+    KEY(reservation_tick_ms, U32, FALSE),
+    KEY(reservation_ttl_s, U32, TRUE),
+    KEY(return_high_mark_mb, U64, TRUE),
+    KEY(guest_floor_mb, U64, TRUE),
+    KEY(hold_in_pool, U32, TRUE), /* reservations planned after it */
+    KEY(pool_margin_mb, U64, TRUE),
+    {"host_backing", offsetof(HrConfig, backing), HR_CONFIG_U32, TRUE},
+};
+#undef KEY
+G_STATIC_ASSERT(sizeof(HrBackingMode) == sizeof(guint32) && sizeof(gboolean) == sizeof(guint32));
+
+/* the keys of a [guest:PATTERN] group */
+static const gchar *const hr_config_guest_keys[] = {"donor", "floor_mb", "budget_blocks", NULL};
 
 static void
 hr_guest_policy_free(HrGuestPolicy *policy)
@@ -179,10 +224,10 @@ hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
 		HrGuestPolicy *p;
 		guint64 v;
 
-		if (!g_str_has_prefix(groups[i], "guest:"))
+		if (!g_str_has_prefix(groups[i], GUEST_GROUP_PREFIX))
 			continue;
 		p = g_new0(HrGuestPolicy, 1);
-		p->pattern = g_strdup(groups[i] + strlen("guest:"));
+		p->pattern = g_strdup(groups[i] + strlen(GUEST_GROUP_PREFIX));
 		p->donor = TRUE;
 		p->floor_mb = config->guest_floor_mb;
 		g_ptr_array_add(config->guest_policies, p);
@@ -214,6 +259,56 @@ hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
 	return TRUE;
 }
 
+gchar **
+hr_config_key_names(void)
+{
+	gchar **names = g_new0(gchar *, G_N_ELEMENTS(hr_config_keys) + 1);
+	for (guint i = 0; i < G_N_ELEMENTS(hr_config_keys); i++)
+		names[i] = g_strdup(hr_config_keys[i].key);
+	return names;
+}
+
+static gboolean
+hr_config_is_key(const gchar *key)
+{
+	for (guint i = 0; i < G_N_ELEMENTS(hr_config_keys); i++) {
+		if (g_strcmp0(hr_config_keys[i].key, key) == 0)
+			return TRUE;
+	}
+	return FALSE;
+}
+
+/* a group or a key the daemon does not know is a typo or a setting that would be ignored */
+static gboolean
+hr_config_check_keys(GKeyFile *kf, GError **error)
+{
+	g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
+
+	for (guint i = 0; groups[i] != NULL; i++) {
+		gboolean guest = g_str_has_prefix(groups[i], GUEST_GROUP_PREFIX);
+		g_auto(GStrv) keys = NULL;
+
+		if (!guest && g_strcmp0(groups[i], GROUP) != 0) {
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND,
+				    "unknown group [%s]; hugeroomd knows [" GROUP
+				    "] and [" GUEST_GROUP_PREFIX "PATTERN]",
+				    groups[i]);
+			return FALSE;
+		}
+		keys = g_key_file_get_keys(kf, groups[i], NULL, NULL);
+		for (guint k = 0; keys != NULL && keys[k] != NULL; k++) {
+			if (guest ? g_strv_contains(hr_config_guest_keys, keys[k])
+				  : hr_config_is_key(keys[k]))
+				continue;
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND,
+				    "unknown key '%s' in [%s] (hugeroomd.conf(5) lists every key)",
+				    keys[k], groups[i]);
+			return FALSE;
+		}
+	}
+	return TRUE;
+}
+
 gboolean
 hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError **error)
 {
@@ -230,6 +325,8 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 		g_prefix_error(error, "cannot read config %s: ", path);
 		return FALSE;
 	}
+	if (!hr_config_check_keys(kf, error))
+		goto fail;
 	if (!hr_config_get_path(kf, "vm_socket", &config->vm_socket, error) ||
 	    !hr_config_get_path(kf, "api_socket", &config->api_socket, error))
 		goto fail;
@@ -288,4 +385,58 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 fail:
 	g_prefix_error(error, "config %s: ", path);
 	return FALSE;
+}
+
+static gboolean
+hr_config_policies_equal(GPtrArray *a, GPtrArray *b)
+{
+	if (a->len != b->len)
+		return FALSE;
+	for (guint i = 0; i < a->len; i++) {
+		const HrGuestPolicy *pa = g_ptr_array_index(a, i);
+		const HrGuestPolicy *pb = g_ptr_array_index(b, i);
+		if (g_strcmp0(pa->pattern, pb->pattern) != 0 || pa->donor != pb->donor ||
+		    pa->floor_mb != pb->floor_mb || pa->budget_blocks != pb->budget_blocks)
+			return FALSE;
+	}
+	return TRUE;
+}
+
+void
+hr_config_reload(HrConfig *live, HrConfig *fresh, GPtrArray *applied, GPtrArray *restart)
+{
+	for (guint i = 0; i < G_N_ELEMENTS(hr_config_keys); i++) {
+		const HrConfigKey *k = &hr_config_keys[i];
+		gpointer a = G_STRUCT_MEMBER_P(live, k->offset);
+		gpointer b = G_STRUCT_MEMBER_P(fresh, k->offset);
+		gboolean same;
+
+		switch (k->type) {
+		case HR_CONFIG_STR:
+			same = g_strcmp0(*(gchar **)a, *(gchar **)b) == 0;
+			break;
+		case HR_CONFIG_U32:
+			same = *(guint32 *)a == *(guint32 *)b;
+			break;
+		case HR_CONFIG_U64:
+		default:
+			same = *(guint64 *)a == *(guint64 *)b;
+			break;
+		}
+		if (same)
+			continue;
+		if (!k->live) {
+			g_ptr_array_add(restart, (gpointer)k->key);
+			continue;
+		}
+		g_ptr_array_add(applied, (gpointer)k->key);
+		/* the live keys are numbers: nothing to free */
+		memcpy(a, b, k->type == HR_CONFIG_U32 ? sizeof(guint32) : sizeof(guint64));
+	}
+	if (!hr_config_policies_equal(live->guest_policies, fresh->guest_policies)) {
+		GPtrArray *old = live->guest_policies;
+		live->guest_policies = fresh->guest_policies;
+		fresh->guest_policies = old;
+		g_ptr_array_add(applied, (gpointer) "[" GUEST_GROUP_PREFIX "*]");
+	}
 }

@@ -59,6 +59,17 @@ void
 hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy *policy);
 const gchar *
 hr_backing_mode_to_string(HrBackingMode mode);
+/* the keys of [hugeroomd], in the order hugeroomd.conf lists them */
+gchar **
+hr_config_key_names(void);
+/*
+ * SIGHUP: take from @fresh (just loaded) what can change while the daemon
+ * runs into @live, adding each changed key's name (static strings) to
+ * @applied; the keys that changed but take a restart (sockets, state_dir,
+ * host_root, reservation_tick_ms) go to @restart, and @live keeps them.
+ */
+void
+hr_config_reload(HrConfig *live, HrConfig *fresh, GPtrArray *applied, GPtrArray *restart);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrConfig, hr_config_free)
 
