@@ -32,6 +32,7 @@ typedef struct {
 #define KEY(name, type, live) {#name, offsetof(HrConfig, name), HR_CONFIG_##type, live}
 static const HrConfigKey hr_config_keys[] = {
     KEY(vm_socket, STR, FALSE),
+    KEY(vm_socket_group, STR, FALSE),
     KEY(api_socket, STR, FALSE),
     KEY(status_interval_ms, U32, TRUE), /* guests that connect after the reload */
     KEY(command_timeout_ms, U32, TRUE),
@@ -95,6 +96,7 @@ hr_config_new(void)
 {
 	HrConfig *config = g_new0(HrConfig, 1);
 	config->vm_socket = g_strdup(HR_CONFIG_DEFAULT_VM_SOCKET);
+	config->vm_socket_group = g_strdup(HR_CONFIG_DEFAULT_VM_SOCKET_GROUP);
 	config->api_socket = g_strdup(HR_CONFIG_DEFAULT_API_SOCKET);
 	config->status_interval_ms = HR_CONFIG_DEFAULT_STATUS_INTERVAL_MS;
 	config->command_timeout_ms = 30000;
@@ -119,6 +121,7 @@ hr_config_free(HrConfig *config)
 	if (config == NULL)
 		return;
 	g_free(config->vm_socket);
+	g_free(config->vm_socket_group);
 	g_free(config->api_socket);
 	g_free(config->state_dir);
 	g_free(config->host_root);
@@ -314,6 +317,7 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 {
 	g_autoptr(GKeyFile) kf = g_key_file_new();
 	g_autoptr(GError) error_local = NULL;
+	g_autofree gchar *str = NULL;
 	guint64 v;
 
 	if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &error_local)) {
@@ -328,8 +332,13 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 	if (!hr_config_check_keys(kf, error))
 		goto fail;
 	if (!hr_config_get_path(kf, "vm_socket", &config->vm_socket, error) ||
-	    !hr_config_get_path(kf, "api_socket", &config->api_socket, error))
+	    !hr_config_get_path(kf, "api_socket", &config->api_socket, error) ||
+	    !hr_config_get_string(kf, GROUP, "vm_socket_group", &str, error))
 		goto fail;
+	if (str != NULL) {
+		g_free(config->vm_socket_group);
+		config->vm_socket_group = g_steal_pointer(&str);
+	}
 	v = config->status_interval_ms;
 	if (!hr_config_get_uint(kf, "status_interval_ms", 100, 86400000, TRUE, &v, error))
 		goto fail;

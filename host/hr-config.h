@@ -3,10 +3,13 @@
 
 #include <glib.h>
 
+#include "hr-paths.h"
+
 G_BEGIN_DECLS
 
-#define HR_CONFIG_DEFAULT_PATH "/etc/hugeroom/hugeroomd.conf"
+#define HR_CONFIG_DEFAULT_PATH HR_SYSCONFDIR "/hugeroom/hugeroomd.conf"
 #define HR_CONFIG_DEFAULT_VM_SOCKET "/run/hugeroom/vm.sock"
+#define HR_CONFIG_DEFAULT_VM_SOCKET_GROUP "libvirt-qemu"
 #define HR_CONFIG_DEFAULT_API_SOCKET "/run/hugeroom/api.sock"
 #define HR_CONFIG_DEFAULT_STATUS_INTERVAL_MS 1000
 #define HR_CONFIG_DEFAULT_STATE_DIR "/var/lib/hugeroom"
@@ -28,6 +31,7 @@ typedef struct {
 
 typedef struct {
 	gchar *vm_socket;
+	gchar *vm_socket_group; /* the VM socket's group (QEMU's); "" = the daemon's */
 	gchar *api_socket;
 	guint32 status_interval_ms; /* 0, or 100-86400000 (SPEC 1.4.2) */
 	guint command_timeout_ms;   /* a command unanswered by then is lost */

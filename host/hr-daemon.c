@@ -267,6 +267,7 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 		g_prefix_error(error, "VM socket: ");
 		return FALSE;
 	}
+	hr_socket_set_group(daemon->config->vm_socket, daemon->config->vm_socket_group);
 	daemon->service = g_socket_service_new();
 	if (!g_socket_listener_add_socket(G_SOCKET_LISTENER(daemon->service), daemon->vm_socket,
 					  NULL, error)) {
@@ -296,6 +297,9 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 static void
 hr_daemon_remove_socket(const gchar *path)
 {
+	/* a socket unit's file stays: the next start gets the same socket */
+	if (hr_socket_is_passed(path))
+		return;
 	if (g_unlink(path) != 0 && errno != ENOENT)
 		g_warning("cannot remove %s: %s", path, g_strerror(errno));
 }

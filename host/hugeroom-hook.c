@@ -34,7 +34,7 @@
 #include "hr-config.h"
 #include "hr-libvirt.h"
 
-#define HR_HOOK_DEFAULT_CONFIG "/etc/hugeroom/hook.conf"
+#define HR_HOOK_DEFAULT_CONFIG HR_SYSCONFDIR "/hugeroom/hook.conf"
 #define HR_HOOK_DEFAULT_STATE_DIR "/run/hugeroom/hook"
 /* a best-effort reservation settles at its deadline; allow the daemon a tick or two */
 #define HR_HOOK_SETTLE_S 5

@@ -59,8 +59,17 @@ hr_reload_cb(gpointer user_data)
 	g_autoptr(GPtrArray) restart = g_ptr_array_new();
 	g_autoptr(GError) error = NULL;
 
+	g_autofree gchar *reloading =
+	    g_strdup_printf("RELOADING=1\nMONOTONIC_USEC=%" G_GINT64_FORMAT, g_get_monotonic_time());
+
+	/* the unit is "reloading" until READY=1 */
+	if (!hr_notify(reloading, &error)) {
+		g_warning("%s", error->message);
+		g_clear_error(&error);
+	}
 	if (!hr_load_config(fresh, &error)) {
 		g_warning("reload: %s; keeping the configuration in use", error->message);
+		hr_notify("READY=1\nSTATUS=reload failed: configuration kept", NULL);
 		return G_SOURCE_CONTINUE;
 	}
 	hr_config_reload(config, fresh, applied, restart);
@@ -78,6 +87,7 @@ hr_reload_cb(gpointer user_data)
 			  "(systemctl restart hugeroomd)",
 			  keys);
 	}
+	hr_notify("READY=1\nSTATUS=listening for devices", NULL);
 	return G_SOURCE_CONTINUE;
 }
 
@@ -144,6 +154,7 @@ main(int argc, char **argv)
 		g_warning("%s", error->message);
 		g_clear_error(&error);
 	}
+	hr_notify_watchdog_start();
 	g_main_loop_run(loop);
 	if (!hr_notify("STOPPING=1", &error))
 		g_warning("%s", error->message);

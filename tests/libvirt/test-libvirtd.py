@@ -48,7 +48,8 @@ from hrvm import Failure, log, run, wait_for  # noqa: E402
 
 HOOK_DIR = "/etc/libvirt/hooks/qemu.d"
 HOOK = os.path.join(HOOK_DIR, "hugeroom")
-HOOK_CONF = "/etc/hugeroom/hook.conf"
+# where the built hook reads it: SYSCONFDIR/hugeroom (meson passes it)
+HOOK_CONF = os.environ.get("HUGEROOM_HOOK_CONF", "/etc/hugeroom/hook.conf")
 QEMU_USER = "libvirt-qemu"
 # qemu.conf's group on Debian; QEMU also has its user's groups (kvm)
 QEMU_GROUP = "libvirt-qemu"
