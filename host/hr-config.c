@@ -47,6 +47,7 @@ static const HrConfigKey hr_config_keys[] = {
     KEY(hold_in_pool, U32, TRUE), /* reservations planned after it */
     KEY(pool_margin_mb, U64, TRUE),
     {"host_backing", offsetof(HrConfig, backing), HR_CONFIG_U32, TRUE},
+    KEY(libvirt_uri, STR, FALSE),
 };
 #undef KEY
 G_STATIC_ASSERT(sizeof(HrBackingMode) == sizeof(guint32) && sizeof(gboolean) == sizeof(guint32));
@@ -78,6 +79,8 @@ hr_backing_mode_to_string(HrBackingMode mode)
 void
 hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy *policy)
 {
+	const HrDomainPolicy *domain;
+
 	policy->pattern = NULL;
 	policy->donor = TRUE;
 	policy->floor_mb = config->guest_floor_mb;
@@ -86,9 +89,27 @@ hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy 
 		HrGuestPolicy *p = g_ptr_array_index(config->guest_policies, i);
 		if (g_pattern_match_simple(p->pattern, name)) {
 			*policy = *p;
-			return;
+			break;
 		}
 	}
+	domain = g_hash_table_lookup(config->domain_policies, name);
+	if (domain == NULL)
+		return;
+	if (domain->donor >= 0)
+		policy->donor = domain->donor;
+	if (domain->floor_mb >= 0)
+		policy->floor_mb = domain->floor_mb;
+}
+
+void
+hr_config_set_domain_policy(HrConfig *config, const gchar *name, const HrDomainPolicy *policy)
+{
+	if (policy == NULL) {
+		g_hash_table_remove(config->domain_policies, name);
+		return;
+	}
+	g_hash_table_insert(config->domain_policies, g_strdup(name),
+			    g_memdup2(policy, sizeof(*policy)));
 }
 
 HrConfig *
@@ -112,6 +133,8 @@ hr_config_new(void)
 	config->pool_margin_mb = 256;
 	config->backing = HR_BACKING_SCAN;
 	config->guest_policies = g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_policy_free);
+	config->libvirt_uri = g_strdup(HR_CONFIG_DEFAULT_LIBVIRT_URI);
+	config->domain_policies = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	return config;
 }
 
@@ -126,6 +149,8 @@ hr_config_free(HrConfig *config)
 	g_free(config->state_dir);
 	g_free(config->host_root);
 	g_ptr_array_unref(config->guest_policies);
+	g_free(config->libvirt_uri);
+	g_hash_table_unref(config->domain_policies);
 	g_free(config);
 }
 
@@ -338,6 +363,12 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 	if (str != NULL) {
 		g_free(config->vm_socket_group);
 		config->vm_socket_group = g_steal_pointer(&str);
+	}
+	if (!hr_config_get_string(kf, GROUP, "libvirt_uri", &str, error))
+		goto fail;
+	if (str != NULL) {
+		g_free(config->libvirt_uri);
+		config->libvirt_uri = g_steal_pointer(&str);
 	}
 	v = config->status_interval_ms;
 	if (!hr_config_get_uint(kf, "status_interval_ms", 100, 86400000, TRUE, &v, error))

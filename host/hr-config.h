@@ -13,6 +13,7 @@ G_BEGIN_DECLS
 #define HR_CONFIG_DEFAULT_API_SOCKET "/run/hugeroom/api.sock"
 #define HR_CONFIG_DEFAULT_STATUS_INTERVAL_MS 1000
 #define HR_CONFIG_DEFAULT_STATE_DIR "/var/lib/hugeroom"
+#define HR_CONFIG_DEFAULT_LIBVIRT_URI "qemu:///system"
 
 /* How the planner learns what backs a guest block on the host. */
 typedef enum {
@@ -28,6 +29,15 @@ typedef struct {
 	guint64 floor_mb;      /* free memory the guest must keep */
 	guint budget_blocks;   /* most blocks held from it at once; 0: half its RAM */
 } HrGuestPolicy;
+
+/*
+ * A libvirt domain's own policy (<hugeroom:policy> in its <metadata>, read
+ * by hr-virt), over its [guest:PATTERN] group's.
+ */
+typedef struct {
+	gint donor;	  /* -1: unset, else FALSE or TRUE */
+	gint64 floor_mb;  /* -1: unset */
+} HrDomainPolicy;
 
 typedef struct {
 	gchar *vm_socket;
@@ -49,6 +59,10 @@ typedef struct {
 	guint64 pool_margin_mb;	     /* free memory the pool leaves the node above its high watermark */
 	HrBackingMode backing;
 	GPtrArray *guest_policies; /* HrGuestPolicy, in file order; the first match wins */
+
+	/* libvirt */
+	gchar *libvirt_uri;	     /* where hr-virt looks guests' domains up; "" = nowhere */
+	GHashTable *domain_policies; /* guest name -> HrDomainPolicy; not from the file */
 } HrConfig;
 
 HrConfig *
@@ -58,11 +72,17 @@ hr_config_free(HrConfig *config);
 /* a missing file is not an error when @must_exist is FALSE */
 gboolean
 hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError **error);
-/* the policy of guest @name: its [guest:PATTERN] group, or the defaults */
+/*
+ * The policy of guest @name: its [guest:PATTERN] group, or the defaults,
+ * with its libvirt domain's donor and floor over them.
+ */
 void
 hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy *policy);
 const gchar *
 hr_backing_mode_to_string(HrBackingMode mode);
+/* guest @name's libvirt domain policy (NULL: it has none) */
+void
+hr_config_set_domain_policy(HrConfig *config, const gchar *name, const HrDomainPolicy *policy);
 /* the keys of [hugeroomd], in the order hugeroomd.conf lists them */
 gchar **
 hr_config_key_names(void);

@@ -12,6 +12,7 @@
 #include "hr-device.h"
 #include "hr-prepare.h"
 #include "hr-socket.h"
+#include "hr-virt.h"
 
 /* how often pending commands and vanished QEMU processes are checked */
 #define HR_DAEMON_SWEEP_MS 1000
@@ -22,6 +23,7 @@ struct _HrDaemon {
 	GSocket *vm_socket;
 	HrApi *api;
 	HrPrepare *prepare;
+	HrVirt *virt; /* the guests' libvirt domains; NULL without libvirt */
 	GPtrArray *devices; /* HrDevice, open connections */
 	GPtrArray *guests;  /* HrGuest */
 	guint64 next_guest_id;
@@ -138,6 +140,7 @@ hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *h
 	guest->connected_at = g_date_time_new_now_utc();
 	/* commands sent on the old connection will not be answered */
 	g_hash_table_remove_all(guest->pending);
+	hr_virt_lookup(daemon->virt, guest->uuid, guest->name);
 	return guest;
 }
 
@@ -286,6 +289,7 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 	g_socket_service_start(daemon->service);
 	/* reservations a previous run left resume here */
 	daemon->prepare = hr_prepare_new(daemon);
+	daemon->virt = hr_virt_new(daemon->config);
 	daemon->sweep_id = g_timeout_add(HR_DAEMON_SWEEP_MS, hr_daemon_sweep_cb, daemon);
 	daemon->started = TRUE;
 	g_info("listening for devices on %s, API on %s, status every %u ms",
@@ -310,6 +314,7 @@ hr_daemon_stop(HrDaemon *daemon)
 	g_clear_handle_id(&daemon->sweep_id, g_source_remove);
 	/* first, so that requests the closing devices end tell it nothing */
 	g_clear_pointer(&daemon->prepare, hr_prepare_free);
+	g_clear_pointer(&daemon->virt, hr_virt_free);
 	while (daemon->devices->len > 0)
 		hr_device_close(g_ptr_array_index(daemon->devices, 0), NULL);
 	if (daemon->service != NULL) {

@@ -448,8 +448,9 @@ hr_hook_report_policy(HrHook *hook, const HrLibvirtPolicy *policy)
 		g_string_append_printf(noted, " pcp=%s", policy->pcp);
 	if (noted->len > 0)
 		hr_hook_log(hook, LOG_NOTICE,
-			    "policy%s noted, not applied: hugeroomd takes a guest's donor and "
-			    "floor from its [guest:%s] group, and has no PCP class yet",
+			    "policy%s noted: hugeroomd applies donor and floor itself when it "
+			    "looks up the domain of a guest that connects (libvirt_uri), over its "
+			    "[guest:%s] group; it has no PCP class yet",
 			    noted->str, hook->domain);
 }
 

@@ -39,6 +39,9 @@ fixture_config(Fixture *f, const gchar *tmpl)
 	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
 	f->config->state_dir = g_build_filename(f->tmpdir, "state", NULL);
 	f->config->status_interval_ms = 250;
+	/* fake guests are nobody's domains: leave the host's libvirtd alone */
+	g_free(f->config->libvirt_uri);
+	f->config->libvirt_uri = g_strdup("");
 }
 
 void
