@@ -83,8 +83,8 @@ hr_reload_cb(gpointer user_data)
 	}
 	if (restart->len > 1) {
 		g_autofree gchar *keys = g_strjoinv(", ", (gchar **)restart->pdata);
-		g_warning("reload: %s changed but take effect only when hugeroomd restarts "
-			  "(systemctl restart hugeroomd)",
+		g_warning("reload: changed, but applied only when hugeroomd restarts "
+			  "(systemctl restart hugeroomd): %s",
 			  keys);
 	}
 	hr_notify("READY=1\nSTATUS=listening for devices", NULL);
