@@ -123,8 +123,9 @@ hr_ctl_call(const gchar *method, const gchar *path, const gchar *body, HrCtlExit
 	*code = HR_CTL_EXIT_ERROR;
 	root = hr_client_request(opt_socket, method, path, body, 30, &status, &error);
 	if (root == NULL) {
-		/* a connection or a timeout, not an answer we could not read */
-		if (error->domain == G_IO_ERROR || error->domain == G_RESOLVER_ERROR)
+		/* a connection or a timeout, not an answer we could not read or a bad path */
+		if (error->domain == G_IO_ERROR &&
+		    !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT))
 			*code = HR_CTL_EXIT_UNREACHABLE;
 		if (opt_json)
 			hr_ctl_print_json_error(error->message);

@@ -8,18 +8,7 @@ set -uo pipefail
 
 : "${HUGEROOM_BUILD:?}" "${HR_DOC:?}" "${HR_CONF:?}"
 
-n=0
-failed=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        failed=$((failed + 1))
-        [ -n "${3:-}" ] && printf '%s\n' "$3" | tail -30 | sed 's/^/#   /'
-    fi
-}
+. "$(dirname "$0")/tap.sh"
 
 pages=(hugeroomd.8 hugeroomctl.8 hugeroom-hook.8 hugeroomd.conf.5)
 echo "1..$((${#pages[@]} * 2 + 5))"

@@ -14,18 +14,7 @@ set -uo pipefail
 : "${HUGEROOM_BUILD:?}" "${HR_PREFIX:?}" "${HR_SBINDIR:?}" "${HR_BINDIR:?}" "${HR_LIBEXECDIR:?}"
 : "${HR_SYSCONFDIR:?}" "${HR_MANDIR:?}" "${HR_UNITDIR:?}" "${HR_COMPLETIONSDIR:?}"
 
-n=0
-failed=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $n - $2"
-    else
-        echo "not ok $n - $2"
-        failed=$((failed + 1))
-        [ -n "${3:-}" ] && printf '%s\n' "$3" | tail -30 | sed 's/^/#   /'
-    fi
-}
+. "$(dirname "$0")/tap.sh"
 
 echo "1..12"
 dest=$(mktemp -d /tmp/hugeroom-install-XXXXXX)

@@ -15,18 +15,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vm"))
+from hrvm import Tap  # noqa: E402
 from simharness import SimSetup, build_dir  # noqa: E402
 
-results = []
+tap = Tap()
+check = tap.ok
 
 
-def check(ok, what, detail=""):
-    results.append(bool(ok))
-    print("%s %d - %s" % ("ok" if ok else "not ok", len(results), what), flush=True)
-    if not ok and detail:
-        for line in str(detail).splitlines()[-30:]:
-            print("#   " + line)
-    return ok
 
 
 def wait_log(s, needle, timeout=10):
@@ -58,7 +54,6 @@ def test_unknown_key(s):
 
 
 def main():
-    print("1..6")
     s = SimSetup(extra_config="host_backing=thp")
     try:
         test_unknown_key(s)
@@ -88,9 +83,7 @@ def main():
         check(False, "unexpected %s: %s" % (type(e).__name__, e), s.daemon_log())
     finally:
         s.close()
-    failed = results.count(False)
-    print("# %d passed, %d failed" % (results.count(True), failed))
-    return 1 if failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":

@@ -22,19 +22,15 @@ import time
 import shutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vm"))
+from hrvm import Tap  # noqa: E402
 from simharness import UnixHTTPConnection, build_dir  # noqa: E402
 
+tap = Tap()
+check = tap.ok
+
 WATCHDOG_USEC = 400000
-results = []
 
-
-def check(ok, what, detail=""):
-    results.append(bool(ok))
-    print("%s %d - %s" % ("ok" if ok else "not ok", len(results), what), flush=True)
-    if not ok and detail:
-        for line in str(detail).splitlines()[-30:]:
-            print("#   " + line)
-    return ok
 
 
 class Notify:
@@ -158,7 +154,6 @@ def test_other_pid(d):
 
 
 def main():
-    print("1..8")
     d = tempfile.mkdtemp(prefix="hugeroom-systemd-")
     try:
         test_activated(d)
@@ -167,9 +162,7 @@ def main():
         check(False, "unexpected %s: %s" % (type(e).__name__, e))
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    failed = results.count(False)
-    print("# %d passed, %d failed" % (results.count(True), failed))
-    return 1 if failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":

@@ -17,9 +17,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vm"))
+from hrvm import Tap  # noqa: E402
 from simharness import SimSetup  # noqa: E402
 
-results = []
+tap = Tap()
+check = tap.ok
+
 GUESTS = 4
 SEED = 7
 NS = "https://hugeroom.org/xmlns/1"
@@ -30,14 +34,6 @@ POLICIES = {
     "sim2": "<hugeroom:floor unit='parsec'>1</hugeroom:floor>",
 }
 
-
-def check(ok, what, detail=""):
-    results.append(bool(ok))
-    print("%s %d - %s" % ("ok" if ok else "not ok", len(results), what), flush=True)
-    if not ok and detail:
-        for line in str(detail).splitlines()[-30:]:
-            print("#   " + line)
-    return ok
 
 
 def donors(s, extra_blocks=4000):
@@ -71,7 +67,6 @@ def wait_log(s, needles, timeout=20):
 
 
 def main():
-    print("1..5")
     # without lookups: every guest can donate; learn the simulated guests' UUIDs
     s = SimSetup(extra_config="host_backing=thp")
     try:
@@ -107,9 +102,7 @@ def main():
     finally:
         s.close()
         os.unlink(node)
-    failed = results.count(False)
-    print("# %d passed, %d failed" % (results.count(True), failed))
-    return 1 if failed else 0
+    return tap.done()
 
 
 if __name__ == "__main__":
