@@ -158,6 +158,32 @@ def test_guests(s, names):
           show(rc, out, err))
 
 
+def test_reservations(s):
+    """2 MiB, which the host has free: counted, not compacted (hold_in_pool=false)"""
+    rc, out, err = ctl(s.api_sock, "--json", "prepare", "2M", "--node", "0", "--wait",
+                       "--requester", "test-ctl")
+    j = as_json(out)
+    check(rc == 0 and j is not None and j["state"] == "ready" and not j["partial"] and
+          ("%s ready: 1/1 blocks" % j["id"]) in err,
+          "prepare 2M --wait --json: ready in full, exit 0, progress on stderr",
+          show(rc, out, err))
+    rid = j["id"] if j else "r0"
+    rc, out, err = ctl(s.api_sock, "reservations")
+    rows = [ln.split() for ln in out.splitlines()[1:]]
+    check(rc == 0 and [r[0] for r in rows if r and r[0] == rid] == [rid] and
+          any(r[1] == "ready" and "test-ctl" in r for r in rows),
+          "reservations, human: the ready reservation and its requester", show(rc, out, err))
+    rc, out, err = ctl(s.api_sock, "consume", rid)
+    check(rc == 0 and out.startswith("Reservation:  %s for test-ctl" % rid) and
+          "State:        consumed" in out, "consume ID, human", show(rc, out, err))
+    rc, out, err = ctl(s.api_sock, "--json", "release", rid)
+    j = as_json(out)
+    check(rc == 0 and j is not None and j["id"] == rid, "release ID --json", show(rc, out, err))
+    rc, out, err = ctl(s.api_sock, "consume", rid)
+    check(rc == 1 and rid in err, "consume of a released reservation: exit 1",
+          show(rc, out, err))
+
+
 def test_libvirt_xml(sock):
     rc, out, err = ctl(sock, "--json", "libvirt-xml", "vm1", "--vm-socket", "/run/x/vm.sock")
     j = as_json(out)
@@ -177,6 +203,7 @@ def main():
         test_status(s, names)
         test_plan(s)
         test_guests(s, names)
+        test_reservations(s)
         test_libvirt_xml(s.api_sock)
     except Exception as e:  # a crash is a failure, with the daemon's log
         check(False, "unexpected %s: %s" % (type(e).__name__, e), s.daemon_log())
