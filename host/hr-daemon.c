@@ -10,6 +10,7 @@
 #include "hr-api.h"
 #include "hr-device.h"
 #include "hr-socket.h"
+#include "hr-virt.h"
 
 struct _HrDaemon {
 	HrConfig *config;
@@ -18,6 +19,7 @@ struct _HrDaemon {
 	GSocket *vm_socket;
 	HrApi *api;
 	HrPrepare *prepare;
+	HrVirt *virt; /* the guests' libvirt domains; NULL without libvirt */
 	gboolean started;
 };
 
@@ -52,6 +54,16 @@ hr_daemon_get_prepare(HrDaemon *daemon)
 	return daemon->prepare;
 }
 
+/* a guest that connects: look its libvirt domain up (a thread of hr-virt's) */
+static void
+hr_daemon_core_cb(HrCore *core, const HrEvent *event, gpointer user_data)
+{
+	HrDaemon *daemon = user_data;
+	(void)core;
+	if (event->kind == HR_EVENT_GUEST_CONNECTED)
+		hr_virt_lookup(daemon->virt, event->guest->uuid, event->guest->name);
+}
+
 static gboolean
 hr_daemon_incoming_cb(GSocketService *service,
 		      GSocketConnection *connection,
@@ -78,6 +90,9 @@ hr_daemon_incoming_cb(GSocketService *service,
 static void
 hr_daemon_remove_socket(const gchar *path)
 {
+	/* a socket unit's file stays: the next start gets the same socket */
+	if (hr_socket_is_passed(path))
+		return;
 	if (g_unlink(path) != 0 && errno != ENOENT)
 		g_warning("cannot remove %s: %s", path, g_strerror(errno));
 }
@@ -90,6 +105,7 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 		g_prefix_error(error, "VM socket: ");
 		return FALSE;
 	}
+	hr_socket_set_group(daemon->config->vm_socket, daemon->config->vm_socket_group);
 	daemon->service = g_socket_service_new();
 	if (!g_socket_listener_add_socket(G_SOCKET_LISTENER(daemon->service), daemon->vm_socket,
 					  NULL, error)) {
@@ -110,6 +126,8 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 		return FALSE;
 	}
 	g_socket_service_start(daemon->service);
+	daemon->virt = hr_virt_new(daemon->config);
+	hr_core_listen(daemon->core, hr_daemon_core_cb, daemon);
 	daemon->started = TRUE;
 	g_info("listening for devices on %s, API on %s, status every %u ms",
 	       daemon->config->vm_socket, daemon->config->api_socket,
@@ -123,6 +141,9 @@ hr_daemon_stop(HrDaemon *daemon)
 	/* the API and the executor first: the closing devices' events tell them nothing */
 	g_clear_pointer(&daemon->api, hr_api_free);
 	g_clear_pointer(&daemon->prepare, hr_prepare_free);
+	if (daemon->started)
+		hr_core_unlisten(daemon->core, hr_daemon_core_cb, daemon);
+	g_clear_pointer(&daemon->virt, hr_virt_free);
 	hr_core_close_devices(daemon->core);
 	if (daemon->service != NULL) {
 		g_socket_service_stop(daemon->service);

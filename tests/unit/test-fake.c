@@ -42,6 +42,9 @@ fixture_config(Fixture *f, const gchar *tmpl)
 	/* the fake devices are this test program, not QEMU */
 	g_strfreev(f->config->qemu_executables);
 	f->config->qemu_executables = g_strsplit("*", ";", -1);
+	/* fake guests are nobody's domains: leave the host's libvirtd alone */
+	g_free(f->config->libvirt_uri);
+	f->config->libvirt_uri = g_strdup("");
 }
 
 void

@@ -958,13 +958,13 @@ test_cli_wait(Fixture *f, gconstpointer data)
 	g_clear_object(&proc);
 	g_clear_pointer(&cmd, hr_cmd_free);
 
-	/* a partial capture: the summary, and exit 3 (ended short) */
+	/* a partial capture: the summary, and exit 4 (ended short) */
 	proc = ctl_start(f, &p, capture);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_CAPTURE);
 	send_msg(dev, make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id,
 				  VIRTIO_HUGEROOM_S_PARTIAL, 3, 1, 0));
 	wait_for(cond_proc_done, &p, "hugeroomctl capture --wait");
-	g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 3);
+	g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 4);
 	assert_has(p.err, "capture request ");
 	assert_has(p.out, "State:        partial (guest status partial)\n");
 	assert_has(p.out, "Blocks:       1 freed of 3 tried\n");
