@@ -51,7 +51,7 @@ static const HrConfigKey hr_config_keys[] = {
     {"host_backing", offsetof(HrConfig, backing), HR_CONFIG_U32, TRUE},
     KEY(libvirt_uri, STR, FALSE),
     /* peers, bounds and restart (hr_config_load_limits) */
-    {"qemu_user", offsetof(HrConfig, qemu_uid), HR_CONFIG_U32, FALSE},
+    KEY(qemu_user, STR, FALSE),
     KEY(qemu_executables, STRV, FALSE),
     KEY(hello_timeout_ms, U32, FALSE),
     KEY(max_connections, U32, FALSE),
@@ -134,6 +134,8 @@ hr_config_set_domain_policy(HrConfig *config, const gchar *name, const HrDomainP
 
 static void
 hr_config_limits_init(HrConfig *config);
+static gboolean
+hr_config_resolve_users(HrConfig *config, gboolean from_file, GError **error);
 
 HrConfig *
 hr_config_new(void)
@@ -180,6 +182,8 @@ hr_config_free(HrConfig *config)
 	g_free(config->api_tls_key);
 	g_free(config->api_tokens);
 	g_strfreev(config->qemu_executables);
+	g_free(config->qemu_user);
+	g_array_unref(config->qemu_uids);
 	g_free(config->libvirt_uri);
 	g_hash_table_unref(config->domain_policies);
 	g_free(config);
@@ -355,7 +359,10 @@ hr_config_get_api(GKeyFile *kf, HrConfig *config, GError **error)
 static void
 hr_config_limits_init(HrConfig *config)
 {
-	config->qemu_uid = 0;
+	config->qemu_user = g_strdup(HR_CONFIG_DEFAULT_QEMU_USER);
+	config->qemu_uids = g_array_new(FALSE, FALSE, sizeof(guint));
+	/* root is always there, so the default never names nobody */
+	hr_config_resolve_users(config, FALSE, NULL);
 	config->qemu_executables = g_strsplit("*/qemu-system-*;*/qemu-kvm", ";", -1);
 	config->hello_timeout_ms = 5000;
 	config->max_connections = 2048;
@@ -367,32 +374,69 @@ hr_config_limits_init(HrConfig *config)
 	config->return_orphans = TRUE;
 }
 
-/* qemu_user=NAME or a numeric uid */
+/*
+ * qemu_user=USER;USER...: names or numeric uids. A name this host lacks
+ * is skipped (with a warning, but for libvirt-qemu: no libvirt here); a
+ * list that names nobody is an error.
+ */
 static gboolean
-hr_config_get_user(GKeyFile *kf, guint *uid, GError **error)
+hr_config_resolve_users(HrConfig *config, gboolean from_file, GError **error)
+{
+	g_auto(GStrv) users = NULL;
+
+	g_array_set_size(config->qemu_uids, 0);
+	users = g_strsplit(config->qemu_user, ";", -1);
+	for (guint i = 0; users[i] != NULL; i++) {
+		const gchar *user = g_strstrip(users[i]);
+		struct passwd *pw;
+		guint64 v;
+		guint uid;
+
+		if (*user == '\0')
+			continue;
+		if (g_ascii_string_to_unsigned(user, 10, 0, G_MAXUINT32 - 1, &v, NULL)) {
+			uid = v;
+		} else if ((pw = getpwnam(user)) != NULL) {
+			uid = pw->pw_uid;
+		} else {
+			/* libvirt-qemu exists only where libvirt is installed */
+			if (from_file && g_strcmp0(user, "libvirt-qemu") != 0)
+				g_warning("qemu_user: %s is no user on this host: skipped", user);
+			continue;
+		}
+		g_array_append_val(config->qemu_uids, uid);
+	}
+	if (config->qemu_uids->len == 0) {
+		g_set_error_literal(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+				    "qemu_user names no user of this host: no QEMU could connect "
+				    "(libvirt's QEMU runs as libvirt-qemu on Debian)");
+		return FALSE;
+	}
+	return TRUE;
+}
+
+static gboolean
+hr_config_get_users(GKeyFile *kf, HrConfig *config, GError **error)
 {
 	g_autofree gchar *str = NULL;
-	struct passwd *pw;
-	guint64 v;
 
 	if (!hr_config_get_string(kf, GROUP, "qemu_user", &str, error))
 		return FALSE;
 	if (str == NULL)
 		return TRUE;
-	if (g_ascii_string_to_unsigned(str, 10, 0, G_MAXUINT32 - 1, &v, NULL)) {
-		*uid = v;
-		return TRUE;
+	g_free(config->qemu_user);
+	config->qemu_user = g_steal_pointer(&str);
+	return hr_config_resolve_users(config, TRUE, error);
+}
+
+gboolean
+hr_config_qemu_uid_ok(const HrConfig *config, guint uid)
+{
+	for (guint i = 0; i < config->qemu_uids->len; i++) {
+		if (g_array_index(config->qemu_uids, guint, i) == uid)
+			return TRUE;
 	}
-	pw = getpwnam(str);
-	if (pw == NULL) {
-		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-			    "qemu_user=%s is no user on this host (libvirt's QEMU runs as "
-			    "libvirt-qemu on Debian)",
-			    str);
-		return FALSE;
-	}
-	*uid = pw->pw_uid;
-	return TRUE;
+	return FALSE;
 }
 
 static gboolean
@@ -430,7 +474,7 @@ hr_config_load_limits(GKeyFile *kf, HrConfig *config, GError **error)
 	g_autofree gchar *exes = NULL;
 	guint64 v;
 
-	if (!hr_config_get_user(kf, &config->qemu_uid, error))
+	if (!hr_config_get_users(kf, config, error))
 		return FALSE;
 	if (!hr_config_get_string(kf, GROUP, "qemu_executables", &exes, error))
 		return FALSE;

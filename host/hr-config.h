@@ -68,7 +68,8 @@ typedef struct {
 	gchar *api_tls_key;
 	gchar *api_tokens; /* bearer tokens for api_listen: "admin|read TOKEN" lines */
 	/* peers, bounds and restart (hr_config_load_limits()) */
-	guint qemu_uid;		   /* SO_PEERCRED uid of QEMU (qemu_user=NAME|UID) */
+	gchar *qemu_user;	   /* "USER;USER...": who QEMU runs as */
+	GArray *qemu_uids;	   /* guint: qemu_user's uids, SO_PEERCRED must be one */
 	gchar **qemu_executables;  /* globs a peer's /proc/PID/exe must match */
 	guint hello_timeout_ms;	   /* a connection without HELLO by then is closed */
 	guint max_connections;	   /* VM socket connections at once */
@@ -83,8 +84,14 @@ typedef struct {
 	GHashTable *domain_policies; /* guest name -> HrDomainPolicy; not from the file */
 } HrConfig;
 
+/* root and libvirt's QEMU user (Debian's libvirt-qemu), where it exists */
+#define HR_CONFIG_DEFAULT_QEMU_USER "root;libvirt-qemu"
+
 HrConfig *
 hr_config_new(void);
+/* may a VM socket peer running as @uid be QEMU (qemu_user)? */
+gboolean
+hr_config_qemu_uid_ok(const HrConfig *config, guint uid);
 void
 hr_config_free(HrConfig *config);
 /* a missing file is not an error when @must_exist is FALSE */

@@ -90,6 +90,7 @@ typedef struct {
 
 struct _HrPrepare {
 	HrCore *core;
+	guint submitting; /* inside submit(): our requests' events */
 	const HrConfig *config;
 	HrReservationStore *store;
 	HrPlannerParams params;
@@ -200,6 +201,37 @@ reservation_changed_cb(HrReservation *r, gpointer user_data)
 	hr_core_emit(p->core, HR_EVENT_RESERVATION_CHANGED, NULL, r);
 }
 
+static gboolean
+executor_request(HrPrepare *p, guint64 request_id);
+
+/*
+ * An operator's evacuation or capture (the API's, not ours) owns what it
+ * holds. It goes into the ledger as soon as it is sent, before the guest
+ * holds anything, so that a daemon killed meanwhile finds it on restart
+ * and the blocks the guest resyncs then stay the operator's.
+ */
+static void
+note_api_request(HrPrepare *p, HrGuest *guest, HrRequest *request)
+{
+	if (guest == NULL || p->submitting > 0 || request->kind == HR_REQUEST_RETURN ||
+	    (request->state != HR_REQUEST_SENT && request->state != HR_REQUEST_RUNNING) ||
+	    executor_request(p, request->id))
+		return;
+	hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
+}
+
+/* our own requests: the events they raise while submitted are not the API's */
+static HrRequest *
+submit(HrPrepare *p, HrGuest *guest, const HrRequestParams *params, GError **error)
+{
+	HrRequest *request;
+
+	p->submitting++;
+	request = hr_core_submit(p->core, guest, params, error);
+	p->submitting--;
+	return request;
+}
+
 /* the core tells us of held sets that change and of guests it forgets */
 static void
 core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
@@ -208,6 +240,8 @@ core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 	(void)core;
 	if (event->kind == HR_EVENT_HELD_CHANGED)
 		hr_prepare_held_changed(p, event->guest);
+	else if (event->kind == HR_EVENT_REQUEST_CHANGED)
+		note_api_request(p, event->guest, event->request);
 	else if (event->kind == HR_EVENT_GUEST_REMOVED)
 		hr_prepare_forget_guest(p, event->guest);
 }
@@ -880,7 +914,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			op->returning = g_array_new(FALSE, FALSE, sizeof(guint64));
 			g_array_append_vals(op->returning, params.gpas, params.nr_gpas);
 			op->submitting = TRUE;
-			request = hr_core_submit(p->core, guest, &params, &error);
+			request = submit(p, guest, &params, &error);
 			op->submitting = FALSE;
 			if (request == NULL) {
 				/* they stay holds: the next tick tries again */
@@ -1406,7 +1440,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	params.notify = donate_notify;
 	params.notify_data = op;
 	op->submitting = TRUE;
-	request = hr_core_submit(p->core, guest, &params, &error);
+	request = submit(p, guest, &params, &error);
 	op->submitting = FALSE;
 	if (request == NULL) {
 		set_step_state(s, "failed", error->message);
@@ -1588,7 +1622,7 @@ return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 		params.kind = HR_REQUEST_RETURN;
 		params.gpas = &g_array_index(orphans, guint64, off);
 		params.nr_gpas = MIN(orphans->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
-		if (hr_core_submit(p->core, guest, &params, &error) == NULL) {
+		if (submit(p, guest, &params, &error) == NULL) {
 			g_warning("%s: cannot return %u blocks nobody owns: %s", guest->name,
 				  params.nr_gpas, error->message);
 			return;
@@ -1602,6 +1636,58 @@ return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 	}
 	g_message("%s: %u held blocks no reservation or request owns: returned", guest->name,
 		  orphans->len);
+}
+
+/*
+ * Is @other the same VM as @guest in another QEMU process: the source of a
+ * live migration to @guest (same non-zero UUID and name)? Only migration
+ * brings held blocks into a new process (SPEC 2.9), so a block @guest's
+ * resync lists that @other owned moves to @guest with its owner.
+ */
+static gboolean
+migration_twin(HrGuest *guest, HrGuest *other)
+{
+	static const guint8 zero[16];
+	return other != guest && memcmp(guest->uuid_bytes, zero, 16) != 0 &&
+	       memcmp(guest->uuid_bytes, other->uuid_bytes, 16) == 0 &&
+	       g_strcmp0(guest->name, other->name) == 0;
+}
+
+/* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */
+static gboolean
+adopt_from_twin(HrPrepare *p, HrGuest *guest, guint64 gpa)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *other = g_ptr_array_index(guests, i);
+		if (!migration_twin(guest, other))
+			continue;
+		if (hr_reservation_store_ledger_has(p->store, other->key, gpa, 0)) {
+			hr_reservation_store_ledger_add(p->store, guest->key, gpa, 0);
+			g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration from pid "
+			       "%d, still the operator's",
+			       guest->name, gpa, other->pid);
+			return TRUE;
+		}
+		for (guint j = 0; j < list->len; j++) {
+			HrReservation *r = g_ptr_array_index(list, j);
+			for (guint k = 0; k < r->holds->len; k++) {
+				HrReservationHold *h = g_ptr_array_index(r->holds, k);
+				if (h->gpa != gpa || g_strcmp0(h->guest_key, other->key) != 0)
+					continue;
+				g_free(h->guest_key);
+				h->guest_key = g_strdup(guest->key);
+				hr_reservation_touch(p->store, r);
+				g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration "
+				       "from pid %d, still reservation %s's",
+				       guest->name, gpa, other->pid, r->id);
+				return TRUE;
+			}
+		}
+	}
+	return FALSE;
 }
 
 static void
@@ -1639,6 +1725,17 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 		it = interrupted_for(p, guest, b);
 		if (it != NULL) {
 			interrupted_claim(p, it, guest, b->gpa);
+			continue;
+		}
+		if (adopt_from_twin(p, guest, b->gpa))
+			continue;
+		/*
+		 * resynced after a restart while an operator's request of the
+		 * previous daemon ran (its HOLDs went unseen): the operator's
+		 */
+		if (b->request_id == 0 &&
+		    hr_reservation_store_ledger_has_requests(p->store, guest->key)) {
+			hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
 			continue;
 		}
 		g_array_append_val(orphans, b->gpa);

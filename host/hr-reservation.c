@@ -379,6 +379,23 @@ hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_ke
 	return entries != NULL && g_hash_table_contains(entries, entry);
 }
 
+gboolean
+hr_reservation_store_ledger_has_requests(HrReservationStore *store, const gchar *guest_key)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	GHashTableIter iter;
+	const gchar *entry;
+
+	if (entries == NULL)
+		return FALSE;
+	g_hash_table_iter_init(&iter, entries);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&entry, NULL)) {
+		if (g_str_has_prefix(entry, "r:"))
+			return TRUE;
+	}
+	return FALSE;
+}
+
 void
 hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_key,
 				 GHashTable *held, gboolean (*is_live)(guint64 request_id,

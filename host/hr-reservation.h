@@ -157,6 +157,9 @@ hr_reservation_store_ledger_add(HrReservationStore *store, const gchar *guest_ke
 gboolean
 hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
 				guint64 request_id);
+/* does the API have a request of @guest_key's that runs (or ran when we stopped)? */
+gboolean
+hr_reservation_store_ledger_has_requests(HrReservationStore *store, const gchar *guest_key);
 /*
  * Drop @guest_key's blocks that are not in @held (gpa -> anything) and its
  * requests @is_live says are over; saves when something went.

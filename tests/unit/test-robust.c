@@ -222,7 +222,11 @@ test_peer_self(void)
 static void
 config_other_uid(HrConfig *config)
 {
-	config->qemu_uid = 4242;
+	guint uid = 4242;
+	g_free(config->qemu_user);
+	config->qemu_user = g_strdup("4242");
+	g_array_set_size(config->qemu_uids, 0);
+	g_array_append_val(config->qemu_uids, uid);
 }
 
 /* a peer that does not run as QEMU's user is refused before a frame */
@@ -231,7 +235,7 @@ test_peer_uid(Fixture *f, gconstpointer data)
 {
 	g_autoptr(FakeDevice) dev = fake_connect(f);
 	(void)data;
-	assert_refused(f, dev, "not as QEMU's uid 4242");
+	assert_refused(f, dev, "not as QEMU's user (qemu_user=4242");
 }
 
 static void
