@@ -10,6 +10,8 @@
 #include "hr-api.h"
 
 #include <libsoup/soup.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 
 #include "hr-api-auth.h"
@@ -972,9 +974,6 @@ hr_api_message_role(HrApi *api, SoupServerMessage *msg)
 		if (why == NULL)
 			return GPOINTER_TO_INT(g_object_get_data(G_OBJECT(remote),
 								 HR_API_ROLE_KEY));
-		/* the peer gets nothing else from us */
-		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
-					     "Connection", "close");
 		hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "forbidden",
 				   "%s: run it as root, as the user hugeroomd runs as, or as a "
 				   "member of api_group or api_read_group",
@@ -1012,8 +1011,17 @@ hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTabl
 	SoupMessageBody *body = soup_server_message_get_request_body(msg);
 	g_auto(GStrv) segments = g_strsplit(path, "/", -1);
 	g_autoptr(GString) allow = g_string_new(NULL);
-	HrApiRole role = hr_api_message_role(api, msg);
+	HrApiRole role;
 
+	/*
+	 * libsoup 3.2 closes a connection it was handed as a stream after its
+	 * first answer (it keeps one open only for its own listeners, and those
+	 * never notice an idle client leave: an fd per connection); saying so
+	 * spares clients a reset on their next request.
+	 */
+	soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+				     "close");
+	role = hr_api_message_role(api, msg);
 	if (role == HR_API_ROLE_NONE)
 		return;
 	if ((body != NULL && body->length > HR_API_MAX_BODY) ||
@@ -1205,7 +1213,14 @@ hr_api_tcp_incoming_cb(GSocketService *service, GSocketConnection *connection, G
 	(void)service;
 	(void)source;
 
-	tls = g_tls_server_connection_new(G_IO_STREAM(connection), api->certificate, &error);
+	/* the handshake's small writes must not wait for delayed ACKs */
+	g_socket_set_option(g_socket_connection_get_socket(connection), IPPROTO_TCP, TCP_NODELAY,
+			    TRUE, NULL);
+	/* no client certificates: without a database none is read per connection */
+	tls = g_initable_new(g_tls_backend_get_server_connection_type(g_tls_backend_get_default()),
+			     NULL, &error, "base-io-stream", connection, "certificate",
+			     api->certificate, "database", NULL, "require-close-notify", FALSE,
+			     NULL);
 	if (tls == NULL) {
 		g_warning("TLS on an API connection: %s", error->message);
 		return TRUE;
@@ -1294,6 +1309,7 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 	}
 	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
 		return FALSE;
+
 	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_incoming_cb), api);
 	g_socket_service_start(service);
 	api->service = g_steal_pointer(&service);

@@ -22,12 +22,12 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sim"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simharness  # noqa: E402
+from apiharness import ADMIN_TOKEN, READ_TOKEN, free_port, make_tls, tls_config  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPENAPI = os.path.join(HERE, "..", "..", "host", "openapi.json")
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
-READ_TOKEN = "read-token-0123456789abcdef"
 # groups every Debian system has
 ADMIN_GROUP, ADMIN_GID = "users", 100
 READ_GROUP, READ_GID = "nogroup", 65534
@@ -107,32 +107,6 @@ def expect(result, status, code=None):
     return data
 
 
-def make_tls(d):
-    """A CA and a server certificate for 127.0.0.1 signed by it."""
-    def ssl(*args):
-        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, cwd=d)
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-        "-days", "2", "-subj", "/CN=hugeroom test CA")
-    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-        "-subj", "/CN=127.0.0.1")
-    with open(os.path.join(d, "san.ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
-    tokens = os.path.join(d, "tokens")
-    fd = os.open(tokens, os.O_WRONLY | os.O_CREAT, 0o600)
-    os.write(fd, ("# test tokens\nadmin %s\nread %s\n" % (ADMIN_TOKEN, READ_TOKEN)).encode())
-    os.close(fd)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Env:
     def __init__(self):
         self.tls_dir = tempfile.mkdtemp(prefix="hugeroom-api-tls-")
@@ -140,9 +114,8 @@ class Env:
         self.port = free_port()
         t = self.tls_dir
         self.sim = simharness.SimSetup(extra_config=(
-            "api_group=%s\napi_read_group=%s\napi_listen=127.0.0.1:%d\n"
-            "api_tls_cert=%s/server.pem\napi_tls_key=%s/server.key\napi_tokens=%s/tokens\n"
-            % (ADMIN_GROUP, READ_GROUP, self.port, t, t, t)))
+            "api_group=%s\napi_read_group=%s\n%s"
+            % (ADMIN_GROUP, READ_GROUP, tls_config(t, self.port))))
         # the other users must reach the socket in the test's directory
         os.chmod(self.sim.dir, 0o755)
         self.sim.start_guests(2, 1, extra=SIM_ARGS)
