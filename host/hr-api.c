@@ -745,16 +745,17 @@ hr_api_reservation(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar 
 		hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
 }
 
+/* release (cancel) or consume the reservation the path names */
 static void
-hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+hr_api_reservation_act(HrApi *api, SoupServerMessage *msg, const gchar *id,
+		       gboolean (*act)(HrPrepare *, const gchar *, GError **))
 {
 	g_autoptr(GError) error = NULL;
-	HrReservation *r = hr_api_find_reservation(api, msg, args[0]);
-	(void)query;
+	HrReservation *r = hr_api_find_reservation(api, msg, id);
 
 	if (r == NULL)
 		return;
-	if (!hr_prepare_release(api->prepare, r->id, &error)) {
+	if (!act(api->prepare, r->id, &error)) {
 		hr_api_reply_reservation_gerror(msg, error);
 		return;
 	}
@@ -762,19 +763,17 @@ hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query
 }
 
 static void
+hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_reservation_act(api, msg, args[0], hr_prepare_release);
+}
+
+static void
 hr_api_reservation_consume(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	g_autoptr(GError) error = NULL;
-	HrReservation *r = hr_api_find_reservation(api, msg, args[0]);
 	(void)query;
-
-	if (r == NULL)
-		return;
-	if (!hr_prepare_consume(api->prepare, r->id, &error)) {
-		hr_api_reply_reservation_gerror(msg, error);
-		return;
-	}
-	hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
+	hr_api_reservation_act(api, msg, args[0], hr_prepare_consume);
 }
 
 /* @node from hr_prepare_*_json(), or NULL with @error */
