@@ -402,8 +402,34 @@ def test_metrics_promtool(env):
     assert r.returncode == 0, "promtool: %s %s" % (r.stdout[-2000:], r.stderr[-2000:])
 
 
+def test_config_refused(env):
+    """A network API without TLS and tokens, or with tokens others can read, never starts."""
+    d = tempfile.mkdtemp(prefix="hugeroom-api-conf-")
+    try:
+        tokens = os.path.join(d, "tokens")
+        with open(tokens, "w") as f:
+            f.write("admin %s\n" % ADMIN_TOKEN)
+        os.chmod(tokens, 0o644)
+        t = env.tls_dir
+        for extra, want in [
+                ("api_listen=127.0.0.1:%d\n" % free_port(), "needs api_tls_cert"),
+                ("api_listen=127.0.0.1:%d\napi_tls_cert=%s/server.pem\napi_tls_key=%s/server.key\n"
+                 "api_tokens=%s\n" % (free_port(), t, t, tokens), "readable by everyone"),
+                ("api_group=no-such-group-hr\n", "no-such-group-hr")]:
+            conf = os.path.join(d, "c.conf")
+            with open(conf, "w") as f:
+                f.write("[hugeroomd]\nstate_dir=%s\n%s" % (d, extra))
+            r = subprocess.run([env.sim.daemon_bin, "-c", conf, "-f",
+                                "--vm-socket", os.path.join(d, "vm.sock"),
+                                "--api-socket", os.path.join(d, "api.sock")],
+                               capture_output=True, text=True, timeout=20)
+            assert r.returncode == 1 and want in r.stderr, (extra, r.returncode, r.stderr[-500:])
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
 def main():
-    tests = [test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
+    tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
              test_metrics_promtool, test_slow_clients]
     if os.geteuid() != 0:
         print("1..0 # the access matrix runs curl as other users: needs root")
