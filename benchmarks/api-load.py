@@ -130,6 +130,10 @@ def main():
         base = wrk(url, args.seconds, args.connections, READ_ROUTES, tls)
         rss_base = s.rss_kib()
 
+        # let the daemon finish with wrk's connections: hr-simguest's 100
+        # connects come at once and do not retry a full listen backlog
+        time.sleep(3)
+        s.api("GET", "/v1/guests")
         s.start_guests(args.guests, 4, prefix="load")
         s.wait_statuses(args.guests + 1, timeout=120)
         reader = EventReader(s.api_sock)
