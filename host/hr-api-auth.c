@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 
-#define G_LOG_DOMAIN "HrApi"
+#define G_LOG_DOMAIN "HrApiAuth"
 
 #include "hr-api-auth.h"
 

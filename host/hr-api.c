@@ -10,6 +10,8 @@
 #include "hr-api.h"
 
 #include <libsoup/soup.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 
 #include "hr-api-auth.h"
@@ -21,6 +23,8 @@
 
 /* a body larger than this is refused with 413 */
 #define HR_API_MAX_BODY (64 * 1024)
+/* GET /v1/host answers from a read at most this old */
+#define HR_API_HOST_MAX_AGE_US (250 * 1000)
 /* a connection that sends nothing for this long is closed */
 #define HR_API_IDLE_TIMEOUT_S 15
 
@@ -38,6 +42,9 @@ struct _HrApi {
 	gid_t read_gid;
 	HrMetrics *metrics;
 	HrMetricsHistogram *latency; /* request handling, by route */
+	JsonNode *host;		     /* GET /v1/host's answer, read at host_read_at */
+	gint64 host_read_at;
+	guint host_generation; /* of the config it was read with */
 };
 
 typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query,
@@ -743,16 +750,17 @@ hr_api_reservation(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar 
 		hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
 }
 
+/* release (cancel) or consume the reservation the path names */
 static void
-hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+hr_api_reservation_act(HrApi *api, SoupServerMessage *msg, const gchar *id,
+		       gboolean (*act)(HrPrepare *, const gchar *, GError **))
 {
 	g_autoptr(GError) error = NULL;
-	HrReservation *r = hr_api_find_reservation(api, msg, args[0]);
-	(void)query;
+	HrReservation *r = hr_api_find_reservation(api, msg, id);
 
 	if (r == NULL)
 		return;
-	if (!hr_prepare_release(api->prepare, r->id, &error)) {
+	if (!act(api->prepare, r->id, &error)) {
 		hr_api_reply_reservation_gerror(msg, error);
 		return;
 	}
@@ -760,19 +768,17 @@ hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query
 }
 
 static void
+hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_reservation_act(api, msg, args[0], hr_prepare_release);
+}
+
+static void
 hr_api_reservation_consume(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	g_autoptr(GError) error = NULL;
-	HrReservation *r = hr_api_find_reservation(api, msg, args[0]);
 	(void)query;
-
-	if (r == NULL)
-		return;
-	if (!hr_prepare_consume(api->prepare, r->id, &error)) {
-		hr_api_reply_reservation_gerror(msg, error);
-		return;
-	}
-	hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
+	hr_api_reservation_act(api, msg, args[0], hr_prepare_consume);
 }
 
 /* @node from hr_prepare_*_json(), or NULL with @error */
@@ -787,14 +793,33 @@ hr_api_reply_prepare_json(SoupServerMessage *msg, JsonNode *node, const GError *
 	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
+/*
+ * Reading the host takes the main loop 15-20 ms (/proc/pagetypeinfo on a
+ * 24 GiB host): many clients share one read per HR_API_HOST_MAX_AGE_US.
+ */
 static void
 hr_api_host(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
 	g_autoptr(GError) error = NULL;
-	g_autoptr(JsonNode) node = hr_prepare_host_json(api->prepare, &error);
+	gint64 now = g_get_monotonic_time();
+	const HrConfig *config = hr_core_get_config(api->core);
 	(void)query;
 	(void)args;
-	hr_api_reply_prepare_json(msg, node, error);
+
+	/* a reload (host_backing) shows at once */
+	if (api->host == NULL || now - api->host_read_at > HR_API_HOST_MAX_AGE_US ||
+	    api->host_generation != config->generation) {
+		JsonNode *node = hr_prepare_host_json(api->prepare, &error);
+		if (node == NULL) {
+			hr_api_reply_prepare_json(msg, NULL, error);
+			return;
+		}
+		g_clear_pointer(&api->host, json_node_unref);
+		api->host = node;
+		api->host_read_at = now;
+		api->host_generation = config->generation;
+	}
+	hr_api_reply_prepare_json(msg, api->host, NULL);
 }
 
 /* POST /v1/plan: what the planner would do for a reservation, without doing it */
@@ -972,9 +997,6 @@ hr_api_message_role(HrApi *api, SoupServerMessage *msg)
 		if (why == NULL)
 			return GPOINTER_TO_INT(g_object_get_data(G_OBJECT(remote),
 								 HR_API_ROLE_KEY));
-		/* the peer gets nothing else from us */
-		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
-					     "Connection", "close");
 		hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "forbidden",
 				   "%s: run it as root, as the user hugeroomd runs as, or as a "
 				   "member of api_group or api_read_group",
@@ -1012,8 +1034,17 @@ hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTabl
 	SoupMessageBody *body = soup_server_message_get_request_body(msg);
 	g_auto(GStrv) segments = g_strsplit(path, "/", -1);
 	g_autoptr(GString) allow = g_string_new(NULL);
-	HrApiRole role = hr_api_message_role(api, msg);
+	HrApiRole role;
 
+	/*
+	 * libsoup 3.2 closes a connection it was handed as a stream after its
+	 * first answer (it keeps one open only for its own listeners, and those
+	 * never notice an idle client leave: an fd per connection); saying so
+	 * spares clients a reset on their next request.
+	 */
+	soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+				     "close");
+	role = hr_api_message_role(api, msg);
 	if (role == HR_API_ROLE_NONE)
 		return;
 	if ((body != NULL && body->length > HR_API_MAX_BODY) ||
@@ -1139,6 +1170,7 @@ hr_api_free(HrApi *api)
 	hr_api_tokens_free(api->tokens);
 	hr_metrics_histogram_free(api->latency);
 	hr_metrics_free(api->metrics);
+	g_clear_pointer(&api->host, json_node_unref);
 	g_free(api);
 }
 
@@ -1205,7 +1237,14 @@ hr_api_tcp_incoming_cb(GSocketService *service, GSocketConnection *connection, G
 	(void)service;
 	(void)source;
 
-	tls = g_tls_server_connection_new(G_IO_STREAM(connection), api->certificate, &error);
+	/* the handshake's small writes must not wait for delayed ACKs */
+	g_socket_set_option(g_socket_connection_get_socket(connection), IPPROTO_TCP, TCP_NODELAY,
+			    TRUE, NULL);
+	/* no client certificates: without a database none is read per connection */
+	tls = g_initable_new(g_tls_backend_get_server_connection_type(g_tls_backend_get_default()),
+			     NULL, &error, "base-io-stream", connection, "certificate",
+			     api->certificate, "database", NULL, "require-close-notify", FALSE,
+			     NULL);
 	if (tls == NULL) {
 		g_warning("TLS on an API connection: %s", error->message);
 		return TRUE;
@@ -1294,6 +1333,7 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 	}
 	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
 		return FALSE;
+
 	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_incoming_cb), api);
 	g_socket_service_start(service);
 	api->service = g_steal_pointer(&service);

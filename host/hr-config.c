@@ -698,4 +698,6 @@ hr_config_reload(HrConfig *live, HrConfig *fresh, GPtrArray *applied, GPtrArray 
 		fresh->guest_policies = old;
 		g_ptr_array_add(applied, (gpointer) "[" GUEST_GROUP_PREFIX "*]");
 	}
+	if (applied->len > 0)
+		live->generation++;
 }

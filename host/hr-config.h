@@ -59,6 +59,7 @@ typedef struct {
 	guint64 pool_margin_mb;	     /* free memory the pool leaves the node above its high watermark */
 	HrBackingMode backing;
 	GPtrArray *guest_policies; /* HrGuestPolicy, in file order; the first match wins */
+	guint generation; /* bumped by every reload that applies something */
 
 	/* API access beyond root and our own uid (host/API.md "Access") */
 	gchar *api_group;      /* Unix socket: this group's members are admins */

@@ -22,12 +22,12 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sim"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import simharness  # noqa: E402
+from apiharness import ADMIN_TOKEN, READ_TOKEN, free_port, make_tls, tls_config  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OPENAPI = os.path.join(HERE, "..", "..", "host", "openapi.json")
-ADMIN_TOKEN = "admin-token-0123456789abcdef"
-READ_TOKEN = "read-token-0123456789abcdef"
 # groups every Debian system has
 ADMIN_GROUP, ADMIN_GID = "users", 100
 READ_GROUP, READ_GID = "nogroup", 65534
@@ -107,32 +107,6 @@ def expect(result, status, code=None):
     return data
 
 
-def make_tls(d):
-    """A CA and a server certificate for 127.0.0.1 signed by it."""
-    def ssl(*args):
-        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, cwd=d)
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-        "-days", "2", "-subj", "/CN=hugeroom test CA")
-    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-        "-subj", "/CN=127.0.0.1")
-    with open(os.path.join(d, "san.ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "san.ext")
-    tokens = os.path.join(d, "tokens")
-    fd = os.open(tokens, os.O_WRONLY | os.O_CREAT, 0o600)
-    os.write(fd, ("# test tokens\nadmin %s\nread %s\n" % (ADMIN_TOKEN, READ_TOKEN)).encode())
-    os.close(fd)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Env:
     def __init__(self):
         self.tls_dir = tempfile.mkdtemp(prefix="hugeroom-api-tls-")
@@ -140,9 +114,8 @@ class Env:
         self.port = free_port()
         t = self.tls_dir
         self.sim = simharness.SimSetup(extra_config=(
-            "api_group=%s\napi_read_group=%s\napi_listen=127.0.0.1:%d\n"
-            "api_tls_cert=%s/server.pem\napi_tls_key=%s/server.key\napi_tokens=%s/tokens\n"
-            % (ADMIN_GROUP, READ_GROUP, self.port, t, t, t)))
+            "api_group=%s\napi_read_group=%s\n%s"
+            % (ADMIN_GROUP, READ_GROUP, tls_config(t, self.port))))
         # the other users must reach the socket in the test's directory
         os.chmod(self.sim.dir, 0o755)
         self.sim.start_guests(2, 1, extra=SIM_ARGS)
@@ -429,8 +402,34 @@ def test_metrics_promtool(env):
     assert r.returncode == 0, "promtool: %s %s" % (r.stdout[-2000:], r.stderr[-2000:])
 
 
+def test_config_refused(env):
+    """A network API without TLS and tokens, or with tokens others can read, never starts."""
+    d = tempfile.mkdtemp(prefix="hugeroom-api-conf-")
+    try:
+        tokens = os.path.join(d, "tokens")
+        with open(tokens, "w") as f:
+            f.write("admin %s\n" % ADMIN_TOKEN)
+        os.chmod(tokens, 0o644)
+        t = env.tls_dir
+        for extra, want in [
+                ("api_listen=127.0.0.1:%d\n" % free_port(), "needs api_tls_cert"),
+                ("api_listen=127.0.0.1:%d\napi_tls_cert=%s/server.pem\napi_tls_key=%s/server.key\n"
+                 "api_tokens=%s\n" % (free_port(), t, t, tokens), "readable by everyone"),
+                ("api_group=no-such-group-hr\n", "no-such-group-hr")]:
+            conf = os.path.join(d, "c.conf")
+            with open(conf, "w") as f:
+                f.write("[hugeroomd]\nstate_dir=%s\n%s" % (d, extra))
+            r = subprocess.run([env.sim.daemon_bin, "-c", conf, "-f",
+                                "--vm-socket", os.path.join(d, "vm.sock"),
+                                "--api-socket", os.path.join(d, "api.sock")],
+                               capture_output=True, text=True, timeout=20)
+            assert r.returncode == 1 and want in r.stderr, (extra, r.returncode, r.stderr[-500:])
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
 def main():
-    tests = [test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
+    tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
              test_metrics_promtool, test_slow_clients]
     if os.geteuid() != 0:
         print("1..0 # the access matrix runs curl as other users: needs root")
