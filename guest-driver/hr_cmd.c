@@ -8,9 +8,19 @@
  * and argument rules.  The decoder reads only the copy of the buffer it
  * is given and the negotiated features; it keeps no state, takes no lock
  * and does not sleep.
+ *
+ * The same file is compiled in user space by the fuzz target
+ * tests/fuzz/fuzz-guest-cmd.c: it includes only the headers below, which
+ * tests/fuzz/kshim/ provides there, so it must not grow other kernel
+ * dependencies.
  */
 
-#include "hr_internal.h"
+#include <linux/bits.h>
+#include <linux/kernel.h>
+#include <asm/byteorder.h>
+
+#include "virtio_hugeroom.h"
+#include "hr_cmd.h"
 
 /* The feature a command needs (SPEC 1.6.1), or -1 for none. */
 static int virtio_hugeroom_cmd_feature(u16 type)
@@ -121,10 +131,10 @@ static u32 virtio_hugeroom_check_args(const void *buf, u16 type)
  * the common rules of SPEC 1.6.1.1 and the layout rules of its type.
  * Returns 0, or the RESULT status that answers it: S_UNSUPPORTED for an
  * unknown type or a feature not negotiated, S_INVALID for anything else.
- * @buf holds at least min(@len, VIRTIO_HUGEROOM_CMD_BUF) bytes.
+ * @buf holds at least min(@len, VIRTIO_HUGEROOM_CMD_BUF) bytes.  Bit F of
+ * @features is set if feature F was negotiated.
  */
-u32 virtio_hugeroom_check_cmd(struct virtio_hugeroom *vh,
-			      const void *buf, u32 len)
+u32 virtio_hugeroom_check_cmd(const void *buf, u32 len, u64 features)
 {
 	const struct virtio_hugeroom_hdr *hdr = buf;
 	u16 type = le16_to_cpu(hdr->type);
@@ -175,7 +185,7 @@ u32 virtio_hugeroom_check_cmd(struct virtio_hugeroom *vh,
 	}
 
 	feature = virtio_hugeroom_cmd_feature(type);
-	if (feature >= 0 && !virtio_has_feature(vh->vdev, feature))
+	if (feature >= 0 && !(features & BIT_ULL(feature)))
 		return VIRTIO_HUGEROOM_S_UNSUPPORTED;
 	if ((flags & ~known_flags) || len != expect || !hdr->request_id)
 		return VIRTIO_HUGEROOM_S_INVALID;

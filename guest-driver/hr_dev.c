@@ -382,6 +382,29 @@ static void virtio_hugeroom_cancel(struct virtio_hugeroom *vh, u64 id)
 	spin_unlock(&vh->job_lock);
 }
 
+static unsigned int virtio_hugeroom_features[] = {
+	VIRTIO_HUGEROOM_F_STATUS,
+	VIRTIO_HUGEROOM_F_EVACUATE,
+	VIRTIO_HUGEROOM_F_HOLD,
+	VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM,
+};
+
+/*
+ * The negotiated features as the decoder takes them.  Only features in the
+ * driver's table are asked for: virtio_has_feature() BUG()s on any other,
+ * such as F_PCP, which a SET_PCP command needs.
+ */
+static u64 virtio_hugeroom_cmd_features(struct virtio_hugeroom *vh)
+{
+	u64 features = 0;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(virtio_hugeroom_features); i++)
+		if (virtio_has_feature(vh->vdev, virtio_hugeroom_features[i]))
+			features |= BIT_ULL(virtio_hugeroom_features[i]);
+	return features;
+}
+
 /*
  * Decode one command and act on it: the one switch that decides what each
  * command does.  Runs in cmd_work; sleeps.
@@ -399,7 +422,8 @@ static void virtio_hugeroom_handle_cmd(struct virtio_hugeroom *vh,
 		request_id = le64_to_cpu(hdr->request_id);
 		type = le16_to_cpu(hdr->type);
 	}
-	status = virtio_hugeroom_check_cmd(vh, buf, len);
+	status = virtio_hugeroom_check_cmd(buf, len,
+					   virtio_hugeroom_cmd_features(vh));
 	if (status) {
 		vh->cmds_invalid++;
 		dev_warn_ratelimited(&vh->vdev->dev,
@@ -896,13 +920,6 @@ static int virtio_hugeroom_restore(struct virtio_device *vdev)
 	return virtio_hugeroom_start(vdev->priv);
 }
 #endif
-
-static unsigned int virtio_hugeroom_features[] = {
-	VIRTIO_HUGEROOM_F_STATUS,
-	VIRTIO_HUGEROOM_F_EVACUATE,
-	VIRTIO_HUGEROOM_F_HOLD,
-	VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM,
-};
 
 /* SPEC 1.3.1 item 2: no EVACUATE or DEFLATE_ON_OOM without HOLD. */
 static int virtio_hugeroom_validate(struct virtio_device *vdev)

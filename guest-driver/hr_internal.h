@@ -77,6 +77,7 @@
 
 #include "virtio_hugeroom.h"
 #include "hr_compat.h"
+#include "hr_cmd.h"
 
 #define VIRTIO_HUGEROOM_NR_CMD_BUFS	8
 /* eventq chains: one being sent, the rest for chains stuck with the device. */
@@ -352,10 +353,6 @@ bool virtio_hugeroom_event_stuck(struct virtio_hugeroom *vh);
 int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
 				u64 request_id, u32 status,
 				const struct virtio_hugeroom_counts *c);
-
-/* hr_cmd.c: the command decoder */
-u32 virtio_hugeroom_check_cmd(struct virtio_hugeroom *vh,
-			      const void *buf, u32 len);
 
 /* hr_report.c: the pageblock sweep and STATUS reports */
 u8 virtio_hugeroom_wire_mt(int mt);
