@@ -137,15 +137,16 @@ static u32 virtio_hugeroom_check_args(const void *buf, u16 type)
 u32 virtio_hugeroom_check_cmd(const void *buf, u32 len, u64 features)
 {
 	const struct virtio_hugeroom_hdr *hdr = buf;
-	u16 type = le16_to_cpu(hdr->type);
-	u16 flags = le16_to_cpu(hdr->flags);
-	u16 known_flags = 0;
+	u16 type, flags, known_flags = 0;
 	u64 expect;
 	int feature;
 
+	/* Nothing of the header is read before it is known to be there. */
 	if (len < sizeof(*hdr) || len > VIRTIO_HUGEROOM_CMD_BUF ||
 	    le32_to_cpu(hdr->len) != len)
 		return VIRTIO_HUGEROOM_S_INVALID;
+	type = le16_to_cpu(hdr->type);
+	flags = le16_to_cpu(hdr->flags);
 
 	switch (type) {
 	case VIRTIO_HUGEROOM_CMD_REPORT:
