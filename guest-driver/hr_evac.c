@@ -620,11 +620,13 @@ struct virtio_hugeroom_run {
 	struct virtio_hugeroom_counts c;
 	struct list_head pending;	/* taken, offline, HOLD not acked */
 	unsigned int nr_pending;
+	/* offered in a HOLD, not taken by the device: kept until the end */
+	struct list_head refused;
 	u64 first_pending_ns;
 	u64 last_progress_ns;
 	unsigned int since_progress;
 	u32 stop;			/* S_CANCELLED or S_BUDGET once stopped */
-	bool no_discard;		/* the device refused a HOLD */
+	bool no_discard;		/* NO_DISCARD or INVALID for a HOLD */
 	bool no_memory;			/* admission failed, or -ENOMEM */
 	bool budget_skipped;		/* a block was left for the budget */
 };
@@ -750,7 +752,8 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 	rc = virtio_hugeroom_send_blocks(vh, VIRTIO_HUGEROOM_MSG_HOLD, r->id, 0,
 					 &r->pending, r->nr_pending, &done,
 					 false);
-	if (rc == -EOPNOTSUPP)
+	/* Refused whole: the next HOLD would be too. */
+	if (rc == -EOPNOTSUPP || rc == -EINVAL)
 		r->no_discard = true;
 	if (rc && rc != -EOPNOTSUPP)
 		dev_warn_ratelimited(&vh->vdev->dev,
@@ -759,8 +762,6 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 
 	/* Blocks the device may still act on are in limbo already. */
 	list_for_each_entry_safe(page, tmp, &r->pending, lru) {
-		unsigned long pfn = page_to_pfn(page);
-
 		if (i++ < done) {
 			/* Discarded by the device: now held. */
 			adjust_managed_page_count(page, -pageblock_nr_pages);
@@ -773,14 +774,36 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 			r->c.freed++;
 			continue;
 		}
-		list_del(&page->lru);
-		virtio_hugeroom_block_put(pfn, false);
+		/*
+		 * Not held, whatever the ack's status: the device stopped
+		 * before it (it cannot discard it, or one before it), or the
+		 * HOLD failed.  Kept out of the allocator until the command
+		 * ends, so that the command does not take it and offer it
+		 * again: a device that acks ACK_OK with nr_done 0 would
+		 * otherwise see the same blocks until the budget ran out,
+		 * each counted as tried and failed once more.
+		 */
+		list_move_tail(&page->lru, &r->refused);
 	}
 	/* Counted as tried when taken. */
 	r->c.tried -= r->nr_pending - done;
 	for (i = done; i < r->nr_pending; i++)
 		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_OTHER);
 	r->nr_pending = 0;
+}
+
+/*
+ * The command ends: the blocks the device did not take go back to the
+ * allocator (SPEC 1.6.4.1 item 2), counted as R_OTHER when refused.
+ */
+static void virtio_hugeroom_run_release(struct virtio_hugeroom_run *r)
+{
+	struct page *page, *tmp;
+
+	list_for_each_entry_safe(page, tmp, &r->refused, lru) {
+		list_del(&page->lru);
+		virtio_hugeroom_block_put(page_to_pfn(page), false);
+	}
 }
 
 /* After each block: a HOLD when a batch is full or a second old. */
@@ -1178,6 +1201,7 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 	u32 status;
 
 	INIT_LIST_HEAD(&r.pending);
+	INIT_LIST_HEAD(&r.refused);
 	r.last_progress_ns = r.c.start_ns;
 	if (le16_to_cpu(hdr->type) == VIRTIO_HUGEROOM_CMD_CAPTURE) {
 		const struct virtio_hugeroom_capture *cap = vh->job_cmd;
@@ -1199,6 +1223,7 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 						      le32_to_cpu(ev->nr_gpas));
 	}
 	virtio_hugeroom_run_flush(&r);
+	virtio_hugeroom_run_release(&r);
 
 	/* SPEC 1.6.3.1: first of CANCELLED, BUDGET, PARTIAL. */
 	if (r.c.freed >= r.count)
