@@ -185,8 +185,8 @@ class Run:
         self.series = series
         self.held = set()
 
-    def ok(self, cond, name, diag=''):
-        return self.tap.ok(cond, name, diag)
+    def ok(self, cond, name, diag='', todo=None):
+        return self.tap.ok(cond, name, diag, todo)
 
     def command(self, cmd, rid, timeout=600):
         """Send cmd (None: already sent), collect its messages up to the
