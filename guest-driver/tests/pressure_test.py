@@ -42,27 +42,18 @@ def file_kb(mi):
 
 class Pressure(ht.Run):
     def main(self):
-        kver, _ = hrvm.pick_kernel(self.series)
-        wd = hrvm.workdir('hr-pressure-%s' % self.series)
-        ko = hrvm.build_module(kver, test=True)
-        initrd = hrvm.build_initramfs(kver, ko, wd, tools=True,
-                                      modules='virtio_pci virtio_blk')
+        kver, wd, initrd = self.prepare('pressure',
+                                        modules='virtio_pci virtio_blk')
         disk = os.path.join(wd, 'disk.img')
         # Sparse: the host reads zeros, the guest caches every page.
         with open(disk, 'wb') as f:
             f.truncate(DISK_MIB << 20)
-        self.d = ht.FakeDaemon(wd)
-        self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,
-                            daemon=self.d, mem='1G',
-                            extra=['-drive', 'file=%s,if=none,id=disk0,'
-                                   'format=raw,cache=unsafe' % disk,
-                                   '-device', 'virtio-blk-pci,drive=disk0'])
-        self.g.start()
-        try:
-            self.body()
-        finally:
-            self.g.stop()
-        return self.tap.done()
+        return self.run(hrvm.Guest(
+            hrvm.qemu_binary(), kver, None, initrd, wd, daemon=self.d,
+            mem='1G',
+            extra=['-drive', 'file=%s,if=none,id=disk0,format=raw,'
+                   'cache=unsafe' % disk,
+                   '-device', 'virtio-blk-pci,drive=disk0']))
 
     def high_wmarks_kb(self):
         return 4 * sum(int(f[1]) for f in
