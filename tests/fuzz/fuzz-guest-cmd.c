@@ -41,7 +41,11 @@ typedef uint64_t u64;
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
 
-/* The feature a command needs, as SPEC 1.6.1 lists them; -1 for none. */
+/*
+ * The feature a command needs, as SPEC 1.6.1 lists them; -1 for none.
+ * Restated from the SPEC on purpose, not shared with hr_cmd.c: a check
+ * against the decoder's own table could not catch a wrong entry in it.
+ */
 static int
 needed_feature(guint16 type)
 {
