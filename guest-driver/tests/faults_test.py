@@ -28,8 +28,17 @@ fault_inject).  Checks, printed as TAP:
 * Memory hot-unplug: blocks held in a 256 MiB pc-dimm (onlined movable)
   go back (RETURNED reason unload) when its memory blocks go offline, and
   the offlining succeeds instead of retrying until it is killed.
+* HOLDs the device acks ACK_OK without taking every block: a second DIMM,
+  hot-added as a private mapping of a file (share=off), which the device
+  must never discard, so it ends a HOLD at the first of its blocks with
+  nr_done short of nr_blocks.  The RESULT and the held sets follow the ack
+  (only the blocks before it held, the rest R_OTHER), and an EVACUATE
+  CHEAPEST confined to that DIMM offers each block at most once and ends
+  S_PARTIAL, instead of taking the refused blocks again until its budget
+  runs out; afterwards they are free guest memory again.
 """
 import os
+import struct
 import sys
 import time
 
@@ -39,28 +48,19 @@ import holds_test as ht  # noqa: E402
 from holds_test import hrvm  # noqa: E402
 
 D = '/sys/kernel/debug/virtio_hugeroom'
+RANGES = 2
 
 
 class Faults(ht.Run):
     def main(self):
-        kver, _ = hrvm.pick_kernel(self.series)
-        wd = hrvm.workdir('hr-faults-%s' % self.series)
-        ko = hrvm.build_module(kver, test=True)
-        initrd = hrvm.build_initramfs(kver, ko, wd, tools=True)
-        self.d = ht.FakeDaemon(wd)
+        kver, wd, initrd = self.prepare('faults')
         # A 256 MiB DIMM at 4 GiB, for the hot-unplug check.
-        self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,
-                            daemon=self.d, mem='1G,slots=2,maxmem=2G',
-                            extra=['-object', 'memory-backend-ram,id=dm0,'
-                                   'size=256M',
-                                   '-device', 'pc-dimm,id=dimm0,memdev=dm0'],
-                            append='memhp_default_state=online_movable')
-        self.g.start()
-        try:
-            self.body()
-        finally:
-            self.g.stop()
-        return self.tap.done()
+        return self.run(hrvm.Guest(
+            hrvm.qemu_binary(), kver, None, initrd, wd, daemon=self.d,
+            mem='1G,slots=2,maxmem=2G',
+            extra=['-object', 'memory-backend-ram,id=dm0,size=256M',
+                   '-device', 'pc-dimm,id=dimm0,memdev=dm0'],
+            append='memhp_default_state=online_movable'))
 
     def counter(self, key):
         f = self.field(key)
@@ -212,6 +212,72 @@ class Faults(ht.Run):
                 % len(unl))
         self.views_agree('after offlining')
 
+    def refused_hold(self):
+        """The private-file DIMM: ACK_OK with nr_done short of the list."""
+        g, d = self.g, self.d
+        sysm = '/sys/devices/system/memory'
+        g.qmp('object-add', **{'qom-type': 'memory-backend-file',
+                               'id': 'dm1', 'size': 256 << 20,
+                               'mem-path': self.wd, 'share': False})
+        g.qmp('device_add', driver='pc-dimm', id='dimm1', memdev='dm1')
+        dev = [m['data'] for m in g.qmp('query-memory-devices')
+               if m['data'].get('id') == 'dimm1'][0]
+        base, size = dev['addr'], dev['size']
+        bs = int(g.cmd('sh cat %s/block_size_bytes' % sysm)[0], 16)
+
+        def online():
+            n = 0
+            for line in g.cmd('sh cd %s; for m in memory*; do echo $m '
+                              '$(cat $m/phys_index) $(cat $m/state); done'
+                              % sysm):
+                name, idx, state = line.split()
+                if base <= int(idx, 16) * bs < base + size:
+                    if state != 'online':
+                        g.cmd('sh echo online_movable >%s/%s/state || true'
+                              % (sysm, name))
+                    n += 1
+            return n == size // bs
+        hrvm.wait_for(online, 60, 'the hot-added DIMM to come online')
+        blocks = size // ht.BLOCK
+        # Free MOVABLE blocks of machine RAM, from a sweep made now.
+        a, c = [int(f[1], 16) for f in (x.split() for x in g.fresh_status())
+                if f and f[0] == 'candidate' and f[3] == '512' and
+                f[5] == '1' and int(f[1], 16) < base and
+                int(f[1], 16) not in self.held][:2]
+        b = base + 4 * ht.BLOCK
+        d.drain(1)
+        res, holds, _, _ = self.command(ht.evacuate(7001, 3, [a, b, c]),
+                                        7001)
+        self.ok(res['tried'] == 3 and res['freed'] == 1 and
+                res['failed'][ht.R_OTHER] == 2 and
+                res['status'] == ht.S_PARTIAL and holds == [a],
+                'a HOLD acked OK up to the private-file block: only the '
+                'block before it is held, the rest fail R_OTHER',
+                '%s holds %s' % (res, [hex(x) for x in holds]))
+        self.views_agree('after the HOLD that stopped early')
+        self.ok(a in self.held and not {b, c} & self.held,
+                'held: exactly the block the device took')
+        free0 = g.meminfo()['MemFree']
+        t0 = time.monotonic()
+        rng = struct.pack('<QQ', base, base + size)
+        cmd = (ht.hdr(ht.EVACUATE, ht.CHEAPEST | RANGES, 56, 7002) +
+               struct.pack('<IIIIQ', 4, 0, 1, 60000, 0) + rng)
+        res, holds, _, _ = self.command(cmd, 7002, timeout=300)
+        took = time.monotonic() - t0
+        self.ok(res['status'] == ht.S_PARTIAL and res['freed'] == 0 and
+                0 < res['tried'] <= blocks and
+                res['failed'][ht.R_OTHER] >= 1 and not holds,
+                'EVACUATE CHEAPEST in the refused DIMM offers each of its '
+                '%d blocks at most once and ends S_PARTIAL (tried %d, '
+                '%.1f s)' % (blocks, res['tried'], took), str(res))
+        self.views_agree('after the refused DIMM')
+        self.ok(not any(base <= x < base + size for x in self.guest_held()),
+                'no block of the refused DIMM is held')
+        free1 = g.meminfo()['MemFree']
+        self.ok(free1 >= free0 - 32768,
+                'the refused blocks are free guest memory again (MemFree '
+                '%d -> %d kB)' % (free0, free1))
+
     def hist_sum(self, lines):
         return sum(sum(int(x) for x in f[5:]) for f in
                    (line.split() for line in lines)
@@ -262,6 +328,7 @@ class Faults(ht.Run):
         self.admission()
         self.slow_sweep()
         self.suspend_during_job()
+        self.refused_hold()
 
         self.views_agree('before rmmod')
         left = self.held

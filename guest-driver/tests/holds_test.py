@@ -185,8 +185,8 @@ class Run:
         self.series = series
         self.held = set()
 
-    def ok(self, cond, name, diag=''):
-        return self.tap.ok(cond, name, diag)
+    def ok(self, cond, name, diag='', todo=None):
+        return self.tap.ok(cond, name, diag, todo)
 
     def command(self, cmd, rid, timeout=600):
         """Send cmd (None: already sent), collect its messages up to the
@@ -259,20 +259,31 @@ class Run:
         return self.ok(not bad, '%s: every memfill checksum matches' % what,
                        str(bad))
 
-    def main(self):
+    def prepare(self, name, modules=None):
+        """The workdir, the test build of the driver in an initramfs with
+        the guest tools, and the fake daemon: (kver, workdir, initrd)."""
         kver, _ = hrvm.pick_kernel(self.series)
-        wd = hrvm.workdir('hr-holds-%s' % self.series)
+        wd = self.wd = hrvm.workdir('hr-%s-%s' % (name, self.series))
         ko = hrvm.build_module(kver, test=True)
-        initrd = hrvm.build_initramfs(kver, ko, wd, tools=True)
+        initrd = hrvm.build_initramfs(kver, ko, wd, tools=True,
+                                      modules=modules)
         self.d = FakeDaemon(wd)
-        self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,
-                            daemon=self.d, mem='1G')
+        return kver, wd, initrd
+
+    def run(self, guest):
+        """Boot guest as self.g, run body(), stop it; the TAP exit code."""
+        self.g = guest
         self.g.start()
         try:
             self.body()
         finally:
             self.g.stop()
         return self.tap.done()
+
+    def main(self):
+        kver, wd, initrd = self.prepare('holds')
+        return self.run(hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd,
+                                   wd, daemon=self.d, mem='1G'))
 
     def body(self):
         g, d = self.g, self.d

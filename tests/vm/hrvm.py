@@ -110,11 +110,16 @@ def guest_tools():
 GUEST_TOOLS = ("memfill", "pressure")
 
 
-def build_initramfs(kver, ko, workdir, tools=False):
+def build_initramfs(kver, ko, workdir, tools=False, modules=None):
     """Base image with the module, plus an overlay with the agent as /test.sh
-    and, with tools=True, the guest tools in /tools."""
+    and, with tools=True, the guest tools in /tools.  modules: the kernel
+    modules /init loads (default virtio_pci), e.g. "virtio_pci virtio_blk"."""
     base = os.path.join(workdir, "base-%s.cpio.gz" % kver)
-    run(["bash", os.path.join(SCRIPTS, "build-initramfs.sh"), kver, base, ko])
+    env = dict(os.environ)
+    if modules:
+        env["HUGEROOM_INITRAMFS_MODULES"] = modules
+    run(["bash", os.path.join(SCRIPTS, "build-initramfs.sh"), kver, base, ko],
+        env=env)
     overlay_src = os.path.join(workdir, "overlay")
     os.makedirs(overlay_src, exist_ok=True)
     if tools:
@@ -438,13 +443,19 @@ class Tap:
         self.n = 0
         self.failed = 0
 
-    def ok(self, cond, name, diag=""):
+    def ok(self, cond, name, diag="", todo=None):
+        """todo: the reason a failure is known and not fixed yet (TAP
+        "# TODO": meson counts the failure as expected, and a pass as an
+        unexpected pass, which fails the test, so the mark cannot outlive
+        the fix)."""
         self.n += 1
+        mark = " # TODO %s" % todo if todo else ""
         if cond:
-            print("ok %d - %s" % (self.n, name), flush=True)
+            print("ok %d - %s%s" % (self.n, name, mark), flush=True)
         else:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, name), flush=True)
+            if not todo:
+                self.failed += 1
+            print("not ok %d - %s%s" % (self.n, name, mark), flush=True)
             for line in str(diag).splitlines():
                 print("# " + line, flush=True)
         return cond
