@@ -19,11 +19,12 @@
 #include "hr-events.h"
 #include "hr-json.h"
 #include "hr-metrics.h"
+#include "hr-monitor.h"
 #include "hr-socket.h"
 
 /* a body larger than this is refused with 413 */
 #define HR_API_MAX_BODY (64 * 1024)
-/* GET /v1/host answers from a read at most this old */
+/* GET /v1/host, /metrics and POST /v1/plan answer from a read at most this old */
 #define HR_API_HOST_MAX_AGE_US (250 * 1000)
 /* a connection that sends nothing for this long is closed */
 #define HR_API_IDLE_TIMEOUT_S 15
@@ -42,9 +43,7 @@ struct _HrApi {
 	gid_t read_gid;
 	HrMetrics *metrics;
 	HrMetricsHistogram *latency; /* request handling, by route */
-	JsonNode *host;		     /* GET /v1/host's answer, read at host_read_at */
-	gint64 host_read_at;
-	guint host_generation; /* of the config it was read with */
+	HrHostReader *host; /* the host's /proc and /sys, read in a thread */
 };
 
 typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query,
@@ -781,45 +780,120 @@ hr_api_reservation_consume(HrApi *api, SoupServerMessage *msg, GHashTable *query
 	hr_api_reservation_act(api, msg, args[0], hr_prepare_consume);
 }
 
-/* @node from hr_prepare_*_json(), or NULL with @error */
+/* @node from hr_prepare_*_json(), or NULL with @error from reading the host */
 static void
 hr_api_reply_prepare_json(SoupServerMessage *msg, JsonNode *node, const GError *error)
 {
 	if (node == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "host_unreadable", "%s",
-				   error->message);
+		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "host_unreadable",
+				   "cannot read the host's memory state: %s", error->message);
 		return;
 	}
 	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Answers that need the host's state */
+
+typedef void (*HrApiHostHandler)(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
+				 const GError *error, gpointer data);
+
+typedef struct {
+	HrApi *api;
+	SoupServerMessage *msg; /* paused, a reference */
+	gulong disconnected_id;
+	gboolean gone; /* the client left while it waited */
+	HrApiHostHandler handler;
+	gpointer data;
+	GDestroyNotify data_free;
+} HrApiHostWait;
+
+static void
+hr_api_host_wait_free(HrApiHostWait *wait)
+{
+	g_signal_handler_disconnect(wait->msg, wait->disconnected_id);
+	g_object_unref(wait->msg);
+	if (wait->data_free != NULL)
+		wait->data_free(wait->data);
+	g_free(wait);
+}
+
+static void
+hr_api_host_wait_disconnected_cb(SoupServerMessage *msg, gpointer user_data)
+{
+	HrApiHostWait *wait = user_data;
+	(void)msg;
+	wait->gone = TRUE;
+}
+
+static void
+hr_api_host_read_cb(const HrHostState *host, const GError *error, gpointer user_data)
+{
+	HrApiHostWait *wait = user_data;
+
+	if (wait->gone)
+		return;
+	wait->handler(wait->api, wait->msg, host, error, wait->data);
+	soup_server_message_unpause(wait->msg);
+}
+
 /*
- * Reading the host takes the main loop 15-20 ms (/proc/pagetypeinfo on a
- * 24 GiB host): many clients share one read per HR_API_HOST_MAX_AGE_US.
+ * Answer @msg with @handler and the host's state: at once from a fresh
+ * snapshot, else with @msg paused until the reader's thread has read the
+ * host (15-20 ms on a 24 GiB host, which the main loop does not wait for).
  */
+static void
+hr_api_with_host(HrApi *api, SoupServerMessage *msg, HrApiHostHandler handler, gpointer data,
+		 GDestroyNotify data_free)
+{
+	const HrConfig *config = hr_core_get_config(api->core);
+	const HrHostState *host = hr_host_reader_peek(api->host, config->generation);
+	HrApiHostWait *wait;
+
+	if (host != NULL) {
+		handler(api, msg, host, NULL, data);
+		if (data_free != NULL)
+			data_free(data);
+		return;
+	}
+	wait = g_new0(HrApiHostWait, 1);
+	wait->api = api;
+	wait->msg = g_object_ref(msg);
+	wait->handler = handler;
+	wait->data = data;
+	wait->data_free = data_free;
+	wait->disconnected_id = g_signal_connect(msg, "disconnected",
+						 G_CALLBACK(hr_api_host_wait_disconnected_cb), wait);
+	soup_server_message_pause(msg);
+	/* a reload (host_backing, host_root) shows at once: its generation is new */
+	hr_host_reader_get(api->host, config->host_root, config->generation, hr_api_host_read_cb,
+			   wait, (GDestroyNotify)hr_api_host_wait_free);
+}
+
+static void
+hr_api_host_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
+		  const GError *error, gpointer data)
+{
+	g_autoptr(JsonNode) node = host != NULL ? hr_prepare_host_json(api->prepare, host) : NULL;
+	(void)data;
+	hr_api_reply_prepare_json(msg, node, error);
+}
+
 static void
 hr_api_host(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	g_autoptr(GError) error = NULL;
-	gint64 now = g_get_monotonic_time();
-	const HrConfig *config = hr_core_get_config(api->core);
 	(void)query;
 	(void)args;
+	hr_api_with_host(api, msg, hr_api_host_reply, NULL, NULL);
+}
 
-	/* a reload (host_backing) shows at once */
-	if (api->host == NULL || now - api->host_read_at > HR_API_HOST_MAX_AGE_US ||
-	    api->host_generation != config->generation) {
-		JsonNode *node = hr_prepare_host_json(api->prepare, &error);
-		if (node == NULL) {
-			hr_api_reply_prepare_json(msg, NULL, error);
-			return;
-		}
-		g_clear_pointer(&api->host, json_node_unref);
-		api->host = node;
-		api->host_read_at = now;
-		api->host_generation = config->generation;
-	}
-	hr_api_reply_prepare_json(msg, api->host, NULL);
+static void
+hr_api_plan_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
+		  const GError *error, gpointer data)
+{
+	g_autoptr(JsonNode) node = host != NULL ? hr_prepare_plan_json(api->prepare, host, data)
+						: NULL;
+	hr_api_reply_prepare_json(msg, node, error);
 }
 
 /* POST /v1/plan: what the planner would do for a reservation, without doing it */
@@ -828,7 +902,6 @@ hr_api_plan(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
 	g_autoptr(JsonParser) parser = json_parser_new();
 	g_autoptr(GError) error = NULL;
-	g_autoptr(JsonNode) node = NULL;
 	HrPlanRequest req = {0};
 	JsonObject *obj;
 	guint64 deadline_s;
@@ -844,19 +917,21 @@ hr_api_plan(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 		return;
 	}
 	req.deadline_ms = deadline_s * 1000;
-	node = hr_prepare_plan_json(api->prepare, &req, &error);
-	hr_api_reply_prepare_json(msg, node, error);
+	hr_api_with_host(api, msg, hr_api_plan_reply, g_memdup2(&req, sizeof(req)), g_free);
 }
 
+/* a host that cannot be read leaves out the nodes' metrics, not the others */
 static void
-hr_api_metrics(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
+		     const GError *error, gpointer data)
 {
 	g_autoptr(GString) out = g_string_new(NULL);
 	gsize len;
-	(void)query;
-	(void)args;
+	(void)data;
 
-	hr_metrics_append(out, api->metrics);
+	if (host == NULL)
+		g_debug("no host metrics: %s", error->message);
+	hr_metrics_append(out, api->metrics, host, hr_host_reader_last_read_us(api->host));
 	hr_metrics_histogram_append(out, api->latency);
 	g_string_append_printf(out,
 			       "# HELP hugeroom_api_event_clients clients of /v1/events\n"
@@ -876,6 +951,14 @@ hr_api_metrics(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **ar
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
 	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE,
 					 g_string_free(g_steal_pointer(&out), FALSE), len);
+}
+
+static void
+hr_api_metrics(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	(void)args;
+	hr_api_with_host(api, msg, hr_api_metrics_reply, NULL, NULL);
 }
 
 /* the connection under a (TLS) stream, for its socket's timeout */
@@ -1134,6 +1217,7 @@ hr_api_new(HrCore *core, HrPrepare *prepare)
 						       routes[i].info.path));
 	g_ptr_array_add(names, NULL);
 	api->metrics = hr_metrics_new(core, prepare);
+	api->host = hr_host_reader_new(HR_API_HOST_MAX_AGE_US);
 	api->latency = hr_metrics_histogram_new("hugeroom_api_request_duration_seconds",
 						"time to handle an API request, by route", "route",
 						(const gchar *const *)names->pdata,
@@ -1170,7 +1254,7 @@ hr_api_free(HrApi *api)
 	hr_api_tokens_free(api->tokens);
 	hr_metrics_histogram_free(api->latency);
 	hr_metrics_free(api->metrics);
-	g_clear_pointer(&api->host, json_node_unref);
+	hr_host_reader_free(api->host);
 	g_free(api);
 }
 

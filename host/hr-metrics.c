@@ -7,8 +7,6 @@
 
 #include "hr-monitor.h"
 
-/* the host's state is read at most this often for /metrics */
-#define HR_METRICS_HOST_MAX_AGE_US (1 * G_USEC_PER_SEC)
 /* requests remembered as counted: far more than ever end twice in a row */
 #define HR_METRICS_REQUESTS_SEEN 4096
 
@@ -276,8 +274,6 @@ hr_metrics_histogram_append(GString *out, HrMetricsHistogram *h)
 struct _HrMetrics {
 	HrCore *core;
 	HrPrepare *prepare;
-	HrHostState *host; /* cached, read at most every HR_METRICS_HOST_MAX_AGE_US */
-	gint64 host_read_at;
 	GHashTable *ready_seen; /* reservation ids already counted in time_to_ready */
 	HrMetricsHistogram *time_to_ready;
 	HrMetricsHistogram *plan_time;
@@ -361,7 +357,6 @@ hr_metrics_free(HrMetrics *m)
 	if (m == NULL)
 		return;
 	hr_core_unlisten(m->core, hr_metrics_event_cb, m);
-	g_clear_pointer(&m->host, hr_host_state_free);
 	g_hash_table_unref(m->ready_seen);
 	g_hash_table_unref(m->requests_seen);
 	g_queue_clear_full(&m->requests_order, g_free);
@@ -372,10 +367,9 @@ hr_metrics_free(HrMetrics *m)
 }
 
 static void
-hr_metrics_host(GString *out, HrMetrics *m)
+hr_metrics_host(GString *out, HrMetrics *m, const HrHostState *host, gint64 read_us)
 {
 	HrReservationStore *store = hr_prepare_get_store(m->prepare);
-	gint64 now = g_get_monotonic_time();
 	struct {
 		const gchar *name;
 		const gchar *type;
@@ -390,24 +384,16 @@ hr_metrics_host(GString *out, HrMetrics *m)
 	    {"hugeroom_node_free_bytes", "gauge", "free memory of the node (buddyinfo)"},
 	};
 
-	if (m->host == NULL || now - m->host_read_at > HR_METRICS_HOST_MAX_AGE_US) {
-		g_autoptr(GError) error = NULL;
-		HrHostState *host = hr_monitor_read_host(hr_core_get_config(m->core)->host_root,
-							 &error);
-		if (host == NULL) {
-			g_debug("no host metrics: %s", error->message);
-		} else {
-			g_clear_pointer(&m->host, hr_host_state_free);
-			m->host = host;
-			m->host_read_at = now;
-		}
-	}
-	if (m->host == NULL)
+	if (host == NULL)
 		return;
+	hr_metrics_metric_head(out, "hugeroom_host_read_seconds", "gauge",
+			       "how long the latest read of the host's /proc and /sys took, in "
+			       "the daemon's reader thread");
+	g_string_append_printf(out, "hugeroom_host_read_seconds %.17g\n", read_us / 1e6);
 	for (guint k = 0; k < G_N_ELEMENTS(metrics); k++) {
 		hr_metrics_metric_head(out, metrics[k].name, metrics[k].type, metrics[k].help);
-		for (guint n = 0; n < m->host->nodes->len; n++) {
-			const HrNodeState *ns = g_ptr_array_index(m->host->nodes, n);
+		for (guint n = 0; n < host->nodes->len; n++) {
+			const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
 			gdouble v;
 			switch (k) {
 			case 0:
@@ -448,10 +434,10 @@ hr_metrics_reservations(GString *out, HrMetrics *m)
 }
 
 void
-hr_metrics_append(GString *out, HrMetrics *m)
+hr_metrics_append(GString *out, HrMetrics *m, const HrHostState *host, gint64 read_us)
 {
 	hr_metrics_guests(out, m->core);
-	hr_metrics_host(out, m);
+	hr_metrics_host(out, m, host, read_us);
 	hr_metrics_reservations(out, m);
 	hr_metrics_histogram_append(out, m->time_to_ready);
 	hr_metrics_histogram_append(out, m->plan_time);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "hr-core.h"
+#include "hr-monitor.h"
 #include "hr-prepare.h"
 
 G_BEGIN_DECLS
@@ -36,7 +37,8 @@ HrMetrics *
 hr_metrics_new(HrCore *core, HrPrepare *prepare);
 void
 hr_metrics_free(HrMetrics *metrics);
+/* @host: a snapshot read @read_us microseconds long, or NULL to leave the nodes out */
 void
-hr_metrics_append(GString *out, HrMetrics *metrics);
+hr_metrics_append(GString *out, HrMetrics *metrics, const HrHostState *host, gint64 read_us);
 
 G_END_DECLS

@@ -5,6 +5,7 @@
 #include "hr-monitor.h"
 
 #include <errno.h>
+#include <gio/gio.h>
 #include <string.h>
 
 G_DEFINE_QUARK(hr-monitor-error-quark, hr_monitor_error)
@@ -1218,4 +1219,205 @@ hr_monitor_read_host_full(const gchar *root, gboolean with_pagetypes, GError **e
 			return NULL;
 	}
 	return g_steal_pointer(&state);
+}
+
+gint64
+hr_monitor_read_free_blocks(const gchar *root, guint node, GError **error)
+{
+	g_autoptr(GPtrArray) buddy = read_and_parse(root != NULL ? root : "/", "proc/buddyinfo",
+						    FALSE, (HrParseFunc)hr_buddyinfo_parse, error);
+	gint64 blocks = 0;
+
+	if (buddy == NULL)
+		return -1;
+	for (guint i = 0; i < buddy->len; i++) {
+		const HrBuddyZone *bz = g_ptr_array_index(buddy, i);
+		/* as hr_monitor_read_host_full() counts a node */
+		if (bz->node == node && g_strcmp0(bz->zone, "DMA") != 0)
+			blocks += hr_buddy_free_blocks(bz, HR_MONITOR_BLOCK_ORDER);
+	}
+	return blocks;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reading a whole host off the main loop */
+
+typedef struct {
+	HrHostReaderFunc func;
+	gpointer user_data;
+	GDestroyNotify destroy;
+	gchar *root;
+	guint generation;
+} HrHostWaiter;
+
+struct _HrHostReader {
+	gint64 max_age_us;
+	HrHostState *host; /* the newest snapshot, or NULL */
+	guint host_generation;
+	gint64 host_read_at; /* monotonic us */
+	gint64 read_us;
+	GQueue waiters; /* HrHostWaiter, oldest first */
+	gboolean reading;
+	guint reading_generation;
+	gboolean orphaned; /* freed while reading: the read's end frees it */
+};
+
+typedef struct {
+	HrHostState *host;
+	gint64 read_us;
+} HrHostRead;
+
+static void
+hr_host_waiter_free(HrHostWaiter *w)
+{
+	if (w->destroy != NULL)
+		w->destroy(w->user_data);
+	g_free(w->root);
+	g_free(w);
+}
+
+static void
+hr_host_read_free(HrHostRead *read)
+{
+	hr_host_state_free(read->host);
+	g_free(read);
+}
+
+static void
+hr_host_read_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+	g_autoptr(GError) error = NULL;
+	HrHostRead *read = g_new0(HrHostRead, 1);
+	gint64 t0 = g_get_monotonic_time();
+	(void)source;
+	(void)cancellable;
+
+	read->host = hr_monitor_read_host_lite(task_data, &error);
+	read->read_us = g_get_monotonic_time() - t0;
+	if (read->host == NULL) {
+		hr_host_read_free(read);
+		g_task_return_error(task, g_steal_pointer(&error));
+		return;
+	}
+	g_task_return_pointer(task, read, (GDestroyNotify)hr_host_read_free);
+}
+
+static void
+hr_host_reader_destroy(HrHostReader *reader)
+{
+	g_queue_clear_full(&reader->waiters, (GDestroyNotify)hr_host_waiter_free);
+	hr_host_state_free(reader->host);
+	g_free(reader);
+}
+
+static void
+hr_host_reader_start(HrHostReader *reader, const gchar *root, guint generation);
+
+static void
+hr_host_read_done_cb(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+	HrHostReader *reader = user_data;
+	g_autoptr(GError) error = NULL;
+	HrHostRead *read = g_task_propagate_pointer(G_TASK(result), &error);
+	GQueue ready = G_QUEUE_INIT;
+	HrHostWaiter *w;
+	(void)source;
+
+	reader->reading = FALSE;
+	if (reader->orphaned) {
+		g_clear_pointer(&read, hr_host_read_free);
+		hr_host_reader_destroy(reader);
+		return;
+	}
+	if (read != NULL) {
+		hr_host_state_free(reader->host);
+		reader->host = g_steal_pointer(&read->host);
+		reader->host_generation = reader->reading_generation;
+		reader->host_read_at = g_get_monotonic_time();
+		reader->read_us = read->read_us;
+		hr_host_read_free(read);
+	}
+	/* a waiter for a newer config waits for a read of it; the others are done */
+	for (GList *l = reader->waiters.head; l != NULL;) {
+		GList *next = l->next;
+		w = l->data;
+		if (w->generation == reader->reading_generation) {
+			g_queue_unlink(&reader->waiters, l);
+			g_queue_push_tail_link(&ready, l);
+		}
+		l = next;
+	}
+	if (!g_queue_is_empty(&reader->waiters)) {
+		w = g_queue_peek_tail(&reader->waiters);
+		hr_host_reader_start(reader, w->root, w->generation);
+	}
+	/* a waiter's func may queue more: they wait for the next read */
+	while ((w = g_queue_pop_head(&ready)) != NULL) {
+		w->func(error == NULL ? reader->host : NULL, error, w->user_data);
+		hr_host_waiter_free(w);
+	}
+}
+
+static void
+hr_host_reader_start(HrHostReader *reader, const gchar *root, guint generation)
+{
+	g_autoptr(GTask) task = g_task_new(NULL, NULL, hr_host_read_done_cb, reader);
+
+	g_task_set_source_tag(task, hr_host_reader_start);
+	g_task_set_task_data(task, g_strdup(root != NULL ? root : "/"), g_free);
+	reader->reading = TRUE;
+	reader->reading_generation = generation;
+	g_task_run_in_thread(task, hr_host_read_thread);
+}
+
+HrHostReader *
+hr_host_reader_new(gint64 max_age_us)
+{
+	HrHostReader *reader = g_new0(HrHostReader, 1);
+	reader->max_age_us = max_age_us;
+	return reader;
+}
+
+void
+hr_host_reader_free(HrHostReader *reader)
+{
+	if (reader == NULL)
+		return;
+	/* a thread's read cannot be stopped halfway; it ends in a few ms */
+	g_queue_clear_full(&reader->waiters, (GDestroyNotify)hr_host_waiter_free);
+	if (reader->reading)
+		reader->orphaned = TRUE;
+	else
+		hr_host_reader_destroy(reader);
+}
+
+const HrHostState *
+hr_host_reader_peek(HrHostReader *reader, guint generation)
+{
+	if (reader->host == NULL || reader->host_generation != generation ||
+	    g_get_monotonic_time() - reader->host_read_at > reader->max_age_us)
+		return NULL;
+	return reader->host;
+}
+
+void
+hr_host_reader_get(HrHostReader *reader, const gchar *root, guint generation,
+		   HrHostReaderFunc func, gpointer user_data, GDestroyNotify destroy)
+{
+	HrHostWaiter *w = g_new0(HrHostWaiter, 1);
+
+	w->func = func;
+	w->user_data = user_data;
+	w->destroy = destroy;
+	w->root = g_strdup(root);
+	w->generation = generation;
+	g_queue_push_tail(&reader->waiters, w);
+	if (!reader->reading)
+		hr_host_reader_start(reader, root, generation);
+}
+
+gint64
+hr_host_reader_last_read_us(HrHostReader *reader)
+{
+	return reader->read_us;
 }

@@ -235,6 +235,44 @@ hr_host_state_free(HrHostState *state);
 const HrNodeState *
 hr_host_state_get_node(const HrHostState *state, guint node);
 
+/*
+ * Free 2 MiB blocks of @node outside its DMA zone, from proc/buddyinfo
+ * alone: the same figure as hr_host_state_get_node()->free_blocks, for
+ * the main loop, at a fraction of a whole host read.
+ */
+gint64
+hr_monitor_read_free_blocks(const gchar *root, guint node, GError **error);
+
+/*
+ * Reading a whole host takes milliseconds (zoneinfo, vmstat and the nodes'
+ * files of a large host): an HrHostReader does it in a worker thread, one
+ * read at a time, so the main loop never waits for /proc. Its snapshot is
+ * never changed once read; hr_host_reader_peek() hands it out while it is
+ * younger than @max_age_us and read for the config @generation asked for,
+ * and hr_host_reader_get() queues a caller until the next read is in.
+ */
+typedef struct _HrHostReader HrHostReader;
+
+/* @host is NULL with @error; either is valid only during the call */
+typedef void (*HrHostReaderFunc)(const HrHostState *host, const GError *error,
+				 gpointer user_data);
+
+HrHostReader *
+hr_host_reader_new(gint64 max_age_us);
+/* waiters still queued are dropped: their @destroy runs, their @func does not */
+void
+hr_host_reader_free(HrHostReader *reader);
+/* the newest snapshot of @root if fresh, else NULL; no I/O */
+const HrHostState *
+hr_host_reader_peek(HrHostReader *reader, guint generation);
+/* @func runs from the main loop once the read in flight, or else a new read of @root, is in */
+void
+hr_host_reader_get(HrHostReader *reader, const gchar *root, guint generation,
+		   HrHostReaderFunc func, gpointer user_data, GDestroyNotify destroy);
+/* how long the latest read took in its thread, in microseconds; 0 before the first */
+gint64
+hr_host_reader_last_read_us(HrHostReader *reader);
+
 /* Derivations, exposed for tests and the planner's fixtures. */
 guint64
 hr_buddy_free_pages(const HrBuddyZone *zone);

@@ -102,6 +102,8 @@ struct _HrPrepare {
 	GCancellable *cancellable;
 	guint tick_id;
 	guint kick_id;
+	HrHostReader *host;   /* the host's state, read in a thread for each tick */
+	gboolean tick_queued; /* a tick waits for the host's state */
 };
 
 /* a table keyed by guest id (guint64 *, owned) */
@@ -176,6 +178,8 @@ get_gstate(HrPrepare *p, HrGuest *guest)
 
 static gboolean
 tick_cb(gpointer user_data);
+static void
+tick_host_cb(const HrHostState *host, const GError *error, gpointer user_data);
 
 static gboolean
 kick_cb(gpointer user_data)
@@ -277,6 +281,7 @@ hr_prepare_new(HrCore *core)
 	find_interrupted(p);
 	p->reconcile_all = TRUE;
 	p->cancellable = g_cancellable_new();
+	p->host = hr_host_reader_new(0);
 	p->tick_id = g_timeout_add(p->config->reservation_tick_ms, tick_cb, p);
 	hr_core_listen(core, core_event_cb, p);
 	return p;
@@ -311,6 +316,7 @@ hr_prepare_free(HrPrepare *p)
 	g_ptr_array_unref(p->ops);
 	g_ptr_array_unref(p->interrupted);
 	g_object_unref(p->cancellable);
+	hr_host_reader_free(p->host);
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
 	hr_reservation_store_free(p->store);
@@ -745,18 +751,13 @@ hr_plan_add_json(const HrPlan *plan, JsonBuilder *b)
 }
 
 JsonNode *
-hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
+hr_prepare_plan_json(HrPrepare *p, const HrHostState *host, const HrPlanRequest *request)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, error);
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(Input) in = NULL;
 	g_autoptr(HrPlan) plan = NULL;
 	gint64 t0, t1, t2;
 
-	if (host == NULL) {
-		g_prefix_error(error, "cannot read the host's memory state: ");
-		return NULL;
-	}
 	t0 = g_get_monotonic_time();
 	in = build_input(p, host, NULL, NULL, TRUE);
 	t1 = g_get_monotonic_time();
@@ -986,15 +987,15 @@ return_by_high_mark(HrPrepare *p, const HrHostState *host)
 /* ---------------------------------------------------------------------- */
 /* Steps */
 
+/* buddyinfo alone, a fraction of a millisecond on the main loop */
 static gint64
 node_free_blocks(HrPrepare *p, gint node)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, NULL);
-	const HrNodeState *ns;
-	if (host == NULL || node < 0)
+	gint64 blocks;
+	if (node < 0)
 		return 0;
-	ns = hr_host_state_get_node(host, node);
-	return ns != NULL ? (gint64)ns->free_blocks : 0;
+	blocks = hr_monitor_read_free_blocks(p->config->host_root, node, NULL);
+	return MAX(blocks, 0);
 }
 
 static void
@@ -2069,10 +2070,7 @@ start_plan_steps(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPl
 void
 hr_prepare_tick(HrPrepare *p)
 {
-	g_autoptr(GError) error = NULL;
-	g_autoptr(HrHostState) host = NULL;
 	GPtrArray *list = hr_reservation_store_list(p->store);
-	gint64 now = g_get_real_time();
 	gboolean work = FALSE;
 
 	reconcile_guests(p);
@@ -2083,9 +2081,22 @@ hr_prepare_tick(HrPrepare *p)
 			   ? (r->state != HR_RESERVATION_CONSUMED || r->holds->len > 0)
 			   : r->holds->len > 0;
 	}
-	if (!work)
+	if (!work || p->tick_queued)
 		return;
-	host = hr_monitor_read_host_lite(p->config->host_root, &error);
+	/* the rest of the tick runs when the reader's thread has read the host */
+	p->tick_queued = TRUE;
+	hr_host_reader_get(p->host, p->config->host_root, p->config->generation, tick_host_cb, p,
+			   NULL);
+}
+
+static void
+tick_host_cb(const HrHostState *host, const GError *error, gpointer user_data)
+{
+	HrPrepare *p = user_data;
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	gint64 now = g_get_real_time();
+
+	p->tick_queued = FALSE;
 	if (host == NULL) {
 		g_warning("cannot read the host's memory state: %s", error->message);
 		return;
@@ -2196,16 +2207,11 @@ hr_prepare_consume(HrPrepare *p, const gchar *id, GError **error)
 }
 
 JsonNode *
-hr_prepare_host_json(HrPrepare *p, GError **error)
+hr_prepare_host_json(HrPrepare *p, const HrHostState *host)
 {
-	g_autoptr(HrHostState) host = hr_monitor_read_host_lite(p->config->host_root, error);
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	const HrCompactCounters *c;
 
-	if (host == NULL) {
-		g_prefix_error(error, "cannot read the host's memory state: ");
-		return NULL;
-	}
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "nodes");
 	json_builder_begin_array(b);

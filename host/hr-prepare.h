@@ -68,18 +68,18 @@ void
 hr_prepare_tick(HrPrepare *prepare);
 
 /*
- * The planner's choice for @request over the live state, without acting
- * on it: {"plan": {...}, "input_us", "decision_us", "guests"}.
+ * The planner's choice for @request over @host and the guests' live state,
+ * without acting on it: {"plan": {...}, "input_us", "decision_us", "guests"}.
  */
 JsonNode *
-hr_prepare_plan_json(HrPrepare *prepare, const HrPlanRequest *request, GError **error);
+hr_prepare_plan_json(HrPrepare *prepare, const HrHostState *host, const HrPlanRequest *request);
 /* the latest plan made for a reservation, or NULL */
 const gchar *
 hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);
 
-/* GET /v1/host: the host's state per node, readable */
+/* GET /v1/host: @host's state per node, with the reservations' promises */
 JsonNode *
-hr_prepare_host_json(HrPrepare *prepare, GError **error);
+hr_prepare_host_json(HrPrepare *prepare, const HrHostState *host);
 void
 hr_plan_add_json(const HrPlan *plan, JsonBuilder *b);
 
