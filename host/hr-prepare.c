@@ -102,8 +102,6 @@ struct _HrPrepare {
 	GCancellable *cancellable;
 	guint tick_id;
 	guint kick_id;
-	HrHostReader *host;   /* the host's state, read in a thread for each tick */
-	gboolean tick_queued; /* a tick waits for the host's state */
 };
 
 /* a table keyed by guest id (guint64 *, owned) */
@@ -178,8 +176,6 @@ get_gstate(HrPrepare *p, HrGuest *guest)
 
 static gboolean
 tick_cb(gpointer user_data);
-static void
-tick_host_cb(const HrHostState *host, const GError *error, gpointer user_data);
 
 static gboolean
 kick_cb(gpointer user_data)
@@ -281,7 +277,6 @@ hr_prepare_new(HrCore *core)
 	find_interrupted(p);
 	p->reconcile_all = TRUE;
 	p->cancellable = g_cancellable_new();
-	p->host = hr_host_reader_new(0);
 	p->tick_id = g_timeout_add(p->config->reservation_tick_ms, tick_cb, p);
 	hr_core_listen(core, core_event_cb, p);
 	return p;
@@ -316,7 +311,6 @@ hr_prepare_free(HrPrepare *p)
 	g_ptr_array_unref(p->ops);
 	g_ptr_array_unref(p->interrupted);
 	g_object_unref(p->cancellable);
-	hr_host_reader_free(p->host);
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
 	hr_reservation_store_free(p->store);
@@ -2070,7 +2064,10 @@ start_plan_steps(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPl
 void
 hr_prepare_tick(HrPrepare *p)
 {
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrHostState) host = NULL;
 	GPtrArray *list = hr_reservation_store_list(p->store);
+	gint64 now = g_get_real_time();
 	gboolean work = FALSE;
 
 	reconcile_guests(p);
@@ -2081,22 +2078,9 @@ hr_prepare_tick(HrPrepare *p)
 			   ? (r->state != HR_RESERVATION_CONSUMED || r->holds->len > 0)
 			   : r->holds->len > 0;
 	}
-	if (!work || p->tick_queued)
+	if (!work)
 		return;
-	/* the rest of the tick runs when the reader's thread has read the host */
-	p->tick_queued = TRUE;
-	hr_host_reader_get(p->host, p->config->host_root, p->config->generation, tick_host_cb, p,
-			   NULL);
-}
-
-static void
-tick_host_cb(const HrHostState *host, const GError *error, gpointer user_data)
-{
-	HrPrepare *p = user_data;
-	GPtrArray *list = hr_reservation_store_list(p->store);
-	gint64 now = g_get_real_time();
-
-	p->tick_queued = FALSE;
+	host = hr_monitor_read_host_lite(p->config->host_root, &error);
 	if (host == NULL) {
 		g_warning("cannot read the host's memory state: %s", error->message);
 		return;
