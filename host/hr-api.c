@@ -44,6 +44,8 @@ struct _HrApi {
 	HrMetrics *metrics;
 	HrMetricsHistogram *latency; /* request handling, by route */
 	HrHostReader *host; /* the host's /proc and /sys, read in a thread */
+	JsonNode *host_json; /* GET /v1/host's answer from the snapshot host_json_serial */
+	guint64 host_json_serial;
 };
 
 typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query,
@@ -870,13 +872,18 @@ hr_api_with_host(HrApi *api, SoupServerMessage *msg, HrApiHostHandler handler, g
 			   wait, (GDestroyNotify)hr_api_host_wait_free);
 }
 
+/* many clients share one answer per snapshot: 500 nodes take milliseconds */
 static void
 hr_api_host_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
 		  const GError *error, gpointer data)
 {
-	g_autoptr(JsonNode) node = host != NULL ? hr_prepare_host_json(api->prepare, host) : NULL;
 	(void)data;
-	hr_api_reply_prepare_json(msg, node, error);
+	if (host != NULL && hr_host_reader_get_serial(api->host) != api->host_json_serial) {
+		g_clear_pointer(&api->host_json, json_node_unref);
+		api->host_json = hr_prepare_host_json(api->prepare, host);
+		api->host_json_serial = hr_host_reader_get_serial(api->host);
+	}
+	hr_api_reply_prepare_json(msg, host != NULL ? api->host_json : NULL, error);
 }
 
 static void
@@ -1255,6 +1262,7 @@ hr_api_free(HrApi *api)
 	hr_metrics_histogram_free(api->latency);
 	hr_metrics_free(api->metrics);
 	hr_host_reader_free(api->host);
+	g_clear_pointer(&api->host_json, json_node_unref);
 	g_free(api);
 }
 

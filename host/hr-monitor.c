@@ -1256,6 +1256,7 @@ struct _HrHostReader {
 	guint host_generation;
 	gint64 host_read_at; /* monotonic us */
 	gint64 read_us;
+	guint64 serial; /* of host: one more for each snapshot */
 	GQueue waiters; /* HrHostWaiter, oldest first */
 	gboolean reading;
 	guint reading_generation;
@@ -1335,6 +1336,7 @@ hr_host_read_done_cb(GObject *source, GAsyncResult *result, gpointer user_data)
 		reader->host_generation = reader->reading_generation;
 		reader->host_read_at = g_get_monotonic_time();
 		reader->read_us = read->read_us;
+		reader->serial++;
 		hr_host_read_free(read);
 	}
 	/* a waiter for a newer config waits for a read of it; the others are done */
@@ -1420,4 +1422,10 @@ gint64
 hr_host_reader_last_read_us(HrHostReader *reader)
 {
 	return reader->read_us;
+}
+
+guint64
+hr_host_reader_get_serial(HrHostReader *reader)
+{
+	return reader->serial;
 }

@@ -269,6 +269,9 @@ hr_host_reader_peek(HrHostReader *reader, guint generation);
 void
 hr_host_reader_get(HrHostReader *reader, const gchar *root, guint generation,
 		   HrHostReaderFunc func, gpointer user_data, GDestroyNotify destroy);
+/* the newest snapshot's number, counting from 1, for what callers derive from it */
+guint64
+hr_host_reader_get_serial(HrHostReader *reader);
 /* how long the latest read took in its thread, in microseconds; 0 before the first */
 gint64
 hr_host_reader_last_read_us(HrHostReader *reader);
