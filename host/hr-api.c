@@ -38,7 +38,8 @@ struct _HrApi {
 	GSocket *socket;
 	GSocketService *tcp_service;
 	GTlsCertificate *certificate;
-	HrApiTokens *tokens;
+	HrApiTokens *tokens; /* NULL without api_listen */
+	gchar *tokens_path;  /* the file they were read from */
 	gid_t admin_gid;
 	gid_t read_gid;
 	HrMetrics *metrics;
@@ -867,7 +868,7 @@ hr_api_with_host(HrApi *api, SoupServerMessage *msg, HrApiHostHandler handler, g
 	wait->disconnected_id = g_signal_connect(msg, "disconnected",
 						 G_CALLBACK(hr_api_host_wait_disconnected_cb), wait);
 	soup_server_message_pause(msg);
-	/* a reload (host_backing, host_root) shows at once: its generation is new */
+	/* a reload (host_backing) shows at once: its generation is new */
 	hr_host_reader_get(api->host, config->host_root, config->generation, hr_api_host_read_cb,
 			   wait, (GDestroyNotify)hr_api_host_wait_free);
 }
@@ -1259,6 +1260,7 @@ hr_api_free(HrApi *api)
 	g_object_unref(api->server);
 	g_clear_object(&api->certificate);
 	hr_api_tokens_free(api->tokens);
+	g_free(api->tokens_path);
 	hr_metrics_histogram_free(api->latency);
 	hr_metrics_free(api->metrics);
 	hr_host_reader_free(api->host);
@@ -1365,6 +1367,7 @@ hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error)
 	api->tokens = hr_api_tokens_load(config->api_tokens, error);
 	if (api->tokens == NULL)
 		return FALSE;
+	api->tokens_path = g_strdup(config->api_tokens);
 	addr = g_network_address_parse(config->api_listen, 0, error);
 	if (addr == NULL) {
 		g_prefix_error(error, "api_listen=%s: ", config->api_listen);
@@ -1430,5 +1433,26 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 	g_socket_service_start(service);
 	api->service = g_steal_pointer(&service);
 	api->socket = g_steal_pointer(&socket);
+	return TRUE;
+}
+
+gboolean
+hr_api_reload_tokens(HrApi *api, const HrConfig *config, GError **error)
+{
+	HrApiTokens *tokens;
+
+	if (api->tokens == NULL)
+		return TRUE;
+	/* api_listen is set, so is api_tokens (hr_config_load) */
+	tokens = hr_api_tokens_load(config->api_tokens, error);
+	if (tokens == NULL) {
+		g_prefix_error(error, "keeping the tokens of %s: ", api->tokens_path);
+		return FALSE;
+	}
+	hr_api_tokens_free(api->tokens);
+	api->tokens = tokens;
+	g_free(api->tokens_path);
+	api->tokens_path = g_strdup(config->api_tokens);
+	g_message("reload: api_tokens %s read again", api->tokens_path);
 	return TRUE;
 }

@@ -34,5 +34,12 @@ void
 hr_api_free(HrApi *api);
 gboolean
 hr_api_listen(HrApi *api, const HrConfig *config, GError **error);
+/*
+ * Read @config's api_tokens again (a reload): the new tokens take effect
+ * for requests from now on. A file that cannot be read or parsed keeps
+ * the tokens in use and fails. Nothing to do without api_listen.
+ */
+gboolean
+hr_api_reload_tokens(HrApi *api, const HrConfig *config, GError **error);
 
 G_END_DECLS

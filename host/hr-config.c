@@ -67,7 +67,7 @@ static const HrConfigKey hr_config_keys[] = {
     KEY(api_listen, STR, FALSE),
     KEY(api_tls_cert, STR, FALSE),
     KEY(api_tls_key, STR, FALSE),
-    KEY(api_tokens, STR, FALSE),
+    KEY(api_tokens, STR, TRUE), /* re-read on every reload (hr_api_reload_tokens) */
 };
 #undef KEY
 G_STATIC_ASSERT(sizeof(HrBackingMode) == sizeof(guint32) && sizeof(gboolean) == sizeof(guint32));
@@ -689,8 +689,14 @@ hr_config_reload(HrConfig *live, HrConfig *fresh, GPtrArray *applied, GPtrArray 
 			continue;
 		}
 		g_ptr_array_add(applied, (gpointer)k->key);
-		/* the live keys are numbers: nothing to free */
-		memcpy(a, b, k->type == HR_CONFIG_U32 ? sizeof(guint32) : sizeof(guint64));
+		/* the live keys are numbers or strings, whose old value @fresh frees */
+		if (k->type == HR_CONFIG_STR) {
+			gchar *old = *(gchar **)a;
+			*(gchar **)a = *(gchar **)b;
+			*(gchar **)b = old;
+		} else {
+			memcpy(a, b, k->type == HR_CONFIG_U32 ? sizeof(guint32) : sizeof(guint64));
+		}
 	}
 	if (!hr_config_policies_equal(live->guest_policies, fresh->guest_policies)) {
 		GPtrArray *old = live->guest_policies;

@@ -54,6 +54,12 @@ hr_daemon_get_prepare(HrDaemon *daemon)
 	return daemon->prepare;
 }
 
+HrApi *
+hr_daemon_get_api(HrDaemon *daemon)
+{
+	return daemon->api;
+}
+
 /* a guest that connects: look its libvirt domain up (a thread of hr-virt's) */
 static void
 hr_daemon_core_cb(HrCore *core, const HrEvent *event, gpointer user_data)

@@ -11,6 +11,7 @@
 
 #include <gio/gio.h>
 
+#include "hr-api.h"
 #include "hr-config.h"
 #include "hr-core.h"
 #include "hr-prepare.h"
@@ -35,6 +36,9 @@ hr_daemon_get_core(HrDaemon *daemon);
 /* the reservation executor; NULL before start and after stop */
 HrPrepare *
 hr_daemon_get_prepare(HrDaemon *daemon);
+/* NULL before hr_daemon_start() */
+HrApi *
+hr_daemon_get_api(HrDaemon *daemon);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrDaemon, hr_daemon_free)
 

@@ -50,11 +50,18 @@ hr_load_config(HrConfig *config, GError **error)
 	return TRUE;
 }
 
+/* what a SIGHUP changes */
+typedef struct {
+	HrConfig *config;
+	HrDaemon *daemon;
+} HrReload;
+
 /* SIGHUP: what can change live does; the log names what takes a restart */
 static gboolean
 hr_reload_cb(gpointer user_data)
 {
-	HrConfig *config = user_data;
+	HrReload *reload = user_data;
+	HrConfig *config = reload->config;
 	g_autoptr(HrConfig) fresh = hr_config_new();
 	g_autoptr(GPtrArray) applied = g_ptr_array_new();
 	g_autoptr(GPtrArray) restart = g_ptr_array_new();
@@ -74,6 +81,11 @@ hr_reload_cb(gpointer user_data)
 		return G_SOURCE_CONTINUE;
 	}
 	hr_config_reload(config, fresh, applied, restart);
+	/* the file's tokens may have changed under the same name */
+	if (!hr_api_reload_tokens(hr_daemon_get_api(reload->daemon), config, &error)) {
+		g_warning("reload: %s", error->message);
+		g_clear_error(&error);
+	}
 	g_ptr_array_add(applied, NULL);
 	g_ptr_array_add(restart, NULL);
 	if (applied->len > 1) {
@@ -109,6 +121,7 @@ main(int argc, char **argv)
 	g_autoptr(HrConfig) config = hr_config_new();
 	g_autoptr(HrDaemon) daemon = NULL;
 	g_autoptr(GMainLoop) loop = g_main_loop_new(NULL, FALSE);
+	HrReload reload;
 	const GOptionEntry entries[] = {
 	    {"config", 'c', 0, G_OPTION_ARG_FILENAME, &opt_config,
 	     "Configuration file (default " HR_CONFIG_DEFAULT_PATH ")", "PATH"},
@@ -156,7 +169,9 @@ main(int argc, char **argv)
 	}
 	g_unix_signal_add(SIGTERM, hr_quit_cb, loop);
 	g_unix_signal_add(SIGINT, hr_quit_cb, loop);
-	g_unix_signal_add(SIGHUP, hr_reload_cb, config);
+	reload.config = config;
+	reload.daemon = daemon;
+	g_unix_signal_add(SIGHUP, hr_reload_cb, &reload);
 	if (!hr_notify("READY=1\nSTATUS=listening for devices", &error)) {
 		g_warning("%s", error->message);
 		g_clear_error(&error);

@@ -3,21 +3,28 @@
 """hugeroomd.conf on the real daemon binary: unknown keys, SIGHUP reloads.
 
 An unknown key stops the start with a message naming the key and the file;
-SIGHUP applies what can change live (host_backing, seen in GET /v1/host),
+SIGHUP applies what can change live (host_backing, seen in GET /v1/host;
+api_tokens, read again even under the same name),
 logs what takes a restart (reservation_tick_ms) and keeps the sockets; a broken file
 on reload is logged and the daemon goes on with what it had. TAP output.
 """
 
+import http.client
 import os
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vm"))
 from hrvm import Tap  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "api"))
 from simharness import SimSetup, build_dir  # noqa: E402
+from apiharness import READ_TOKEN, free_port, make_tls, tls_config  # noqa: E402
 
 tap = Tap()
 check = tap.ok
@@ -53,6 +60,79 @@ def test_unknown_key(s):
           p.stderr)
 
 
+NEW_TOKEN = "rotated-token-0123456789abcdef"
+
+
+def write_tokens(path, body, mode=0o600):
+    tmp = path + ".new"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.write(fd, body.encode())
+    os.close(fd)
+    os.chmod(tmp, mode)
+    os.rename(tmp, path)
+
+
+def https_status(tls, port, token):
+    ctx = ssl.create_default_context(cafile=os.path.join(tls, "ca.pem"))
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
+    conn.request("GET", "/v1/guests", headers={"Authorization": "Bearer " + token})
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    return r.status
+
+
+def reload_and_wait(s, needle):
+    """SIGHUP, then the log's next line with @needle"""
+    seen = s.daemon_log().count(needle)
+    s.daemon.send_signal(signal.SIGHUP)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        if s.daemon_log().count(needle) > seen:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_tokens():
+    """api_tokens: read again on SIGHUP, a broken file keeps the tokens in use"""
+    port = free_port()
+    tls = tempfile.mkdtemp(prefix="hugeroom-reload-tls-")
+    make_tls(tls)
+    tokens = os.path.join(tls, "tokens")
+    s = SimSetup(extra_config=tls_config(tls, port))
+    try:
+        check(https_status(tls, port, READ_TOKEN) == 200, "the read token of the start works",
+              s.daemon_log())
+        write_tokens(tokens, "read %s\n" % NEW_TOKEN)
+        ok = reload_and_wait(s, "reload: api_tokens %s read again" % tokens)
+        check(ok and https_status(tls, port, NEW_TOKEN) == 200
+              and https_status(tls, port, READ_TOKEN) == 401,
+              "SIGHUP reads the same api_tokens file again: the new token works, the "
+              "removed one is refused", s.daemon_log())
+        write_tokens(tokens, "read %s\n" % NEW_TOKEN, mode=0o644)
+        ok = reload_and_wait(s, "keeping the tokens of %s" % tokens)
+        check(ok and "readable by everyone" in s.daemon_log()
+              and https_status(tls, port, NEW_TOKEN) == 200,
+              "a token file readable by everyone is refused on reload; the tokens in use "
+              "stay", s.daemon_log())
+        other = os.path.join(tls, "other-tokens")
+        write_tokens(other, "admin %s\n" % READ_TOKEN)
+        with open(s.conf) as f:
+            conf = f.read()
+        with open(s.conf, "w") as f:
+            f.write(conf.replace("api_tokens=%s\n" % tokens, "api_tokens=%s\n" % other))
+        ok = reload_and_wait(s, "reload: applied api_tokens")
+        check(ok and https_status(tls, port, READ_TOKEN) == 200
+              and https_status(tls, port, NEW_TOKEN) == 401,
+              "api_tokens naming another file applies at once", s.daemon_log())
+    except Exception as e:  # a crash is a failure, with the daemon's log
+        check(False, "unexpected %s: %s" % (type(e).__name__, e), s.daemon_log())
+    finally:
+        s.close()
+        shutil.rmtree(tls, ignore_errors=True)
+
+
 def main():
     s = SimSetup(extra_config="host_backing=thp")
     try:
@@ -83,6 +163,7 @@ def main():
         check(False, "unexpected %s: %s" % (type(e).__name__, e), s.daemon_log())
     finally:
         s.close()
+    test_tokens()
     return tap.done()
 
 

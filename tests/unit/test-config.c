@@ -84,6 +84,7 @@ test_reload(void)
 					      "hold_in_pool=false\n"
 					      "host_backing=thp\n"
 					      "reservation_tick_ms=100\n"
+					      "api_tokens=/etc/hugeroom/other-tokens\n"
 					      "[guest:db-*]\ndonor=false\n");
 	g_autoptr(HrConfig) live = hr_config_new();
 	g_autoptr(HrConfig) fresh = hr_config_new();
@@ -99,7 +100,7 @@ test_reload(void)
 	g_ptr_array_add(restart, NULL);
 	{
 		const gchar *want_applied[] = {"command_timeout_ms", "hold_in_pool", "host_backing",
-					       "[guest:*]", NULL};
+					       "api_tokens", "[guest:*]", NULL};
 		const gchar *want_restart[] = {"vm_socket", "reservation_tick_ms", NULL};
 		g_assert_cmpstrv((gchar **)applied->pdata, want_applied);
 		g_assert_cmpstrv((gchar **)restart->pdata, want_restart);
@@ -107,6 +108,7 @@ test_reload(void)
 	g_assert_cmpuint(live->command_timeout_ms, ==, 5000);
 	g_assert_false(live->hold_in_pool);
 	g_assert_cmpint(live->backing, ==, HR_BACKING_THP);
+	g_assert_cmpstr(live->api_tokens, ==, "/etc/hugeroom/other-tokens");
 	/* what takes a restart stays as it was */
 	g_assert_cmpstr(live->vm_socket, ==, HR_CONFIG_DEFAULT_VM_SOCKET);
 	g_assert_cmpuint(live->reservation_tick_ms, ==, 250);
