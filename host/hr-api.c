@@ -26,8 +26,11 @@
 #define HR_API_MAX_BODY (64 * 1024)
 /* GET /v1/host, /metrics and POST /v1/plan answer from a read at most this old */
 #define HR_API_HOST_MAX_AGE_US (250 * 1000)
-/* a connection that sends nothing for this long is closed */
+/* a request not read whole this long after it began gets a 408 */
+#define HR_API_REQUEST_TIMEOUT_S 10
+/* a connection that sends nothing for this long is closed (a stalled TLS handshake) */
 #define HR_API_IDLE_TIMEOUT_S 15
+#define HR_API_REQUEST_TIMER_KEY "hr-api-request-timer"
 
 struct _HrApi {
 	HrCore *core;
@@ -1203,10 +1206,79 @@ hr_api_got_headers_cb(SoupServerMessage *msg, gpointer user_data)
 }
 
 static void
+hr_api_timeout_written_cb(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+	g_autoptr(GIOStream) io = user_data;
+	(void)source;
+	(void)result;
+	/* the client may be gone already: there is nothing to tell it */
+	g_io_stream_close_async(io, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
+}
+
+/*
+ * libsoup 3.2 answers a request it cannot read in time with nothing: its
+ * socket times out and it closes the connection. Before that happens the
+ * connection is taken from it and gets a 408 with the usual JSON body.
+ */
+static gboolean
+hr_api_request_timeout_cb(gpointer user_data)
+{
+	SoupServerMessage *msg = user_data;
+	g_autofree gchar *body = NULL;
+	g_autofree gchar *head = NULL;
+	GIOStream *io;
+	GBytes *bytes;
+
+	g_object_steal_data(G_OBJECT(msg), HR_API_REQUEST_TIMER_KEY);
+	body = hr_api_error_body("request_timeout",
+				 "the request was not sent whole within "
+				 G_STRINGIFY(HR_API_REQUEST_TIMEOUT_S) " s of its start; send "
+				 "it again, all at once");
+	head = g_strdup_printf("HTTP/1.1 408 Request Timeout\r\n"
+			       "Content-Type: application/json\r\n"
+			       "Content-Length: %zu\r\n"
+			       "Connection: close\r\n\r\n%s",
+			       strlen(body), body);
+	io = soup_server_message_steal_connection(msg);
+	if (io == NULL)
+		return G_SOURCE_REMOVE;
+	bytes = g_bytes_new_take(g_steal_pointer(&head), strlen(head));
+	g_output_stream_write_all_async(g_io_stream_get_output_stream(io),
+					g_bytes_get_data(bytes, NULL), g_bytes_get_size(bytes),
+					G_PRIORITY_DEFAULT, NULL, hr_api_timeout_written_cb, io);
+	/* the bytes live as long as the write: on the stream */
+	g_object_set_data_full(G_OBJECT(io), "hr-api-timeout-body", bytes,
+			       (GDestroyNotify)g_bytes_unref);
+	return G_SOURCE_REMOVE;
+}
+
+static void
+hr_api_request_timer_remove(gpointer data)
+{
+	g_source_remove(GPOINTER_TO_UINT(data));
+}
+
+/* the request is read whole, or ended: it has all the time its answer needs */
+static void
+hr_api_request_read_cb(SoupServerMessage *msg, gpointer user_data)
+{
+	(void)user_data;
+	g_object_set_data(G_OBJECT(msg), HR_API_REQUEST_TIMER_KEY, NULL);
+}
+
+static void
 hr_api_request_started_cb(SoupServer *server, SoupServerMessage *msg, gpointer user_data)
 {
+	guint id = g_timeout_add_seconds(HR_API_REQUEST_TIMEOUT_S, hr_api_request_timeout_cb, msg);
 	(void)server;
+
+	/* the message's end removes the timer: it holds no reference */
+	g_object_set_data_full(G_OBJECT(msg), HR_API_REQUEST_TIMER_KEY, GUINT_TO_POINTER(id),
+			       hr_api_request_timer_remove);
 	g_signal_connect(msg, "got-headers", G_CALLBACK(hr_api_got_headers_cb), user_data);
+	g_signal_connect(msg, "got-body", G_CALLBACK(hr_api_request_read_cb), user_data);
+	g_signal_connect(msg, "finished", G_CALLBACK(hr_api_request_read_cb), user_data);
+	g_signal_connect(msg, "disconnected", G_CALLBACK(hr_api_request_read_cb), user_data);
 }
 
 HrApi *

@@ -3,7 +3,7 @@
  * host/openapi.json against the server's route table: the same paths, the
  * same methods on each, and on each operation the statuses its handler
  * answers plus those the dispatcher answers for every route (401, 403,
- * 413). tests/api checks the statuses a running daemon really sends.
+ * 408, 413). tests/api checks the statuses a running daemon really sends.
  */
 
 #include <json-glib/json-glib.h>
@@ -64,6 +64,7 @@ test_routes_documented(void)
 			g_hash_table_add(want, codes[i]);
 		g_hash_table_add(want, "401");
 		g_hash_table_add(want, "403");
+		g_hash_table_add(want, "408");
 		g_hash_table_add(want, "413");
 		have = json_object_get_members(json_object_get_object_member(op, "responses"));
 		{
