@@ -87,6 +87,7 @@
 #include <linux/workqueue.h>
 
 #include "virtio_hugeroom.h"
+#include "hr_pcp.h"
 
 #ifndef CONFIG_SPARSEMEM
 #error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
@@ -861,6 +862,7 @@ static void virtio_hugeroom_zone_pcp(struct zone *zone,
 	z->pcp_high_min = cpu_to_le32(READ_ONCE(zone->pageset_high_min));
 	z->pcp_high_max = cpu_to_le32(READ_ONCE(zone->pageset_high_max));
 #endif
+	hr_pcp_fill_zone(z);
 }
 
 /* Fill @z from @zone; returns false if the migratetype walk was capped. */
@@ -928,6 +930,8 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 				     start + budget_ns);
 	}
 	sw = vh->scan.done;
+	if (virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_PCP))
+		hr_pcp_check(&vh->vdev->dev);
 
 	memset(st, 0, sizeof(*st));
 	for_each_online_node(nid) {
@@ -2851,11 +2855,15 @@ static void virtio_hugeroom_handle_cmd(struct virtio_hugeroom *vh,
 	case VIRTIO_HUGEROOM_CMD_RETURN:
 		virtio_hugeroom_do_return(vh, buf);
 		break;
-	default:
-		/* SET_PCP: the feature is not offered yet. */
+	default: {
+		const struct virtio_hugeroom_set_pcp *pcp = buf;
+
 		virtio_hugeroom_send_result(vh, request_id,
-					    VIRTIO_HUGEROOM_S_UNSUPPORTED);
+					    hr_pcp_set(&vh->vdev->dev,
+						       le32_to_cpu(pcp->policy),
+						       le32_to_cpu(pcp->high)));
 		break;
+	}
 	}
 }
 
@@ -3014,6 +3022,7 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "\nevac_pages_estimate %llu\n", vh->evac_pages_estimate);
 	seq_printf(m, "evac_pages_migrated %llu\n", vh->evac_pages_migrated);
 	spin_unlock(&vh->hold_lock);
+	hr_pcp_show(m);
 	if (!vh->report_len) {
 		seq_puts(m, "report none\n");
 		goto out_unlock;
@@ -3066,11 +3075,12 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 		for (j = 0; j < VIRTIO_HUGEROOM_NR_HIST; j++)
 			seq_printf(m, " %u", le32_to_cpu(z->hist[j]));
 		virtio_hugeroom_show_zone(m, z, "pcp");
-		seq_printf(m, " count %u high %u batch %u high_min %u high_max %u\n",
+		seq_printf(m, " count %u high %u batch %u high_min %u high_max %u policy %u fraction %u\n",
 			   le32_to_cpu(z->pcp_count), le32_to_cpu(z->pcp_high),
 			   le32_to_cpu(z->pcp_batch),
 			   le32_to_cpu(z->pcp_high_min),
-			   le32_to_cpu(z->pcp_high_max));
+			   le32_to_cpu(z->pcp_high_max), z->pcp_policy,
+			   le32_to_cpu(z->pcp_fraction));
 	}
 	for (i = 0; i < nr_cands; i++, c++)
 		seq_printf(m, "candidate 0x%llx free %u mt %u zone %u\n",
@@ -3707,6 +3717,8 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	mutex_unlock(&vh->event_lock);
 	mutex_unlock(&vh->report_lock);
 
+	/* SPEC 1.6.7.1 item 4: the guest's own PCP sizing across the reset. */
+	hr_pcp_restore(&vh->vdev->dev);
 	virtio_reset_device(vh->vdev);
 	/* All buffers are ours and preallocated: nothing to free per buffer. */
 	vh->status_inflight = NULL;
@@ -3949,6 +3961,7 @@ static unsigned int virtio_hugeroom_features[] = {
 	VIRTIO_HUGEROOM_F_STATUS,
 	VIRTIO_HUGEROOM_F_EVACUATE,
 	VIRTIO_HUGEROOM_F_HOLD,
+	VIRTIO_HUGEROOM_F_PCP,
 	VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM,
 };
 
@@ -3986,3 +3999,6 @@ module_virtio_driver(virtio_hugeroom_driver);
 MODULE_DEVICE_TABLE(virtio, virtio_hugeroom_id_table);
 MODULE_DESCRIPTION("Virtio hugeroom driver: free-list reports and 2 MiB holds for the host");
 MODULE_LICENSE("GPL");
+
+/* One unit until the driver is split into objects (hr_*.o in Kbuild). */
+#include "hr_pcp.c"

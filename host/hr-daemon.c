@@ -159,6 +159,12 @@ hr_daemon_device_closed(HrDaemon *daemon, HrDevice *device, HrGuest *guest, cons
 }
 
 guint64
+hr_daemon_new_request_id(HrDaemon *daemon)
+{
+	return daemon->next_request_id++;
+}
+
+guint64
 hr_daemon_request_report(HrDaemon *daemon, HrGuest *guest, GError **error)
 {
 	g_autoptr(HrCmd) cmd = NULL;

@@ -35,6 +35,9 @@ guint64
 hr_daemon_get_rejected_unidentified(HrDaemon *daemon);
 const gchar *
 hr_daemon_get_last_unidentified_reason(HrDaemon *daemon);
+/* a request id no command of this daemon has used */
+guint64
+hr_daemon_new_request_id(HrDaemon *daemon);
 /* send CMD_REPORT; returns its request id, or 0 with @error set */
 guint64
 hr_daemon_request_report(HrDaemon *daemon, HrGuest *guest, GError **error);

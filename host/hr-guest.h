@@ -77,6 +77,16 @@ typedef struct {
 	gchar *last_reject_reason;
 	guint64 cmds_sent;
 	guint64 cmds_lost;
+
+	/* PCP policy, hr-pcp.c */
+	gboolean pcp_want_set; /* by the API, wins over the [guest:] group's */
+	HrPcpPolicy pcp_want;
+	gboolean pcp_config_set; /* the [guest:] group's, as last looked up */
+	HrPcpPolicy pcp_config;
+	gboolean pcp_applied_set;
+	HrPcpPolicy pcp_applied; /* the last one the guest answered S_OK */
+	GList *pcp_calls;	 /* SET_PCPs sent and not answered, oldest first */
+	guint pcp_evacuations;	 /* the executor's, running: the guest runs density */
 } HrGuest;
 
 HrGuest *
@@ -109,6 +119,10 @@ hr_guest_held_sorted(HrGuest *guest);
 const gchar *
 hr_guest_return_reason_to_string(guint32 reason);
 
+/* is @guest connected, its driver up, and feature @bit negotiated, to do @what? */
+gboolean
+hr_guest_check_feature(HrGuest *guest, guint bit, const gchar *bit_name, const gchar *what,
+		       GError **error);
 /* can the device and driver run a request of @kind right now? */
 gboolean
 hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error);
@@ -123,6 +137,9 @@ hr_guest_list_requests(HrGuest *guest);
 /* cancel a queued request, or send CANCEL for the running one */
 gboolean
 hr_guest_cancel_request(HrGuest *guest, guint64 id, GError **error);
+/* send @cmd to the connected device as it is */
+void
+hr_guest_send_cmd(HrGuest *guest, const HrCmd *cmd);
 /* send the head of the queue if nothing runs */
 void
 hr_guest_dispatch(HrGuest *guest);

@@ -10,6 +10,7 @@
 #include "hr-compact.h"
 #include "hr-daemon.h"
 #include "hr-json.h"
+#include "hr-pcp.h"
 #include "hr-thpmap.h"
 
 #define BLOCK_PAGES 512
@@ -1213,6 +1214,8 @@ donate_notify(HrRequest *request, gpointer user_data)
 		return;
 	/* taken over by whoever sees the end first; never twice */
 	hr_request_set_notify(request, NULL, NULL);
+	if (request->owner != NULL)
+		hr_pcp_evacuation_end(op->prepare->daemon, request->owner);
 	if (op->submitting) {
 		op->ended_early = TRUE;
 		return;
@@ -1295,10 +1298,13 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 		params.timeout_s = MAX(1, (deadline_ms + 999) / 1000);
 	params.notify = donate_notify;
 	params.notify_data = op;
+	/* a donor runs density while it gives (SET_PCP goes first on its cmdq) */
+	hr_pcp_evacuation_begin(p->daemon, guest);
 	op->submitting = TRUE;
 	request = hr_daemon_submit(p->daemon, guest, &params, &error);
 	op->submitting = FALSE;
 	if (request == NULL) {
+		hr_pcp_evacuation_end(p->daemon, guest);
 		set_step_state(s, "failed", error->message);
 		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
 		defer_guest(p, guest->uuid, TRUE);
