@@ -33,12 +33,13 @@
  * it until the host sets a policy again.
  *
  * 6.7 and later clamp pcp->high into [high_min, high_max] only when a CPU
- * next allocates or frees in the zone, so after a change the driver clamps
- * it itself, under pcp->lock as the kernel's remote drain does, for the
- * new value to show in /proc/zoneinfo at once.  Pages above the new high
- * go back to the buddy allocator at the CPU's next free, or, on 6.7 and
- * later, within seconds from the vmstat worker; an EVACUATE drains each
- * zone it touches (alloc_contig_range()).
+ * next allocates or frees in the zone, so after a change, and at each report
+ * (a CPU that came online starts from 0), the driver clamps it itself,
+ * under pcp->lock as the kernel's remote drain does, for the value in
+ * force to show in /proc/zoneinfo.  Pages above the new high go back to
+ * the buddy allocator at the CPU's next free, or, on 6.7 and later, within
+ * seconds from the vmstat worker; an EVACUATE drains each zone it touches
+ * (alloc_contig_range()).
  *
  * State is global, like the sysctl; the mutex serializes all of it.
  */
@@ -297,8 +298,12 @@ void hr_pcp_check(struct device *dev)
 	int cur, target;
 
 	mutex_lock(&hr_pcp_lock);
-	if (hr_pcp_sync(dev, &cur) || !hr_pcp.active)
+	if (hr_pcp_sync(dev, &cur))
 		goto out;
+	if (!hr_pcp.active) {
+		hr_pcp_clamp();
+		goto out;
+	}
 	target = cur;
 	if (hr_pcp.policy == VIRTIO_HUGEROOM_PCP_EXPLICIT) {
 		target = hr_pcp_explicit_fraction(hr_pcp.high);

@@ -873,7 +873,7 @@ typedef struct {
 } HrApiPcpCall;
 
 static void
-hr_api_reply_pcp(SoupServerMessage *msg, guint status, HrGuest *guest, const HrPcpPolicy *policy,
+hr_api_reply_pcp(SoupServerMessage *msg, guint status, const gchar *name, const HrPcpPolicy *policy,
 		 gboolean applied)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
@@ -882,7 +882,7 @@ hr_api_reply_pcp(SoupServerMessage *msg, guint status, HrGuest *guest, const HrP
 
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "guest");
-	json_builder_add_string_value(b, guest->name);
+	json_builder_add_string_value(b, name);
 	json_builder_set_member_name(b, "policy");
 	json_builder_add_string_value(b, text);
 	json_builder_set_member_name(b, "applied");
@@ -913,7 +913,7 @@ hr_api_pcp_done(HrGuest *guest, gint status, gpointer user_data)
 	if (status == VIRTIO_HUGEROOM_S_OK) {
 		guest->pcp_want = call->policy;
 		guest->pcp_want_set = TRUE;
-		hr_api_reply_pcp(call->msg, SOUP_STATUS_OK, guest, &call->policy, TRUE);
+		hr_api_reply_pcp(call->msg, SOUP_STATUS_OK, guest->name, &call->policy, TRUE);
 	} else if (status < 0) {
 		hr_api_reply_error(call->msg, SOUP_STATUS_GATEWAY_TIMEOUT,
 				   "guest %s did not answer PCP policy %s in time; see its next "
@@ -972,8 +972,9 @@ hr_api_parse_pcp(JsonObject *obj, HrPcpPolicy *policy, GError **error)
 	return TRUE;
 }
 
+/* @guest NULL: one not seen yet, called @name (the libvirt hook at prepare) */
 static void
-hr_api_pcp(HrApi *api, SoupServerMessage *msg, HrGuest *guest)
+hr_api_pcp(HrApi *api, SoupServerMessage *msg, const gchar *name, HrGuest *guest)
 {
 	g_autoptr(JsonParser) parser = json_parser_new();
 	g_autoptr(GError) error = NULL;
@@ -988,6 +989,11 @@ hr_api_pcp(HrApi *api, SoupServerMessage *msg, HrGuest *guest)
 		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
 		return;
 	}
+	if (guest == NULL) {
+		hr_pcp_stash(name, &policy);
+		hr_api_reply_pcp(msg, SOUP_STATUS_ACCEPTED, name, &policy, FALSE);
+		return;
+	}
 	if (!hr_pcp_supported(guest, &error) || guest->pcp_evacuations > 0) {
 		if (error != NULL && !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED)) {
 			hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "%s", error->message);
@@ -996,7 +1002,7 @@ hr_api_pcp(HrApi *api, SoupServerMessage *msg, HrGuest *guest)
 		/* sent when its driver comes up, or when its donation ends */
 		guest->pcp_want = policy;
 		guest->pcp_want_set = TRUE;
-		hr_api_reply_pcp(msg, SOUP_STATUS_ACCEPTED, guest, &policy, FALSE);
+		hr_api_reply_pcp(msg, SOUP_STATUS_ACCEPTED, guest->name, &policy, FALSE);
 		return;
 	}
 	call = g_new0(HrApiPcpCall, 1);
@@ -1037,6 +1043,10 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		return;
 	}
 	guest = hr_daemon_find_guest(api->daemon, parts[1]);
+	if (guest == NULL && g_strv_length(parts) == 3 && g_strcmp0(parts[2], "pcp") == 0) {
+		hr_api_pcp(api, msg, parts[1], NULL);
+		return;
+	}
 	if (guest == NULL) {
 		g_autofree gchar *known = hr_api_known_guests(api->daemon);
 		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
@@ -1079,7 +1089,7 @@ hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
 		return;
 	}
 	if (g_strcmp0(parts[2], "pcp") == 0) {
-		hr_api_pcp(api, msg, guest);
+		hr_api_pcp(api, msg, guest->name, guest);
 		return;
 	}
 	if (g_strcmp0(parts[2], "report") == 0) {

@@ -54,9 +54,10 @@ typedef enum {
 
 /*
  * <hugeroom:policy> in the domain's <metadata>. Unset members take the
- * hook's configuration. donor, floor and pcp are read and validated, but
+ * hook's configuration. donor and floor are read and validated, but
  * hugeroomd has no API to take them from a client yet: the hook reports
- * them, and the daemon's [guest:NAME] groups set them.
+ * them, and the daemon's [guest:NAME] groups set them. pcp goes to the
+ * daemon (PUT /v1/guests/NAME/pcp) at prepare.
  */
 typedef struct {
 	HrLibvirtPrepare prepare;
@@ -65,7 +66,7 @@ typedef struct {
 	HrLibvirtFailure on_failure;
 	HrLibvirtTri donor;
 	gint64 floor_bytes; /* -1: unset */
-	gchar *pcp;	    /* "default", "latency", "throughput"; NULL: unset */
+	gchar *pcp;	    /* hr_pcp_policy_parse()'s form; NULL: unset */
 } HrLibvirtPolicy;
 
 /* Memory a reservation should make free on one host node (-1: any). */

@@ -110,10 +110,29 @@ hr_pcp_handle_result(HrGuest *guest, const HrResult *result)
 	return FALSE;
 }
 
+/* policies set for guests not seen yet, by name; one daemon per process */
+static GHashTable *hr_pcp_stashed;
+
+void
+hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy)
+{
+	if (hr_pcp_stashed == NULL)
+		hr_pcp_stashed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	g_hash_table_replace(hr_pcp_stashed, g_strdup(name), g_memdup2(policy, sizeof(*policy)));
+}
+
 gboolean
 hr_pcp_wanted(HrDaemon *daemon, HrGuest *guest, HrPcpPolicy *policy)
 {
 	HrGuestPolicy gp;
+	HrPcpPolicy *stashed;
+
+	stashed = hr_pcp_stashed != NULL ? g_hash_table_lookup(hr_pcp_stashed, guest->name) : NULL;
+	if (stashed != NULL) {
+		guest->pcp_want = *stashed;
+		guest->pcp_want_set = TRUE;
+		g_hash_table_remove(hr_pcp_stashed, guest->name);
+	}
 
 	hr_config_guest_policy(hr_daemon_get_config(daemon), guest->name, &gp);
 	guest->pcp_config_set = gp.pcp_set;

@@ -35,6 +35,9 @@ hr_pcp_send(HrDaemon *daemon,
 /* the policy the host wants for @guest; FALSE when it wants none */
 gboolean
 hr_pcp_wanted(HrDaemon *daemon, HrGuest *guest, HrPcpPolicy *policy);
+/* keep @policy for the guest called @name, not seen yet: wanted once it is */
+void
+hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy);
 /* "pcp": {"supported", "wanted", "applied", "donating", "in_force", "fraction"} */
 void
 hr_pcp_add_json(HrGuest *guest, JsonBuilder *b);
