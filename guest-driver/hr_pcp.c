@@ -82,14 +82,24 @@ static const char * const hr_pcp_names[] = {
 	[VIRTIO_HUGEROOM_PCP_EXPLICIT] = "explicit",
 };
 
-/* for_each_populated_zone() needs symbols modules do not get. */
-#define hr_for_each_zone(nid, zid, zone)				\
-	for_each_online_node(nid)					\
-		for (zid = 0; zid < MAX_NR_ZONES; zid++)		\
-			if (zone = &NODE_DATA(nid)->node_zones[zid],	\
-			    !populated_zone(zone))			\
-				;					\
-			else
+/*
+ * The populated zone after @zone, or the first for NULL:
+ * for_each_populated_zone() needs symbols modules do not get.
+ */
+static struct zone *hr_pcp_next_zone(struct zone *zone)
+{
+	int nid = zone ? zone_to_nid(zone) : first_online_node;
+	int zid = zone ? zone_idx(zone) + 1 : 0;
+
+	for (; nid < MAX_NUMNODES; nid = next_online_node(nid), zid = 0) {
+		for (; zid < MAX_NR_ZONES; zid++) {
+			zone = &NODE_DATA(nid)->node_zones[zid];
+			if (populated_zone(zone))
+				return zone;
+		}
+	}
+	return NULL;
+}
 
 static int hr_pcp_sysctl(int *val, bool write)
 {
@@ -125,9 +135,9 @@ static int hr_pcp_sysctl(int *val, bool write)
 static void hr_pcp_clamp(void)
 {
 	struct zone *zone;
-	int nid, zid, cpu;
+	int cpu;
 
-	hr_for_each_zone(nid, zid, zone) {
+	for (zone = hr_pcp_next_zone(NULL); zone; zone = hr_pcp_next_zone(zone)) {
 		for_each_online_cpu(cpu) {
 			struct per_cpu_pages *pcp;
 
@@ -157,10 +167,9 @@ static int hr_pcp_explicit_fraction(u32 high)
 	struct zone *zone, *big = NULL;
 	unsigned long managed;
 	unsigned int cpus;
-	int nid, zid;
 	u64 f;
 
-	hr_for_each_zone(nid, zid, zone)
+	for (zone = hr_pcp_next_zone(NULL); zone; zone = hr_pcp_next_zone(zone))
 		if (!big || zone_managed_pages(zone) > zone_managed_pages(big))
 			big = zone;
 	if (!big)
@@ -219,11 +228,11 @@ static int hr_pcp_write(int cur, int target)
  */
 u32 hr_pcp_set(struct device *dev, u32 policy, u32 high)
 {
-	int cur, target, rc;
+	bool explicit = policy == VIRTIO_HUGEROOM_PCP_EXPLICIT;
 	u32 status = VIRTIO_HUGEROOM_S_OK;
+	int cur, target, rc;
 
-	if (policy > VIRTIO_HUGEROOM_PCP_EXPLICIT ||
-	    (policy == VIRTIO_HUGEROOM_PCP_EXPLICIT) != !!high)
+	if (policy > VIRTIO_HUGEROOM_PCP_EXPLICIT || explicit != !!high)
 		return VIRTIO_HUGEROOM_S_INVALID;
 
 	mutex_lock(&hr_pcp_lock);
