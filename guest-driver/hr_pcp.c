@@ -223,17 +223,14 @@ static int hr_pcp_write(int cur, int target)
 }
 
 /*
- * SET_PCP: apply @policy (@high for EXPLICIT) to every populated zone.
- * Returns the RESULT status; on any failure nothing has changed.
+ * SET_PCP, checked by virtio_hugeroom_check_cmd(): apply @policy (@high for
+ * EXPLICIT) to every populated zone.  Returns the RESULT status; on any
+ * failure nothing has changed.  Sleeps.
  */
 u32 hr_pcp_set(struct device *dev, u32 policy, u32 high)
 {
-	bool explicit = policy == VIRTIO_HUGEROOM_PCP_EXPLICIT;
 	u32 status = VIRTIO_HUGEROOM_S_OK;
 	int cur, target, rc;
-
-	if (policy > VIRTIO_HUGEROOM_PCP_EXPLICIT || explicit != !!high)
-		return VIRTIO_HUGEROOM_S_INVALID;
 
 	mutex_lock(&hr_pcp_lock);
 	rc = hr_pcp_sync(dev, &cur);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Writes seed corpora for the fuzz targets from the codec's own encoders:
- * gen-seeds OUTDIR creates OUTDIR/{status,event,cmd,chan}/.
+ * gen-seeds OUTDIR creates OUTDIR/{status,event,cmd,chan,guest-cmd}/.
  */
 #define G_LOG_DOMAIN "GenSeeds"
 
@@ -57,14 +57,38 @@ chan_seed(guint8 chunk, GPtrArray *frames)
 	return g_byte_array_free_to_bytes(a);
 }
 
+/*
+ * The guest-cmd target reads a feature byte, a mode byte (bit 0: a le32
+ * used length follows) and then the cmdq buffer.
+ */
+static gboolean
+write_guest_seed(const gchar *dir, const gchar *name, guint8 features, gint64 used,
+		 GBytes *cmd, GError **error)
+{
+	GByteArray *a = g_byte_array_new();
+	guint8 mode = used >= 0;
+	g_autoptr(GBytes) seed = NULL;
+
+	g_byte_array_append(a, &features, 1);
+	g_byte_array_append(a, &mode, 1);
+	if (used >= 0) {
+		guint32 le = GUINT32_TO_LE((guint32)used);
+		g_byte_array_append(a, (const guint8 *)&le, sizeof(le));
+	}
+	g_byte_array_append(a, g_bytes_get_data(cmd, NULL), g_bytes_get_size(cmd));
+	seed = g_byte_array_free_to_bytes(a);
+	return write_seed(dir, name, seed, error);
+}
+
 static gboolean
 gen(const gchar *outdir, GError **error)
 {
 	g_autofree gchar *d_status = g_build_filename(outdir, "status", NULL);
 	g_autofree gchar *d_event = g_build_filename(outdir, "event", NULL);
 	g_autofree gchar *d_cmd = g_build_filename(outdir, "cmd", NULL);
+	g_autofree gchar *d_guest = g_build_filename(outdir, "guest-cmd", NULL);
 	g_autofree gchar *d_chan = g_build_filename(outdir, "chan", NULL);
-	const gchar *dirs[] = {d_status, d_event, d_cmd, d_chan};
+	const gchar *dirs[] = {d_status, d_event, d_cmd, d_chan, d_guest};
 	g_autoptr(HrStatus) s0 = make_status(0, 0);
 	g_autoptr(HrStatus) s1 = make_status(2, 4);
 	g_autoptr(HrStatus) s2 = make_status(4, 64);
@@ -88,6 +112,8 @@ gen(const gchar *outdir, GError **error)
 	g_autoptr(HrCmd) c_capture = hr_cmd_new(VIRTIO_HUGEROOM_CMD_CAPTURE, 4);
 	g_autoptr(HrCmd) c_return = hr_cmd_new(VIRTIO_HUGEROOM_CMD_RETURN, 5);
 	g_autoptr(HrCmd) c_pcp = hr_cmd_new(VIRTIO_HUGEROOM_CMD_SET_PCP, 6);
+	g_autoptr(HrCmd) c_evac_max = hr_cmd_new(VIRTIO_HUGEROOM_CMD_EVACUATE, 7);
+	g_autoptr(HrCmd) c_return_all = hr_cmd_new(VIRTIO_HUGEROOM_CMD_RETURN, 8);
 	g_autoptr(GBytes) b_report = NULL;
 	g_autoptr(GBytes) b_cancel = NULL;
 	g_autoptr(GBytes) b_evac = NULL;
@@ -95,6 +121,8 @@ gen(const gchar *outdir, GError **error)
 	g_autoptr(GBytes) b_capture = NULL;
 	g_autoptr(GBytes) b_return = NULL;
 	g_autoptr(GBytes) b_pcp = NULL;
+	g_autoptr(GBytes) b_evac_max = NULL;
+	g_autoptr(GBytes) b_return_all = NULL;
 	g_autoptr(HrChanHello) hello = hr_chan_hello_new(2);
 	g_autoptr(GBytes) p_hello = NULL;
 	HrChanWelcome welcome = {.proto_version = 1, .status_interval_ms = 1000};
@@ -133,6 +161,16 @@ gen(const gchar *outdir, GError **error)
 	c_capture->count = 4;
 	c_return->count = 2;
 	c_pcp->policy = VIRTIO_HUGEROOM_PCP_DENSITY;
+	c_evac_max->count = VIRTIO_HUGEROOM_MAX_CMD_BLOCKS;
+	c_evac_max->nr_gpas = VIRTIO_HUGEROOM_MAX_CMD_BLOCKS;
+	c_evac_max->gpas = g_new0(guint64, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
+	for (guint i = 0; i < VIRTIO_HUGEROOM_MAX_CMD_BLOCKS; i++)
+		c_evac_max->gpas[i] = MiB(2) * (i + 1);
+	c_return_all->count = 2;
+	c_return_all->nr_gpas = 2;
+	c_return_all->gpas = g_new0(guint64, 2);
+	c_return_all->gpas[0] = MiB(4);
+	c_return_all->gpas[1] = MiB(6);
 	b_report = hr_cmd_encode(c_report);
 	b_cancel = hr_cmd_encode(c_cancel);
 	b_evac = hr_cmd_encode(c_evac);
@@ -140,6 +178,8 @@ gen(const gchar *outdir, GError **error)
 	b_capture = hr_cmd_encode(c_capture);
 	b_return = hr_cmd_encode(c_return);
 	b_pcp = hr_cmd_encode(c_pcp);
+	b_evac_max = hr_cmd_encode(c_evac_max);
+	b_return_all = hr_cmd_encode(c_return_all);
 
 	g_strlcpy(hello->name, "seed-vm", sizeof(hello->name));
 	hello->ram[0].size = MiB(2048);
@@ -162,6 +202,24 @@ gen(const gchar *outdir, GError **error)
 	    !write_seed(d_cmd, "capture", b_capture, error) ||
 	    !write_seed(d_cmd, "return", b_return, error) ||
 	    !write_seed(d_cmd, "set-pcp", b_pcp, error))
+		return FALSE;
+
+	/* The daemon's commands as the guest driver gets them off cmdq. */
+	if (!write_guest_seed(d_guest, "report", 0x1f, -1, b_report, error) ||
+	    !write_guest_seed(d_guest, "cancel", 0x1f, -1, b_cancel, error) ||
+	    !write_guest_seed(d_guest, "evacuate-gpas", 0x1f, -1, b_evac, error) ||
+	    !write_guest_seed(d_guest, "evacuate-ranges", 0x1f, -1, b_evac_r, error) ||
+	    !write_guest_seed(d_guest, "evacuate-max", 0x1f, -1, b_evac_max, error) ||
+	    !write_guest_seed(d_guest, "capture", 0x1f, -1, b_capture, error) ||
+	    !write_guest_seed(d_guest, "return-count", 0x1f, -1, b_return, error) ||
+	    !write_guest_seed(d_guest, "return-gpas", 0x1f, -1, b_return_all, error) ||
+	    !write_guest_seed(d_guest, "set-pcp", 0x1f, -1, b_pcp, error) ||
+	    /* the driver's own feature set: no F_PCP */
+	    !write_guest_seed(d_guest, "set-pcp-unsupported", 0x17, -1, b_pcp, error) ||
+	    !write_guest_seed(d_guest, "evacuate-no-feature", 0x05, -1, b_evac, error) ||
+	    /* a device claiming more than the buffer, or less than the message */
+	    !write_guest_seed(d_guest, "used-oversized", 0x1f, 0x10000, b_evac_r, error) ||
+	    !write_guest_seed(d_guest, "used-short", 0x1f, 20, b_evac, error))
 		return FALSE;
 
 	/* a device session: hello, state, statuses, events */

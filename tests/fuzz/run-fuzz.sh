@@ -12,7 +12,7 @@ builddir=$2
 gen_seeds=$3
 shift 3
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan)
+[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan guest-cmd)
 secs=${HR_FUZZ_SECONDS:-10}
 CLANG=${CLANG:-clang}
 
@@ -34,12 +34,23 @@ read -r -a glib_flags <<<"$(pkg-config --cflags --libs glib-2.0)"
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
+sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 for t in "${targets[@]}"; do
     bin="$builddir/fuzz-$t"
+    extra=()
+    if [ "$t" = guest-cmd ]; then
+        # The guest driver's own decoder, built alone against the kernel
+        # shims (tests/fuzz/kshim) and instrumented for coverage.
+        "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
+            -fsanitize=fuzzer-no-link "${sanitize[@]}" \
+            -I "$srcdir/tests/fuzz/kshim" -I "$srcdir/protocol" \
+            -c "$srcdir/guest-driver/hr_cmd.c" -o "$builddir/hr_cmd.o"
+        extra=("$builddir/hr_cmd.o" -I "$srcdir/guest-driver")
+    fi
     "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
-        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -fsanitize=fuzzer "${sanitize[@]}" \
         -I "$srcdir/protocol" "$srcdir/protocol/hr-codec.c" "$srcdir/tests/fuzz/fuzz-$t.c" \
-        "${glib_flags[@]}" -o "$bin"
+        "${extra[@]}" "${glib_flags[@]}" -o "$bin"
     corpus="$builddir/corpus-$t"
     mkdir -p "$corpus"
     echo "fuzz-$t: ${secs}s"

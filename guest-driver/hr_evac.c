@@ -1,0 +1,1227 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * virtio-hugeroom guest driver: holds, evacuation, giving memory back.
+ *
+ * EVACUATE and CAPTURE take 2 MiB blocks from the guest's allocator and
+ * list them in HOLDs; the device discards what it acks, and the driver
+ * holds those blocks until the host asks for them (RETURN), the guest
+ * needs memory (shrinker, OOM notifier), memory goes offline, or the
+ * device stops.  See "Holding blocks" and "EVACUATE and CAPTURE" below.
+ *
+ * Locks: return_lock (mutex) serializes everything that gives blocks back,
+ * so a block is never returned twice; hold_lock (spinlock, also taken in
+ * reclaim) protects the held and limbo lists and the counters, and is
+ * taken under event_lock when a HOLD's ack is settled; job_lock guards the
+ * job slot and is never held with another lock.  Reclaim (the shrinker)
+ * only trylocks return_lock and event_lock: it may run in our own workers
+ * while they hold them.  Nobody allocates while holding return_lock or
+ * event_lock, so the OOM notifier may wait for both.  Order:
+ * hr_internal.h.
+ */
+
+#include "hr_internal.h"
+
+/* ---------------------------------------------------------------------- */
+/*
+ * Holding blocks.
+ *
+ * A block is taken from the allocator (alloc_contig_range() or an order-9
+ * allocation split into base pages), marked PageOffline at once like
+ * virtio-mem's fake-offline memory, and listed in a HOLD.  Only after the
+ * device acked the HOLD (and so discarded the block) is it held: it leaves
+ * the managed page count (MemTotal shrinks) and joins vh->held.  Blocks the
+ * device did not take go straight back to the allocator.  Giving a block
+ * back is the reverse, and again waits for the device's ack of the
+ * RETURNED before the guest may touch the memory (SPEC 1.6.6.1 item 2).
+ */
+
+static struct page *virtio_hugeroom_lru_page(struct list_head *pos)
+{
+	return list_entry(pos, struct page, lru);
+}
+
+/* Mark the 512 pages at @pfn, just taken from the allocator, offline. */
+static void virtio_hugeroom_block_offline(unsigned long pfn)
+{
+	unsigned long i;
+
+	page_offline_begin();
+	for (i = 0; i < pageblock_nr_pages; i++)
+		VIRTIO_HUGEROOM_SET_OFFLINE(pfn_to_page(pfn + i));
+	page_offline_end();
+}
+
+/*
+ * Give the block at @pfn back to the allocator; @managed if it was held
+ * (taken out of the managed page count).
+ */
+static void virtio_hugeroom_block_put(unsigned long pfn, bool managed)
+{
+	unsigned long i;
+
+	set_page_private(pfn_to_page(pfn), 0);
+	for (i = 0; i < pageblock_nr_pages; i++)
+		VIRTIO_HUGEROOM_CLEAR_OFFLINE(pfn_to_page(pfn + i));
+	if (managed)
+		adjust_managed_page_count(pfn_to_page(pfn), pageblock_nr_pages);
+	free_contig_range(pfn, pageblock_nr_pages);
+}
+
+/*
+ * Is the block at @pfn (online) held by us?  A held block's head page has
+ * page_private() pointing at its device from the HOLD ack until it is
+ * freed, also while a RETURNED for it is in flight (the pages are ours:
+ * nothing else reads private).  hold_lock held.
+ */
+static bool virtio_hugeroom_is_held_locked(struct virtio_hugeroom *vh,
+					   unsigned long pfn)
+{
+	struct page *head = pfn_to_page(pfn);
+
+	return PageOffline(head) && page_private(head) == (unsigned long)vh;
+}
+
+/* May the ack of a message that failed with @rc still come (and act)? */
+static bool virtio_hugeroom_maybe_seen(int rc)
+{
+	return rc == -ETIMEDOUT || rc == -EPROTO;
+}
+
+/*
+ * A chain the device gave back after its sender stopped waiting.  For a
+ * HOLD whose blocks went to limbo the ack now says which the device holds
+ * (has discarded): those are held from now on, the others go back to the
+ * allocator.  A malformed ack leaves them in limbo until the next reset.
+ * Nothing else needs settling: a RETURNED whose ack came late left its
+ * blocks held, and a RETURNED of a block the device no longer holds is
+ * valid (SPEC 1.6.4).  event_lock held.
+ */
+void virtio_hugeroom_settle_late(struct virtio_hugeroom *vh,
+				 struct virtio_hugeroom_evbuf *eb)
+{
+	const struct virtio_hugeroom_blocks *msg = eb->msg;
+	const __le64 *gpas = (const void *)(msg + 1);
+	u32 nr = le32_to_cpu(msg->nr_blocks), done = 0, i;
+	int rc;
+
+	if (!eb->limbo)
+		return;
+	if (eb->used < sizeof(*eb->ack)) {
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "late HOLD ack malformed: %u blocks stay out until reset\n",
+				     nr);
+		return;
+	}
+	rc = virtio_hugeroom_ack_errno(le32_to_cpu(eb->ack->status));
+	if (!rc || rc == -EOPNOTSUPP)
+		done = min_t(u32, le32_to_cpu(eb->ack->nr_done), nr);
+	dev_info_ratelimited(&vh->vdev->dev,
+			     "late HOLD ack (%d): %u of %u blocks held\n",
+			     rc, done, nr);
+	for (i = 0; i < nr; i++) {
+		unsigned long pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
+		struct page *page = pfn_to_page(pfn);
+
+		if (i < done)
+			adjust_managed_page_count(page, -pageblock_nr_pages);
+		spin_lock(&vh->hold_lock);
+		list_del(&page->lru);
+		vh->nr_limbo--;
+		if (i < done) {
+			list_add(&page->lru, &vh->held);
+			set_page_private(page, (unsigned long)vh);
+			vh->nr_held++;
+			vh->blocks_held_total++;
+		}
+		spin_unlock(&vh->hold_lock);
+		if (i >= done)
+			virtio_hugeroom_block_put(pfn, false);
+	}
+}
+
+/*
+ * Send a HOLD or RETURNED (@type, @reason) listing the first @nr blocks of
+ * @list and wait for the ack.  Returns the ack's errno and its nr_done in
+ * @done.  The blocks of a HOLD the device may still act on (no ack in
+ * time, or a malformed one) are moved from @list to limbo here, under
+ * event_lock, where a late ack finds them.  With @trylock, fails with
+ * -EAGAIN instead of waiting for another sender (shrinker context).
+ */
+static int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
+				       u64 request_id, u32 reason,
+				       struct list_head *list, unsigned int nr,
+				       u32 *done, bool trylock)
+{
+	struct virtio_hugeroom_ack ack;
+	struct virtio_hugeroom_evbuf *eb;
+	struct virtio_hugeroom_blocks *msg;
+	struct list_head *pos, *tmp;
+	unsigned int i = 0;
+	u32 len = sizeof(*msg) + nr * sizeof(__le64);
+	__le64 *gpas;
+	int rc = -EBUSY;
+
+	*done = 0;
+	if (trylock) {
+		if (!mutex_trylock(&vh->event_lock))
+			return -EAGAIN;
+	} else {
+		mutex_lock(&vh->event_lock);
+	}
+	eb = virtio_hugeroom_event_get(vh);
+	if (!eb)
+		goto out_unlock;
+	msg = eb->msg;
+	gpas = (void *)(msg + 1);
+	memset(msg, 0, sizeof(*msg));
+	msg->hdr.type = cpu_to_le16(type);
+	msg->hdr.len = cpu_to_le32(len);
+	msg->hdr.request_id = cpu_to_le64(request_id);
+	msg->nr_blocks = cpu_to_le32(nr);
+	msg->reason = cpu_to_le32(reason);
+	list_for_each(pos, list) {
+		struct page *page = virtio_hugeroom_lru_page(pos);
+
+		if (i == nr)
+			break;
+		gpas[i++] = cpu_to_le64(PFN_PHYS(page_to_pfn(page)));
+	}
+	rc = virtio_hugeroom_event_send(vh, eb, len, &ack);
+	if (rc == 0 || rc == -EOPNOTSUPP) {
+		*done = min_t(u32, le32_to_cpu(ack.nr_done), nr);
+	} else if (type == VIRTIO_HUGEROOM_MSG_HOLD &&
+		   virtio_hugeroom_maybe_seen(rc)) {
+		/* The device may still discard them: never reuse them. */
+		i = 0;
+		spin_lock(&vh->hold_lock);
+		list_for_each_safe(pos, tmp, list) {
+			if (i++ == nr)
+				break;
+			list_move_tail(pos, &vh->limbo);
+			vh->nr_limbo++;
+		}
+		spin_unlock(&vh->hold_lock);
+		/* A stuck chain is settled by whoever reaps it. */
+		eb->limbo = rc == -ETIMEDOUT;
+	}
+out_unlock:
+	if (rc && rc != -EOPNOTSUPP)
+		vh->event_errors++;
+	else
+		vh->events_sent++;
+	mutex_unlock(&vh->event_lock);
+	return rc;
+}
+
+/*
+ * Return up to @want held blocks (from @list if given: blocks the caller
+ * already took off vh->held; else the most recently held) to the guest
+ * with a RETURNED of @reason.  Blocks whose RETURNED was not acked stay
+ * held.  Returns the number of blocks given back.  return_lock held.
+ */
+unsigned int virtio_hugeroom_return_locked(struct virtio_hugeroom *vh,
+					   struct list_head *list,
+					   unsigned int want,
+					   u32 reason, u64 request_id,
+					   bool trylock)
+{
+	unsigned int given = 0;
+
+	while (want) {
+		LIST_HEAD(batch);
+		unsigned int nr = 0;
+		struct page *page, *tmp;
+		u32 done;
+		int rc;
+
+		spin_lock(&vh->hold_lock);
+		if (list) {
+			while (nr < want && nr < VIRTIO_HUGEROOM_RET_BATCH &&
+			       !list_empty(list)) {
+				list_move_tail(list->next, &batch);
+				nr++;
+			}
+		} else {
+			while (nr < want && nr < VIRTIO_HUGEROOM_RET_BATCH &&
+			       !list_empty(&vh->held)) {
+				list_move_tail(vh->held.next, &batch);
+				nr++;
+			}
+		}
+		spin_unlock(&vh->hold_lock);
+		if (!nr)
+			break;
+
+		rc = virtio_hugeroom_send_blocks(vh,
+						 VIRTIO_HUGEROOM_MSG_RETURNED,
+						 request_id, reason, &batch,
+						 nr, &done, trylock);
+		if (rc) {
+			/* Still held by the device: keep them held. */
+			spin_lock(&vh->hold_lock);
+			list_splice(&batch, &vh->held);
+			spin_unlock(&vh->hold_lock);
+			if (rc != -EAGAIN)
+				dev_warn_ratelimited(&vh->vdev->dev,
+						     "RETURNED of %u blocks failed: %d\n",
+						     nr, rc);
+			break;
+		}
+		if (done != nr)
+			dev_warn_once(&vh->vdev->dev,
+				      "device held %u of %u returned blocks\n",
+				      done, nr);
+		spin_lock(&vh->hold_lock);
+		vh->nr_held -= nr;
+		vh->blocks_returned[reason] += nr;
+		spin_unlock(&vh->hold_lock);
+		list_for_each_entry_safe(page, tmp, &batch, lru) {
+			list_del(&page->lru);
+			virtio_hugeroom_block_put(page_to_pfn(page), true);
+		}
+		given += nr;
+		want -= nr;
+	}
+	if (list && !list_empty(list)) {
+		/* Not offered to the device: still held. */
+		spin_lock(&vh->hold_lock);
+		list_splice_init(list, &vh->held);
+		spin_unlock(&vh->hold_lock);
+	}
+	return given;
+}
+
+static unsigned int virtio_hugeroom_return_some(struct virtio_hugeroom *vh,
+						unsigned int want, u32 reason,
+						bool trylock)
+{
+	unsigned int given;
+
+	if (trylock) {
+		if (!mutex_trylock(&vh->return_lock))
+			return 0;
+	} else {
+		mutex_lock(&vh->return_lock);
+	}
+	given = virtio_hugeroom_return_locked(vh, NULL, want, reason, 0,
+					      trylock);
+	mutex_unlock(&vh->return_lock);
+	return given;
+}
+
+static bool virtio_hugeroom_deflate_on_oom(struct virtio_hugeroom *vh)
+{
+	return virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM);
+}
+
+/* Shrinker: the held pages are what it can free. */
+static unsigned long virtio_hugeroom_count(struct virtio_hugeroom *vh)
+{
+	if (!virtio_hugeroom_deflate_on_oom(vh))
+		return 0;
+	return (unsigned long)READ_ONCE(vh->nr_held) * pageblock_nr_pages;
+}
+
+/*
+ * Is some zone below its high watermark, the level kswapd reclaims to?
+ * Holds never take a zone there (admission rule), so then something else
+ * needs the memory.  Shrinkers also run without any shortage (drop_caches
+ * calls every shrinker until they give up): holds stay then.
+ */
+static bool virtio_hugeroom_under_pressure(void)
+{
+	int nid, zid;
+
+	for_each_online_node(nid) {
+		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
+			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
+
+			if (populated_zone(zone) &&
+			    zone_page_state(zone, NR_FREE_PAGES) <
+			    high_wmark_pages(zone))
+				return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Give back blocks for @nr_to_scan pages.  Reclaim may run in any task,
+ * including our own workers while they hold a lock, so only trylock.
+ */
+static unsigned long virtio_hugeroom_scan_held(struct virtio_hugeroom *vh,
+					       unsigned long nr_to_scan)
+{
+	unsigned int want, given;
+
+	if (!virtio_hugeroom_deflate_on_oom(vh) ||
+	    !virtio_hugeroom_under_pressure())
+		return SHRINK_STOP;
+	want = DIV_ROUND_UP(nr_to_scan, pageblock_nr_pages);
+	given = virtio_hugeroom_return_some(vh, want,
+					    VIRTIO_HUGEROOM_RET_PRESSURE, true);
+	if (!given)
+		return SHRINK_STOP;
+	return (unsigned long)given * pageblock_nr_pages;
+}
+
+#ifdef VIRTIO_HUGEROOM_HAVE_SHRINKER_ALLOC
+static unsigned long virtio_hugeroom_shrink_count(struct shrinker *s,
+						  struct shrink_control *sc)
+{
+	return virtio_hugeroom_count(s->private_data);
+}
+
+static unsigned long virtio_hugeroom_shrink_scan(struct shrinker *s,
+						 struct shrink_control *sc)
+{
+	return virtio_hugeroom_scan_held(s->private_data, sc->nr_to_scan);
+}
+
+/* The one place that knows the two shrinker APIs (shrinker_alloc(): 6.7). */
+int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
+{
+	struct shrinker *s = shrinker_alloc(0, "virtio-hugeroom");
+
+	if (!s)
+		return -ENOMEM;
+	s->count_objects = virtio_hugeroom_shrink_count;
+	s->scan_objects = virtio_hugeroom_shrink_scan;
+	s->seeks = VIRTIO_HUGEROOM_SHRINK_SEEKS;
+	s->batch = pageblock_nr_pages;
+	s->private_data = vh;
+	shrinker_register(s);
+	vh->shrinker = s;
+	return 0;
+}
+
+void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh)
+{
+	if (vh->shrinker)
+		shrinker_free(vh->shrinker);
+	vh->shrinker = NULL;
+}
+#else
+static unsigned long virtio_hugeroom_shrink_count(struct shrinker *s,
+						  struct shrink_control *sc)
+{
+	return virtio_hugeroom_count(container_of(s, struct virtio_hugeroom,
+						  shrinker));
+}
+
+static unsigned long virtio_hugeroom_shrink_scan(struct shrinker *s,
+						 struct shrink_control *sc)
+{
+	return virtio_hugeroom_scan_held(container_of(s, struct virtio_hugeroom,
+						      shrinker),
+					 sc->nr_to_scan);
+}
+
+int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh)
+{
+	int rc;
+
+	vh->shrinker.count_objects = virtio_hugeroom_shrink_count;
+	vh->shrinker.scan_objects = virtio_hugeroom_shrink_scan;
+	vh->shrinker.seeks = VIRTIO_HUGEROOM_SHRINK_SEEKS;
+	vh->shrinker.batch = pageblock_nr_pages;
+	rc = register_shrinker(&vh->shrinker, "virtio-hugeroom");
+	vh->shrinker_registered = !rc;
+	return rc;
+}
+
+void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh)
+{
+	if (vh->shrinker_registered)
+		unregister_shrinker(&vh->shrinker);
+	vh->shrinker_registered = false;
+}
+#endif
+
+/*
+ * Last resort before an OOM kill: give blocks back and say how many pages
+ * that freed.  Waiting for the RETURNED ack is allowed here (SPEC 1.6.6.1
+ * item 2); nobody allocates while holding return_lock or event_lock.
+ */
+int virtio_hugeroom_oom_notify(struct notifier_block *nb,
+			       unsigned long dummy, void *parm)
+{
+	struct virtio_hugeroom *vh = container_of(nb, struct virtio_hugeroom,
+						  oom_nb);
+	unsigned long *freed = parm;
+	unsigned int given;
+
+	if (!virtio_hugeroom_deflate_on_oom(vh))
+		return NOTIFY_OK;
+	given = virtio_hugeroom_return_some(vh, VIRTIO_HUGEROOM_OOM_BLOCKS,
+					    VIRTIO_HUGEROOM_RET_PRESSURE,
+					    false);
+	*freed += (unsigned long)given * pageblock_nr_pages;
+	return NOTIFY_OK;
+}
+
+/*
+ * After a device reset the device holds nothing (SPEC 1.5.2): whatever is
+ * still on our lists can go back to the allocator.
+ */
+void virtio_hugeroom_release_all(struct virtio_hugeroom *vh)
+{
+	LIST_HEAD(held);
+	LIST_HEAD(limbo);
+	struct page *page, *tmp;
+
+	spin_lock(&vh->hold_lock);
+	list_splice_init(&vh->held, &held);
+	list_splice_init(&vh->limbo, &limbo);
+	vh->nr_held = 0;
+	vh->nr_limbo = 0;
+	spin_unlock(&vh->hold_lock);
+	list_for_each_entry_safe(page, tmp, &held, lru) {
+		list_del(&page->lru);
+		virtio_hugeroom_block_put(page_to_pfn(page), true);
+	}
+	list_for_each_entry_safe(page, tmp, &limbo, lru) {
+		list_del(&page->lru);
+		virtio_hugeroom_block_put(page_to_pfn(page), false);
+	}
+}
+
+/*
+ * Memory is going offline (hot-unplug, or an admin offlining a memory
+ * block).  Held blocks in it are PageOffline pages with a reference, which
+ * offline_pages() can neither migrate nor skip: it would retry until the
+ * offlining task is killed.  Give them back first (RETURNED, reason
+ * unload); once freed they lie in the isolated range and go offline with
+ * it.  A running job could take more blocks of the range: it ends first.
+ * Blocks in limbo cannot go back before a device reset, so the offlining
+ * fails then, with -EBUSY, as it would for any unmovable page.  Runs in
+ * the offlining task, which holds the memory hotplug lock; sleeps.
+ */
+int virtio_hugeroom_memory_notify(struct notifier_block *nb,
+				  unsigned long action, void *arg)
+{
+	struct virtio_hugeroom *vh = container_of(nb, struct virtio_hugeroom,
+						  memory_nb);
+	const struct memory_notify *mn = arg;
+	unsigned long start = mn->start_pfn, end = start + mn->nr_pages;
+	unsigned int nr = 0, given;
+	bool in_limbo = false;
+	struct page *page, *tmp;
+	LIST_HEAD(list);
+
+	if (action != MEM_GOING_OFFLINE)
+		return NOTIFY_OK;
+
+	spin_lock(&vh->job_lock);
+	if (vh->job_busy)
+		vh->job_cancel = true;
+	spin_unlock(&vh->job_lock);
+	flush_work(&vh->job_work);
+
+	mutex_lock(&vh->return_lock);
+	spin_lock(&vh->hold_lock);
+	list_for_each_entry_safe(page, tmp, &vh->held, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (pfn >= start && pfn < end) {
+			list_move_tail(&page->lru, &list);
+			nr++;
+		}
+	}
+	list_for_each_entry(page, &vh->limbo, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (pfn >= start && pfn < end)
+			in_limbo = true;
+	}
+	spin_unlock(&vh->hold_lock);
+	given = virtio_hugeroom_return_locked(vh, &list, nr,
+					      VIRTIO_HUGEROOM_RET_UNLOAD, 0,
+					      false);
+	mutex_unlock(&vh->return_lock);
+	if (given < nr || in_limbo) {
+		dev_warn(&vh->vdev->dev,
+			 "pfns 0x%lx-0x%lx cannot go offline: %u of %u held blocks returned%s\n",
+			 start, end - 1, given, nr,
+			 in_limbo ? ", blocks in limbo" : "");
+		return notifier_from_errno(-EBUSY);
+	}
+	if (nr)
+		dev_info(&vh->vdev->dev,
+			 "returned %u held blocks of pfns 0x%lx-0x%lx going offline\n",
+			 nr, start, end - 1);
+	return NOTIFY_OK;
+}
+
+/* RETURN command (SPEC 1.6.6.1 item 1).  Runs in cmd_work. */
+void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
+			       const struct virtio_hugeroom_return *ret)
+{
+	u64 id = le64_to_cpu(ret->hdr.request_id);
+	const __le64 *gpas = (const void *)(ret + 1);
+	u32 nr_gpas = le32_to_cpu(ret->nr_gpas);
+	struct virtio_hugeroom_counts c = { .start_ns = ktime_get_ns() };
+	unsigned int i, nr = 0, given;
+	LIST_HEAD(list);
+
+	mutex_lock(&vh->return_lock);
+	if (!nr_gpas) {
+		unsigned int want = min(le32_to_cpu(ret->count),
+					READ_ONCE(vh->nr_held));
+
+		given = virtio_hugeroom_return_locked(vh, NULL, want,
+						      VIRTIO_HUGEROOM_RET_HOST,
+						      id, false);
+		c.tried = want;
+		c.freed = given;
+		c.failed[VIRTIO_HUGEROOM_R_OTHER] = want - given;
+	} else {
+		spin_lock(&vh->hold_lock);
+		for (i = 0; i < nr_gpas; i++) {
+			u64 gpa = le64_to_cpu(gpas[i]);
+			unsigned long pfn = PHYS_PFN(gpa);
+
+			if (pfn_to_online_page(pfn) &&
+			    virtio_hugeroom_is_held_locked(vh, pfn)) {
+				list_move_tail(&pfn_to_page(pfn)->lru, &list);
+				nr++;
+			} else {
+				c.failed[VIRTIO_HUGEROOM_R_OTHER]++;
+			}
+		}
+		spin_unlock(&vh->hold_lock);
+		given = virtio_hugeroom_return_locked(vh, &list, nr,
+						      VIRTIO_HUGEROOM_RET_HOST,
+						      id, false);
+		/* Blocks not given back went back to vh->held. */
+		c.tried = nr_gpas;
+		c.freed = given;
+		c.failed[VIRTIO_HUGEROOM_R_OTHER] += nr - given;
+	}
+	mutex_unlock(&vh->return_lock);
+	virtio_hugeroom_send_counts(vh, VIRTIO_HUGEROOM_MSG_RESULT, id,
+				    c.freed == c.tried ? VIRTIO_HUGEROOM_S_OK :
+				    VIRTIO_HUGEROOM_S_PARTIAL, &c);
+}
+
+/* ---------------------------------------------------------------------- */
+/*
+ * EVACUATE and CAPTURE.  One at a time, in job_work, so that cmd_work can
+ * still take CANCEL, RETURN and REPORT while it runs.
+ */
+
+/* One running EVACUATE or CAPTURE. */
+struct virtio_hugeroom_run {
+	struct virtio_hugeroom *vh;
+	u64 id;
+	u32 count;
+	u64 budget_ns;			/* 0 = none */
+	u64 budget_pages;		/* 0 = none */
+	struct virtio_hugeroom_counts c;
+	struct list_head pending;	/* taken, offline, HOLD not acked */
+	unsigned int nr_pending;
+	u64 first_pending_ns;
+	u64 last_progress_ns;
+	unsigned int since_progress;
+	u32 stop;			/* S_CANCELLED or S_BUDGET once stopped */
+	bool no_discard;		/* the device refused a HOLD */
+	bool no_memory;			/* admission failed, or -ENOMEM */
+	bool budget_skipped;		/* a block was left for the budget */
+};
+
+/*
+ * Must the command end before its next block, other than for a CANCEL or
+ * a budget (r->stop)?  After a refused HOLD, without memory, and while an
+ * eventq chain is stuck with the device: no HOLD could go out, so taking
+ * more blocks from the guest would only leave them in limbo.
+ */
+static bool virtio_hugeroom_run_blocked(struct virtio_hugeroom_run *r)
+{
+	return r->no_discard || r->no_memory ||
+	       virtio_hugeroom_event_stuck(r->vh);
+}
+
+/* pgmigrate_success now: a global counter, every migration counts. */
+static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
+{
+#ifdef CONFIG_MIGRATION
+	all_vm_events(vh->job_events);
+	return vh->job_events[PGMIGRATE_SUCCESS];
+#else
+	return 0;
+#endif
+}
+
+/*
+ * The one call of alloc_contig_range().  6.1 and 6.12 take a migratetype
+ * (6.12 through the alloc_hooks() macro); 6.17 changes it to flags and is
+ * refused in hr_compat.h.  GFP: may reclaim a little, never OOM,
+ * never warn (SPEC 1.6.3.2 item 4).
+ */
+static int virtio_hugeroom_contig_alloc(unsigned long pfn)
+{
+	return alloc_contig_range(pfn, pfn + pageblock_nr_pages,
+				  MIGRATE_MOVABLE,
+				  GFP_KERNEL | __GFP_NOWARN |
+				  __GFP_RETRY_MAYFAIL);
+}
+
+/* Sum of the high watermarks of all populated zones. */
+static unsigned long virtio_hugeroom_high_wmarks(void)
+{
+	unsigned long sum = 0;
+	int nid, zid;
+
+	/* for_each_populated_zone() needs symbols modules do not get. */
+	for_each_online_node(nid) {
+		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
+			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
+
+			if (populated_zone(zone))
+				sum += high_wmark_pages(zone);
+		}
+	}
+	return sum;
+}
+
+/*
+ * Admission (SPEC 1.6.3.2 item 6): may the guest give up 512 more pages
+ * of @zone (NULL: only the global rule) without going below the
+ * watermarks, and while keeping MemAvailable a reserve above them?  A
+ * guest held down to its watermarks reclaims its page cache (or gives the
+ * holds back) at its next allocation burst.  @taken: the pages are
+ * already allocated.
+ */
+static bool virtio_hugeroom_admit(struct zone *zone, bool taken)
+{
+	unsigned long need = taken ? 0 : pageblock_nr_pages;
+	unsigned long floor = virtio_hugeroom_high_wmarks() +
+			      (totalram_pages() >>
+			       VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT);
+	long avail = si_mem_available();
+
+	if (zone && zone_page_state(zone, NR_FREE_PAGES) <
+		    high_wmark_pages(zone) + need)
+		return false;
+	return avail >= 0 && (unsigned long)avail >= floor + need;
+}
+
+static void virtio_hugeroom_run_fail(struct virtio_hugeroom_run *r,
+				     unsigned int reason)
+{
+	struct virtio_hugeroom *vh = r->vh;
+
+	r->c.tried++;
+	r->c.failed[reason]++;
+	spin_lock(&vh->hold_lock);
+	vh->evac_failed[reason]++;
+	spin_unlock(&vh->hold_lock);
+}
+
+/* S_CANCELLED or S_BUDGET if the command must stop now, else 0. */
+static u32 virtio_hugeroom_run_check(struct virtio_hugeroom_run *r)
+{
+	struct virtio_hugeroom *vh = r->vh;
+	bool cancel;
+
+	spin_lock(&vh->job_lock);
+	cancel = vh->job_cancel;
+	spin_unlock(&vh->job_lock);
+	if (cancel)
+		return VIRTIO_HUGEROOM_S_CANCELLED;
+	if (r->budget_ns && ktime_get_ns() - r->c.start_ns >= r->budget_ns)
+		return VIRTIO_HUGEROOM_S_BUDGET;
+	if (r->budget_pages && r->c.migrated >= r->budget_pages)
+		return VIRTIO_HUGEROOM_S_BUDGET;
+	return 0;
+}
+
+/* Send a HOLD for the pending blocks and settle them by the ack. */
+static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
+{
+	struct virtio_hugeroom *vh = r->vh;
+	struct page *page, *tmp;
+	unsigned int i = 0;
+	u32 done;
+	int rc;
+
+	if (!r->nr_pending)
+		return;
+	rc = virtio_hugeroom_send_blocks(vh, VIRTIO_HUGEROOM_MSG_HOLD, r->id, 0,
+					 &r->pending, r->nr_pending, &done,
+					 false);
+	if (rc == -EOPNOTSUPP)
+		r->no_discard = true;
+	if (rc && rc != -EOPNOTSUPP)
+		dev_warn_ratelimited(&vh->vdev->dev,
+				     "HOLD of %u blocks failed: %d\n",
+				     r->nr_pending, rc);
+
+	/* Blocks the device may still act on are in limbo already. */
+	list_for_each_entry_safe(page, tmp, &r->pending, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (i++ < done) {
+			/* Discarded by the device: now held. */
+			adjust_managed_page_count(page, -pageblock_nr_pages);
+			spin_lock(&vh->hold_lock);
+			list_move(&page->lru, &vh->held);
+			set_page_private(page, (unsigned long)vh);
+			vh->nr_held++;
+			vh->blocks_held_total++;
+			spin_unlock(&vh->hold_lock);
+			r->c.freed++;
+			continue;
+		}
+		list_del(&page->lru);
+		virtio_hugeroom_block_put(pfn, false);
+	}
+	/* Counted as tried when taken. */
+	r->c.tried -= r->nr_pending - done;
+	for (i = done; i < r->nr_pending; i++)
+		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_OTHER);
+	r->nr_pending = 0;
+}
+
+/* After each block: a HOLD when a batch is full or a second old. */
+static void virtio_hugeroom_run_tick(struct virtio_hugeroom_run *r)
+{
+	u64 now = ktime_get_ns();
+
+	if (r->nr_pending &&
+	    (r->nr_pending >= VIRTIO_HUGEROOM_HOLD_BATCH ||
+	     now - r->first_pending_ns >= VIRTIO_HUGEROOM_HOLD_NS))
+		virtio_hugeroom_run_flush(r);
+	now = ktime_get_ns();
+	if (now - r->last_progress_ns >= VIRTIO_HUGEROOM_PROGRESS_NS ||
+	    (r->since_progress >= VIRTIO_HUGEROOM_HOLD_BATCH &&
+	     now - r->last_progress_ns >= VIRTIO_HUGEROOM_PROGRESS_MIN_NS)) {
+		virtio_hugeroom_send_counts(r->vh, VIRTIO_HUGEROOM_MSG_PROGRESS,
+					    r->id, 0, &r->c);
+		r->last_progress_ns = ktime_get_ns();
+		r->since_progress = 0;
+	}
+}
+
+/* A block just taken from the allocator: offline, then pending. */
+static void virtio_hugeroom_run_take(struct virtio_hugeroom_run *r,
+				     unsigned long pfn)
+{
+	virtio_hugeroom_block_offline(pfn);
+	if (!r->nr_pending)
+		r->first_pending_ns = ktime_get_ns();
+	list_add_tail(&pfn_to_page(pfn)->lru, &r->pending);
+	r->nr_pending++;
+	r->c.tried++;
+}
+
+/* Blocks freed so far, counting those whose HOLD is not yet acked. */
+static bool virtio_hugeroom_run_enough(struct virtio_hugeroom_run *r)
+{
+	if (r->c.freed + r->nr_pending < r->count)
+		return false;
+	virtio_hugeroom_run_flush(r);
+	return r->c.freed >= r->count;
+}
+
+/*
+ * Checks before evacuating the block at @pfn.  Returns a failure reason,
+ * or -1 with the block's free pages and zone.  @explicit: the host named
+ * it (CHEAPEST only picks eligible blocks, but re-checks them).
+ */
+static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
+				      unsigned long pfn, unsigned int *free,
+				      struct zone **zonep)
+{
+	struct page *head = pfn_to_online_page(pfn);
+	struct page *last = pfn_to_online_page(pfn + pageblock_nr_pages - 1);
+	struct zone *zone;
+	bool held;
+	u8 mt;
+
+	if (!head || !last)
+		return VIRTIO_HUGEROOM_R_OFFLINE;
+	zone = page_zone(head);
+	if (page_zone(last) != zone || !zone_spans_pfn(zone, pfn) ||
+	    !zone_spans_pfn(zone, pfn + pageblock_nr_pages - 1))
+		return VIRTIO_HUGEROOM_R_ZONE;
+#ifdef CONFIG_ZONE_DMA
+	if (zone_idx(zone) == ZONE_DMA)
+		return VIRTIO_HUGEROOM_R_ZONE;
+#endif
+	spin_lock(&vh->hold_lock);
+	held = virtio_hugeroom_is_held_locked(vh, pfn);
+	spin_unlock(&vh->hold_lock);
+	if (held)
+		return VIRTIO_HUGEROOM_R_HELD;
+
+	mt = virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn));
+	*free = virtio_hugeroom_block_free(head, pfn);
+	if (mt == VIRTIO_HUGEROOM_MT_CMA || mt == VIRTIO_HUGEROOM_MT_ISOLATE ||
+	    mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
+	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && *free < pageblock_nr_pages))
+		return VIRTIO_HUGEROOM_R_ZONE;
+	if (!virtio_hugeroom_admit(zone, false))
+		return VIRTIO_HUGEROOM_R_NOMEM;
+	*zonep = zone;
+	return -1;
+}
+
+/*
+ * Does every page of the block at @pfn look free or migratable?  A
+ * lockless walk, modelled on has_unmovable_pages() and compaction's
+ * migrate scanner, run before alloc_contig_range() so that a block with a
+ * page nothing can move (slab, page table, a long-term pin, any other
+ * kernel allocation that fell back into a movable pageblock) fails
+ * R_UNMOVABLE before its movable pages are migrated for nothing.
+ *
+ * Racy by nature: pages change state while they are looked at, so the
+ * answer is a hint and alloc_contig_range() stays the authority.  In doubt
+ * it says yes: a page with no references (on a per-cpu list or being
+ * freed) and a page with a mapping but not on an LRU (in an LRU add batch
+ * or isolated for a moment) count as movable.
+ */
+static bool virtio_hugeroom_block_movable(unsigned long pfn)
+{
+	unsigned long i = 0;
+
+	while (i < pageblock_nr_pages) {
+		struct page *page = pfn_to_page(pfn + i);
+		struct page *head;
+		unsigned long end;
+		unsigned int order;
+
+		if (PageBuddy(page)) {
+			order = virtio_hugeroom_buddy_order(page);
+			i += order < VIRTIO_HUGEROOM_KERNEL_ORDERS ?
+			     1UL << order : 1;
+			continue;
+		}
+		/* A compound page: judge its head, then skip its tail. */
+		head = compound_head(page);
+		if (page_ref_count(head)) {
+			if (PageReserved(head) || PageSlab(head) ||
+			    PageTable(head) || PageOffline(head))
+				return false;
+			if (PageLRU(head)) {
+				if (folio_maybe_dma_pinned(page_folio(head)))
+					return false;
+			} else if (!READ_ONCE(head->mapping)) {
+				/*
+				 * Neither on an LRU nor movable_ops (whose
+				 * mapping is set, see __PageMovable()).
+				 */
+				return false;
+			}
+		}
+		order = compound_order(head);
+		end = page_to_pfn(head) + (1UL << order);
+		if (order && order < VIRTIO_HUGEROOM_KERNEL_ORDERS &&
+		    end > pfn + i)
+			i = end - pfn;
+		else
+			i++;
+	}
+	return true;
+}
+
+/*
+ * Try to free and take the block at @pfn.  Returns 1 if taken, 0 if it
+ * failed (counted), -EAGAIN if it was left alone for the page budget (not
+ * counted: SPEC 1.6.3.1).
+ */
+static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
+				      unsigned long pfn)
+{
+	struct virtio_hugeroom *vh = r->vh;
+	unsigned int free = 0, used, tries;
+	struct zone *zone = NULL;
+	u64 ev0, ev1;
+	int reason, rc;
+
+	reason = virtio_hugeroom_evac_check(vh, pfn, &free, &zone);
+	if (reason >= 0) {
+		/* Every further block would break the admission rule too. */
+		if (reason == VIRTIO_HUGEROOM_R_NOMEM)
+			r->no_memory = true;
+		virtio_hugeroom_run_fail(r, reason);
+		return 0;
+	}
+	used = pageblock_nr_pages - min_t(unsigned int, free,
+					  pageblock_nr_pages);
+	if (r->budget_pages && r->c.migrated + used > r->budget_pages) {
+		r->budget_skipped = true;
+		return -EAGAIN;
+	}
+
+	/* Nothing migrated for a block that cannot be freed. */
+	if (used && !virtio_hugeroom_block_movable(pfn)) {
+		dev_dbg(&vh->vdev->dev, "block 0x%llx: unmovable page\n",
+			(u64)PFN_PHYS(pfn));
+		virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_UNMOVABLE);
+		r->since_progress++;
+		return 0;
+	}
+
+	ev0 = virtio_hugeroom_pgmigrate(vh);
+	for (tries = 1; ; tries++) {
+		rc = virtio_hugeroom_contig_alloc(pfn);
+		if (rc != -EBUSY || tries == VIRTIO_HUGEROOM_EVAC_TRIES)
+			break;
+		/* No retry once the block shows a page it cannot move. */
+		if (!virtio_hugeroom_block_movable(pfn))
+			break;
+		/* SPEC 1.6.3.2 item 5, 1.6.8.1 item 2: check between tries. */
+		r->stop = virtio_hugeroom_run_check(r);
+		if (r->stop) {
+			rc = r->stop == VIRTIO_HUGEROOM_S_CANCELLED ?
+			     -ECANCELED : -ETIME;
+			break;
+		}
+		cond_resched();
+	}
+	ev1 = virtio_hugeroom_pgmigrate(vh);
+	if (ev1 > ev0)
+		r->c.migrated += ev1 - ev0;
+	spin_lock(&vh->hold_lock);
+	vh->evac_pages_estimate += used;
+	if (ev1 > ev0)
+		vh->evac_pages_migrated += ev1 - ev0;
+	spin_unlock(&vh->hold_lock);
+
+	switch (rc) {
+	case 0:
+		virtio_hugeroom_run_take(r, pfn);
+		r->since_progress++;
+		return 1;
+	case -EBUSY:
+		reason = VIRTIO_HUGEROOM_R_UNMOVABLE;
+		break;
+	case -ENOMEM:
+		/* As virtio-mem: no point in migrating more without memory. */
+		reason = VIRTIO_HUGEROOM_R_NOMEM;
+		r->no_memory = true;
+		break;
+	case -ECANCELED:
+		reason = VIRTIO_HUGEROOM_R_CANCELLED;
+		break;
+	case -ETIME:
+		reason = VIRTIO_HUGEROOM_R_BUDGET;
+		break;
+	default:
+		reason = VIRTIO_HUGEROOM_R_OTHER;
+		break;
+	}
+	dev_dbg(&vh->vdev->dev, "block 0x%llx: %d after %u tries\n",
+		(u64)PFN_PHYS(pfn), rc, tries);
+	virtio_hugeroom_run_fail(r, reason);
+	r->since_progress++;
+	return 0;
+}
+
+/* Explicit form: the host's blocks, in its order, until count are freed. */
+static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
+					  const __le64 *gpas, u32 nr)
+{
+	u32 i;
+
+	for (i = 0; i < nr; i++) {
+		if (virtio_hugeroom_run_enough(r) ||
+		    virtio_hugeroom_run_blocked(r))
+			return;
+		r->stop = virtio_hugeroom_run_check(r);
+		if (r->stop)
+			return;
+		virtio_hugeroom_evac_block(r, PHYS_PFN(le64_to_cpu(gpas[i])));
+		if (r->stop)
+			return;
+		virtio_hugeroom_run_tick(r);
+	}
+}
+
+/*
+ * Has the block of @c taken pages since the sweep counted it?  The pages
+ * moved out of one candidate land in free holes anywhere, also in the
+ * holes of later candidates; emptying one of those would move them a
+ * second time.  Such a block is left for the next sweep, which ranks it
+ * by what it holds then.
+ */
+static bool virtio_hugeroom_cand_stale(const struct virtio_hugeroom_cand *c)
+{
+	struct page *head = pfn_to_online_page(c->pfn);
+	unsigned int now;
+
+	if (!head)
+		return false;
+	now = virtio_hugeroom_block_free(head, c->pfn);
+	return now < c->free && c->free - now > VIRTIO_HUGEROOM_STALE_PAGES;
+}
+
+/*
+ * CHEAPEST form: a fresh sweep of every pageblock (not an old report),
+ * then its candidates, most free pages first, each re-checked.  Another
+ * sweep if that was not enough and the last one made progress, or left
+ * candidates that had filled up meanwhile (at most
+ * VIRTIO_HUGEROOM_STALE_SWEEPS of those in a row).
+ */
+static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
+					  const struct virtio_hugeroom_range *ranges,
+					  u32 nr_ranges)
+{
+	struct virtio_hugeroom_scan *s = &r->vh->evac_scan;
+	u64 deadline = r->budget_ns ? r->c.start_ns + r->budget_ns : U64_MAX;
+	unsigned int i, stale_sweeps = 0;
+	bool progress, stale;
+	u64 sweeps;
+
+	s->ranges = nr_ranges ? ranges : NULL;
+	s->nr_ranges = nr_ranges;
+	do {
+		/*
+		 * A sweep of a big guest takes long: in slices, so that a
+		 * CANCEL, the time budget or a suspend stops it too.
+		 */
+		s->nid = NUMA_NO_NODE;
+		sweeps = s->sweeps;
+		while (s->sweeps == sweeps) {
+			virtio_hugeroom_scan(s, VIRTIO_HUGEROOM_SCAN_BATCH,
+					     deadline);
+			r->stop = virtio_hugeroom_run_check(r);
+			if (r->stop)
+				goto out;
+		}
+		progress = false;
+		stale = false;
+		for (i = 0; i < s->done->nr_cands; i++) {
+			if (virtio_hugeroom_run_enough(r) ||
+			    virtio_hugeroom_run_blocked(r))
+				goto out;
+			r->stop = virtio_hugeroom_run_check(r);
+			if (r->stop)
+				goto out;
+			if (virtio_hugeroom_cand_stale(&s->done->cand[i])) {
+				stale = true;
+				continue;
+			}
+			if (virtio_hugeroom_evac_block(r, s->done->cand[i].pfn) > 0)
+				progress = true;
+			if (r->stop)
+				goto out;
+			virtio_hugeroom_run_tick(r);
+		}
+		stale_sweeps = progress ? 0 : stale_sweeps + stale;
+	} while ((progress || stale) && !virtio_hugeroom_run_enough(r) &&
+		 stale_sweeps < VIRTIO_HUGEROOM_STALE_SWEEPS);
+out:
+	s->ranges = NULL;
+	s->nr_ranges = 0;
+}
+
+/*
+ * CAPTURE: order-9 allocations that may compact (SPEC 1.6.5.1), split into
+ * base pages so that they go back exactly like evacuated blocks.
+ */
+static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
+{
+	struct virtio_hugeroom *vh = r->vh;
+	u64 ev0 = virtio_hugeroom_pgmigrate(vh), ev1;
+	struct page *page;
+
+	while (!virtio_hugeroom_run_enough(r) &&
+	       !virtio_hugeroom_run_blocked(r)) {
+		r->stop = virtio_hugeroom_run_check(r);
+		if (r->stop)
+			break;
+		if (!virtio_hugeroom_admit(NULL, false)) {
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
+			break;
+		}
+		page = alloc_pages(GFP_HIGHUSER_MOVABLE | __GFP_NOWARN |
+				   __GFP_NORETRY, pageblock_order);
+		if (!page) {
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
+			break;
+		}
+#ifdef CONFIG_ZONE_DMA
+		if (zone_idx(page_zone(page)) == ZONE_DMA) {
+			__free_pages(page, pageblock_order);
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_ZONE);
+			break;
+		}
+#endif
+		if (!virtio_hugeroom_admit(page_zone(page), true)) {
+			__free_pages(page, pageblock_order);
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
+			break;
+		}
+		split_page(page, pageblock_order);
+		virtio_hugeroom_run_take(r, page_to_pfn(page));
+		r->since_progress++;
+		ev1 = virtio_hugeroom_pgmigrate(vh);
+		r->c.migrated = ev1 > ev0 ? ev1 - ev0 : 0;
+		virtio_hugeroom_run_tick(r);
+	}
+	ev1 = virtio_hugeroom_pgmigrate(vh);
+	r->c.migrated = ev1 > ev0 ? ev1 - ev0 : 0;
+}
+
+void virtio_hugeroom_job_work(struct work_struct *work)
+{
+	struct virtio_hugeroom *vh = container_of(work, struct virtio_hugeroom,
+						  job_work);
+	const struct virtio_hugeroom_hdr *hdr = vh->job_cmd;
+	struct virtio_hugeroom_run r = {
+		.vh = vh,
+		.id = le64_to_cpu(hdr->request_id),
+		.c.start_ns = ktime_get_ns(),
+	};
+	u32 status;
+
+	INIT_LIST_HEAD(&r.pending);
+	r.last_progress_ns = r.c.start_ns;
+	if (le16_to_cpu(hdr->type) == VIRTIO_HUGEROOM_CMD_CAPTURE) {
+		const struct virtio_hugeroom_capture *cap = vh->job_cmd;
+
+		r.count = le32_to_cpu(cap->count);
+		r.budget_ns = (u64)le32_to_cpu(cap->budget_ms) * NSEC_PER_MSEC;
+		virtio_hugeroom_capture(&r);
+	} else {
+		const struct virtio_hugeroom_evacuate *ev = vh->job_cmd;
+
+		r.count = le32_to_cpu(ev->count);
+		r.budget_ns = (u64)le32_to_cpu(ev->budget_ms) * NSEC_PER_MSEC;
+		r.budget_pages = le64_to_cpu(ev->budget_pages);
+		if (le16_to_cpu(ev->hdr.flags) & VIRTIO_HUGEROOM_EVAC_F_CHEAPEST)
+			virtio_hugeroom_evac_cheapest(&r, (const void *)(ev + 1),
+						      le32_to_cpu(ev->nr_ranges));
+		else
+			virtio_hugeroom_evac_explicit(&r, (const void *)(ev + 1),
+						      le32_to_cpu(ev->nr_gpas));
+	}
+	virtio_hugeroom_run_flush(&r);
+
+	/* SPEC 1.6.3.1: first of CANCELLED, BUDGET, PARTIAL. */
+	if (r.c.freed >= r.count)
+		status = VIRTIO_HUGEROOM_S_OK;
+	else if (r.stop)
+		status = r.stop;
+	else if (r.budget_skipped)
+		status = VIRTIO_HUGEROOM_S_BUDGET;
+	else
+		status = VIRTIO_HUGEROOM_S_PARTIAL;
+	dev_dbg(&vh->vdev->dev,
+		"request %llu: status %u, %u of %u blocks held, %u tried, %llu pages migrated, %llu ms\n",
+		r.id, status, r.c.freed, r.count, r.c.tried, r.c.migrated,
+		div_u64(ktime_get_ns() - r.c.start_ns, NSEC_PER_MSEC));
+	/*
+	 * Free the slot before the RESULT: a host may send the next command
+	 * as soon as it sees it.  That command's job_work cannot run before
+	 * this one returns, and nothing below reads vh->job_cmd.
+	 */
+	spin_lock(&vh->job_lock);
+	vh->job_busy = false;
+	vh->job_cancel = false;
+	spin_unlock(&vh->job_lock);
+	virtio_hugeroom_send_counts(vh, VIRTIO_HUGEROOM_MSG_RESULT, r.id, status,
+				    &r.c);
+}

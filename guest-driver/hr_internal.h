@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * virtio-hugeroom guest driver: what the files of the module share.
+ *
+ * The module is one driver in several files, each with one job:
+ *   hr_dev.c      the device: virtqueues, probe/remove/PM, the eventq
+ *                 senders, the command worker and its dispatch switch
+ *   hr_cmd.c      the command decoder: the checks a host command passes
+ *                 before it is acted on (also built in user space, for
+ *                 tests/fuzz)
+ *   hr_report.c   STATUS reports: the pageblock sweep, the free-list and
+ *                 zone counts, the statusq
+ *   hr_evac.c     holds: EVACUATE and CAPTURE, RETURNED, the shrinker,
+ *                 the OOM, memory-offline notifiers
+ *   hr_debugfs.c  the debugfs files every build has
+ *   hr_test.c     the test aids (debugfs pin_unmovable, inject,
+ *                 fault_inject), only in a test build
+ *                 (CONFIG_VIRTIO_HUGEROOM_TEST=y); stubs below otherwise
+ *   hr_compat.h   kernel-version and kernel-feature shims
+ *
+ * Lock order.  A lock on the left may be held while taking one on its
+ * right, never the reverse:
+ *
+ *   return_lock -> report_lock -> event_lock -> hold_lock
+ *
+ * * return_lock (mutex) serializes everything that gives blocks back;
+ *   taken before the others (the stop path holds it across the reset).
+ * * report_lock (mutex) owns the statusq and the report; held while
+ *   waiting for the device, and while zone->lock is taken to count free
+ *   lists.  status_show takes event_lock and hold_lock under it.
+ * * event_lock (mutex) owns the eventq; held while waiting for an ack.
+ *   HOLD settling takes hold_lock under it.
+ * * hold_lock (spinlock, from reclaim too) protects the held and limbo
+ *   lists and the hold counters; nothing is taken under it.
+ * * job_lock, stop_lock (irqsave: taken from virtqueue callbacks) and the
+ *   test build's pin_lock are leaves: nothing else is taken under them,
+ *   and they are not taken under hold_lock.
+ *
+ * No allocation that may reclaim runs under return_lock or event_lock:
+ * the OOM notifier waits for both, and the shrinker only trylocks them.
+ * Sleeping: report_lock and event_lock are held across waits of up to
+ * VIRTIO_HUGEROOM_TX_TIMEOUT; work that sleeps runs on vh->wq (unbound,
+ * not freezable) or in the notifying task.
+ */
+#ifndef _HR_INTERNAL_H
+#define _HR_INTERNAL_H
+
+#include <linux/debugfs.h>
+#include <linux/delay.h>
+#include <linux/gfp.h>
+#include <linux/kernel.h>
+#include <linux/ktime.h>
+#include <linux/memory.h>
+#include <linux/mm.h>
+#include <linux/mmzone.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/nodemask.h>
+#include <linux/oom.h>
+#include <linux/pageblock-flags.h>
+#include <linux/page-flags.h>
+#include <linux/scatterlist.h>
+#include <linux/seq_file.h>
+#include <linux/shrinker.h>
+#include <linux/suspend.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+#include <linux/virtio.h>
+#include <linux/virtio_config.h>
+#include <linux/vmalloc.h>
+#include <linux/vmstat.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+#include "virtio_hugeroom.h"
+#include "hr_compat.h"
+#include "hr_cmd.h"
+
+#define VIRTIO_HUGEROOM_NR_CMD_BUFS	8
+/* eventq chains: one being sent, the rest for chains stuck with the device. */
+#define VIRTIO_HUGEROOM_NR_EVENT_BUFS	4
+/* How long the device may keep a statusq/eventq buffer before we give up. */
+#define VIRTIO_HUGEROOM_TX_TIMEOUT	(5 * HZ)
+/*
+ * Per-report scan budget; see "Report contents" in hr_report.c.  The time
+ * budget is 1% of the report period (SPEC 1.6.2.1 item 10), within these
+ * bounds.
+ */
+#define VIRTIO_HUGEROOM_SCAN_BLOCKS	32768UL		/* 64 GiB */
+#define VIRTIO_HUGEROOM_SCAN_MIN_NS	(1 * NSEC_PER_MSEC)
+#define VIRTIO_HUGEROOM_SCAN_MAX_NS	(20 * NSEC_PER_MSEC)
+/* The shortest report period the driver accepts (SPEC 1.4.1 item 3). */
+#define VIRTIO_HUGEROOM_MIN_INTERVAL_MS	100
+#define VIRTIO_HUGEROOM_SCAN_BATCH	64		/* blocks per resched */
+/*
+ * Free-list entries counted per (order, migratetype) list under zone->lock,
+ * as /proc/pagetypeinfo caps its walk.  Keeps IRQs-off time bounded.
+ */
+#define VIRTIO_HUGEROOM_MT_WALK_CAP	4096
+
+/*
+ * Evacuation and holds (see "Holding blocks" in hr_evac.c).  A HOLD goes
+ * out every VIRTIO_HUGEROOM_HOLD_BATCH blocks or every second, a PROGRESS
+ * every second or every VIRTIO_HUGEROOM_HOLD_BATCH blocks but at most ten a
+ * second.
+ */
+#define VIRTIO_HUGEROOM_HOLD_BATCH	32
+#define VIRTIO_HUGEROOM_HOLD_NS		NSEC_PER_SEC
+#define VIRTIO_HUGEROOM_PROGRESS_NS	NSEC_PER_SEC
+#define VIRTIO_HUGEROOM_PROGRESS_MIN_NS	(NSEC_PER_SEC / 10)
+/* alloc_contig_range() attempts per block on -EBUSY, as virtio-mem does. */
+#define VIRTIO_HUGEROOM_EVAC_TRIES	5
+/* A candidate with this many fewer free pages than its sweep counted. */
+#define VIRTIO_HUGEROOM_STALE_PAGES	32
+#define VIRTIO_HUGEROOM_STALE_SWEEPS	8
+/*
+ * Admission keeps MemAvailable this far above the high watermarks: 1/32 of
+ * the guest's memory, room for page cache and bursts without reclaim.
+ */
+#define VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT	5
+/*
+ * Shrinker cost: 0, "no IO to recreate", makes reclaim ask for half the
+ * held pages at its first, gentlest pass (do_shrink_slab()), before it has
+ * to dig into page cache; DEFAULT_SEEKS asked for held >> priority * 2,
+ * a block or so per pass, while the LRUs were reclaimed.  The batch is
+ * one block, so that a few held blocks are asked for too.
+ */
+#define VIRTIO_HUGEROOM_SHRINK_SEEKS	0
+/* Blocks the OOM notifier gives back per call (8 MiB). */
+#define VIRTIO_HUGEROOM_OOM_BLOCKS	4
+/* Blocks in one RETURNED (fits VIRTIO_HUGEROOM_MAX_MSG). */
+#define VIRTIO_HUGEROOM_RET_BATCH	VIRTIO_HUGEROOM_MAX_EVT_BLOCKS
+/* Test aid: the most pages debugfs pin_unmovable keeps. */
+#define VIRTIO_HUGEROOM_MAX_PINS	65536
+
+/*
+ * The buffers of one eventq chain.  Free (on event_free) or the device's:
+ * from virtqueue_add_sgs() until virtqueue_get_buf() returns it, whatever
+ * the sender's timeout said.  Fields under event_lock.
+ */
+struct virtio_hugeroom_evbuf {
+	struct list_head node;		/* on event_free while free */
+	void *msg;			/* VIRTIO_HUGEROOM_MAX_MSG bytes, out */
+	struct virtio_hugeroom_ack *ack;	/* in */
+	unsigned int used;		/* used length, once returned */
+	bool done;			/* returned to the waiting sender */
+	bool late;			/* timed out: settle when it returns */
+	bool limbo;			/* a late HOLD whose blocks are in limbo */
+};
+
+/* A pageblock seen by the scanner that may be worth evacuating. */
+struct virtio_hugeroom_cand {
+	unsigned long pfn;
+	u16 free;
+	u16 nid;
+	u8 zid;
+	u8 mt;			/* enum virtio_hugeroom_mt */
+};
+
+struct virtio_hugeroom_sweep_zone {
+	int nid;
+	int zid;
+	u32 hist[VIRTIO_HUGEROOM_NR_HIST];
+};
+
+/* What one sweep over all pageblocks found. */
+struct virtio_hugeroom_sweep {
+	unsigned int nr_zones;
+	struct virtio_hugeroom_sweep_zone zone[VIRTIO_HUGEROOM_MAX_ZONES];
+	/* blocks eligible as candidates (SPEC 1.6.2.1 item 6) */
+	unsigned long nr_eligible;
+	unsigned long nr_blocks;
+	/* min-heap on .free while sweeping, sorted cheapest first when done */
+	unsigned int nr_cands;
+	struct virtio_hugeroom_cand cand[VIRTIO_HUGEROOM_MAX_CANDIDATES];
+};
+
+/* Sweep cursor; nid == NUMA_NO_NODE means "start a new sweep". */
+struct virtio_hugeroom_scan {
+	struct virtio_hugeroom_sweep *cur;
+	struct virtio_hugeroom_sweep *done;	/* last complete sweep */
+	int nid;
+	int zid;
+	unsigned long pfn;		/* next block in the zone; 0 = start */
+	u64 sweeps;			/* completed sweeps */
+	u64 sweep_start_ns;
+	u64 last_sweep_ns;		/* wall time of the last sweep */
+	/* EVACUATE CHEAPEST|RANGES: candidates only inside these (sorted). */
+	const struct virtio_hugeroom_range *ranges;
+	unsigned int nr_ranges;
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+	unsigned int fault_delay_ms;	/* debugfs fault_inject sweep_delay_ms */
+#endif
+};
+
+struct virtio_hugeroom {
+	struct virtio_device *vdev;
+	struct virtqueue *status_vq;
+	struct virtqueue *cmd_vq;
+	struct virtqueue *event_vq;
+
+	struct workqueue_struct *wq;
+	struct work_struct cmd_work;
+	struct work_struct config_work;
+	struct delayed_work status_work;
+
+	/* Protects @stop: no work is queued once it is set. */
+	spinlock_t stop_lock;
+	bool stop;
+
+	/* Config as last read by config_work (or probe). */
+	u32 status_interval_ms;
+	u32 max_candidates;
+
+	/*
+	 * Protects the statusq and everything a report is built from: @report,
+	 * @report_len, @inject, @status_inflight, @seq, @scan, @vm_events, the
+	 * status counters, and @ready as seen by report senders.  Held while
+	 * waiting for the device to use a buffer, so it sleeps.
+	 */
+	struct mutex report_lock;
+	void *report;			/* last report built (and sent) */
+	u32 report_len;
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+	void *inject;			/* malformed messages for tests */
+#endif
+	void *status_inflight;		/* buffer the device still owns */
+	u64 seq;
+	struct virtio_hugeroom_scan scan;
+	unsigned long *vm_events;
+	u64 reports_sent;
+	u64 report_errors;
+	wait_queue_head_t status_acked;
+
+	/*
+	 * Protects the eventq: the chain buffers, @event_free, @event_stuck,
+	 * the event counters, and @ready as seen by event senders.  Held
+	 * while waiting for an ack, so it sleeps.  @event_stuck is also read
+	 * locklessly by the job, as a hint.
+	 */
+	struct mutex event_lock;
+	struct virtio_hugeroom_evbuf evbufs[VIRTIO_HUGEROOM_NR_EVENT_BUFS];
+	struct list_head event_free;
+	struct list_head event_late;	/* returned late, to settle */
+	unsigned int event_stuck;	/* chains past their timeout */
+	u64 events_sent;
+	u64 event_errors;
+	u64 event_timeouts;
+	u64 event_late_acks;
+	wait_queue_head_t event_acked;
+
+	/* Set while the vqs exist and DRIVER_OK is set; see the locks above. */
+	bool ready;
+
+	/* Command buffers; after probe/restore only cmd_work touches cmdq. */
+	void *cmd_bufs;
+	void *cmd_copy;
+	u64 cmds_received;
+	u64 cmds_invalid;
+
+	/*
+	 * Held blocks, linked by the head page's lru (the pages are ours and
+	 * PageOffline, like balloon pages).  hold_lock (a spinlock, taken
+	 * from the shrinker and the OOM notifier too) protects @held,
+	 * @nr_held, @limbo, @nr_limbo and the hold counters.
+	 *   held:  the device acked their HOLD; out of managed memory.
+	 *   limbo: a HOLD that listed them was never acked (timeout): the
+	 *          device may still discard them, so they stay out of the
+	 *          allocator until a device reset makes them safe.
+	 * return_lock serializes everything that gives blocks back, so a
+	 * block is never returned twice.
+	 */
+	spinlock_t hold_lock;
+	struct list_head held;		/* most recently held first */
+	unsigned int nr_held;
+	struct list_head limbo;
+	unsigned int nr_limbo;
+	u64 blocks_held_total;
+	u64 blocks_returned[VIRTIO_HUGEROOM_RET_UNLOAD + 1];
+	u64 evac_failed[VIRTIO_HUGEROOM_NR_REASONS];
+	u64 evac_pages_estimate;	/* in-use pages of attempted blocks */
+	u64 evac_pages_migrated;	/* pgmigrate_success deltas */
+	struct mutex return_lock;
+
+	/*
+	 * The one EVACUATE or CAPTURE that may run, in job_work.  job_lock
+	 * protects @job_busy, @job_id, @job_cancel and @job_blocked; @job_cmd
+	 * is written by cmd_work only while !job_busy and read by job_work.
+	 * @job_blocked: a suspend or hibernation is under way, no job starts.
+	 */
+	spinlock_t job_lock;
+	bool job_busy;
+	bool job_cancel;
+	bool job_blocked;
+	u64 job_id;
+	void *job_cmd;
+	u32 job_len;
+	struct work_struct job_work;
+	unsigned long *job_events;	/* all_vm_events() for job_work */
+	struct virtio_hugeroom_scan evac_scan;	/* CHEAPEST's own sweeps */
+
+#ifdef VIRTIO_HUGEROOM_HAVE_SHRINKER_ALLOC
+	struct shrinker *shrinker;
+#else
+	struct shrinker shrinker;
+	bool shrinker_registered;
+#endif
+	struct notifier_block oom_nb;
+	bool oom_registered;
+	struct notifier_block pm_nb;
+	bool pm_registered;
+	struct notifier_block memory_nb;
+	bool memory_registered;
+
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+	/*
+	 * debugfs fault_inject, under event_lock: the next eventq chain is
+	 * not kicked (@fault_stall_next), and is kicked when the message after
+	 * it has been written (@fault_stalled), as a device that pops it late.
+	 */
+	bool fault_stall_next;
+	bool fault_stalled;
+	/* debugfs pin_unmovable (a test aid), under pin_lock. */
+	struct mutex pin_lock;
+	struct page **pins;
+	unsigned int nr_pins;
+#endif
+
+	struct dentry *debugfs;
+};
+
+/* Counts of one command, as RESULT and PROGRESS carry them. */
+struct virtio_hugeroom_counts {
+	u32 tried;
+	u32 freed;
+	u32 failed[VIRTIO_HUGEROOM_NR_REASONS];
+	u64 migrated;
+	u64 start_ns;
+};
+
+/* hr_dev.c: the device and the eventq senders */
+int virtio_hugeroom_ack_errno(u32 status);
+struct virtio_hugeroom_evbuf *
+virtio_hugeroom_event_get(struct virtio_hugeroom *vh);
+int virtio_hugeroom_event_send(struct virtio_hugeroom *vh,
+			       struct virtio_hugeroom_evbuf *eb,
+			       u32 len, struct virtio_hugeroom_ack *ack);
+void virtio_hugeroom_event_settle(struct virtio_hugeroom *vh);
+bool virtio_hugeroom_event_stuck(struct virtio_hugeroom *vh);
+int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
+				u64 request_id, u32 status,
+				const struct virtio_hugeroom_counts *c);
+
+/* hr_report.c: the pageblock sweep and STATUS reports */
+u8 virtio_hugeroom_wire_mt(int mt);
+int virtio_hugeroom_block_mt(unsigned long pfn);
+unsigned int virtio_hugeroom_buddy_order(struct page *page);
+unsigned int virtio_hugeroom_block_free(struct page *head, unsigned long pfn);
+void virtio_hugeroom_scan(struct virtio_hugeroom_scan *s,
+			  unsigned long budget, u64 deadline_ns);
+int virtio_hugeroom_status_reap(struct virtio_hugeroom *vh, bool wait);
+int virtio_hugeroom_status_send(struct virtio_hugeroom *vh, void *buf,
+				u32 len);
+int virtio_hugeroom_report(struct virtio_hugeroom *vh, u64 request_id,
+			   bool wait);
+
+/* hr_evac.c: holds, evacuation, giving blocks back */
+void virtio_hugeroom_settle_late(struct virtio_hugeroom *vh,
+				 struct virtio_hugeroom_evbuf *eb);
+unsigned int virtio_hugeroom_return_locked(struct virtio_hugeroom *vh,
+					   struct list_head *list,
+					   unsigned int want,
+					   u32 reason, u64 request_id,
+					   bool trylock);
+void virtio_hugeroom_release_all(struct virtio_hugeroom *vh);
+void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
+			       const struct virtio_hugeroom_return *ret);
+void virtio_hugeroom_job_work(struct work_struct *work);
+int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh);
+void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh);
+int virtio_hugeroom_oom_notify(struct notifier_block *nb,
+			       unsigned long dummy, void *parm);
+int virtio_hugeroom_memory_notify(struct notifier_block *nb,
+				  unsigned long action, void *arg);
+
+/* hr_debugfs.c */
+void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh);
+
+/* hr_test.c: test aids, or nothing in the build users load */
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s);
+void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh);
+bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh);
+int virtio_hugeroom_test_init(struct virtio_hugeroom *vh);
+void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh);
+void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
+				  struct dentry *dir);
+#else
+static inline void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
+{
+}
+
+static inline void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
+{
+}
+
+static inline bool
+virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
+{
+	return false;
+}
+
+static inline int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
+{
+	return 0;
+}
+
+static inline void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh)
+{
+}
+
+static inline void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
+						struct dentry *dir)
+{
+}
+#endif /* CONFIG_VIRTIO_HUGEROOM_TEST */
+
+#endif /* _HR_INTERNAL_H */
