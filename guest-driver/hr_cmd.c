@@ -124,10 +124,10 @@ static u32 virtio_hugeroom_check_args(const void *buf, u16 type)
 	case VIRTIO_HUGEROOM_CMD_SET_PCP: {
 		const struct virtio_hugeroom_set_pcp *pcp = buf;
 		u32 policy = le32_to_cpu(pcp->policy);
+		bool explicit = policy == VIRTIO_HUGEROOM_PCP_EXPLICIT;
 
 		/* SPEC 1.6.7: a high exactly with EXPLICIT */
-		if (policy > VIRTIO_HUGEROOM_PCP_EXPLICIT ||
-		    (policy == VIRTIO_HUGEROOM_PCP_EXPLICIT) != !!pcp->high)
+		if (policy > VIRTIO_HUGEROOM_PCP_EXPLICIT || explicit != !!pcp->high)
 			return VIRTIO_HUGEROOM_S_INVALID;
 		return 0;
 	}
