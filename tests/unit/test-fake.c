@@ -104,6 +104,7 @@ fake_connect(Fixture *f)
 	g_assert_no_error(error);
 	g_socket_set_blocking(dev->socket, FALSE);
 	dev->reader = hr_frame_reader_new();
+	dev->pcp = g_array_new(FALSE, FALSE, sizeof(guint32));
 	return dev;
 }
 
@@ -113,6 +114,7 @@ fake_free(FakeDevice *dev)
 	g_socket_close(dev->socket, NULL);
 	g_object_unref(dev->socket);
 	hr_frame_reader_free(dev->reader);
+	g_array_unref(dev->pcp);
 	g_free(dev);
 }
 
@@ -357,6 +359,29 @@ late_cancel(const HrChanFrame *frame, guint16 want)
 	       (b[0] | (b[1] << 8)) == VIRTIO_HUGEROOM_CMD_CANCEL;
 }
 
+/*
+ * The SET_PCPs the executor sends around a donation (density, then the
+ * guest's policy back): answered S_OK like a driver would, noted in
+ * dev->pcp, and skipped by tests waiting for another command.
+ */
+static gboolean
+side_pcp(FakeDevice *dev, const HrChanFrame *frame, guint16 want)
+{
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(GBytes) answer = NULL;
+
+	if (want == VIRTIO_HUGEROOM_CMD_SET_PCP || frame->type != HR_CHAN_HOST_CMD)
+		return FALSE;
+	cmd = hr_chan_host_cmd_decode(frame->payload, NULL);
+	if (cmd == NULL || cmd->hdr.type != VIRTIO_HUGEROOM_CMD_SET_PCP)
+		return FALSE;
+	g_array_append_val(dev->pcp, cmd->policy);
+	answer = make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id, VIRTIO_HUGEROOM_S_OK,
+			     0, 0, 0);
+	fake_send(dev, HR_CHAN_GUEST_MSG, answer);
+	return TRUE;
+}
+
 HrCmd *
 fake_expect_cmd(FakeDevice *dev, guint16 type)
 {
@@ -364,7 +389,7 @@ fake_expect_cmd(FakeDevice *dev, guint16 type)
 	g_autoptr(GError) error = NULL;
 	HrCmd *cmd;
 
-	while (!dev->eof && late_cancel(frame, type)) {
+	while (!dev->eof && (late_cancel(frame, type) || side_pcp(dev, frame, type))) {
 		g_clear_pointer(&frame, hr_chan_frame_free);
 		frame = fake_recv(dev);
 	}
@@ -383,7 +408,8 @@ fake_expect_silence(FakeDevice *dev, guint ms)
 	gint64 until = g_get_monotonic_time() + ms * 1000;
 	while (g_get_monotonic_time() < until) {
 		g_autoptr(HrChanFrame) frame = NULL;
-		if (fake_poll(dev, &frame) && frame != NULL && !late_cancel(frame, 0)) {
+		if (fake_poll(dev, &frame) && frame != NULL && !late_cancel(frame, 0) &&
+		    !side_pcp(dev, frame, 0)) {
 			const guint8 *b = g_bytes_get_data(frame->payload, NULL);
 			g_error("unexpected %s frame from the daemon (first bytes %02x %02x)",
 				hr_chan_type_to_string(frame->type),

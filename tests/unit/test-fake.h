@@ -21,6 +21,7 @@ typedef struct {
 	GSocket *socket;
 	HrFrameReader *reader;
 	gboolean eof;
+	GArray *pcp; /* guint32 policies of the SET_PCPs answered on the side */
 } FakeDevice;
 
 typedef gboolean (*CondFunc)(gpointer data);
