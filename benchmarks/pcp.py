@@ -73,7 +73,7 @@ def run_case(args, kver, initrd, name, policy, switch):
     try:
         hrvm.wait_for(lambda: d.state and d.state[5], 120, "DRIVER_OK")
         set_policy(d, 10, policy)
-        g.cmd("sh /tools/churn 2 %s %d %d >/tmp/churn.log 2>&1 &" %
+        g.cmd("sh : >/tmp/churn.log; /tools/churn 2 %s %d %d >>/tmp/churn.log 2>&1 &" %
               (args.seconds, args.round, args.resident))
         out = hrvm.wait_for(
             lambda: (lambda l: l if any("READY" in x for x in l) else None)(
