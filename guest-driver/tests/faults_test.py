@@ -43,24 +43,12 @@ D = '/sys/kernel/debug/virtio_hugeroom'
 
 class Faults(ht.Run):
     def main(self):
-        kver, _ = hrvm.pick_kernel(self.series)
-        wd = hrvm.workdir('hr-faults-%s' % self.series)
-        ko = hrvm.build_module(kver, test=True)
-        initrd = hrvm.build_initramfs(kver, ko, wd, tools=True)
-        self.d = ht.FakeDaemon(wd)
         # A 256 MiB DIMM at 4 GiB, for the hot-unplug check.
-        self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,
-                            daemon=self.d, mem='1G,slots=2,maxmem=2G',
-                            extra=['-object', 'memory-backend-ram,id=dm0,'
-                                   'size=256M',
-                                   '-device', 'pc-dimm,id=dimm0,memdev=dm0'],
-                            append='memhp_default_state=online_movable')
-        self.g.start()
-        try:
-            self.body()
-        finally:
-            self.g.stop()
-        return self.tap.done()
+        return self.in_guest('hr-faults', True, mem='1G,slots=2,maxmem=2G',
+                             extra=['-object', 'memory-backend-ram,id=dm0,'
+                                    'size=256M',
+                                    '-device', 'pc-dimm,id=dimm0,memdev=dm0'],
+                             append='memhp_default_state=online_movable')
 
     def counter(self, key):
         f = self.field(key)

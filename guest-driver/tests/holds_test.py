@@ -259,20 +259,25 @@ class Run:
         return self.ok(not bad, '%s: every memfill checksum matches' % what,
                        str(bad))
 
-    def main(self):
+    def in_guest(self, prefix, tools, **guest):
+        """Boot a guest of the series with the test build and this fake
+        daemon, run self.body(), power it off; the TAP exit code."""
         kver, _ = hrvm.pick_kernel(self.series)
-        wd = hrvm.workdir('hr-holds-%s' % self.series)
+        wd = hrvm.workdir('%s-%s' % (prefix, self.series))
         ko = hrvm.build_module(kver, test=True)
-        initrd = hrvm.build_initramfs(kver, ko, wd, tools=True)
+        initrd = hrvm.build_initramfs(kver, ko, wd, tools=tools)
         self.d = FakeDaemon(wd)
         self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,
-                            daemon=self.d, mem='1G')
+                            daemon=self.d, **guest)
         self.g.start()
         try:
             self.body()
         finally:
             self.g.stop()
         return self.tap.done()
+
+    def main(self):
+        return self.in_guest('hr-holds', True, mem='1G')
 
     def body(self):
         g, d = self.g, self.d

@@ -26,7 +26,6 @@ from the low watermark; on 6.7+ auto-tuned up to H(8)).  Checks, as TAP:
 import os
 import struct
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -73,20 +72,8 @@ class Pcp(ht.Run):
     rid = 2000
 
     def main(self):
-        kver, _ = hrvm.pick_kernel(self.series)
-        wd = hrvm.workdir('hr-pcp-%s' % self.series)
-        ko = hrvm.build_module(kver, test=True)
-        initrd = hrvm.build_initramfs(kver, ko, wd)
         self.auto = self.series != '6.1'    # high_min/high_max (6.7+)
-        self.d = ht.FakeDaemon(wd)
-        self.g = hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd, wd,
-                            daemon=self.d, mem='1G')
-        self.g.start()
-        try:
-            self.body()
-        finally:
-            self.g.stop()
-        return self.tap.done()
+        return self.in_guest('hr-pcp', False, mem='1G')
 
     def fraction(self):
         return int(self.g.cmd('sh cat %s' % SYSCTL)[0])

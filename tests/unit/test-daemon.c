@@ -466,58 +466,23 @@ test_api_report(Fixture *f, gconstpointer data)
 /* ---------------------------------------------------------------------- */
 /* PUT /v1/guests/NAME/pcp: answered once the guest answered SET_PCP */
 
-typedef struct {
-	gboolean done;
-	GBytes *body;
-	GError *error;
-} Put;
-
-static void
-put_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
-{
-	Put *p = user_data;
-	p->body = soup_session_send_and_read_finish(SOUP_SESSION(source), res, &p->error);
-	p->done = TRUE;
-}
-
-static gboolean
-cond_put_done(gpointer data)
-{
-	return ((Put *)data)->done;
-}
-
 /* PUT @body; the device answers the SET_PCP it gets with @status */
 static JsonNode *
 put_pcp(Fixture *f, FakeDevice *dev, const gchar *guest, const gchar *body, guint32 policy,
 	guint32 high, guint32 status, guint expect_status)
 {
-	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->api_socket);
-	g_autoptr(SoupSession) session =
-	    soup_session_new_with_options("remote-connectable", addr, NULL);
-	g_autofree gchar *uri = g_strdup_printf("http://localhost/v1/guests/%s/pcp", guest);
-	g_autoptr(SoupMessage) msg = soup_message_new("PUT", uri);
-	g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
-	g_autoptr(JsonParser) parser = json_parser_new();
-	g_autoptr(HrCmd) cmd = NULL;
+	g_autofree gchar *path = g_strdup_printf("/v1/guests/%s/pcp", guest);
+	HttpCall *call = http_start(f, "PUT", path, body);
+	g_autoptr(HrCmd) cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_SET_PCP);
 	g_autoptr(GBytes) answer = NULL;
-	Put p = {0};
 
-	soup_message_set_request_body_from_bytes(msg, "application/json", bytes);
-	soup_session_send_and_read_async(session, msg, G_PRIORITY_DEFAULT, NULL, put_done_cb, &p);
-	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_SET_PCP);
 	g_assert_cmpuint(cmd->policy, ==, policy);
 	g_assert_cmpuint(cmd->high, ==, high);
 	/* not answered before the guest has */
-	g_assert_false(p.done);
+	g_assert_false(http_done(call));
 	answer = make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id, status, 0, 0, 0);
 	fake_send(dev, HR_CHAN_GUEST_MSG, answer);
-	wait_for(cond_put_done, &p, "the PUT's answer");
-	g_assert_no_error(p.error);
-	g_assert_cmpuint(soup_message_get_status(msg), ==, expect_status);
-	g_assert_true(json_parser_load_from_data(parser, g_bytes_get_data(p.body, NULL),
-						 g_bytes_get_size(p.body), NULL));
-	g_bytes_unref(p.body);
-	return json_node_copy(json_parser_get_root(parser));
+	return http_finish(call, expect_status, NULL);
 }
 
 static void

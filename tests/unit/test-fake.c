@@ -15,11 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
+struct _HttpCall {
+	SoupSession *session;
+	SoupMessage *msg;
 	GBytes *body;
 	GError *error;
 	gboolean done;
-} HttpResult;
+};
 
 /*
  * Everything the daemon writes (sockets, reservations.json) goes below a
@@ -287,7 +289,7 @@ fake_device_up(Fixture *f, const gchar *name, guint8 uuid_seed)
 static void
 http_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 {
-	HttpResult *r = user_data;
+	HttpCall *r = user_data;
 	r->body = soup_session_send_and_read_finish(SOUP_SESSION(source), res, &r->error);
 	r->done = TRUE;
 }
@@ -295,7 +297,7 @@ http_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 static gboolean
 cond_http_done(gpointer data)
 {
-	return ((HttpResult *)data)->done;
+	return ((HttpCall *)data)->done;
 }
 
 /* the client runs on the daemon's own main loop, so it must be async */
@@ -305,40 +307,63 @@ http(Fixture *f, const gchar *method, const gchar *path, guint expect_status, gc
 	return http_body(f, method, path, NULL, expect_status, text);
 }
 
+HttpCall *
+http_start(Fixture *f, const gchar *method, const gchar *path, const gchar *body)
+{
+	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->api_socket);
+	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
+	HttpCall *r = g_new0(HttpCall, 1);
+
+	r->session = soup_session_new_with_options("remote-connectable", addr, NULL);
+	r->msg = soup_message_new(method, uri);
+	if (body != NULL) {
+		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
+		soup_message_set_request_body_from_bytes(r->msg, "application/json", bytes);
+	}
+	soup_session_send_and_read_async(r->session, r->msg, G_PRIORITY_DEFAULT, NULL,
+					 http_done_cb, r);
+	return r;
+}
+
+gboolean
+http_done(HttpCall *r)
+{
+	return r->done;
+}
+
+JsonNode *
+http_finish(HttpCall *r, guint expect_status, gchar **text)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	JsonNode *root = NULL;
+
+	wait_for(cond_http_done, r, g_uri_get_path(soup_message_get_uri(r->msg)));
+	g_assert_no_error(r->error);
+	g_assert_cmpuint(soup_message_get_status(r->msg), ==, expect_status);
+	if (text != NULL) {
+		*text = g_strndup(g_bytes_get_data(r->body, NULL), g_bytes_get_size(r->body));
+	} else {
+		g_assert_cmpstr(soup_message_headers_get_content_type(
+				    soup_message_get_response_headers(r->msg), NULL),
+				==, "application/json");
+		g_assert_true(json_parser_load_from_data(parser, g_bytes_get_data(r->body, NULL),
+							 g_bytes_get_size(r->body), &error));
+		g_assert_no_error(error);
+		root = json_node_copy(json_parser_get_root(parser));
+	}
+	g_bytes_unref(r->body);
+	g_object_unref(r->msg);
+	g_object_unref(r->session);
+	g_free(r);
+	return root;
+}
+
 JsonNode *
 http_body(Fixture *f, const gchar *method, const gchar *path, const gchar *body,
 	  guint expect_status, gchar **text)
 {
-	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->api_socket);
-	g_autoptr(SoupSession) session =
-	    soup_session_new_with_options("remote-connectable", addr, NULL);
-	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
-	g_autoptr(SoupMessage) msg = soup_message_new(method, uri);
-	g_autoptr(JsonParser) parser = json_parser_new();
-	g_autoptr(GError) error = NULL;
-	HttpResult r = {0};
-
-	if (body != NULL) {
-		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
-		soup_message_set_request_body_from_bytes(msg, "application/json", bytes);
-	}
-	soup_session_send_and_read_async(session, msg, G_PRIORITY_DEFAULT, NULL, http_done_cb, &r);
-	wait_for(cond_http_done, &r, path);
-	g_assert_no_error(r.error);
-	g_assert_cmpuint(soup_message_get_status(msg), ==, expect_status);
-	if (text != NULL) {
-		*text = g_strndup(g_bytes_get_data(r.body, NULL), g_bytes_get_size(r.body));
-		g_bytes_unref(r.body);
-		return NULL;
-	}
-	g_assert_cmpstr(soup_message_headers_get_content_type(
-			    soup_message_get_response_headers(msg), NULL),
-			==, "application/json");
-	g_assert_true(json_parser_load_from_data(parser, g_bytes_get_data(r.body, NULL),
-						 g_bytes_get_size(r.body), &error));
-	g_assert_no_error(error);
-	g_bytes_unref(r.body);
-	return json_node_copy(json_parser_get_root(parser));
+	return http_finish(http_start(f, method, path, body), expect_status, text);
 }
 
 
