@@ -38,8 +38,8 @@
  * under pcp->lock as the kernel's remote drain does, for the value in
  * force to show in /proc/zoneinfo.  Pages above the new high go back to
  * the buddy allocator at the CPU's next free, or, on 6.7 and later, within
- * seconds from the vmstat worker; an EVACUATE drains each zone it touches
- * (alloc_contig_range()).
+ * seconds from the vmstat worker; DENSITY drains the lists at once
+ * (hr_pcp_drain()), and an EVACUATE drains each zone it touches.
  *
  * State is global, like the sysctl; the mutex serializes all of it.
  */
@@ -47,11 +47,15 @@
 #include <linux/cpumask.h>
 #include <linux/err.h>
 #include <linux/fs.h>
+#include <linux/gfp.h>
 #include <linux/kernel.h>
 #include <linux/limits.h>
+#include <linux/memory_hotplug.h>
+#include <linux/mm.h>
 #include <linux/mmzone.h>
 #include <linux/mutex.h>
 #include <linux/nodemask.h>
+#include <linux/page-flags.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/topology.h>
@@ -63,6 +67,8 @@
 #define HR_PCP_MIN_FRACTION	8
 #define HR_PCP_BALANCED_FRACTION	0
 #define HR_PCP_DENSITY_FRACTION	INT_MAX
+/* pageblocks hr_pcp_drain() tries per zone */
+#define HR_PCP_DRAIN_TRIES	16
 
 static DEFINE_MUTEX(hr_pcp_lock);
 static struct {
@@ -155,6 +161,39 @@ static void hr_pcp_clamp(void)
 {
 }
 #endif
+
+/*
+ * DENSITY: give the pages idle on every CPU's lists back to the buddy
+ * allocator now, not at each CPU's next free, so that the next sweep and
+ * EVACUATE see the blocks they belong to as free.  drain_all_pages() is
+ * not exported; alloc_contig_range() drains the zone it works in once its
+ * range is isolated, so take one free page of each zone with it (from the
+ * first pageblocks whose head is free; one with unmovable pages refuses
+ * the isolation, then the next is tried) and give it back.  Sleeps.
+ */
+static void hr_pcp_drain(void)
+{
+	struct zone *zone;
+
+	for (zone = hr_pcp_next_zone(NULL); zone; zone = hr_pcp_next_zone(zone)) {
+		unsigned long pfn = ALIGN(zone->zone_start_pfn, pageblock_nr_pages);
+		unsigned int tries = 0;
+
+		for (; pfn < zone_end_pfn(zone) && tries < HR_PCP_DRAIN_TRIES;
+		     pfn += pageblock_nr_pages) {
+			struct page *page = pfn_to_online_page(pfn);
+
+			if (!page || page_zone(page) != zone || !PageBuddy(page))
+				continue;
+			tries++;
+			if (!alloc_contig_range(pfn, pfn + 1, MIGRATE_MOVABLE,
+						GFP_KERNEL | __GFP_NOWARN)) {
+				free_contig_range(pfn, 1);
+				break;
+			}
+		}
+	}
+}
 
 /*
  * EXPLICIT: the fraction that gives the largest zone a per-CPU high of
@@ -274,6 +313,8 @@ u32 hr_pcp_set(struct device *dev, u32 policy, u32 high)
 	hr_pcp.active = policy != VIRTIO_HUGEROOM_PCP_DEFAULT;
 	WRITE_ONCE(hr_pcp.policy, policy);
 	hr_pcp.high = high;
+	if (policy == VIRTIO_HUGEROOM_PCP_DENSITY)
+		hr_pcp_drain();
 out:
 	mutex_unlock(&hr_pcp_lock);
 	return status;

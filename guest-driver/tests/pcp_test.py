@@ -21,6 +21,9 @@ from the low watermark; on 6.7+ auto-tuned up to H(8)).  Checks, as TAP:
   latency's does not), and explicit keeps its high with one CPU;
 * an admin's own write to the sysctl wins: the policy is dropped, reported
   default, and not written over on unload;
+* after a short fault-and-free churn (guest-tools/churn, both vCPUs) far
+  more pages sit idle on the per-CPU lists with latency than with density,
+  which keeps at most high + batch per CPU and zone;
 * suspend (pm_test devices) restores the guest's own value, rmmod too.
 """
 import os
@@ -73,7 +76,7 @@ class Pcp(ht.Run):
 
     def main(self):
         self.auto = self.series != '6.1'    # high_min/high_max (6.7+)
-        return self.in_guest('hr-pcp', False, mem='1G')
+        return self.in_guest('hr-pcp', True, mem='1G')
 
     def fraction(self):
         return int(self.g.cmd('sh cat %s' % SYSCTL)[0])
@@ -248,6 +251,34 @@ class Pcp(ht.Run):
         self.ok(self.fraction() == 100 and self.field('pcp_saved') == ['100'],
                 'default gives the admin\'s 100 back (%d)' % self.fraction())
         g.cmd('sh echo 0 >%s' % SYSCTL)
+
+        # ---- what the policies do to idle pages (benchmarks/pcp.py, small) --
+        idle = {}
+
+        def pcp_idle():
+            zones = parse_zoneinfo(g.cmd('sh cat /proc/zoneinfo'))
+            return (sum(p['count'] for z in zones.values()
+                        for p in z['cpus'].values()),
+                    sum(p['high'] + p['batch'] for z in zones.values()
+                        for p in z['cpus'].values()))
+        for what, pol in (('latency', LATENCY), ('density', DENSITY)):
+            self.send(pol)
+            g.cmd('sh /tools/churn 2 2 4096 0 >/tmp/churn.log 2>&1 &'
+                  ' pid=$!; while ! grep -q READY /tmp/churn.log; do'
+                  ' sleep 0.2; done; kill $pid', timeout=300)
+            idle[what], cap = pcp_idle()
+            if pol == LATENCY:
+                self.send(DENSITY)
+                idle['switched'], _ = pcp_idle()
+        self.ok(idle['density'] <= cap and idle['latency'] > 2 * cap and
+                idle['latency'] > 4 * idle['density'],
+                'after a fault-and-free churn: %d pages idle on PCP lists '
+                'with latency, %d with density (at most high + batch = %d)' %
+                (idle['latency'], idle['density'], cap))
+        self.ok(idle['switched'] <= cap,
+                'switching to density drains the lists at once (%d -> %d '
+                'idle pages)' % (idle['latency'], idle['switched']))
+        self.send(DEFAULT)
 
         # ---- suspend and rmmod restore ----
         self.send(LATENCY)
