@@ -264,8 +264,9 @@ class Pcp(ht.Run):
         for what, pol in (('latency', LATENCY), ('density', DENSITY)):
             self.send(pol)
             g.cmd('sh /tools/churn 2 2 4096 0 >/tmp/churn.log 2>&1 &'
-                  ' pid=$!; while ! grep -q READY /tmp/churn.log; do'
-                  ' sleep 0.2; done; kill $pid', timeout=300)
+                  ' pid=$!; i=0; while ! grep -q READY /tmp/churn.log &&'
+                  ' [ $i -lt 600 ]; do sleep 0.2; i=$((i+1)); done;'
+                  ' kill $pid; cat /tmp/churn.log', timeout=300)
             idle[what], cap = pcp_idle()
             if pol == LATENCY:
                 self.send(DENSITY)

@@ -5,7 +5,7 @@
  *
  *   churn THREADS SECONDS ROUND_PAGES RESIDENT_MIB
  *
- * First maps RESIDENT_MIB MiB, writes every page, and frees every other
+ * First (RESIDENT_MIB > 0) maps RESIDENT_MIB MiB, writes every page, and frees every other
  * 16 KiB of it (MADV_DONTNEED), so that what stays resident is spread over
  * many 2 MiB blocks.  Then THREADS threads, each pinned to a CPU in turn,
  * repeat for SECONDS: write each page of a private ROUND_PAGES-page region
@@ -132,10 +132,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	resident = map_4k(resident_mib << 20);
-	memset(resident, 1, resident_mib << 20);
-	for (i = 0; i < (resident_mib << 20); i += 8 * PAGE)
-		madvise(resident + i + 4 * PAGE, 4 * PAGE, MADV_DONTNEED);
+	if (resident_mib) {
+		resident = map_4k(resident_mib << 20);
+		memset(resident, 1, resident_mib << 20);
+		for (i = 0; i < (resident_mib << 20); i += 8 * PAGE)
+			madvise(resident + i + 4 * PAGE, 4 * PAGE, MADV_DONTNEED);
+	}
 
 	w = calloc(threads, sizeof(*w));
 	if (!w)
