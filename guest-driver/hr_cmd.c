@@ -121,6 +121,16 @@ static u32 virtio_hugeroom_check_args(const void *buf, u16 type)
 			return VIRTIO_HUGEROOM_S_INVALID;
 		return 0;
 	}
+	case VIRTIO_HUGEROOM_CMD_SET_PCP: {
+		const struct virtio_hugeroom_set_pcp *pcp = buf;
+		u32 policy = le32_to_cpu(pcp->policy);
+		bool explicit = policy == VIRTIO_HUGEROOM_PCP_EXPLICIT;
+
+		/* SPEC 1.6.7: a high exactly with EXPLICIT */
+		if (policy > VIRTIO_HUGEROOM_PCP_EXPLICIT || explicit != !!pcp->high)
+			return VIRTIO_HUGEROOM_S_INVALID;
+		return 0;
+	}
 	default:
 		return 0;
 	}

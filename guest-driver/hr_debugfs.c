@@ -14,6 +14,7 @@
  */
 
 #include "hr_internal.h"
+#include "hr_pcp.h"
 
 static const char * const virtio_hugeroom_vmstat_names[] = {
 	[VIRTIO_HUGEROOM_VS_COMPACT_STALL] = "compact_stall",
@@ -91,6 +92,7 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "\nevac_pages_estimate %llu\n", vh->evac_pages_estimate);
 	seq_printf(m, "evac_pages_migrated %llu\n", vh->evac_pages_migrated);
 	spin_unlock(&vh->hold_lock);
+	hr_pcp_show(m);
 	if (!vh->report_len) {
 		seq_puts(m, "report none\n");
 		goto out_unlock;
@@ -143,11 +145,12 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 		for (j = 0; j < VIRTIO_HUGEROOM_NR_HIST; j++)
 			seq_printf(m, " %u", le32_to_cpu(z->hist[j]));
 		virtio_hugeroom_show_zone(m, z, "pcp");
-		seq_printf(m, " count %u high %u batch %u high_min %u high_max %u\n",
+		seq_printf(m, " count %u high %u batch %u high_min %u high_max %u policy %u fraction %u\n",
 			   le32_to_cpu(z->pcp_count), le32_to_cpu(z->pcp_high),
 			   le32_to_cpu(z->pcp_batch),
 			   le32_to_cpu(z->pcp_high_min),
-			   le32_to_cpu(z->pcp_high_max));
+			   le32_to_cpu(z->pcp_high_max), z->pcp_policy,
+			   le32_to_cpu(z->pcp_fraction));
 	}
 	for (i = 0; i < nr_cands; i++, c++)
 		seq_printf(m, "candidate 0x%llx free %u mt %u zone %u\n",

@@ -48,6 +48,7 @@
  */
 
 #include "hr_internal.h"
+#include "hr_pcp.h"
 
 static void virtio_hugeroom_queue_work(struct virtio_hugeroom *vh,
 				       struct work_struct *work)
@@ -386,13 +387,13 @@ static unsigned int virtio_hugeroom_features[] = {
 	VIRTIO_HUGEROOM_F_STATUS,
 	VIRTIO_HUGEROOM_F_EVACUATE,
 	VIRTIO_HUGEROOM_F_HOLD,
+	VIRTIO_HUGEROOM_F_PCP,
 	VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM,
 };
 
 /*
  * The negotiated features as the decoder takes them.  Only features in the
- * driver's table are asked for: virtio_has_feature() BUG()s on any other,
- * such as F_PCP, which a SET_PCP command needs.
+ * driver's table are asked for: virtio_has_feature() BUG()s on any other.
  */
 static u64 virtio_hugeroom_cmd_features(struct virtio_hugeroom *vh)
 {
@@ -450,11 +451,15 @@ static void virtio_hugeroom_handle_cmd(struct virtio_hugeroom *vh,
 	case VIRTIO_HUGEROOM_CMD_RETURN:
 		virtio_hugeroom_do_return(vh, buf);
 		break;
-	default:
-		/* SET_PCP: the feature is not offered yet. */
+	default: {
+		const struct virtio_hugeroom_set_pcp *pcp = buf;
+
 		virtio_hugeroom_send_result(vh, request_id,
-					    VIRTIO_HUGEROOM_S_UNSUPPORTED);
+					    hr_pcp_set(&vh->vdev->dev,
+						       le32_to_cpu(pcp->policy),
+						       le32_to_cpu(pcp->high)));
 		break;
+	}
 	}
 }
 
@@ -685,6 +690,8 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	mutex_unlock(&vh->event_lock);
 	mutex_unlock(&vh->report_lock);
 
+	/* SPEC 1.6.7.1 item 4: the guest's own PCP sizing across the reset. */
+	hr_pcp_restore(&vh->vdev->dev);
 	virtio_reset_device(vh->vdev);
 	/* All buffers are ours and preallocated: nothing to free per buffer. */
 	vh->status_inflight = NULL;

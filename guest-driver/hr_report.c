@@ -31,6 +31,7 @@
  */
 
 #include "hr_internal.h"
+#include "hr_pcp.h"
 
 /* The all_vm_events() index of wire counter @i; -1 where the kernel has none. */
 static int virtio_hugeroom_vm_event(unsigned int i)
@@ -471,6 +472,7 @@ static void virtio_hugeroom_zone_pcp(struct zone *zone,
 	z->pcp_high_min = cpu_to_le32(READ_ONCE(zone->pageset_high_min));
 	z->pcp_high_max = cpu_to_le32(READ_ONCE(zone->pageset_high_max));
 #endif
+	hr_pcp_fill_zone(z);
 }
 
 /* Fill @z from @zone; returns false if the migratetype walk was capped. */
@@ -538,6 +540,8 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 				     start + budget_ns);
 	}
 	sw = vh->scan.done;
+	if (virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_PCP))
+		hr_pcp_check(&vh->vdev->dev);
 
 	memset(st, 0, sizeof(*st));
 	for_each_online_node(nid) {

@@ -4,6 +4,7 @@
 #include "hr-api-json.h"
 
 #include "hr-json.h"
+#include "hr-pcp.h"
 
 static const gchar *hist_names[VIRTIO_HUGEROOM_NR_HIST] = {"512", "448", "256", "64", "1", "0"};
 
@@ -71,6 +72,11 @@ hr_api_add_status(JsonBuilder *b, const HrStatus *s)
 		hr_json_add_int(b, "batch", zone->pcp_batch);
 		hr_json_add_int(b, "high_min", zone->pcp_high_min);
 		hr_json_add_int(b, "high_max", zone->pcp_high_max);
+		json_builder_set_member_name(b, "policy");
+		json_builder_add_string_value(b, hr_pcp_policy_to_string(zone->pcp_policy) != NULL
+						     ? hr_pcp_policy_to_string(zone->pcp_policy)
+						     : "unknown");
+		hr_json_add_int(b, "fraction", zone->pcp_fraction);
 		json_builder_end_object(b);
 		json_builder_set_member_name(b, "watermarks");
 		json_builder_begin_object(b);
@@ -256,6 +262,7 @@ hr_api_guest_to_json(HrGuest *guest)
 
 	json_builder_set_member_name(b, "held");
 	hr_api_add_held(b, guest);
+	hr_pcp_add_json(guest, b);
 
 	json_builder_set_member_name(b, "requests");
 	json_builder_begin_array(b);

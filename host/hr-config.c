@@ -73,7 +73,8 @@ static const HrConfigKey hr_config_keys[] = {
 G_STATIC_ASSERT(sizeof(HrBackingMode) == sizeof(guint32) && sizeof(gboolean) == sizeof(guint32));
 
 /* the keys of a [guest:PATTERN] group */
-static const gchar *const hr_config_guest_keys[] = {"donor", "floor_mb", "budget_blocks", NULL};
+static const gchar *const hr_config_guest_keys[] = {"donor", "floor_mb", "budget_blocks", "pcp",
+						      NULL};
 
 static void
 hr_guest_policy_free(HrGuestPolicy *policy)
@@ -105,6 +106,7 @@ hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy 
 	policy->donor = TRUE;
 	policy->floor_mb = config->guest_floor_mb;
 	policy->budget_blocks = 0;
+	policy->pcp_set = FALSE;
 	for (guint i = 0; i < config->guest_policies->len; i++) {
 		HrGuestPolicy *p = g_ptr_array_index(config->guest_policies, i);
 		if (g_pattern_match_simple(p->pattern, name)) {
@@ -277,7 +279,7 @@ hr_config_get_backing(GKeyFile *kf, HrBackingMode *mode, GError **error)
 	return FALSE;
 }
 
-/* [guest:PATTERN] donor=true|false floor_mb=N budget_blocks=N */
+/* [guest:PATTERN] donor=true|false floor_mb=N budget_blocks=N pcp=POLICY */
 static gboolean
 hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
 {
@@ -318,6 +320,15 @@ hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
 					   error))
 			return FALSE;
 		p->budget_blocks = v;
+		if (g_key_file_has_key(kf, groups[i], "pcp", NULL)) {
+			g_autofree gchar *text = g_key_file_get_string(kf, groups[i], "pcp", NULL);
+			if (!hr_pcp_policy_parse(g_strstrip(text), &p->pcp, &error_local)) {
+				g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+					    "[%s] pcp: %s", groups[i], error_local->message);
+				return FALSE;
+			}
+			p->pcp_set = TRUE;
+		}
 	}
 	return TRUE;
 }

@@ -4,6 +4,7 @@
 #include <glib.h>
 
 #include "hr-paths.h"
+#include "hr-codec.h"
 
 G_BEGIN_DECLS
 
@@ -28,6 +29,8 @@ typedef struct {
 	gboolean donor;
 	guint64 floor_mb;      /* free memory the guest must keep */
 	guint budget_blocks;   /* most blocks held from it at once; 0: half its RAM */
+	gboolean pcp_set;      /* pcp=POLICY: sent whenever its driver comes up */
+	HrPcpPolicy pcp;
 } HrGuestPolicy;
 
 /*

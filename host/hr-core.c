@@ -255,6 +255,12 @@ hr_core_device_closed(HrCore *core, HrDevice *device, HrGuest *guest, const gcha
 /* Commands */
 
 guint64
+hr_core_new_request_id(HrCore *core)
+{
+	return core->next_request_id++;
+}
+
+guint64
 hr_core_request_report(HrCore *core, HrGuest *guest, GError **error)
 {
 	g_autoptr(HrCmd) cmd = NULL;

@@ -72,6 +72,9 @@ hr_core_emit_plan(HrCore *core, HrReservation *reservation, gint64 duration_us);
 const gchar *
 hr_event_kind_to_string(HrEventKind kind);
 
+/* a request id no command of this daemon has used */
+guint64
+hr_core_new_request_id(HrCore *core);
 /* send CMD_REPORT; returns its request id, or 0 with @error set */
 guint64
 hr_core_request_report(HrCore *core, HrGuest *guest, GError **error);

@@ -16,6 +16,7 @@
 
 #include "hr-core.h"
 #include "hr-peer.h"
+#include "hr-pcp.h"
 
 #define HR_DEVICE_READ_SIZE 65536
 
@@ -254,6 +255,8 @@ hr_device_handle_result(HrDevice *device, HrResult *result)
 {
 	HrGuest *guest = device->guest;
 
+	if (hr_pcp_handle_result(guest, result))
+		return;
 	g_free(guest->last_result);
 	guest->last_result = g_memdup2(result, sizeof(*result));
 	/* a REPORT fails with a RESULT (S_UNSUPPORTED, S_INVALID) */
@@ -271,6 +274,7 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 	HrGuest *guest = device->guest;
 	HrChanDeviceState state;
 	guint64 prev_dropped = device->last_state.cmds_dropped;
+	gboolean was_ok = device->have_state && device->last_state.driver_ok;
 
 	if (!hr_chan_device_state_decode(payload, &state, error))
 		return FALSE;
@@ -285,6 +289,8 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 	device->last_state = state;
 	guest->have_state = TRUE;
 	guest->state = state;
+	if (state.driver_ok && !was_ok)
+		hr_pcp_driver_ready(device->core, guest);
 	if (device->state == HR_DEVICE_RESYNC) {
 		/* the resync is complete: its set replaces ours (SPEC 2.5) */
 		if (g_hash_table_size(device->resync) != state.num_held)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hr-device.h"
+#include "hr-pcp.h"
 
 /* how long to wait before sending again a command the driver found busy */
 #define HR_GUEST_BUSY_RETRY_MS 1000
@@ -153,6 +154,7 @@ hr_guest_free(HrGuest *guest)
 	g_hash_table_unref(guest->requests);
 	g_free(guest->last_result);
 	g_free(guest->last_reject_reason);
+	hr_pcp_guest_free(guest);
 	g_free(guest);
 }
 
@@ -315,10 +317,10 @@ hr_guest_status_age_ms(HrGuest *guest)
 /* Requests */
 
 gboolean
-hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error)
+hr_guest_check_feature(HrGuest *guest, guint bit, const gchar *bit_name, const gchar *what,
+		       GError **error)
 {
 	guint64 features = guest->state.guest_features;
-	guint bit = kind == HR_REQUEST_RETURN ? VIRTIO_HUGEROOM_F_HOLD : VIRTIO_HUGEROOM_F_EVACUATE;
 
 	if (!hr_guest_is_connected(guest)) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED,
@@ -341,10 +343,23 @@ hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error)
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
 			    "the driver of guest %s did not negotiate %s (features 0x%" G_GINT64_MODIFIER
 			    "x), so it cannot %s",
-			    guest->name, bit == VIRTIO_HUGEROOM_F_HOLD ? "F_HOLD" : "F_EVACUATE",
-			    features, hr_request_kind_to_string(kind));
+			    guest->name, bit_name, features, what);
 		return FALSE;
 	}
+	return TRUE;
+}
+
+gboolean
+hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error)
+{
+	guint bit = kind == HR_REQUEST_RETURN ? VIRTIO_HUGEROOM_F_HOLD : VIRTIO_HUGEROOM_F_EVACUATE;
+
+	if (!hr_guest_check_feature(guest, bit,
+				    bit == VIRTIO_HUGEROOM_F_HOLD ? "F_HOLD" : "F_EVACUATE",
+				    hr_request_kind_to_string(kind), error))
+		return FALSE;
+	if (!guest->have_state)
+		return TRUE;
 	if (kind != HR_REQUEST_RETURN && guest->state.discard_disabled) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
 			    "QEMU of guest %s cannot discard memory now (VFIO, postcopy or a "
@@ -388,7 +403,7 @@ hr_guest_list_requests(HrGuest *guest)
 	return list;
 }
 
-static void
+void
 hr_guest_send_cmd(HrGuest *guest, const HrCmd *cmd)
 {
 	g_autoptr(GBytes) payload = hr_cmd_encode(cmd);

@@ -100,6 +100,16 @@ typedef struct {
 	guint64 orphans_returned; /* held blocks nobody owned, given back */
 	guint64 returns_unknown; /* RETURNEDs of blocks we did not know held */
 	gint64 gone_at;		 /* monotonic us: disconnected since, 0 while connected */
+
+	/* PCP policy, hr-pcp.c */
+	gboolean pcp_want_set; /* by the API, wins over the [guest:] group's */
+	HrPcpPolicy pcp_want;
+	gboolean pcp_config_set; /* the [guest:] group's, as last looked up */
+	HrPcpPolicy pcp_config;
+	gboolean pcp_applied_set;
+	HrPcpPolicy pcp_applied; /* the last one the guest answered S_OK */
+	GList *pcp_calls;	 /* SET_PCPs sent and not answered, oldest first */
+	guint pcp_evacuations;	 /* the executor's, running: the guest runs density */
 } HrGuest;
 
 /* takes @peer */
@@ -155,6 +165,10 @@ hr_guest_held_sorted(HrGuest *guest);
 const gchar *
 hr_guest_return_reason_to_string(guint32 reason);
 
+/* is @guest connected, its driver up, and feature @bit negotiated, to do @what? */
+gboolean
+hr_guest_check_feature(HrGuest *guest, guint bit, const gchar *bit_name, const gchar *what,
+		       GError **error);
 /* can the device and driver run a request of @kind right now? */
 gboolean
 hr_guest_check_gate(HrGuest *guest, HrRequestKind kind, GError **error);
@@ -172,6 +186,9 @@ hr_guest_list_requests(HrGuest *guest);
 /* cancel a queued request, or send CANCEL for the running one */
 gboolean
 hr_guest_cancel_request(HrGuest *guest, guint64 id, GError **error);
+/* send @cmd to the connected device as it is */
+void
+hr_guest_send_cmd(HrGuest *guest, const HrCmd *cmd);
 /* send the head of the queue if nothing runs */
 void
 hr_guest_dispatch(HrGuest *guest);

@@ -10,6 +10,8 @@
 #include <libxml/xpathInternals.h>
 #include <string.h>
 
+#include "hr-codec.h"
+
 /* hugeroomd takes nodes 0-1023 */
 #define HR_LIBVIRT_NODE_MAX 1023
 
@@ -357,10 +359,11 @@ hr_libvirt_policy_element(HrLibvirtPolicy *policy, xmlNode *child, GError **erro
 		}
 		policy->floor_bytes = (gint64)n;
 	} else if (g_strcmp0(name, "pcp") == 0) {
-		if (g_strcmp0(value, "default") != 0 && g_strcmp0(value, "latency") != 0 &&
-		    g_strcmp0(value, "throughput") != 0)
+		HrPcpPolicy pcp;
+		if (!hr_pcp_policy_parse(value, &pcp, NULL))
 			return hr_libvirt_policy_invalid(error, name, value,
-							 "default, latency or throughput");
+							 "default, latency, balanced, density or "
+							 "explicit:HIGH");
 		g_free(policy->pcp);
 		policy->pcp = g_steal_pointer(&value);
 	} else {

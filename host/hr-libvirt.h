@@ -55,8 +55,9 @@ typedef enum {
 /*
  * <hugeroom:policy> in the domain's <metadata>. Unset members take the
  * hook's configuration. The hook applies prepare, strict, deadline and
- * on-failure; hugeroomd (hr-virt.c) applies donor and floor when it looks
- * up the domain of a guest that connects; pcp is read and validated only.
+ * on-failure, and sends pcp to the daemon (PUT /v1/guests/NAME/pcp) at
+ * prepare; hugeroomd (hr-virt.c) applies donor and floor when it looks up
+ * the domain of a guest that connects.
  */
 typedef struct {
 	HrLibvirtPrepare prepare;
@@ -65,7 +66,7 @@ typedef struct {
 	HrLibvirtFailure on_failure;
 	HrLibvirtTri donor;
 	gint64 floor_bytes; /* -1: unset */
-	gchar *pcp;	    /* "default", "latency", "throughput"; NULL: unset */
+	gchar *pcp;	    /* hr_pcp_policy_parse()'s form; NULL: unset */
 } HrLibvirtPolicy;
 
 /* Memory a reservation should make free on one host node (-1: any). */

@@ -9,6 +9,7 @@
 
 #include "hr-compact.h"
 #include "hr-json.h"
+#include "hr-pcp.h"
 #include "hr-thpmap.h"
 
 #define BLOCK_PAGES 512
@@ -1350,6 +1351,8 @@ donate_notify(HrRequest *request, gpointer user_data)
 		return;
 	/* taken over by whoever sees the end first; never twice */
 	hr_request_remove_listener(request, donate_notify, op);
+	if (request->owner != NULL)
+		hr_pcp_evacuation_end(op->prepare->core, request->owner);
 	if (op->submitting) {
 		op->ended_early = TRUE;
 		return;
@@ -1434,10 +1437,13 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 		params.timeout_s = MAX(1, (deadline_ms + 999) / 1000);
 	params.notify = donate_notify;
 	params.notify_data = op;
+	/* a donor runs density while it gives (SET_PCP goes first on its cmdq) */
+	hr_pcp_evacuation_begin(p->core, guest);
 	op->submitting = TRUE;
 	request = submit(p, guest, &params, &error);
 	op->submitting = FALSE;
 	if (request == NULL) {
+		hr_pcp_evacuation_end(p->core, guest);
 		set_step_state(s, "failed", error->message);
 		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
 		defer_guest(p, guest->id, TRUE);

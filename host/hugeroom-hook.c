@@ -444,14 +444,35 @@ hr_hook_report_policy(HrHook *hook, const HrLibvirtPolicy *policy)
 	if (policy->floor_bytes >= 0)
 		g_string_append_printf(noted, " floor=%" G_GINT64_FORMAT " MiB",
 				       policy->floor_bytes >> 20);
-	if (policy->pcp != NULL)
-		g_string_append_printf(noted, " pcp=%s", policy->pcp);
 	if (noted->len > 0)
 		hr_hook_log(hook, LOG_NOTICE,
 			    "policy%s noted: hugeroomd applies donor and floor itself when it "
 			    "looks up the domain of a guest that connects (libvirt_uri), over its "
-			    "[guest:%s] group; it has no PCP class yet",
+			    "[guest:%s] group",
 			    noted->str, hook->domain);
+}
+
+/* <hugeroom:pcp>: the daemon keeps it for the guest and sends it when its driver is up */
+static void
+hr_hook_set_pcp(HrHook *hook, const HrLibvirtPolicy *policy)
+{
+	g_autofree gchar *escaped = NULL;
+	g_autofree gchar *path = NULL;
+	g_autofree gchar *body = NULL;
+	g_autoptr(JsonNode) root = NULL;
+	g_autoptr(GError) error = NULL;
+	guint status;
+
+	if (policy->pcp == NULL)
+		return;
+	escaped = g_uri_escape_string(hook->domain, NULL, FALSE);
+	path = g_strdup_printf("/v1/guests/%s/pcp", escaped);
+	body = g_strdup_printf("{\"policy\":\"%s\"}", policy->pcp);
+	if (hr_hook_call(hook, SOUP_METHOD_PUT, path, body, &root, &status, &error) == NULL)
+		hr_hook_log(hook, LOG_WARNING, "PCP policy %s not set: %s", policy->pcp,
+			    error->message);
+	else
+		hr_hook_log(hook, LOG_INFO, "PCP policy %s set", policy->pcp);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -491,6 +512,7 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 		g_clear_error(&error);
 	}
 	hr_hook_state_remove(hook);
+	hr_hook_set_pcp(hook, &domain->policy);
 
 	if (domain->policy.prepare == HR_LIBVIRT_PREPARE_NO) {
 		hr_hook_log(hook, LOG_INFO, "nothing prepared: <hugeroom:prepare> is no");

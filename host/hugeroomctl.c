@@ -468,6 +468,48 @@ hr_ctl_cancel(const gchar *guest, const gchar *id_str)
 	return HR_CTL_EXIT_OK;
 }
 
+static gboolean
+hr_ctl_render_pcp(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	(void)error;
+	if (obj == NULL)
+		return FALSE;
+	g_string_append_printf(out, "%s: PCP policy %s %s\n",
+			       json_object_get_string_member(obj, "guest"),
+			       json_object_get_string_member(obj, "policy"),
+			       json_object_get_boolean_member(obj, "applied")
+				   ? "applied"
+				   : "stored; sent when its driver is up and not donating");
+	return TRUE;
+}
+
+/* PUT the policy; the daemon answers once the guest has (or stores it) */
+static HrCtlExit
+hr_ctl_pcp(const gchar *guest, const gchar *policy)
+{
+	g_autofree gchar *escaped = g_uri_escape_string(guest, NULL, FALSE);
+	g_autofree gchar *path = g_strdup_printf("/v1/guests/%s/pcp", escaped);
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) body = NULL;
+	g_autofree gchar *text = NULL;
+	g_autoptr(JsonNode) root = NULL;
+	HrCtlExit code;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "policy");
+	json_builder_add_string_value(b, policy);
+	json_builder_end_object(b);
+	body = json_builder_get_root(b);
+	text = json_to_string(body, FALSE);
+	root = hr_ctl_call(SOUP_METHOD_PUT, path, text, &code);
+	if (root == NULL)
+		return code;
+	if (!hr_ctl_print(root, hr_ctl_render_pcp))
+		return HR_CTL_EXIT_ERROR;
+	return HR_CTL_EXIT_OK;
+}
+
 /*
  * Read a reservation again on each reservation event until it settles,
  * then print the report. Exit 0 when ready with all that was asked, 4 when
@@ -854,6 +896,8 @@ main(int argc, char **argv)
 	    "  return GUEST (--blocks N | --gpa ADDR... | --all) [--wait]\n"
 	    "                               give held blocks back to the guest\n"
 	    "  cancel GUEST REQUEST_ID [--wait]\n"
+	    "  pcp GUEST POLICY             tune the guest's per-CPU page lists: latency,\n"
+	    "                               balanced, density, default or explicit:HIGH\n"
 	    "  requests GUEST               the guest's recent requests\n"
 	    "  request GUEST REQUEST_ID     one request in detail\n"
 	    "  prepare SIZE [--node N] [--deadline S] [--strict] [--requester NAME] [--wait]\n"
@@ -948,6 +992,8 @@ main(int argc, char **argv)
 		return hr_ctl_watch(argv[2]);
 	if (g_strcmp0(cmd, "status") == 0 && argc == 2)
 		return hr_ctl_status();
+	if (g_strcmp0(cmd, "pcp") == 0 && argc == 4)
+		return hr_ctl_pcp(argv[2], argv[3]);
 	if (g_strcmp0(cmd, "request") == 0 && argc == 4) {
 		guint64 id;
 		if (!hr_ctl_parse_id(argv[3], &id))

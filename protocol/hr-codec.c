@@ -126,6 +126,82 @@ hr_result_status_to_string(guint32 status)
 }
 
 const gchar *
+hr_pcp_policy_to_string(guint32 policy)
+{
+	static const gchar *names[] = {
+	    [VIRTIO_HUGEROOM_PCP_DEFAULT] = "default",
+	    [VIRTIO_HUGEROOM_PCP_LATENCY] = "latency",
+	    [VIRTIO_HUGEROOM_PCP_BALANCED] = "balanced",
+	    [VIRTIO_HUGEROOM_PCP_DENSITY] = "density",
+	    [VIRTIO_HUGEROOM_PCP_EXPLICIT] = "explicit",
+	};
+	if (policy >= G_N_ELEMENTS(names))
+		return NULL;
+	return names[policy];
+}
+
+gboolean
+hr_pcp_policy_check(const HrPcpPolicy *policy, GError **error)
+{
+	if (hr_pcp_policy_to_string(policy->policy) == NULL) {
+		g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+			    "PCP policy %u is unknown", policy->policy);
+		return FALSE;
+	}
+	if ((policy->policy == VIRTIO_HUGEROOM_PCP_EXPLICIT) != (policy->high != 0)) {
+		g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+			    policy->high != 0 ? "PCP high %u: only the explicit policy takes one"
+					      : "the explicit PCP policy needs a high above 0",
+			    policy->high);
+		return FALSE;
+	}
+	return TRUE;
+}
+
+gboolean
+hr_pcp_policy_parse(const gchar *text, HrPcpPolicy *policy, GError **error)
+{
+	const gchar *colon = strchr(text, ':');
+	g_autofree gchar *name = g_strndup(text, colon != NULL ? (gsize)(colon - text) : strlen(text));
+	guint64 high = 0;
+
+	for (guint32 p = 0; hr_pcp_policy_to_string(p) != NULL; p++) {
+		if (g_strcmp0(name, hr_pcp_policy_to_string(p)) != 0)
+			continue;
+		if (colon != NULL &&
+		    !g_ascii_string_to_unsigned(colon + 1, 10, 1, G_MAXUINT32, &high, NULL)) {
+			g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+				    "PCP policy '%s': '%s' is not a number of pages (1-%u)", text,
+				    colon + 1, G_MAXUINT32);
+			return FALSE;
+		}
+		policy->policy = p;
+		policy->high = high;
+		if (!hr_pcp_policy_check(policy, error)) {
+			g_prefix_error(error, "'%s': ", text);
+			return FALSE;
+		}
+		return TRUE;
+	}
+	g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+		    "PCP policy '%s' is unknown; use default, latency, balanced, density or "
+		    "explicit:HIGH (per-CPU pages)",
+		    text);
+	return FALSE;
+}
+
+gchar *
+hr_pcp_policy_format(const HrPcpPolicy *policy)
+{
+	const gchar *name = hr_pcp_policy_to_string(policy->policy);
+	if (name == NULL)
+		return g_strdup_printf("unknown(%u)", policy->policy);
+	if (policy->policy == VIRTIO_HUGEROOM_PCP_EXPLICIT)
+		return g_strdup_printf("%s:%u", name, policy->high);
+	return g_strdup(name);
+}
+
+const gchar *
 hr_reason_to_string(guint32 reason)
 {
 	static const gchar *names[] = {
@@ -374,6 +450,8 @@ hr_zone_decode(HrZone *z, const struct virtio_hugeroom_zone *w, guint idx, GErro
 	z->pcp_batch = GUINT32_FROM_LE(w->pcp_batch);
 	z->pcp_high_min = GUINT32_FROM_LE(w->pcp_high_min);
 	z->pcp_high_max = GUINT32_FROM_LE(w->pcp_high_max);
+	z->pcp_policy = w->pcp_policy;
+	z->pcp_fraction = GUINT32_FROM_LE(w->pcp_fraction);
 
 	if (z->managed_pages > z->spanned_pages)
 		return hr_codec_fail(error,
@@ -427,6 +505,8 @@ hr_zone_encode(struct virtio_hugeroom_zone *w, const HrZone *z)
 	w->pcp_batch = GUINT32_TO_LE(z->pcp_batch);
 	w->pcp_high_min = GUINT32_TO_LE(z->pcp_high_min);
 	w->pcp_high_max = GUINT32_TO_LE(z->pcp_high_max);
+	w->pcp_policy = z->pcp_policy;
+	w->pcp_fraction = GUINT32_TO_LE(z->pcp_fraction);
 }
 
 HrStatus *
@@ -1114,8 +1194,9 @@ hr_cmd_decode(const guint8 *buf, gsize len, GError **error)
 			return NULL;
 		memcpy(&w, buf, sizeof(w));
 		cmd->policy = GUINT32_FROM_LE(w.policy);
-		if (cmd->policy > VIRTIO_HUGEROOM_PCP_DENSITY) {
-			hr_codec_fail(error, "set-pcp: policy %u is unknown", cmd->policy);
+		cmd->high = GUINT32_FROM_LE(w.high);
+		if (!hr_pcp_policy_check(&(HrPcpPolicy){cmd->policy, cmd->high}, error)) {
+			g_prefix_error(error, "set-pcp: ");
 			return NULL;
 		}
 		break;
@@ -1183,6 +1264,7 @@ hr_cmd_encode(const HrCmd *cmd)
 		len = sizeof(w);
 		hr_msg_hdr_to_wire(&w.hdr, cmd->hdr.type, cmd->hdr.flags, len, cmd->hdr.request_id);
 		w.policy = GUINT32_TO_LE(cmd->policy);
+		w.high = GUINT32_TO_LE(cmd->high);
 		buf = g_memdup2(&w, len);
 		break;
 	}

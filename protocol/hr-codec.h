@@ -56,6 +56,8 @@ typedef struct {
 	guint32 pcp_batch;
 	guint32 pcp_high_min;
 	guint32 pcp_high_max;
+	guint8 pcp_policy;     /* enum virtio_hugeroom_pcp_policy in force */
+	guint32 pcp_fraction;  /* the guest's percpu_pagelist_high_fraction */
 } HrZone;
 
 typedef struct {
@@ -110,7 +112,8 @@ typedef struct {
 /*
  * Any command (cmdq). hdr.type says which; fields a command does not carry
  * are zero: REPORT and CANCEL are the header alone, CAPTURE has count and
- * budget_ms, RETURN count and gpas, SET_PCP policy, EVACUATE all but policy.
+ * budget_ms, RETURN count and gpas, SET_PCP policy and high, EVACUATE all
+ * but policy and high.
  */
 typedef struct {
 	HrMsgHdr hdr;
@@ -118,6 +121,7 @@ typedef struct {
 	guint32 budget_ms;
 	guint64 budget_pages;
 	guint32 policy;
+	guint32 high; /* SET_PCP EXPLICIT */
 	guint32 nr_gpas;
 	guint64 *gpas;
 	guint32 nr_ranges;
@@ -179,6 +183,24 @@ const gchar *
 hr_vmstat_to_string(guint idx);
 const gchar *
 hr_result_status_to_string(guint32 status);
+
+/* A PCP policy (SPEC 1.6.7): @high only with VIRTIO_HUGEROOM_PCP_EXPLICIT. */
+typedef struct {
+	guint32 policy;
+	guint32 high;
+} HrPcpPolicy;
+
+/* "default", "latency", "balanced", "density", "explicit"; NULL if unknown */
+const gchar *
+hr_pcp_policy_to_string(guint32 policy);
+/* "latency", ..., or "explicit:HIGH"; the text form of config, CLI, hook */
+gboolean
+hr_pcp_policy_parse(const gchar *text, HrPcpPolicy *policy, GError **error);
+gchar *
+hr_pcp_policy_format(const HrPcpPolicy *policy);
+/* the rules of SPEC 1.6.7 the host can check */
+gboolean
+hr_pcp_policy_check(const HrPcpPolicy *policy, GError **error);
 const gchar *
 hr_reason_to_string(guint32 reason);
 

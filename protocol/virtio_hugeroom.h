@@ -143,7 +143,7 @@ enum virtio_hugeroom_vmstat {
 struct virtio_hugeroom_zone {
 	__le16 nid;
 	__u8 zone_idx;		/* enum zone_type of the guest */
-	__u8 reserved0;
+	__u8 pcp_policy;	/* enum virtio_hugeroom_pcp_policy in force */
 	char name[12];		/* "DMA", "DMA32", "Normal", NUL padded */
 	__le64 start_pfn;
 	__le64 spanned_pages;
@@ -160,7 +160,7 @@ struct virtio_hugeroom_zone {
 	__le32 pcp_batch;
 	__le32 pcp_high_min;	/* 0 where the kernel has none */
 	__le32 pcp_high_max;
-	__le32 reserved1;
+	__le32 pcp_fraction;	/* percpu_pagelist_high_fraction in force */
 };
 
 struct virtio_hugeroom_candidate {
@@ -298,12 +298,13 @@ enum virtio_hugeroom_pcp_policy {
 	VIRTIO_HUGEROOM_PCP_LATENCY	= 1,	/* large lists */
 	VIRTIO_HUGEROOM_PCP_BALANCED	= 2,
 	VIRTIO_HUGEROOM_PCP_DENSITY	= 3,	/* small lists, less hoarding */
+	VIRTIO_HUGEROOM_PCP_EXPLICIT	= 4,	/* per-CPU high as given */
 };
 
 struct virtio_hugeroom_set_pcp {
 	struct virtio_hugeroom_hdr hdr;
 	__le32 policy;
-	__le32 reserved;
+	__le32 high;		/* EXPLICIT: per-CPU high, largest zone; else 0 */
 };
 
 /* CANCEL: hdr only; hdr.request_id names the command to stop. */

@@ -12,7 +12,7 @@ builddir=$2
 gen_seeds=$3
 shift 3
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan guest-cmd)
+[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan guest-cmd device)
 secs=${HR_FUZZ_SECONDS:-10}
 CLANG=${CLANG:-clang}
 
@@ -34,28 +34,57 @@ read -r -a glib_flags <<<"$(pkg-config --cflags --libs glib-2.0)"
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
+# The QEMU device's checks come from the patch series, as QEMU gets them:
+# hw/virtio/virtio-hugeroom-check.[ch] out of the patch that adds them,
+# the header as patch 0001 has it (tests/qemu/checkpatch.sh keeps that
+# equal to scripts/qemu-header.sh), and what they use of QEMU from
+# tests/fuzz/qemu-shim.
+device_sources() {
+    local out=$builddir/device f p
+    mkdir -p "$out/standard-headers/linux"
+    for f in virtio-hugeroom-check.c virtio-hugeroom-check.h; do
+        p=$(grep -l "^+++ b/hw/virtio/$f\$" "$srcdir"/qemu-patches/*.patch | head -1)
+        [ -n "$p" ] || { echo "FAIL: no patch in qemu-patches/ adds hw/virtio/$f" >&2; return 1; }
+        awk -v f="hw/virtio/$f" '$0 == "+++ b/" f {on = 1; next}
+            on && /^(diff --git|-- $)/ {on = 0} on && /^\+/ {print substr($0, 2)}' "$p" >"$out/$f"
+    done
+    bash "$srcdir/scripts/qemu-header.sh" >"$out/standard-headers/linux/virtio_hugeroom.h"
+}
+
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 for t in "${targets[@]}"; do
     bin="$builddir/fuzz-$t"
-    extra=()
-    if [ "$t" = guest-cmd ]; then
-        # The guest driver's own decoder, built alone against the kernel
-        # shims (tests/fuzz/kshim) and instrumented for coverage.
+    seeds=("$builddir/seeds/$t")
+    if [ "$t" = device ]; then
+        device_sources
+        # QEMU does not build with -Wsign-compare (ldl_le_p() is an int)
+        "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Wno-sign-compare -Werror \
+            -fsanitize=fuzzer "${sanitize[@]}" \
+            -I "$srcdir/tests/fuzz/qemu-shim" -I "$builddir/device" \
+            "$builddir/device/virtio-hugeroom-check.c" "$srcdir/tests/fuzz/fuzz-$t.c" \
+            "${glib_flags[@]}" -o "$bin"
+        seeds=("$builddir/seeds/status" "$builddir/seeds/event" "$builddir/seeds/cmd")
+    else
+        extra=()
+        if [ "$t" = guest-cmd ]; then
+            # The guest driver's own decoder, built alone against the kernel
+            # shims (tests/fuzz/kshim) and instrumented for coverage.
+            "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
+                -fsanitize=fuzzer-no-link "${sanitize[@]}" \
+                -I "$srcdir/tests/fuzz/kshim" -I "$srcdir/protocol" \
+                -c "$srcdir/guest-driver/hr_cmd.c" -o "$builddir/hr_cmd.o"
+            extra=("$builddir/hr_cmd.o" -I "$srcdir/guest-driver")
+        fi
         "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
-            -fsanitize=fuzzer-no-link "${sanitize[@]}" \
-            -I "$srcdir/tests/fuzz/kshim" -I "$srcdir/protocol" \
-            -c "$srcdir/guest-driver/hr_cmd.c" -o "$builddir/hr_cmd.o"
-        extra=("$builddir/hr_cmd.o" -I "$srcdir/guest-driver")
+            -fsanitize=fuzzer "${sanitize[@]}" \
+            -I "$srcdir/protocol" "$srcdir/protocol/hr-codec.c" "$srcdir/tests/fuzz/fuzz-$t.c" \
+            "${extra[@]}" "${glib_flags[@]}" -o "$bin"
     fi
-    "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
-        -fsanitize=fuzzer "${sanitize[@]}" \
-        -I "$srcdir/protocol" "$srcdir/protocol/hr-codec.c" "$srcdir/tests/fuzz/fuzz-$t.c" \
-        "${extra[@]}" "${glib_flags[@]}" -o "$bin"
     corpus="$builddir/corpus-$t"
     mkdir -p "$corpus"
     echo "fuzz-$t: ${secs}s"
     if ! "$bin" -max_total_time="$secs" -max_len=70000 -print_final_stats=1 \
-        -artifact_prefix="$builddir/crash-$t-" "$corpus" "$builddir/seeds/$t" \
+        -artifact_prefix="$builddir/crash-$t-" "$corpus" "${seeds[@]}" \
         >"$builddir/fuzz-$t.log" 2>&1; then
         echo "FAIL: fuzz-$t crashed; log $builddir/fuzz-$t.log, input $builddir/crash-$t-*"
         tail -40 "$builddir/fuzz-$t.log"

@@ -50,6 +50,8 @@ make_status(guint16 nr_zones, guint16 nr_candidates)
 		zone->pcp_batch = 63;
 		zone->pcp_high_min = 0;
 		zone->pcp_high_max = 0;
+		zone->pcp_policy = VIRTIO_HUGEROOM_PCP_EXPLICIT;
+		zone->pcp_fraction = 120;
 	}
 	for (guint c = 0; c < nr_candidates; c++) {
 		s->candidates[c].gpa = MiB(2) * (c + 1);
@@ -911,12 +913,14 @@ test_cmd_set_pcp_roundtrip(void)
 	g_autoptr(GBytes) b = NULL;
 	g_autoptr(GError) error = NULL;
 	g_autoptr(HrCmd) d = NULL;
-	c->policy = VIRTIO_HUGEROOM_PCP_DENSITY;
+	c->policy = VIRTIO_HUGEROOM_PCP_EXPLICIT;
+	c->high = 2000;
 	b = hr_cmd_encode(c);
 	g_assert_cmpuint(g_bytes_get_size(b), ==, 24);
 	d = decode_cmd_bytes(b, &error);
 	g_assert_no_error(error);
-	g_assert_cmpuint(d->policy, ==, VIRTIO_HUGEROOM_PCP_DENSITY);
+	g_assert_cmpuint(d->policy, ==, VIRTIO_HUGEROOM_PCP_EXPLICIT);
+	g_assert_cmpuint(d->high, ==, 2000);
 }
 
 static void
@@ -1160,8 +1164,52 @@ static void
 test_cmd_reject_set_pcp(void)
 {
 	g_autoptr(HrCmd) c = hr_cmd_new(VIRTIO_HUGEROOM_CMD_SET_PCP, 3);
-	c->policy = 4;
-	assert_cmd_rejected(c, "set-pcp: policy 4 is unknown");
+	c->policy = 5;
+	assert_cmd_rejected(c, "set-pcp: PCP policy 5 is unknown");
+	c->policy = VIRTIO_HUGEROOM_PCP_EXPLICIT;
+	assert_cmd_rejected(c, "set-pcp: the explicit PCP policy needs a high above 0");
+	c->policy = VIRTIO_HUGEROOM_PCP_LATENCY;
+	c->high = 100;
+	assert_cmd_rejected(c, "set-pcp: PCP high 100: only the explicit policy takes one");
+}
+
+/* the text form config, CLI and hook share */
+static void
+test_pcp_policy_parse(void)
+{
+	static const struct {
+		const gchar *text;
+		guint32 policy, high;
+		const gchar *error;
+	} cases[] = {
+	    {"default", VIRTIO_HUGEROOM_PCP_DEFAULT, 0, NULL},
+	    {"latency", VIRTIO_HUGEROOM_PCP_LATENCY, 0, NULL},
+	    {"balanced", VIRTIO_HUGEROOM_PCP_BALANCED, 0, NULL},
+	    {"density", VIRTIO_HUGEROOM_PCP_DENSITY, 0, NULL},
+	    {"explicit:1500", VIRTIO_HUGEROOM_PCP_EXPLICIT, 1500, NULL},
+	    {"explicit", 0, 0, "'explicit': the explicit PCP policy needs a high above 0"},
+	    {"explicit:0", 0, 0, "'0' is not a number of pages"},
+	    {"explicit:lots", 0, 0, "'lots' is not a number of pages"},
+	    {"latency:5", 0, 0, "only the explicit policy takes one"},
+	    {"throughput", 0, 0, "PCP policy 'throughput' is unknown; use default, latency"},
+	    {"", 0, 0, "is unknown"},
+	};
+	for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+		g_autoptr(GError) error = NULL;
+		g_autofree gchar *text = NULL;
+		HrPcpPolicy p = {99, 99};
+		gboolean ok = hr_pcp_policy_parse(cases[i].text, &p, &error);
+		if (cases[i].error != NULL) {
+			g_assert_false(ok);
+			g_assert_nonnull(strstr(error->message, cases[i].error));
+			continue;
+		}
+		g_assert_no_error(error);
+		g_assert_cmpuint(p.policy, ==, cases[i].policy);
+		g_assert_cmpuint(p.high, ==, cases[i].high);
+		text = hr_pcp_policy_format(&p);
+		g_assert_cmpstr(text, ==, cases[i].text);
+	}
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1600,6 +1648,7 @@ main(int argc, char **argv)
 	g_test_add_func("/codec/cmd/capture/roundtrip", test_cmd_capture_roundtrip);
 	g_test_add_func("/codec/cmd/return/roundtrip", test_cmd_return_roundtrip);
 	g_test_add_func("/codec/cmd/set-pcp/roundtrip", test_cmd_set_pcp_roundtrip);
+	g_test_add_func("/codec/pcp-policy/parse", test_pcp_policy_parse);
 	g_test_add_func("/codec/cmd/reject/unknown-type", test_cmd_reject_unknown_type);
 	g_test_add_func("/codec/cmd/reject/len", test_cmd_reject_len);
 	g_test_add_func("/codec/cmd/reject/flags", test_cmd_reject_flags);

@@ -502,6 +502,116 @@ test_api_report(Fixture *f, gconstpointer data)
 	root = http(f, "GET", "/v2/other", 404, NULL);
 }
 
+/* ---------------------------------------------------------------------- */
+/* PUT /v1/guests/NAME/pcp: answered once the guest answered SET_PCP */
+
+/* PUT @body; the device answers the SET_PCP it gets with @status */
+static JsonNode *
+put_pcp(Fixture *f, FakeDevice *dev, const gchar *guest, const gchar *body, guint32 policy,
+	guint32 high, guint32 status, guint expect_status)
+{
+	g_autofree gchar *path = g_strdup_printf("/v1/guests/%s/pcp", guest);
+	HttpCall *call = http_start(f, "PUT", path, body);
+	g_autoptr(HrCmd) cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_SET_PCP);
+	g_autoptr(GBytes) answer = NULL;
+
+	g_assert_cmpuint(cmd->policy, ==, policy);
+	g_assert_cmpuint(cmd->high, ==, high);
+	/* not answered before the guest has */
+	g_assert_false(http_done(call));
+	answer = make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id, status, 0, 0, 0);
+	fake_send(dev, HR_CHAN_GUEST_MSG, answer);
+	return http_finish(call, expect_status, NULL);
+}
+
+static void
+assert_error(JsonNode *root, const gchar *needle)
+{
+	const gchar *error = json_object_get_string_member(json_node_get_object(root), "error");
+	if (strstr(error, needle) == NULL)
+		g_error("error '%s' does not mention '%s'", error, needle);
+}
+
+static void
+test_api_pcp(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = fake_device_up(f, "vm1", 0x10);
+	g_autoptr(FakeDevice) dev9 = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(GBytes) state_payload = NULL;
+	HrChanDeviceState nopcp = {.driver_ok = 1, .guest_features = 0x7, .msgs_relayed = 2};
+	JsonNode *root;
+	HrGuest *guest;
+	(void)data;
+
+	/* nothing wanted: nothing sent when the driver comes up */
+	fake_expect_silence(dev, 300);
+	g_assert_cmpuint(dev->pcp->len, ==, 0);
+	guest = only_guest(f);
+
+	root = http_body(f, "PUT", "/v1/guests/vm1/pcp", "{\"policy\":\"fast\"}", 400, NULL);
+	assert_error(root, "PCP policy 'fast' is unknown; use default, latency");
+	json_node_unref(root);
+	root = http_body(f, "PUT", "/v1/guests/vm1/pcp", "{\"policy\":\"latency\",\"batch\":7}",
+			 400, NULL);
+	assert_error(root, "batch: no guest kernel");
+	json_node_unref(root);
+	root = http_body(f, "PUT", "/v1/guests/vm1/pcp", "{\"policy\":\"density\",\"high\":9}",
+			 400, NULL);
+	assert_error(root, "only the explicit policy takes one");
+	json_node_unref(root);
+	fake_expect_silence(dev, 100);
+	g_assert_cmpuint(dev->pcp->len, ==, 0);
+
+	root = put_pcp(f, dev, "vm1", "{\"policy\":\"latency\"}", VIRTIO_HUGEROOM_PCP_LATENCY, 0,
+		       VIRTIO_HUGEROOM_S_OK, 200);
+	g_assert_true(json_object_get_boolean_member(json_node_get_object(root), "applied"));
+	json_node_unref(root);
+	g_assert_true(guest->pcp_want_set && guest->pcp_applied_set);
+	g_assert_cmpuint(guest->pcp_want.policy, ==, VIRTIO_HUGEROOM_PCP_LATENCY);
+
+	/* the guest's kernel refuses: a clear error, the wanted policy stays */
+	root = put_pcp(f, dev, "vm1", "{\"policy\":\"explicit\",\"high\":100}",
+		       VIRTIO_HUGEROOM_PCP_EXPLICIT, 100, VIRTIO_HUGEROOM_S_INVALID, 400);
+	assert_error(root, "guest vm1 refused PCP policy explicit:100");
+	json_node_unref(root);
+	g_assert_cmpuint(guest->pcp_want.policy, ==, VIRTIO_HUGEROOM_PCP_LATENCY);
+	g_assert_cmpuint(guest->pcp_applied.policy, ==, VIRTIO_HUGEROOM_PCP_LATENCY);
+	root = http(f, "GET", "/v1/guests/vm1", 200, NULL);
+	g_assert_cmpstr(json_object_get_string_member(
+			    json_object_get_object_member(json_node_get_object(root), "pcp"),
+			    "wanted"),
+			==, "latency");
+	json_node_unref(root);
+
+	/* the driver comes up again (a reconnect): the wanted policy follows */
+	g_clear_pointer(&dev, fake_free);
+	dev = fake_device_up(f, "vm1", 0x10);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_SET_PCP);
+	g_assert_cmpuint(cmd->policy, ==, VIRTIO_HUGEROOM_PCP_LATENCY);
+
+	/* a guest not seen yet gets it when it connects */
+	root = http_body(f, "PUT", "/v1/guests/vm9/pcp", "{\"policy\":\"explicit:2000\"}", 202,
+			 NULL);
+	g_assert_false(json_object_get_boolean_member(json_node_get_object(root), "applied"));
+	json_node_unref(root);
+	dev9 = fake_device_up(f, "vm9", 0x19);
+	g_clear_pointer(&cmd, hr_cmd_free);
+	cmd = fake_expect_cmd(dev9, VIRTIO_HUGEROOM_CMD_SET_PCP);
+	g_assert_cmpuint(cmd->policy, ==, VIRTIO_HUGEROOM_PCP_EXPLICIT);
+	g_assert_cmpuint(cmd->high, ==, 2000);
+
+	/* a driver without F_PCP: 409, nothing sent */
+	state_payload = hr_chan_device_state_encode(&nopcp);
+	fake_send(dev9, HR_CHAN_DEVICE_STATE, state_payload);
+	fake_expect_silence(dev9, 200);
+	root = http_body(f, "PUT", "/v1/guests/vm9/pcp", "{\"policy\":\"density\"}", 409, NULL);
+	assert_error(root, "did not negotiate F_PCP");
+	json_node_unref(root);
+	fake_expect_silence(dev9, 100);
+	g_assert_cmpuint(dev9->pcp->len, ==, 0);
+}
+
 static void
 test_api_metrics(Fixture *f, gconstpointer data)
 {
@@ -626,6 +736,40 @@ test_second_daemon_refused(Fixture *f, gconstpointer data)
 	g_assert_true(g_file_test(f->config->vm_socket, G_FILE_TEST_EXISTS));
 }
 
+/* [guest:PATTERN] pcp=: parsed with the codec's text form, errors name the group */
+static void
+test_config_pcp(void)
+{
+	g_autofree gchar *dir = g_dir_make_tmp("hugeroom-conf-XXXXXX", NULL);
+	g_autofree gchar *path = g_build_filename(dir, "hugeroomd.conf", NULL);
+	g_autoptr(HrConfig) config = hr_config_new();
+	g_autoptr(HrConfig) bad = hr_config_new();
+	g_autoptr(GError) error = NULL;
+	HrGuestPolicy p;
+
+	g_assert_true(g_file_set_contents(path,
+					  "[hugeroomd]\n[guest:db-*]\npcp = explicit:1500\n"
+					  "[guest:web]\ndonor=false\n",
+					  -1, NULL));
+	g_assert_true(hr_config_load(config, path, TRUE, &error));
+	g_assert_no_error(error);
+	hr_config_guest_policy(config, "db-1", &p);
+	g_assert_true(p.pcp_set);
+	g_assert_cmpuint(p.pcp.policy, ==, VIRTIO_HUGEROOM_PCP_EXPLICIT);
+	g_assert_cmpuint(p.pcp.high, ==, 1500);
+	hr_config_guest_policy(config, "web", &p);
+	g_assert_false(p.pcp_set);
+	hr_config_guest_policy(config, "other", &p);
+	g_assert_false(p.pcp_set);
+
+	g_assert_true(g_file_set_contents(path, "[guest:web]\npcp=throughput\n", -1, NULL));
+	g_assert_false(hr_config_load(bad, path, TRUE, &error));
+	g_assert_nonnull(strstr(error->message, "[guest:web] pcp: PCP policy 'throughput' is "
+						"unknown"));
+	g_unlink(path);
+	g_rmdir(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -652,6 +796,8 @@ main(int argc, char **argv)
 	ADD("/api/guest", test_api_guest);
 	ADD("/api/report", test_api_report);
 	ADD("/api/metrics", test_api_metrics);
+	ADD("/api/pcp", test_api_pcp);
+	g_test_add_func("/config/guest-pcp", test_config_pcp);
 	ADD("/api/no-fd-leak", test_api_no_fd_leak);
 	ADD("/api/refuses-other-uid", test_api_refuses_other_uid);
 #undef ADD

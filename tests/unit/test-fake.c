@@ -15,11 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
+struct _HttpCall {
+	SoupSession *session;
+	SoupMessage *msg;
 	GBytes *body;
 	GError *error;
 	gboolean done;
-} HttpResult;
+};
 
 /*
  * Everything the daemon writes (sockets, reservations.json) goes below a
@@ -110,6 +112,7 @@ fake_connect(Fixture *f)
 	g_assert_no_error(error);
 	g_socket_set_blocking(dev->socket, FALSE);
 	dev->reader = hr_frame_reader_new();
+	dev->pcp = g_array_new(FALSE, FALSE, sizeof(guint32));
 	return dev;
 }
 
@@ -119,6 +122,7 @@ fake_free(FakeDevice *dev)
 	g_socket_close(dev->socket, NULL);
 	g_object_unref(dev->socket);
 	hr_frame_reader_free(dev->reader);
+	g_array_unref(dev->pcp);
 	g_free(dev);
 }
 
@@ -298,7 +302,7 @@ fake_device_up_hello(Fixture *f, const HrChanHello *hello)
 static void
 http_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 {
-	HttpResult *r = user_data;
+	HttpCall *r = user_data;
 	r->body = soup_session_send_and_read_finish(SOUP_SESSION(source), res, &r->error);
 	r->done = TRUE;
 }
@@ -306,7 +310,7 @@ http_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 static gboolean
 cond_http_done(gpointer data)
 {
-	return ((HttpResult *)data)->done;
+	return ((HttpCall *)data)->done;
 }
 
 /* the client runs on the daemon's own main loop, so it must be async */
@@ -316,40 +320,63 @@ http(Fixture *f, const gchar *method, const gchar *path, guint expect_status, gc
 	return http_body(f, method, path, NULL, expect_status, text);
 }
 
+HttpCall *
+http_start(Fixture *f, const gchar *method, const gchar *path, const gchar *body)
+{
+	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->api_socket);
+	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
+	HttpCall *r = g_new0(HttpCall, 1);
+
+	r->session = soup_session_new_with_options("remote-connectable", addr, NULL);
+	r->msg = soup_message_new(method, uri);
+	if (body != NULL) {
+		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
+		soup_message_set_request_body_from_bytes(r->msg, "application/json", bytes);
+	}
+	soup_session_send_and_read_async(r->session, r->msg, G_PRIORITY_DEFAULT, NULL,
+					 http_done_cb, r);
+	return r;
+}
+
+gboolean
+http_done(HttpCall *r)
+{
+	return r->done;
+}
+
+JsonNode *
+http_finish(HttpCall *r, guint expect_status, gchar **text)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	JsonNode *root = NULL;
+
+	wait_for(cond_http_done, r, g_uri_get_path(soup_message_get_uri(r->msg)));
+	g_assert_no_error(r->error);
+	g_assert_cmpuint(soup_message_get_status(r->msg), ==, expect_status);
+	if (text != NULL) {
+		*text = g_strndup(g_bytes_get_data(r->body, NULL), g_bytes_get_size(r->body));
+	} else {
+		g_assert_cmpstr(soup_message_headers_get_content_type(
+				    soup_message_get_response_headers(r->msg), NULL),
+				==, "application/json");
+		g_assert_true(json_parser_load_from_data(parser, g_bytes_get_data(r->body, NULL),
+							 g_bytes_get_size(r->body), &error));
+		g_assert_no_error(error);
+		root = json_node_copy(json_parser_get_root(parser));
+	}
+	g_bytes_unref(r->body);
+	g_object_unref(r->msg);
+	g_object_unref(r->session);
+	g_free(r);
+	return root;
+}
+
 JsonNode *
 http_body(Fixture *f, const gchar *method, const gchar *path, const gchar *body,
 	  guint expect_status, gchar **text)
 {
-	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->api_socket);
-	g_autoptr(SoupSession) session =
-	    soup_session_new_with_options("remote-connectable", addr, NULL);
-	g_autofree gchar *uri = g_strdup_printf("http://localhost%s", path);
-	g_autoptr(SoupMessage) msg = soup_message_new(method, uri);
-	g_autoptr(JsonParser) parser = json_parser_new();
-	g_autoptr(GError) error = NULL;
-	HttpResult r = {0};
-
-	if (body != NULL) {
-		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
-		soup_message_set_request_body_from_bytes(msg, "application/json", bytes);
-	}
-	soup_session_send_and_read_async(session, msg, G_PRIORITY_DEFAULT, NULL, http_done_cb, &r);
-	wait_for(cond_http_done, &r, path);
-	g_assert_no_error(r.error);
-	g_assert_cmpuint(soup_message_get_status(msg), ==, expect_status);
-	if (text != NULL) {
-		*text = g_strndup(g_bytes_get_data(r.body, NULL), g_bytes_get_size(r.body));
-		g_bytes_unref(r.body);
-		return NULL;
-	}
-	g_assert_cmpstr(soup_message_headers_get_content_type(
-			    soup_message_get_response_headers(msg), NULL),
-			==, "application/json");
-	g_assert_true(json_parser_load_from_data(parser, g_bytes_get_data(r.body, NULL),
-						 g_bytes_get_size(r.body), &error));
-	g_assert_no_error(error);
-	g_bytes_unref(r.body);
-	return json_node_copy(json_parser_get_root(parser));
+	return http_finish(http_start(f, method, path, body), expect_status, text);
 }
 
 
@@ -370,6 +397,29 @@ late_cancel(const HrChanFrame *frame, guint16 want)
 	       (b[0] | (b[1] << 8)) == VIRTIO_HUGEROOM_CMD_CANCEL;
 }
 
+/*
+ * The SET_PCPs the executor sends around a donation (density, then the
+ * guest's policy back): answered S_OK like a driver would, noted in
+ * dev->pcp, and skipped by tests waiting for another command.
+ */
+static gboolean
+side_pcp(FakeDevice *dev, const HrChanFrame *frame, guint16 want)
+{
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(GBytes) answer = NULL;
+
+	if (want == VIRTIO_HUGEROOM_CMD_SET_PCP || frame->type != HR_CHAN_HOST_CMD)
+		return FALSE;
+	cmd = hr_chan_host_cmd_decode(frame->payload, NULL);
+	if (cmd == NULL || cmd->hdr.type != VIRTIO_HUGEROOM_CMD_SET_PCP)
+		return FALSE;
+	g_array_append_val(dev->pcp, cmd->policy);
+	answer = make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id, VIRTIO_HUGEROOM_S_OK,
+			     0, 0, 0);
+	fake_send(dev, HR_CHAN_GUEST_MSG, answer);
+	return TRUE;
+}
+
 HrCmd *
 fake_expect_cmd(FakeDevice *dev, guint16 type)
 {
@@ -377,7 +427,7 @@ fake_expect_cmd(FakeDevice *dev, guint16 type)
 	g_autoptr(GError) error = NULL;
 	HrCmd *cmd;
 
-	while (!dev->eof && late_cancel(frame, type)) {
+	while (!dev->eof && (late_cancel(frame, type) || side_pcp(dev, frame, type))) {
 		g_clear_pointer(&frame, hr_chan_frame_free);
 		frame = fake_recv(dev);
 	}
@@ -396,7 +446,8 @@ fake_expect_silence(FakeDevice *dev, guint ms)
 	gint64 until = g_get_monotonic_time() + ms * 1000;
 	while (g_get_monotonic_time() < until) {
 		g_autoptr(HrChanFrame) frame = NULL;
-		if (fake_poll(dev, &frame) && frame != NULL && !late_cancel(frame, 0)) {
+		if (fake_poll(dev, &frame) && frame != NULL && !late_cancel(frame, 0) &&
+		    !side_pcp(dev, frame, 0)) {
 			const guint8 *b = g_bytes_get_data(frame->payload, NULL);
 			g_error("unexpected %s frame from the daemon (first bytes %02x %02x)",
 				hr_chan_type_to_string(frame->type),

@@ -21,6 +21,7 @@ typedef struct {
 	GSocket *socket;
 	HrFrameReader *reader;
 	gboolean eof;
+	GArray *pcp; /* guint32 policies of the SET_PCPs answered on the side */
 } FakeDevice;
 
 typedef gboolean (*CondFunc)(gpointer data);
@@ -97,6 +98,15 @@ http(Fixture *f, const gchar *method, const gchar *path, guint expect_status, gc
 JsonNode *
 http_body(Fixture *f, const gchar *method, const gchar *path, const gchar *body,
 	  guint expect_status, gchar **text);
+/* the same in two halves, for a test that acts while the daemon has not answered */
+typedef struct _HttpCall HttpCall;
+HttpCall *
+http_start(Fixture *f, const gchar *method, const gchar *path, const gchar *body);
+gboolean
+http_done(HttpCall *call);
+/* waits for the answer and frees @call */
+JsonNode *
+http_finish(HttpCall *call, guint expect_status, gchar **text);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeDevice, fake_free)
 

@@ -32,6 +32,7 @@ typedef struct {
 	FakeOutcome outcome;
 	guint create_status;  /* answer to POST /v1/reservations */
 	guint consume_status; /* answer to .../consume */
+	guint pcp_status;     /* answer to PUT /v1/guests/NAME/pcp */
 	GPtrArray *created;   /* bodies of POST /v1/reservations */
 	GPtrArray *calls;     /* "GET r1", "POST r1/consume", ... */
 	guint next_id;
@@ -116,6 +117,26 @@ fake_write_config(Fake *fake, const gchar *extra)
 	g_assert_true(g_file_set_contents(fake->config, text, -1, NULL));
 }
 
+/* PUT /v1/guests/NAME/pcp, noted as "PUT NAME/pcp BODY" */
+static void
+fake_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+	       gpointer user_data)
+{
+	Fake *fake = user_data;
+	SoupMessageBody *body = soup_server_message_get_request_body(msg);
+	(void)server;
+	(void)query;
+
+	g_ptr_array_add(fake->calls, g_strdup_printf("%s %s %.*s", soup_server_message_get_method(msg),
+						     path + strlen("/v1/guests/"),
+						     (int)body->length, body->data));
+	if (fake->pcp_status == SOUP_STATUS_ACCEPTED)
+		reply(msg, fake->pcp_status,
+		      "{\"guest\":\"vm1\",\"policy\":\"explicit:1500\",\"applied\":false}");
+	else
+		reply(msg, fake->pcp_status, "{\"error\":\"guest vm1 refused PCP policy\"}");
+}
+
 static Fake *
 fake_new(gboolean listen)
 {
@@ -129,6 +150,7 @@ fake_new(gboolean listen)
 	fake->state_dir = g_build_filename(fake->dir, "state", NULL);
 	fake->create_status = SOUP_STATUS_ACCEPTED;
 	fake->consume_status = SOUP_STATUS_OK;
+	fake->pcp_status = SOUP_STATUS_ACCEPTED;
 	fake->created = g_ptr_array_new_with_free_func(g_free);
 	fake->calls = g_ptr_array_new_with_free_func(g_free);
 	fake->polls = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
@@ -137,6 +159,7 @@ fake_new(gboolean listen)
 		g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(fake->api_socket);
 		fake->server = soup_server_new(NULL, NULL);
 		soup_server_add_handler(fake->server, "/v1/reservations", fake_cb, fake, NULL);
+		soup_server_add_handler(fake->server, "/v1/guests", fake_guests_cb, fake, NULL);
 		g_assert_true(soup_server_listen(fake->server, addr, 0, &error));
 		g_assert_no_error(error);
 	}
@@ -338,6 +361,38 @@ test_daemon_down(void)
 	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin", XML_PLAIN, &err), ==, 1);
 	assert_contains(err, "error: cannot reserve 512 MiB on any node: cannot connect");
 	assert_contains(err, "refusing to start the domain (on_failure=closed in ");
+}
+
+/* <hugeroom:pcp> goes to the daemon at prepare, also when nothing is prepared */
+static void
+test_pcp(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:prepare>no</hugeroom:prepare>"
+					    "<hugeroom:pcp>explicit:1500</hugeroom:pcp>"),
+				 &err),
+			==, 0);
+	g_assert_true(has_call(fake, "PUT vm1/pcp {\"policy\":\"explicit:1500\"}"));
+	assert_contains(err, "PCP policy explicit:1500 set");
+	g_assert_cmpuint(fake->created->len, ==, 0);
+	/* refused: a warning, and the domain starts */
+	g_clear_pointer(&err, g_free);
+	fake->pcp_status = SOUP_STATUS_CONFLICT;
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:prepare>no</hugeroom:prepare>"
+					    "<hugeroom:pcp>latency</hugeroom:pcp>"),
+				 &err),
+			==, 0);
+	assert_contains(err, "PCP policy latency not set: hugeroomd: guest vm1 refused");
+	/* no <hugeroom:pcp>, no call */
+	g_ptr_array_set_size(fake->calls, 0);
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:prepare>no</hugeroom:prepare>"), NULL),
+			==, 0);
+	g_assert_cmpuint(fake->calls->len, ==, 0);
 }
 
 static void
@@ -632,6 +687,7 @@ main(int argc, char **argv)
 	g_test_add_func("/hook/other-operations", test_other_operations);
 	g_test_add_func("/hook/daemon-down", test_daemon_down);
 	g_test_add_func("/hook/daemon-refuses", test_daemon_refuses);
+	g_test_add_func("/hook/pcp", test_pcp);
 	g_test_add_func("/hook/failed-reservation", test_failed_reservation);
 	g_test_add_func("/hook/partial", test_partial);
 	g_test_add_func("/hook/too-slow", test_too_slow);

@@ -164,7 +164,7 @@ test_policy_invalid(void)
 	assert_parse_error(DOMAIN_WITH_POLICY("<hugeroom:floor unit='parsec'>1</hugeroom:floor>"),
 			   HR_LIBVIRT_ERROR_POLICY, "unit 'parsec'");
 	assert_parse_error(DOMAIN_WITH_POLICY("<hugeroom:pcp>fast</hugeroom:pcp>"),
-			   HR_LIBVIRT_ERROR_POLICY, "default, latency or throughput");
+			   HR_LIBVIRT_ERROR_POLICY, "default, latency, balanced, density or explicit:HIGH");
 	assert_parse_error(DOMAIN_WITH_POLICY("<hugeroom:colour>red</hugeroom:colour>"),
 			   HR_LIBVIRT_ERROR_POLICY, "unknown element <hugeroom:colour>");
 	assert_parse_error(DOMAIN_WITH_POLICY("<donor>no</donor>"), HR_LIBVIRT_ERROR_POLICY,

@@ -540,6 +540,9 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	/* 5 more: 2 are unpromised, the donor must give 3 */
 	b = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(10), 0, 0, FALSE, "b", NULL);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	/* the donor runs density while it gives, sent before the EVACUATE */
+	g_assert_cmpuint(dev->pcp->len, ==, 1);
+	g_assert_cmpuint(g_array_index(dev->pcp, guint32, 0), ==, VIRTIO_HUGEROOM_PCP_DENSITY);
 	g_assert_cmpuint(cmd->nr_gpas, ==, 3);
 	g_assert_cmpuint(cmd->count, ==, 3);
 	for (guint i = 0; i < 3; i++) {
@@ -561,6 +564,10 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(s->blocks_held, ==, 3);
 	g_assert_cmpuint(s->pages_migrated, ==, 42);
 	g_assert_cmpuint(b->holds->len, ==, 3);
+	/* and its own policy back (none wanted: the guest's default) once it ended */
+	fake_expect_silence(dev, 100);
+	g_assert_cmpuint(dev->pcp->len, ==, 2);
+	g_assert_cmpuint(g_array_index(dev->pcp, guint32, 1), ==, VIRTIO_HUGEROOM_PCP_DEFAULT);
 	/* a's promise did not move */
 	g_assert_cmpuint(a->obtained, ==, 98);
 	g_assert_cmpuint(hr_reservation_store_promised(exec_store(f), 0, NULL), ==, 103);

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * virtio-hugeroom: per-CPU page list policy (SET_PCP, SPEC 1.6.7).
+ */
+#ifndef HR_PCP_H
+#define HR_PCP_H
+
+#include <linux/device.h>
+#include <linux/seq_file.h>
+#include <linux/types.h>
+
+#include "virtio_hugeroom.h"
+
+u32 hr_pcp_set(struct device *dev, u32 policy, u32 high);
+void hr_pcp_restore(struct device *dev);
+void hr_pcp_check(struct device *dev);
+void hr_pcp_fill_zone(struct virtio_hugeroom_zone *z);
+void hr_pcp_show(struct seq_file *m);
+
+#endif /* HR_PCP_H */

@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "HrPcp"
+
+#include "hr-pcp.h"
+
+#include <gio/gio.h>
+
+#include "hr-json.h"
+
+/* one SET_PCP sent and not answered yet */
+typedef struct {
+	HrGuest *guest;
+	guint64 request_id;
+	HrPcpPolicy policy;
+	HrPcpDone done;
+	gpointer user_data;
+	guint timeout_id;
+} HrPcpCall;
+
+static void
+hr_pcp_call_end(HrPcpCall *call, gint status)
+{
+	HrGuest *guest = call->guest;
+
+	guest->pcp_calls = g_list_remove(guest->pcp_calls, call);
+	g_clear_handle_id(&call->timeout_id, g_source_remove);
+	if (status == VIRTIO_HUGEROOM_S_OK) {
+		guest->pcp_applied = call->policy;
+		guest->pcp_applied_set = TRUE;
+	}
+	if (call->done != NULL)
+		call->done(guest, status, call->user_data);
+	g_free(call);
+}
+
+static gboolean
+hr_pcp_timeout_cb(gpointer user_data)
+{
+	HrPcpCall *call = user_data;
+
+	call->timeout_id = 0;
+	g_warning("%s: set-pcp request %" G_GUINT64_FORMAT " unanswered, counted as lost",
+		  call->guest->name, call->request_id);
+	call->guest->cmds_lost++;
+	hr_pcp_call_end(call, -1);
+	return G_SOURCE_REMOVE;
+}
+
+gboolean
+hr_pcp_supported(HrGuest *guest, GError **error)
+{
+	return hr_guest_check_feature(guest, VIRTIO_HUGEROOM_F_PCP, "F_PCP",
+				      "tune its per-CPU page lists", error);
+}
+
+gboolean
+hr_pcp_send(HrCore *core,
+	    HrGuest *guest,
+	    const HrPcpPolicy *policy,
+	    HrPcpDone done,
+	    gpointer user_data,
+	    GError **error)
+{
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autofree gchar *text = hr_pcp_policy_format(policy);
+	g_autoptr(GError) error_local = NULL;
+	HrPcpCall *call;
+
+	if (!hr_pcp_policy_check(policy, &error_local)) {
+		g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+				    error_local->message);
+		return FALSE;
+	}
+	if (!hr_pcp_supported(guest, error))
+		return FALSE;
+	cmd = hr_cmd_new(VIRTIO_HUGEROOM_CMD_SET_PCP, hr_core_new_request_id(core));
+	cmd->policy = policy->policy;
+	cmd->high = policy->high;
+	call = g_new0(HrPcpCall, 1);
+	call->guest = guest;
+	call->request_id = cmd->hdr.request_id;
+	call->policy = *policy;
+	call->done = done;
+	call->user_data = user_data;
+	call->timeout_id = g_timeout_add(hr_core_get_config(core)->command_timeout_ms,
+					 hr_pcp_timeout_cb, call);
+	guest->pcp_calls = g_list_append(guest->pcp_calls, call);
+	hr_guest_send_cmd(guest, cmd);
+	g_info("%s: sent set-pcp %s (request %" G_GUINT64_FORMAT ")", guest->name, text,
+	       call->request_id);
+	return TRUE;
+}
+
+gboolean
+hr_pcp_handle_result(HrGuest *guest, const HrResult *result)
+{
+	for (GList *l = guest->pcp_calls; l != NULL; l = l->next) {
+		HrPcpCall *call = l->data;
+		g_autofree gchar *text = NULL;
+
+		if (call->request_id != result->hdr.request_id)
+			continue;
+		text = hr_pcp_policy_format(&call->policy);
+		g_info("%s: set-pcp %s (request %" G_GUINT64_FORMAT "): %s", guest->name, text,
+		       call->request_id, hr_result_status_to_string(result->status));
+		hr_pcp_call_end(call, (gint)result->status);
+		return TRUE;
+	}
+	return FALSE;
+}
+
+/* policies set for guests not seen yet, by name; one daemon per process */
+static GHashTable *hr_pcp_stashed;
+
+void
+hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy)
+{
+	if (hr_pcp_stashed == NULL)
+		hr_pcp_stashed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	g_hash_table_replace(hr_pcp_stashed, g_strdup(name), g_memdup2(policy, sizeof(*policy)));
+}
+
+gboolean
+hr_pcp_wanted(HrCore *core, HrGuest *guest, HrPcpPolicy *policy)
+{
+	HrGuestPolicy gp;
+	HrPcpPolicy *stashed;
+
+	stashed = hr_pcp_stashed != NULL ? g_hash_table_lookup(hr_pcp_stashed, guest->name) : NULL;
+	if (stashed != NULL) {
+		guest->pcp_want = *stashed;
+		guest->pcp_want_set = TRUE;
+		g_hash_table_remove(hr_pcp_stashed, guest->name);
+	}
+
+	hr_config_guest_policy(hr_core_get_config(core), guest->name, &gp);
+	guest->pcp_config_set = gp.pcp_set;
+	guest->pcp_config = gp.pcp;
+	if (guest->pcp_want_set)
+		*policy = guest->pcp_want;
+	else if (guest->pcp_config_set)
+		*policy = guest->pcp_config;
+	return guest->pcp_want_set || guest->pcp_config_set;
+}
+
+/* what the guest should run now: density while donating, else its wanted policy */
+static gboolean
+hr_pcp_due(HrCore *core, HrGuest *guest, HrPcpPolicy *policy)
+{
+	if (guest->pcp_evacuations > 0) {
+		*policy = (HrPcpPolicy){VIRTIO_HUGEROOM_PCP_DENSITY, 0};
+		return TRUE;
+	}
+	return hr_pcp_wanted(core, guest, policy);
+}
+
+void
+hr_pcp_driver_ready(HrCore *core, HrGuest *guest)
+{
+	g_autoptr(GError) error = NULL;
+	HrPcpPolicy policy;
+
+	/* the driver came up with the guest's own sizing (SPEC 1.6.7.1 item 4) */
+	guest->pcp_applied_set = FALSE;
+	if (!hr_pcp_due(core, guest, &policy) || !hr_pcp_supported(guest, NULL))
+		return;
+	if (!hr_pcp_send(core, guest, &policy, NULL, NULL, &error))
+		g_warning("%s: cannot send its PCP policy: %s", guest->name, error->message);
+}
+
+static void
+hr_pcp_send_quietly(HrCore *core, HrGuest *guest, const HrPcpPolicy *policy)
+{
+	g_autoptr(GError) error = NULL;
+
+	if (hr_pcp_supported(guest, NULL) && !hr_pcp_send(core, guest, policy, NULL, NULL, &error))
+		g_info("%s: %s", guest->name, error->message);
+}
+
+void
+hr_pcp_evacuation_begin(HrCore *core, HrGuest *guest)
+{
+	/* pages parked on PCP lists keep blocks from becoming free */
+	if (guest->pcp_evacuations++ == 0)
+		hr_pcp_send_quietly(core, guest,
+				    &(HrPcpPolicy){VIRTIO_HUGEROOM_PCP_DENSITY, 0});
+}
+
+void
+hr_pcp_evacuation_end(HrCore *core, HrGuest *guest)
+{
+	HrPcpPolicy policy = {VIRTIO_HUGEROOM_PCP_DEFAULT, 0};
+
+	g_return_if_fail(guest->pcp_evacuations > 0);
+	if (--guest->pcp_evacuations > 0)
+		return;
+	hr_pcp_wanted(core, guest, &policy);
+	hr_pcp_send_quietly(core, guest, &policy);
+}
+
+static void
+hr_pcp_add_policy(JsonBuilder *b, const gchar *member, gboolean set, const HrPcpPolicy *policy)
+{
+	g_autofree gchar *text = set ? hr_pcp_policy_format(policy) : NULL;
+
+	json_builder_set_member_name(b, member);
+	if (text != NULL)
+		json_builder_add_string_value(b, text);
+	else
+		json_builder_add_null_value(b);
+}
+
+void
+hr_pcp_add_json(HrGuest *guest, JsonBuilder *b)
+{
+	gboolean wanted_set = guest->pcp_want_set || guest->pcp_config_set;
+	const HrPcpPolicy *wanted = guest->pcp_want_set ? &guest->pcp_want : &guest->pcp_config;
+
+	json_builder_set_member_name(b, "pcp");
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "supported");
+	json_builder_add_boolean_value(b, hr_pcp_supported(guest, NULL) && guest->have_state);
+	hr_pcp_add_policy(b, "wanted", wanted_set, wanted);
+	hr_pcp_add_policy(b, "applied", guest->pcp_applied_set, &guest->pcp_applied);
+	json_builder_set_member_name(b, "donating");
+	json_builder_add_boolean_value(b, guest->pcp_evacuations > 0);
+	/* the guest's own word, from its latest report */
+	json_builder_set_member_name(b, "in_force");
+	if (guest->status != NULL && guest->status->nr_zones > 0) {
+		const HrZone *zone = &guest->status->zones[0];
+		const gchar *name = hr_pcp_policy_to_string(zone->pcp_policy);
+		json_builder_add_string_value(b, name != NULL ? name : "unknown");
+		hr_json_add_int(b, "fraction", zone->pcp_fraction);
+	} else {
+		json_builder_add_null_value(b);
+	}
+	json_builder_end_object(b);
+}
+
+void
+hr_pcp_guest_free(HrGuest *guest)
+{
+	while (guest->pcp_calls != NULL) {
+		HrPcpCall *call = guest->pcp_calls->data;
+		call->done = NULL;
+		hr_pcp_call_end(call, -1);
+	}
+}

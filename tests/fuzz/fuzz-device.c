@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * libFuzzer target: the QEMU device's checks of what the guest and the
+ * daemon send (hw/virtio/virtio-hugeroom-check.c, taken from
+ * qemu-patches/ by run-fuzz.sh and built against tests/fuzz/qemu-shim),
+ * dispatched on hdr.type as the device does: STATUS from the statusq,
+ * RESULT/PROGRESS/HOLD/RETURNED from the eventq, commands from the
+ * daemon.  ASan sees every read beyond the message; an accepted message
+ * must also have every property the device relies on afterwards.
+ */
+#include "qemu/osdep.h"
+#include "qemu/bswap.h"
+#include "standard-headers/linux/virtio_hugeroom.h"
+#include "virtio-hugeroom-check.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Guest RAM as a pc machine with 6 GiB has it: below 3 GiB and from 4 GiB. */
+static bool
+fuzz_in_ram(void *opaque, uint64_t gpa)
+{
+	guint *calls = opaque;
+
+	(*calls)++;
+	return gpa + VIRTIO_HUGEROOM_BLOCK_SIZE <= (3ull << 30) ||
+	       (gpa >= (4ull << 30) && gpa + VIRTIO_HUGEROOM_BLOCK_SIZE <= (7ull << 30));
+}
+
+static void
+check_status(const uint8_t *data, uint32_t len)
+{
+	const struct virtio_hugeroom_status *st = (const void *)data;
+	const struct virtio_hugeroom_zone *zones;
+	const struct virtio_hugeroom_candidate *cands;
+	uint32_t nr_zones, nr_cands;
+	guint calls = 0;
+
+	if (virtio_hugeroom_check_status(data, len, VIRTIO_HUGEROOM_MAX_CANDIDATES,
+					 fuzz_in_ram, &calls) != NULL)
+		return;
+	nr_zones = lduw_le_p(&st->nr_zones);
+	nr_cands = lduw_le_p(&st->nr_candidates);
+	g_assert(nr_zones <= VIRTIO_HUGEROOM_MAX_ZONES);
+	g_assert(nr_cands <= VIRTIO_HUGEROOM_MAX_CANDIDATES);
+	g_assert(len == sizeof(*st) + nr_zones * sizeof(*zones) + nr_cands * sizeof(*cands));
+	g_assert((uint32_t)ldl_le_p(&st->hdr.len) == len);
+	g_assert(calls == nr_cands);
+	zones = (const void *)(st + 1);
+	for (uint32_t i = 0; i < nr_zones; i++)
+		g_assert(memchr(zones[i].name, '\0', sizeof(zones[i].name)) != NULL);
+	cands = (const void *)(zones + nr_zones);
+	for (uint32_t i = 0; i < nr_cands; i++) {
+		uint64_t gpa = ldq_le_p(&cands[i].gpa);
+
+		g_assert(gpa % VIRTIO_HUGEROOM_BLOCK_SIZE == 0);
+		g_assert(fuzz_in_ram(&calls, gpa));
+		g_assert(cands[i].zone < nr_zones);
+		g_assert(cands[i].migratetype < VIRTIO_HUGEROOM_NR_MT);
+	}
+}
+
+static void
+check_blocks(const uint8_t *data, uint32_t len)
+{
+	const struct virtio_hugeroom_blocks *blk = (const void *)data;
+	g_autoptr(GHashTable) seen = NULL;
+	const uint8_t *gpas;
+	uint32_t nr;
+
+	if (virtio_hugeroom_check_blocks_hdr(data, len) != NULL)
+		return;
+	nr = ldl_le_p(&blk->nr_blocks);
+	g_assert(nr >= 1 && nr <= VIRTIO_HUGEROOM_MAX_EVT_BLOCKS);
+	g_assert(len == sizeof(*blk) + (uint64_t)nr * sizeof(uint64_t));
+	gpas = data + sizeof(*blk);
+	seen = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+	for (uint32_t i = 0; i < nr; i++) {
+		gint64 *gpa = g_new(gint64, 1);
+
+		*gpa = (gint64)ldq_le_p(gpas + i * sizeof(uint64_t));
+		g_hash_table_add(seen, gpa);
+	}
+	g_assert((virtio_hugeroom_check_unique(gpas, nr) == NULL) ==
+		 (g_hash_table_size(seen) == nr));
+}
+
+static void
+check_cmd(const uint8_t *data, uint32_t len)
+{
+	const struct virtio_hugeroom_hdr *hdr = (const void *)data;
+
+	if (virtio_hugeroom_check_cmd(data, len) != NULL)
+		return;
+	g_assert(len >= sizeof(*hdr) && len <= VIRTIO_HUGEROOM_CMD_BUF);
+	g_assert((uint32_t)ldl_le_p(&hdr->len) == len);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint32_t len = size;
+
+	/* The device never hands the checks more than a message can be. */
+	if (size > VIRTIO_HUGEROOM_MAX_MSG)
+		return 0;
+	/* Too short for a type: the statusq and the daemon still check it. */
+	if (size < sizeof(uint16_t)) {
+		check_status(data, len);
+		check_cmd(data, len);
+		return 0;
+	}
+	switch (lduw_le_p(data)) {
+	case VIRTIO_HUGEROOM_MSG_STATUS:
+		check_status(data, len);
+		break;
+	case VIRTIO_HUGEROOM_MSG_RESULT:
+	case VIRTIO_HUGEROOM_MSG_PROGRESS:
+		if (virtio_hugeroom_check_result(data, len))
+			g_assert(len == sizeof(struct virtio_hugeroom_result));
+		break;
+	case VIRTIO_HUGEROOM_MSG_HOLD:
+	case VIRTIO_HUGEROOM_MSG_RETURNED:
+		check_blocks(data, len);
+		break;
+	default:
+		check_cmd(data, len);
+		break;
+	}
+	return 0;
+}
