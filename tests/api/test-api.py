@@ -191,6 +191,10 @@ def test_every_route(env):
     expect(c("POST", "/v1/plan", {"size": "8M"}), 200)
     expect(c("POST", "/v1/plan", {"size": "8Q"}), 400)
     expect(c("GET", "/v1/host"), 200)
+    # a guest not seen yet keeps its PCP policy for when it comes (hr-simguest has no PCP)
+    expect(c("PUT", "/v1/guests/not-seen-yet/pcp", {"policy": "latency"}), 202)
+    expect(c("PUT", "/v1/guests/sim0/pcp", {"policy": "no-such-policy"}), 400,
+           "invalid_argument")
     expect(c("GET", "/v1/events?types=nosuch"), 400, "invalid_argument")
     status, _, text = c("GET", "/metrics")
     assert status == 200 and "hugeroom_node_free_blocks" in text, text[:300]
