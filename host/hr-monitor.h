@@ -244,12 +244,13 @@ gint64
 hr_monitor_read_free_blocks(const gchar *root, guint node, GError **error);
 
 /*
- * Reading a whole host takes milliseconds (zoneinfo, vmstat and the nodes'
- * files of a large host): an HrHostReader does it in a worker thread, one
- * read at a time, so the main loop never waits for /proc. Its snapshot is
- * never changed once read; hr_host_reader_peek() hands it out while it is
- * younger than @max_age_us and read for the config @generation asked for,
- * and hr_host_reader_get() queues a caller until the next read is in.
+ * Reading a whole host takes milliseconds (zoneinfo, vmstat, the nodes'
+ * files; more with many CPUs' pagesets): an HrHostReader does it in a
+ * worker thread, one read at a time, so the main loop never waits for
+ * /proc. Its snapshot is never changed once read; hr_host_reader_peek()
+ * hands it out while it is younger than @max_age_us and read for the
+ * config @generation asked for, and hr_host_reader_get() queues a caller
+ * until the read in flight or the next one is in.
  */
 typedef struct _HrHostReader HrHostReader;
 
@@ -262,7 +263,7 @@ hr_host_reader_new(gint64 max_age_us);
 /* waiters still queued are dropped: their @destroy runs, their @func does not */
 void
 hr_host_reader_free(HrHostReader *reader);
-/* the newest snapshot of @root if fresh, else NULL; no I/O */
+/* the newest snapshot if fresh and read for @generation, else NULL; no I/O */
 const HrHostState *
 hr_host_reader_peek(HrHostReader *reader, guint generation);
 /* @func runs from the main loop once the read in flight, or else a new read of @root, is in */
