@@ -522,6 +522,18 @@ hr_config_key_names(void)
 	return names;
 }
 
+gboolean
+hr_config_key_is_live(const gchar *key, gboolean *live)
+{
+	for (guint i = 0; i < G_N_ELEMENTS(hr_config_keys); i++) {
+		if (g_strcmp0(hr_config_keys[i].key, key) == 0) {
+			*live = hr_config_keys[i].live;
+			return TRUE;
+		}
+	}
+	return FALSE;
+}
+
 static gboolean
 hr_config_is_key(const gchar *key)
 {

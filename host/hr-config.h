@@ -115,6 +115,9 @@ hr_config_set_domain_policy(HrConfig *config, const gchar *name, const HrDomainP
 /* the keys of [hugeroomd], in the order hugeroomd.conf lists them */
 gchar **
 hr_config_key_names(void);
+/* whether a reload applies @key (*@live) or it takes a restart; FALSE: no such key */
+gboolean
+hr_config_key_is_live(const gchar *key, gboolean *live);
 /*
  * SIGHUP: take from @fresh (just loaded) what can change while the daemon
  * runs into @live, adding each changed key's name (static strings) to

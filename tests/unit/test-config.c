@@ -119,6 +119,78 @@ test_reload(void)
 	g_unlink(path);
 }
 
+/* the file's text next to the tests, from the source tree */
+static gchar *
+read_source(const gchar *rel)
+{
+	g_autofree gchar *path = g_test_build_filename(G_TEST_DIST, "..", "..", "host", rel, NULL);
+	g_autoptr(GError) error = NULL;
+	gchar *text = NULL;
+
+	g_assert_true(g_file_get_contents(path, &text, NULL, &error));
+	g_assert_no_error(error);
+	return text;
+}
+
+static void
+assert_live(const gchar *where, const gchar *key, gboolean documented_live)
+{
+	gboolean live = FALSE;
+
+	g_test_message("%s: %s is %s", where, key, documented_live ? "live" : "restart");
+	g_assert_true(hr_config_key_is_live(key, &live));
+	g_assert_cmpint(live, ==, documented_live);
+}
+
+/*
+ * What hugeroomd.conf marks [live] or [restart] above each key, and
+ * hugeroomd.conf(5) says after it, is what a reload does with it.
+ */
+static void
+test_live_documented(void)
+{
+	g_autofree gchar *conf = read_source("hugeroomd.conf");
+	g_auto(GStrv) lines = g_strsplit(conf, "\n", -1);
+	g_auto(GStrv) names = hr_config_key_names();
+	guint n_conf = 0, n_man = 0;
+	gint mark = -1;
+
+	for (guint i = 0; lines[i] != NULL && !g_str_has_prefix(lines[i], "[guest:"); i++) {
+		const gchar *eq = strchr(lines[i], '=');
+		g_autofree gchar *key = NULL;
+
+		if (g_str_has_prefix(lines[i], "# [live"))
+			mark = TRUE;
+		else if (g_str_has_prefix(lines[i], "# [restart"))
+			mark = FALSE;
+		if (lines[i][0] == '#' || lines[i][0] == '[' || eq == NULL)
+			continue;
+		key = g_strndup(lines[i], eq - lines[i]);
+		g_assert_cmpint(mark, !=, -1);
+		assert_live("hugeroomd.conf", key, mark);
+		n_conf++;
+	}
+	g_assert_cmpuint(n_conf, ==, g_strv_length(names));
+
+	g_free(conf);
+	conf = read_source("doc/hugeroomd.conf.5");
+	g_strfreev(lines);
+	lines = g_strsplit(conf, "\n", -1);
+	for (guint i = 0; names[i] != NULL; i++) {
+		g_autofree gchar *head = g_strdup_printf(".BR %s \" (", names[i]);
+		for (guint l = 0; lines[l] != NULL; l++) {
+			if (!g_str_has_prefix(lines[l], head))
+				continue;
+			assert_live("hugeroomd.conf(5)", names[i],
+				    g_str_has_prefix(lines[l] + strlen(head), "live"));
+			g_assert_true(g_str_has_prefix(lines[l] + strlen(head), "live") ||
+				      g_str_has_prefix(lines[l] + strlen(head), "restart"));
+			n_man++;
+		}
+	}
+	g_assert_cmpuint(n_man, ==, g_strv_length(names));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -126,5 +198,6 @@ main(int argc, char **argv)
 	g_test_add_func("/config/shipped", test_shipped);
 	g_test_add_func("/config/unknown", test_unknown);
 	g_test_add_func("/config/reload", test_reload);
+	g_test_add_func("/config/live-documented", test_live_documented);
 	return g_test_run();
 }
