@@ -10,6 +10,7 @@
 #include "hr-compact.h"
 #include "hr-daemon.h"
 #include "hr-json.h"
+#include "hr-peer.h"
 #include "hr-thpmap.h"
 
 #define BLOCK_PAGES 512
@@ -748,6 +749,19 @@ find_hold_guest(HrPrepare *p, HrReservationHold *h)
 	return NULL;
 }
 
+/*
+ * The QEMU process that held @h is gone (killed, or the VM shut down):
+ * the block went back to the host with its memory, nobody is to return it.
+ */
+static gboolean
+hold_process_gone(HrGuest *guest, HrReservationHold *h)
+{
+	if (guest != NULL)
+		return !hr_guest_is_connected(guest) && !hr_peer_is_alive(guest->peer);
+	/* a version 1 hold names no process: it waits for its guest */
+	return h->guest_key != NULL && !hr_peer_key_alive(h->guest_key);
+}
+
 /* a RETURN that did not give everything back: the rest are still holds */
 static void
 return_notify(HrRequest *request, gpointer user_data)
@@ -810,7 +824,8 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 		GArray *gpas;
 
 		g_ptr_array_index(r->holds, i) = NULL;
-		if (guest != NULL && guest->ready && !g_hash_table_contains(guest->held, &h->gpa)) {
+		if ((guest != NULL && guest->ready && !g_hash_table_contains(guest->held, &h->gpa)) ||
+		    hold_process_gone(guest, h)) {
 			dropped++;
 			hr_reservation_hold_free(h);
 			continue;
@@ -1647,6 +1662,33 @@ reconcile_guests(HrPrepare *p)
 	}
 }
 
+/* holds of live reservations whose QEMU is gone: nothing to give back any more */
+static void
+drop_gone_holds(HrPrepare *p)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		guint dropped = 0;
+		for (guint j = r->holds->len; j-- > 0;) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			HrGuest *guest = find_hold_guest(p, h);
+			/* only a disconnected guest can have lost its process */
+			if (guest != NULL && hr_guest_is_connected(guest))
+				continue;
+			if (!hold_process_gone(guest, h))
+				continue;
+			g_ptr_array_remove_index(r->holds, j);
+			dropped++;
+		}
+		if (dropped > 0) {
+			g_message("reservation %s: %u holds dropped, their QEMU is gone", r->id, dropped);
+			hr_reservation_touch(p->store, r);
+		}
+	}
+}
+
 void
 hr_prepare_held_changed(HrPrepare *p, HrGuest *guest)
 {
@@ -1942,6 +1984,7 @@ hr_prepare_tick(HrPrepare *p)
 	gboolean work = FALSE;
 
 	reconcile_guests(p);
+	drop_gone_holds(p);
 	for (guint i = 0; i < list->len && !work; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
 		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&

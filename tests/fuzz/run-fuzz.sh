@@ -12,7 +12,7 @@ builddir=$2
 gen_seeds=$3
 shift 3
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan)
+[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan config api)
 secs=${HR_FUZZ_SECONDS:-10}
 CLANG=${CLANG:-clang}
 
@@ -30,21 +30,40 @@ fi
 
 "$gen_seeds" "$builddir/seeds"
 read -r -a glib_flags <<<"$(pkg-config --cflags --libs glib-2.0)"
+read -r -a daemon_flags <<<"$(pkg-config --cflags --libs gio-2.0 gio-unix-2.0 json-glib-1.0 libsoup-3.0)"
+# the daemon's library, as host/meson.build builds it
+daemon_srcs=()
+for f in api client config ctl daemon device guest json monitor thpmap compact planner notify \
+    peer request reservation prepare socket; do
+    daemon_srcs+=("$srcdir/host/hr-$f.c")
+done
+# the API's target runs the daemon over a copy of this host
+export HR_FUZZ_HOST_FIXTURE=$srcdir/tests/unit/fixtures/proc/host-6.18.44
 
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 for t in "${targets[@]}"; do
     bin="$builddir/fuzz-$t"
-    "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
+    case $t in
+    config) srcs=("$srcdir/host/hr-config.c"); flags=("${glib_flags[@]}") ;;
+    api) srcs=("$srcdir/protocol/hr-codec.c" "${daemon_srcs[@]}")
+         flags=(-I "$srcdir/host" -DPACKAGE_VERSION=\"fuzz\" "${daemon_flags[@]}") ;;
+    *) srcs=("$srcdir/protocol/hr-codec.c"); flags=("${glib_flags[@]}") ;;
+    esac
+    "$CLANG" -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -I "$srcdir/protocol" "$srcdir/protocol/hr-codec.c" "$srcdir/tests/fuzz/fuzz-$t.c" \
-        "${glib_flags[@]}" -o "$bin"
+        -I "$srcdir/protocol" -I "$srcdir/host" "${srcs[@]}" "$srcdir/tests/fuzz/fuzz-$t.c" \
+        "${flags[@]}" -o "$bin"
     corpus="$builddir/corpus-$t"
     mkdir -p "$corpus"
+    # the checked-in corpus (tests/fuzz/corpus) is read, never written
+    inputs=("$corpus")
+    [ -d "$builddir/seeds/$t" ] && inputs+=("$builddir/seeds/$t")
+    [ -d "$srcdir/tests/fuzz/corpus/$t" ] && inputs+=("$srcdir/tests/fuzz/corpus/$t")
     echo "fuzz-$t: ${secs}s"
     if ! "$bin" -max_total_time="$secs" -max_len=70000 -print_final_stats=1 \
-        -artifact_prefix="$builddir/crash-$t-" "$corpus" "$builddir/seeds/$t" \
+        -artifact_prefix="$builddir/crash-$t-" "${inputs[@]}" \
         >"$builddir/fuzz-$t.log" 2>&1; then
         echo "FAIL: fuzz-$t crashed; log $builddir/fuzz-$t.log, input $builddir/crash-$t-*"
         tail -40 "$builddir/fuzz-$t.log"
