@@ -1592,6 +1592,34 @@ return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 		  orphans->len);
 }
 
+/*
+ * Holds of reservations on blocks @guest no longer holds (it took them
+ * back under pressure, an operator returned them, its device was reset):
+ * nothing to give back. Blocks a donation in flight got are not holds yet.
+ */
+static void
+drop_stale_holds(HrPrepare *p, HrGuest *guest)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		guint dropped = 0;
+		for (guint j = r->holds->len; j-- > 0;) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (g_hash_table_contains(guest->held, &h->gpa) || find_hold_guest(p, h) != guest)
+				continue;
+			g_ptr_array_remove_index(r->holds, j);
+			dropped++;
+		}
+		if (dropped > 0) {
+			g_message("reservation %s: %u holds dropped, %s does not hold them any more",
+				  r->id, dropped, guest->name);
+			hr_reservation_touch(p->store, r);
+		}
+	}
+}
+
 static void
 reconcile_guest(HrPrepare *p, HrGuest *guest)
 {
@@ -1633,6 +1661,7 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 	}
 	hr_reservation_store_ledger_sync(p->store, guest->key, guest->held, ledger_request_live,
 					 &ctx);
+	drop_stale_holds(p, guest);
 	if (orphans->len > 0 && p->config->return_orphans)
 		return_orphans(p, guest, orphans);
 	else if (orphans->len > 0)
