@@ -85,6 +85,8 @@ class Faults:
         with open(daemon.conf, "a") as f:
             f.write("state_dir=%s\nhost_root=%s\nhold_in_pool=false\nhost_backing=thp\n"
                     "return_high_mark_mb=0\nreservation_tick_ms=100\n"
+                    # fa gives at most 64 blocks: fb donates too
+                    "[guest:fa]\nfloor_mb=64\nbudget_blocks=64\n"
                     "[guest:*]\nfloor_mb=64\n" % (self.state, self.root))
 
     def start_daemon(self, valgrind=False):
@@ -296,6 +298,8 @@ def fault_full_disk(f):
 
 
 def main():
+    # meson's timeout sends SIGTERM: still stop the guests and unmount
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     tap = hrvm.Tap()
     work = hrvm.workdir("hr-faults-")
     f = None
