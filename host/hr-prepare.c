@@ -728,6 +728,16 @@ find_guest(HrPrepare *p, guint64 id)
 	return NULL;
 }
 
+/* do two guest keys name the same VM ("IDENTITY@pid:...", whatever the process)? */
+static gboolean
+same_vm(const gchar *a, const gchar *b)
+{
+	const gchar *at_a = a != NULL ? strchr(a, '@') : NULL;
+	const gchar *at_b = b != NULL ? strchr(b, '@') : NULL;
+	return at_a != NULL && at_b != NULL && at_a - a == at_b - b &&
+	       strncmp(a, b, at_a - a) == 0;
+}
+
 static void
 guest_index_begin(HrPrepare *p);
 static void
@@ -1531,7 +1541,8 @@ reservation_owned(HrPrepare *p, HrGuest *guest)
 		HrReservation *r = g_ptr_array_index(list, i);
 		for (guint j = 0; j < r->holds->len; j++) {
 			HrReservationHold *h = g_ptr_array_index(r->holds, j);
-			if (find_hold_guest(p, h) == guest)
+			/* its VM's other QEMU's too: a local migration's destination holds them */
+			if (find_hold_guest(p, h) == guest || same_vm(h->guest_key, guest->key))
 				g_hash_table_add(owned, &h->gpa);
 		}
 	}
@@ -1660,14 +1671,45 @@ hold_stale(HrPrepare *p, HrReservationHold *h, gpointer data)
 	return !g_hash_table_contains(guest->held, &h->gpa) && find_hold_guest(p, h) == guest;
 }
 
-/* a hold of a live reservation whose QEMU is gone: its memory went with it */
+/*
+ * The connected guest, other than the process @h names, of the same VM
+ * that holds @h's block: the destination of a local migration, which
+ * took the held set over with the VM's memory.
+ */
+static HrGuest *
+migrated_to(HrPrepare *p, HrReservationHold *h)
+{
+	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		if (hr_guest_is_connected(guest) && g_strcmp0(guest->key, h->guest_key) != 0 &&
+		    same_vm(guest->key, h->guest_key) && g_hash_table_contains(guest->held, &h->gpa))
+			return guest;
+	}
+	return NULL;
+}
+
+/*
+ * A hold of a live reservation whose QEMU is gone: its memory went with
+ * it, unless the VM migrated to another QEMU here, which holds it now.
+ */
 static gboolean
 hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
 {
 	HrGuest *guest = find_hold_guest(p, h);
+	HrGuest *dest;
 	(void)data;
 	/* only a disconnected guest can have lost its process */
-	return (guest == NULL || !hr_guest_is_connected(guest)) && hold_process_gone(guest, h);
+	if ((guest != NULL && hr_guest_is_connected(guest)) || !hold_process_gone(guest, h))
+		return FALSE;
+	dest = migrated_to(p, h);
+	if (dest == NULL)
+		return TRUE;
+	g_info("%s: holds block 0x%" G_GINT64_MODIFIER "x of its VM's previous QEMU", dest->name,
+	       h->gpa);
+	g_free(h->guest_key);
+	h->guest_key = g_strdup(dest->key);
+	return FALSE;
 }
 
 static void

@@ -582,6 +582,45 @@ test_gone_holds_dropped(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->holds->len, ==, 1);
 }
 
+/*
+ * A local migration: the destination QEMU holds what the source held for
+ * a reservation; once the source is gone the holds are the destination's,
+ * and nothing it holds is an orphan meanwhile.
+ */
+static void
+test_migrated_holds(Fixture *f, gconstpointer data)
+{
+	HrPrepare *p = hr_daemon_get_prepare(f->daemon);
+	HrReservationStore *store = hr_prepare_get_store(p);
+	gint pid = spawn_sleeper();
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrPeer) source = hr_peer_new_from_pid(pid, 0, &error);
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autofree gchar *key = NULL;
+	HrReservation *r;
+	(void)data;
+
+	g_assert_no_error(error);
+	key = g_strdup_printf("10111213-1415-1617-1819-1a1b1c1d1e1f@%s", source->key);
+	r = hr_reservation_store_create(store, MiB(4), 0, 0, FALSE, NULL, NULL);
+	hr_reservation_set_state(store, r, HR_RESERVATION_CANCELLED, NULL, NULL);
+	hr_reservation_add_hold(r, key, "vm1", MiB(64));
+	/* the destination connects with the held set while the source runs */
+	dev = fake_device_resync(f, "vm1", 0x10, MiB(64), 1);
+	wait_ready(f, 1);
+	fake_expect_silence(dev, 400);
+	g_assert_cmpuint(only_guest(f)->orphans_returned, ==, 0);
+	/* the source ends: the hold is the destination's, given back to it */
+	reap(pid);
+	{
+		g_autoptr(HrCmd) ret = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
+		g_assert_cmpuint(ret->nr_gpas, ==, 1);
+		g_assert_cmpuint(ret->gpas[0], ==, MiB(64));
+	}
+	g_assert_cmpuint(r->holds->len, ==, 0);
+	g_assert_cmpuint(r->blocks_returned, ==, 1);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The reservation store */
 
@@ -764,6 +803,7 @@ main(int argc, char **argv)
 	ADD("/robust/reconcile/api-holds-kept", NULL, test_api_holds_kept);
 	ADD("/robust/reconcile/restart-orphans", NULL, test_restart_orphans);
 	ADD("/robust/reconcile/gone-holds-dropped", NULL, test_gone_holds_dropped);
+	ADD("/robust/reconcile/migrated-holds", NULL, test_migrated_holds);
 	g_test_add_func("/robust/store/max", test_store_max);
 	g_test_add_func("/robust/store/migrate-v1", test_store_migrate);
 	g_test_add_func("/robust/store/full-disk", test_store_full_disk);
