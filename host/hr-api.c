@@ -1,438 +1,62 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The HTTP/JSON API (host/API.md, openapi.json): one route table, one
+ * dispatcher that checks who is asking (hr-api-auth) before any handler
+ * runs, on the Unix socket and optionally on TCP with TLS.
+ */
 
 #define G_LOG_DOMAIN "HrApi"
 
 #include "hr-api.h"
 
 #include <libsoup/soup.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 
-#include "hr-daemon.h"
+#include "hr-api-auth.h"
+#include "hr-api-json.h"
+#include "hr-events.h"
 #include "hr-json.h"
-#include "hr-prepare.h"
+#include "hr-metrics.h"
 #include "hr-socket.h"
 
+/* a body larger than this is refused with 413 */
+#define HR_API_MAX_BODY (64 * 1024)
+/* GET /v1/host answers from a read at most this old */
+#define HR_API_HOST_MAX_AGE_US (250 * 1000)
+/* a connection that sends nothing for this long is closed */
+#define HR_API_IDLE_TIMEOUT_S 15
+
 struct _HrApi {
-	HrDaemon *daemon;
+	HrCore *core;
+	HrPrepare *prepare;
+	HrEventStream *events;
 	SoupServer *server;
-	GSocketService *service;
+	GSocketService *service; /* the Unix socket */
 	GSocket *socket;
+	GSocketService *tcp_service;
+	GTlsCertificate *certificate;
+	HrApiTokens *tokens;
+	gid_t admin_gid;
+	gid_t read_gid;
+	HrMetrics *metrics;
+	HrMetricsHistogram *latency; /* request handling, by route */
+	JsonNode *host;		     /* GET /v1/host's answer, read at host_read_at */
+	gint64 host_read_at;
+	guint host_generation; /* of the config it was read with */
 };
 
-static const gchar *hist_names[VIRTIO_HUGEROOM_NR_HIST] = {"512", "448", "256", "64", "1", "0"};
+typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query,
+			     gchar **args);
 
-static void
-hr_api_add_status(JsonBuilder *b, const HrStatus *s)
-{
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "seq", s->seq);
-	hr_json_add_int(b, "request_id", s->hdr.request_id);
-	hr_json_add_int(b, "uptime_ns", s->uptime_ns);
-	hr_json_add_int(b, "build_ns", s->build_ns);
-	hr_json_add_int(b, "mem_total_pages", s->mem_total_pages);
-	hr_json_add_int(b, "mem_free_pages", s->mem_free_pages);
-	hr_json_add_int(b, "mem_available_pages", s->mem_available_pages);
-	hr_json_add_int(b, "held_blocks", s->held_blocks);
-	hr_json_add_int(b, "page_shift", s->page_shift);
-	hr_json_add_int(b, "pageblock_order", s->pageblock_order);
-	json_builder_set_member_name(b, "flags");
-	json_builder_begin_array(b);
-	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_TRUNCATED)
-		json_builder_add_string_value(b, "truncated");
-	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_MT_PARTIAL)
-		json_builder_add_string_value(b, "mt_partial");
-	json_builder_end_array(b);
-	json_builder_set_member_name(b, "vmstat");
-	json_builder_begin_object(b);
-	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
-		hr_json_add_int(b, hr_vmstat_to_string(i), s->vmstat[i]);
-	json_builder_end_object(b);
+typedef struct {
+	HrApiRoute info;
+	HrApiHandler handler;
+} HrApiRouteEntry;
 
-	json_builder_set_member_name(b, "zones");
-	json_builder_begin_array(b);
-	for (guint z = 0; z < s->nr_zones; z++) {
-		const HrZone *zone = &s->zones[z];
-		/* the guest's bytes; JSON needs UTF-8 */
-		g_autofree gchar *name = g_utf8_make_valid(zone->name, -1);
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "nid", zone->nid);
-		json_builder_set_member_name(b, "zone");
-		json_builder_add_string_value(b, name);
-		hr_json_add_int(b, "zone_idx", zone->zone_idx);
-		hr_json_add_int(b, "start_pfn", zone->start_pfn);
-		hr_json_add_int(b, "spanned_pages", zone->spanned_pages);
-		hr_json_add_int(b, "managed_pages", zone->managed_pages);
-		hr_json_add_int(b, "free_pages", zone->free_pages);
-		json_builder_set_member_name(b, "nr_free");
-		json_builder_begin_array(b);
-		for (guint o = 0; o < VIRTIO_HUGEROOM_NR_ORDERS; o++)
-			json_builder_add_int_value(b, zone->nr_free[o]);
-		json_builder_end_array(b);
-		json_builder_set_member_name(b, "free_pageblock_by_mt");
-		json_builder_begin_object(b);
-		for (guint m = 0; m < VIRTIO_HUGEROOM_NR_MT; m++)
-			hr_json_add_int(b, hr_mt_to_string(m), zone->nr_free_pb_mt[m]);
-		json_builder_end_object(b);
-		json_builder_set_member_name(b, "pageblock_histogram");
-		json_builder_begin_object(b);
-		for (guint h = 0; h < VIRTIO_HUGEROOM_NR_HIST; h++)
-			hr_json_add_int(b, hist_names[h], zone->hist[h]);
-		json_builder_end_object(b);
-		json_builder_set_member_name(b, "pcp");
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "count", zone->pcp_count);
-		hr_json_add_int(b, "high", zone->pcp_high);
-		hr_json_add_int(b, "batch", zone->pcp_batch);
-		hr_json_add_int(b, "high_min", zone->pcp_high_min);
-		hr_json_add_int(b, "high_max", zone->pcp_high_max);
-		json_builder_end_object(b);
-		json_builder_set_member_name(b, "watermarks");
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "min", zone->wmark_min);
-		hr_json_add_int(b, "low", zone->wmark_low);
-		hr_json_add_int(b, "high", zone->wmark_high);
-		json_builder_end_object(b);
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-
-	json_builder_set_member_name(b, "candidates");
-	json_builder_begin_array(b);
-	for (guint c = 0; c < s->nr_candidates; c++) {
-		const HrCandidate *cand = &s->candidates[c];
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "gpa", cand->gpa);
-		hr_json_add_int(b, "free_pages", cand->free_pages);
-		json_builder_set_member_name(b, "migratetype");
-		json_builder_add_string_value(b, hr_mt_to_string(cand->migratetype));
-		hr_json_add_int(b, "zone", cand->zone);
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-	json_builder_end_object(b);
-}
-
-static void
-hr_api_add_summary_members(JsonBuilder *b, HrGuest *guest)
-{
-	json_builder_set_member_name(b, "name");
-	json_builder_add_string_value(b, guest->name);
-	json_builder_set_member_name(b, "uuid");
-	json_builder_add_string_value(b, guest->uuid);
-	hr_json_add_int(b, "pid", guest->pid);
-	json_builder_set_member_name(b, "connected");
-	json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
-	json_builder_set_member_name(b, "seq");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->seq);
-	else
-		json_builder_add_null_value(b);
-	json_builder_set_member_name(b, "age_ms");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, hr_guest_status_age_ms(guest));
-	else
-		json_builder_add_null_value(b);
-	json_builder_set_member_name(b, "mem_total_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_total_pages);
-	else
-		json_builder_add_null_value(b);
-	json_builder_set_member_name(b, "mem_free_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_free_pages);
-	else
-		json_builder_add_null_value(b);
-	json_builder_set_member_name(b, "mem_available_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_available_pages);
-	else
-		json_builder_add_null_value(b);
-	hr_json_add_int(b, "held_blocks", g_hash_table_size(guest->held));
-	hr_json_add_int(b, "rejected", guest->rejected);
-}
-
-JsonNode *
-hr_api_guests_to_json(HrDaemon *daemon)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	GPtrArray *guests = hr_daemon_get_guests(daemon);
-
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "guests");
-	json_builder_begin_array(b);
-	for (guint i = 0; i < guests->len; i++) {
-		json_builder_begin_object(b);
-		hr_api_add_summary_members(b, g_ptr_array_index(guests, i));
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-	hr_json_add_int(b, "rejected_unidentified", hr_daemon_get_rejected_unidentified(daemon));
-	json_builder_end_object(b);
-	return json_builder_get_root(b);
-}
-
-static void
-hr_api_add_held(JsonBuilder *b, HrGuest *guest)
-{
-	g_autoptr(GArray) gpas = hr_guest_held_sorted(guest);
-
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "blocks", gpas->len);
-	json_builder_set_member_name(b, "gpas");
-	json_builder_begin_array(b);
-	for (guint i = 0; i < gpas->len; i++) {
-		g_autofree gchar *str =
-		    g_strdup_printf("0x%" G_GINT64_MODIFIER "x", g_array_index(gpas, guint64, i));
-		json_builder_add_string_value(b, str);
-	}
-	json_builder_end_array(b);
-	json_builder_set_member_name(b, "returned");
-	json_builder_begin_object(b);
-	for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
-		hr_json_add_int(b, hr_guest_return_reason_to_string(r),
-				guest->blocks_returned_total[r]);
-	json_builder_end_object(b);
-	hr_json_add_int(b, "blocks_freed_total", guest->blocks_freed_total);
-	hr_json_add_int(b, "pages_migrated_total", guest->pages_migrated_total);
-	json_builder_end_object(b);
-}
-
-static JsonNode *
-hr_api_guest_to_json(HrGuest *guest)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-
-	json_builder_begin_object(b);
-	hr_api_add_summary_members(b, guest);
-	hr_json_add_time(b, "connected_at", guest->connected_at);
-	hr_json_add_time(b, "disconnected_at", guest->disconnected_at);
-	hr_json_add_int(b, "connections", guest->connections);
-	hr_json_add_int(b, "proto_version", guest->proto_version);
-	hr_json_add_int(b, "ram_size", guest->ram_size);
-	json_builder_set_member_name(b, "ram");
-	json_builder_begin_array(b);
-	for (guint i = 0; i < guest->ram->len; i++) {
-		const HrRamRange *r = &g_array_index(guest->ram, HrRamRange, i);
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "gpa", r->gpa);
-		hr_json_add_int(b, "size", r->size);
-		hr_json_add_int(b, "hva", r->hva);
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-
-	json_builder_set_member_name(b, "device");
-	if (guest->have_state) {
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "guest_features", guest->state.guest_features);
-		hr_json_add_int(b, "msgs_relayed", guest->state.msgs_relayed);
-		hr_json_add_int(b, "msgs_rejected", guest->state.msgs_rejected);
-		hr_json_add_int(b, "cmds_dropped", guest->state.cmds_dropped);
-		hr_json_add_int(b, "num_held", guest->state.num_held);
-		json_builder_set_member_name(b, "driver_ok");
-		json_builder_add_boolean_value(b, guest->state.driver_ok);
-		json_builder_set_member_name(b, "discard_disabled");
-		json_builder_add_boolean_value(b, guest->state.discard_disabled);
-		json_builder_end_object(b);
-	} else {
-		json_builder_add_null_value(b);
-	}
-
-	json_builder_set_member_name(b, "daemon_counters");
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "frames", guest->frames);
-	hr_json_add_int(b, "guest_msgs", guest->guest_msgs);
-	hr_json_add_int(b, "rejected", guest->rejected);
-	json_builder_set_member_name(b, "last_reject_reason");
-	if (guest->last_reject_reason != NULL)
-		json_builder_add_string_value(b, guest->last_reject_reason);
-	else
-		json_builder_add_null_value(b);
-	hr_json_add_int(b, "cmds_sent", guest->cmds_sent);
-	hr_json_add_int(b, "cmds_pending", g_hash_table_size(guest->pending));
-	hr_json_add_int(b, "cmds_lost", guest->cmds_lost);
-	json_builder_end_object(b);
-
-	json_builder_set_member_name(b, "last_result");
-	if (guest->last_result != NULL) {
-		const HrResult *r = guest->last_result;
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "request_id", r->hdr.request_id);
-		json_builder_set_member_name(b, "final");
-		json_builder_add_boolean_value(b, r->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT);
-		json_builder_set_member_name(b, "status");
-		json_builder_add_string_value(b, hr_result_status_to_string(r->status));
-		hr_request_add_counts(b, r);
-		json_builder_end_object(b);
-	} else {
-		json_builder_add_null_value(b);
-	}
-
-	json_builder_set_member_name(b, "held");
-	hr_api_add_held(b, guest);
-
-	json_builder_set_member_name(b, "requests");
-	json_builder_begin_array(b);
-	{
-		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
-		for (guint i = 0; i < requests->len; i++)
-			hr_request_add_summary_json(g_ptr_array_index(requests, i), b);
-	}
-	json_builder_end_array(b);
-
-	json_builder_set_member_name(b, "status");
-	if (guest->status != NULL)
-		hr_api_add_status(b, guest->status);
-	else
-		json_builder_add_null_value(b);
-	json_builder_end_object(b);
-	return json_builder_get_root(b);
-}
-
-static void
-hr_api_metric_escape(GString *out, const gchar *value)
-{
-	for (const gchar *p = value; *p != '\0'; p++) {
-		if (*p == '\\' || *p == '"')
-			g_string_append_c(out, '\\');
-		if (*p == '\n') {
-			g_string_append(out, "\\n");
-			continue;
-		}
-		g_string_append_c(out, *p);
-	}
-}
-
-static void
-hr_api_metric(GString *out, const gchar *metric, HrGuest *guest, gdouble value)
-{
-	g_string_append_printf(out, "%s{name=\"", metric);
-	hr_api_metric_escape(out, guest->name);
-	g_string_append_printf(out, "\",uuid=\"%s\"} %.17g\n", guest->uuid, value);
-}
-
-static void
-hr_api_metric_labelled(GString *out, const gchar *metric, HrGuest *guest, const gchar *label,
-		       const gchar *value, gdouble number)
-{
-	g_string_append_printf(out, "%s{name=\"", metric);
-	hr_api_metric_escape(out, guest->name);
-	g_string_append_printf(out, "\",uuid=\"%s\",%s=\"%s\"} %.17g\n", guest->uuid, label, value,
-			       number);
-}
-
-static void
-hr_api_metric_head(GString *out, const gchar *metric, const gchar *type, const gchar *help)
-{
-	g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
-}
-
-static void
-hr_api_metrics_requests(GString *out, GPtrArray *guests)
-{
-	hr_api_metric_head(out, "hugeroom_guest_requests", "gauge",
-			   "evacuate, capture and return requests waiting or running, by state");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		guint n[HR_REQUEST_DONE] = {0};
-		n[HR_REQUEST_QUEUED] = g_queue_get_length(&guest->queue);
-		if (guest->active != NULL)
-			n[guest->active->state]++;
-		for (guint st = 0; st < HR_REQUEST_DONE; st++)
-			hr_api_metric_labelled(out, "hugeroom_guest_requests", guest, "state",
-					       hr_request_state_to_string(st), n[st]);
-	}
-	hr_api_metric_head(out, "hugeroom_guest_requests_finished_total", "counter",
-			   "evacuate, capture and return requests that ended, by final state");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		for (guint st = HR_REQUEST_DONE; st < HR_REQUEST_N_STATES; st++)
-			hr_api_metric_labelled(out, "hugeroom_guest_requests_finished_total", guest,
-					       "state", hr_request_state_to_string(st),
-					       guest->requests_final[st]);
-	}
-	hr_api_metric_head(out, "hugeroom_guest_blocks_freed_total", "counter",
-			   "2 MiB blocks freed and held by evacuate and capture results");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		hr_api_metric(out, "hugeroom_guest_blocks_freed_total", guest,
-			      guest->blocks_freed_total);
-	}
-	hr_api_metric_head(out, "hugeroom_guest_pages_migrated_total", "counter",
-			   "4 KiB guest pages migrated by evacuate and capture results");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		hr_api_metric(out, "hugeroom_guest_pages_migrated_total", guest,
-			      guest->pages_migrated_total);
-	}
-	hr_api_metric_head(out, "hugeroom_guest_blocks_returned_total", "counter",
-			   "held blocks the guest took back, by reason (host, pressure, unload)");
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
-			hr_api_metric_labelled(out, "hugeroom_guest_blocks_returned_total", guest,
-					       "reason", hr_guest_return_reason_to_string(r),
-					       guest->blocks_returned_total[r]);
-	}
-}
-
-gchar *
-hr_api_metrics(HrDaemon *daemon)
-{
-	GPtrArray *guests = hr_daemon_get_guests(daemon);
-	GString *out = g_string_new(NULL);
-	struct {
-		const gchar *name;
-		const gchar *type;
-		const gchar *help;
-	} metrics[] = {
-	    {"hugeroom_guest_connected", "gauge", "1 while the guest's device is connected"},
-	    {"hugeroom_guest_free_pages", "gauge", "MemFree of the guest, 4 KiB pages"},
-	    {"hugeroom_guest_held_blocks", "gauge", "2 MiB blocks the guest holds for the host"},
-	    {"hugeroom_guest_status_age_seconds", "gauge", "age of the latest status report"},
-	    {"hugeroom_guest_rejected_messages_total", "counter",
-	     "frames from the guest's device that were rejected"},
-	};
-
-	for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
-		g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metrics[m].name,
-				       metrics[m].help, metrics[m].name, metrics[m].type);
-		for (guint i = 0; i < guests->len; i++) {
-			HrGuest *guest = g_ptr_array_index(guests, i);
-			switch (m) {
-			case 0:
-				hr_api_metric(out, metrics[m].name, guest,
-					      hr_guest_is_connected(guest));
-				break;
-			case 1:
-				if (guest->status != NULL)
-					hr_api_metric(out, metrics[m].name, guest,
-						      guest->status->mem_free_pages);
-				break;
-			case 2:
-				hr_api_metric(out, metrics[m].name, guest,
-					      g_hash_table_size(guest->held));
-				break;
-			case 3:
-				if (guest->status != NULL)
-					hr_api_metric(out, metrics[m].name, guest,
-						      hr_guest_status_age_ms(guest) / 1000.0);
-				break;
-			default:
-				hr_api_metric(out, metrics[m].name, guest, guest->rejected);
-				break;
-			}
-		}
-	}
-	hr_api_metrics_requests(out, guests);
-	g_string_append_printf(out,
-			       "# HELP hugeroom_rejected_connections_total connections closed "
-			       "before a valid HELLO\n"
-			       "# TYPE hugeroom_rejected_connections_total counter\n"
-			       "hugeroom_rejected_connections_total %" G_GUINT64_FORMAT "\n",
-			       hr_daemon_get_rejected_unidentified(daemon));
-	return g_string_free(out, FALSE);
-}
+/* ---------------------------------------------------------------------- */
+/* Answers */
 
 static void
 hr_api_reply_json(SoupServerMessage *msg, guint status, JsonNode *node)
@@ -444,33 +68,91 @@ hr_api_reply_json(SoupServerMessage *msg, guint status, JsonNode *node)
 					 g_steal_pointer(&body), len);
 }
 
-static void
-hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *format, ...)
-    G_GNUC_PRINTF(3, 4);
-
-static void
-hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *format, ...)
+static gchar *
+hr_api_error_body(const gchar *code, const gchar *text)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonNode) node = NULL;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "error");
+	json_builder_add_string_value(b, text);
+	json_builder_set_member_name(b, "code");
+	json_builder_add_string_value(b, code);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	return json_to_string(node, FALSE);
+}
+
+static void
+hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *code,
+		   const gchar *format, ...) G_GNUC_PRINTF(4, 5);
+
+/* {"error": what went wrong, "code": one of host/API.md's error codes} */
+static void
+hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *code,
+		   const gchar *format, ...)
+{
 	g_autofree gchar *text = NULL;
+	gchar *body;
 	va_list args;
 
 	va_start(args, format);
 	text = g_strdup_vprintf(format, args);
 	va_end(args);
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "error");
-	json_builder_add_string_value(b, text);
-	json_builder_end_object(b);
-	node = json_builder_get_root(b);
-	hr_api_reply_json(msg, status, node);
+	body = hr_api_error_body(code, text);
+	soup_server_message_set_status(msg, status, NULL);
+	soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, body,
+					 strlen(body));
+}
+
+/* a GError of the core or a guest: its status and code */
+static void
+hr_api_reply_gerror(SoupServerMessage *msg, const GError *error)
+{
+	guint status = SOUP_STATUS_CONFLICT;
+	const gchar *code = "conflict";
+
+	if (error->domain == G_IO_ERROR) {
+		switch (error->code) {
+		case G_IO_ERROR_INVALID_ARGUMENT:
+			status = SOUP_STATUS_BAD_REQUEST;
+			code = "invalid_argument";
+			break;
+		case G_IO_ERROR_NOT_FOUND:
+			status = SOUP_STATUS_NOT_FOUND;
+			code = "unknown_request";
+			break;
+		case G_IO_ERROR_NOT_CONNECTED:
+			code = "not_connected";
+			break;
+		case G_IO_ERROR_NOT_SUPPORTED:
+			code = "not_supported";
+			break;
+		default:
+			break;
+		}
+	}
+	hr_api_reply_error(msg, status, code, "%s", error->message);
+}
+
+static void
+hr_api_reply_reservation_gerror(SoupServerMessage *msg, const GError *error)
+{
+	if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_NOT_FOUND))
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_reservation", "%s",
+				   error->message);
+	else if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID))
+		hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "wrong_state", "%s", error->message);
+	else
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
 }
 
 static gchar *
-hr_api_known_guests(HrDaemon *daemon)
+hr_api_known_guests(HrCore *core)
 {
-	GPtrArray *guests = hr_daemon_get_guests(daemon);
+	GPtrArray *guests = hr_core_get_guests(core);
 	g_autoptr(GString) str = g_string_new(NULL);
 	if (guests->len == 0)
 		return g_strdup("none connected yet");
@@ -483,21 +165,32 @@ hr_api_known_guests(HrDaemon *daemon)
 	return g_strdup(str->str);
 }
 
-static gboolean
-hr_api_check_method(SoupServerMessage *msg, const gchar *allowed)
+/* the guest the path names, or NULL after a 404 */
+static HrGuest *
+hr_api_find_guest(HrApi *api, SoupServerMessage *msg, const gchar *name)
 {
-	if (g_strcmp0(soup_server_message_get_method(msg), allowed) == 0)
-		return TRUE;
-	soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow",
-				     allowed);
-	hr_api_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "%s %s is not supported; use %s",
-			   soup_server_message_get_method(msg),
-			   g_uri_get_path(soup_server_message_get_uri(msg)), allowed);
-	return FALSE;
+	HrGuest *guest = hr_core_find_guest(api->core, name);
+	if (guest == NULL) {
+		g_autofree gchar *known = hr_api_known_guests(api->core);
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_guest",
+				   "no guest named or with UUID '%s'; known guests: %s", name,
+				   known);
+	}
+	return guest;
+}
+
+static HrReservation *
+hr_api_find_reservation(HrApi *api, SoupServerMessage *msg, const gchar *id)
+{
+	HrReservation *r = hr_reservation_store_find(hr_prepare_get_store(api->prepare), id);
+	if (r == NULL)
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_reservation",
+				   "no reservation %s (GET /v1/reservations lists them)", id);
+	return r;
 }
 
 /* ---------------------------------------------------------------------- */
-/* Requests: POST evacuate, capture, return, cancel; GET requests */
+/* Bodies */
 
 static gchar *
 hr_api_node_to_string(JsonNode *node)
@@ -732,229 +425,6 @@ hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GAr
 	return TRUE;
 }
 
-static guint
-hr_api_error_status(const GError *error)
-{
-	if (error->domain == G_IO_ERROR && error->code == G_IO_ERROR_INVALID_ARGUMENT)
-		return SOUP_STATUS_BAD_REQUEST;
-	if (error->domain == G_IO_ERROR && error->code == G_IO_ERROR_NOT_FOUND)
-		return SOUP_STATUS_NOT_FOUND;
-	return SOUP_STATUS_CONFLICT;
-}
-
-static void
-hr_api_reply_request_ref(SoupServerMessage *msg, guint status, HrGuest *guest, HrRequest *request)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonNode) node = NULL;
-
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "request_id", request->id);
-	json_builder_set_member_name(b, "guest");
-	json_builder_add_string_value(b, guest->name);
-	json_builder_set_member_name(b, "kind");
-	json_builder_add_string_value(b, hr_request_kind_to_string(request->kind));
-	json_builder_set_member_name(b, "state");
-	json_builder_add_string_value(b, hr_request_state_to_string(request->state));
-	json_builder_set_member_name(b, "cancel_requested");
-	json_builder_add_boolean_value(b, request->cancel_sent);
-	json_builder_end_object(b);
-	node = json_builder_get_root(b);
-	hr_api_reply_json(msg, status, node);
-}
-
-static void
-hr_api_submit(HrApi *api, SoupServerMessage *msg, HrGuest *guest, HrRequestKind kind)
-{
-	g_autoptr(JsonParser) parser = json_parser_new();
-	g_autoptr(GArray) gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
-	g_autoptr(GArray) ranges = g_array_new(FALSE, FALSE, sizeof(HrRange));
-	g_autoptr(GError) error = NULL;
-	HrRequestParams params;
-	JsonObject *obj;
-	HrRequest *request;
-
-	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-		return;
-	obj = hr_api_parse_body(msg, parser, &error);
-	if (obj == NULL || !hr_api_parse_params(obj, kind, &params, gpas, ranges, &error)) {
-		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
-		return;
-	}
-	request = hr_daemon_submit(api->daemon, guest, &params, &error);
-	if (request == NULL) {
-		hr_api_reply_error(msg, hr_api_error_status(error), "%s", error->message);
-		return;
-	}
-	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest, request);
-}
-
-static void
-hr_api_cancel(SoupServerMessage *msg, HrGuest *guest)
-{
-	static const gchar *const allowed[] = {"request_id", NULL};
-	g_autoptr(JsonParser) parser = json_parser_new();
-	g_autoptr(GError) error = NULL;
-	guint64 id = 0;
-	JsonObject *obj;
-
-	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-		return;
-	obj = hr_api_parse_body(msg, parser, &error);
-	if (obj == NULL || !hr_api_check_members(obj, "cancel", allowed, &error) ||
-	    !hr_api_get_uint(obj, "request_id", 1, G_MAXINT64, &id, &error)) {
-		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
-		return;
-	}
-	if (id == 0) {
-		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST,
-				   "request_id: missing; cancel names the request to stop");
-		return;
-	}
-	if (!hr_guest_cancel_request(guest, id, &error)) {
-		hr_api_reply_error(msg, hr_api_error_status(error), "%s", error->message);
-		return;
-	}
-	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest,
-				 hr_guest_find_request(guest, id));
-}
-
-static void
-hr_api_requests(SoupServerMessage *msg, HrGuest *guest, const gchar *id_str)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonNode) node = NULL;
-
-	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-		return;
-	if (id_str != NULL) {
-		guint64 id = 0;
-		HrRequest *request = NULL;
-		if (g_ascii_string_to_unsigned(id_str, 10, 1, G_MAXUINT64, &id, NULL))
-			request = hr_guest_find_request(guest, id);
-		if (request == NULL) {
-			hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-					   "guest %s has no request '%s' (the daemon keeps the "
-					   "last %u finished requests per guest, and none across "
-					   "a restart)",
-					   guest->name, id_str, guest->history);
-			return;
-		}
-		hr_request_add_json(request, b);
-	} else {
-		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
-		json_builder_begin_object(b);
-		json_builder_set_member_name(b, "guest");
-		json_builder_add_string_value(b, guest->name);
-		json_builder_set_member_name(b, "requests");
-		json_builder_begin_array(b);
-		for (guint i = 0; i < requests->len; i++)
-			hr_request_add_json(g_ptr_array_index(requests, i), b);
-		json_builder_end_array(b);
-		json_builder_end_object(b);
-	}
-	node = json_builder_get_root(b);
-	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
-}
-
-static void
-hr_api_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
-		 GHashTable *query, gpointer user_data)
-{
-	HrApi *api = user_data;
-	g_auto(GStrv) parts = NULL;
-	HrGuest *guest;
-	(void)server;
-	(void)query;
-
-	/* "/v1/guests", "/v1/guests/NAME", "/v1/guests/NAME/report" */
-	parts = g_strsplit(path + strlen("/v1/guests"), "/", -1);
-	if (g_strv_length(parts) <= 1 || (g_strv_length(parts) == 2 && parts[1][0] == '\0')) {
-		g_autoptr(JsonNode) node = NULL;
-		if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-			return;
-		node = hr_api_guests_to_json(api->daemon);
-		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
-		return;
-	}
-	if (parts[0][0] != '\0' || g_strv_length(parts) > 4) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s; see "
-				   "/v1/guests", path);
-		return;
-	}
-	guest = hr_daemon_find_guest(api->daemon, parts[1]);
-	if (guest == NULL) {
-		g_autofree gchar *known = hr_api_known_guests(api->daemon);
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-				   "no guest named or with UUID '%s'; known guests: %s", parts[1],
-				   known);
-		return;
-	}
-	if (g_strv_length(parts) == 2) {
-		g_autoptr(JsonNode) node = NULL;
-		if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-			return;
-		node = hr_api_guest_to_json(guest);
-		hr_api_reply_json(msg, SOUP_STATUS_OK, node);
-		return;
-	}
-	if (g_strcmp0(parts[2], "requests") == 0) {
-		hr_api_requests(msg, guest, parts[3]);
-		return;
-	}
-	if (g_strv_length(parts) == 4) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s; see "
-				   "/v1/guests/%s/requests/ID",
-				   path, guest->name);
-		return;
-	}
-	if (g_strcmp0(parts[2], "evacuate") == 0) {
-		hr_api_submit(api, msg, guest, HR_REQUEST_EVACUATE);
-		return;
-	}
-	if (g_strcmp0(parts[2], "capture") == 0) {
-		hr_api_submit(api, msg, guest, HR_REQUEST_CAPTURE);
-		return;
-	}
-	if (g_strcmp0(parts[2], "return") == 0) {
-		hr_api_submit(api, msg, guest, HR_REQUEST_RETURN);
-		return;
-	}
-	if (g_strcmp0(parts[2], "cancel") == 0) {
-		hr_api_cancel(msg, guest);
-		return;
-	}
-	if (g_strcmp0(parts[2], "report") == 0) {
-		g_autoptr(GError) error = NULL;
-		g_autoptr(JsonBuilder) b = NULL;
-		g_autoptr(JsonNode) node = NULL;
-		guint64 request_id;
-		if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-			return;
-		request_id = hr_daemon_request_report(api->daemon, guest, &error);
-		if (request_id == 0) {
-			hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "%s; wait for its QEMU to "
-					   "reconnect and retry", error->message);
-			return;
-		}
-		b = json_builder_new();
-		json_builder_begin_object(b);
-		json_builder_set_member_name(b, "guest");
-		json_builder_add_string_value(b, guest->name);
-		hr_json_add_int(b, "request_id", request_id);
-		json_builder_end_object(b);
-		node = json_builder_get_root(b);
-		hr_api_reply_json(msg, SOUP_STATUS_ACCEPTED, node);
-		return;
-	}
-	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such action '%s' on guest %s; "
-			   "supported: report, evacuate, capture, return, cancel, requests",
-			   parts[2], guest->name);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Reservations, the host, plans */
-
 static const gchar *const reservation_fields[] = {"bytes", "size", "node", "deadline_s",
 						  "strict", "requester", NULL};
 
@@ -1011,178 +481,351 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 	return TRUE;
 }
 
-static void
-hr_api_reply_reservation(SoupServerMessage *msg, guint status, HrPrepare *prepare,
-			 HrReservation *r)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonNode) node = NULL;
-	g_autoptr(JsonNode) obj = NULL;
-	const gchar *plan = hr_prepare_get_last_plan(prepare, r->id);
 
-	hr_reservation_add_json(r, b, TRUE);
-	obj = json_builder_get_root(b);
-	json_object_set_string_member(json_node_get_object(obj), "last_plan", plan);
-	if (plan == NULL)
-		json_object_set_null_member(json_node_get_object(obj), "last_plan");
-	node = g_steal_pointer(&obj);
+/* ---------------------------------------------------------------------- */
+/* Guests and their requests */
+
+static void
+hr_api_reply_request_ref(SoupServerMessage *msg, guint status, HrGuest *guest, HrRequest *request)
+{
+	g_autoptr(JsonNode) node = hr_api_request_ref_to_json(guest, request);
 	hr_api_reply_json(msg, status, node);
 }
 
-static guint
-hr_api_reservation_error_status(const GError *error)
+static void
+hr_api_guests(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_NOT_FOUND))
-		return SOUP_STATUS_NOT_FOUND;
-	if (g_error_matches(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID))
-		return SOUP_STATUS_CONFLICT;
-	return SOUP_STATUS_BAD_REQUEST;
+	g_autoptr(JsonNode) node = hr_api_guests_to_json(api->core);
+	(void)query;
+	(void)args;
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
 static void
-hr_api_reservations_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
-		       GHashTable *query, gpointer user_data)
+hr_api_guest(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	HrApi *api = user_data;
-	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
-	const gchar *method = soup_server_message_get_method(msg);
-	g_auto(GStrv) parts = NULL;
-	g_autoptr(GError) error = NULL;
-	HrReservation *r;
-	(void)server;
+	g_autoptr(JsonNode) node = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
 	(void)query;
 
-	if (prepare == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "reservations are not running");
+	if (guest == NULL)
 		return;
-	}
-	/* "/v1/reservations", "/v1/reservations/ID", "/v1/reservations/ID/ACTION" */
-	parts = g_strsplit(path + strlen("/v1/reservations"), "/", -1);
-	if (parts[0] == NULL || (parts[0][0] == '\0' && (parts[1] == NULL || parts[1][0] == '\0'))) {
-		if (g_strcmp0(method, SOUP_METHOD_POST) == 0) {
-			g_autoptr(JsonParser) parser = json_parser_new();
-			JsonObject *obj = hr_api_parse_body(msg, parser, &error);
-			guint64 bytes, deadline_s;
-			gint node;
-			gboolean strict;
-			const gchar *requester;
-
-			if (obj == NULL ||
-			    !hr_api_parse_reservation(obj, &bytes, &node, &deadline_s, &strict,
-						      &requester, &error)) {
-				hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
-				return;
-			}
-			r = hr_prepare_create(prepare, bytes, node, deadline_s, strict, requester,
-					      &error);
-			if (r == NULL) {
-				hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
-						   error->message);
-				return;
-			}
-			hr_api_reply_reservation(msg, SOUP_STATUS_ACCEPTED, prepare, r);
-			return;
-		}
-		if (hr_api_check_method(msg, SOUP_METHOD_GET)) {
-			GPtrArray *list = hr_reservation_store_list(hr_prepare_get_store(prepare));
-			g_autoptr(JsonBuilder) b = json_builder_new();
-			g_autoptr(JsonNode) node = NULL;
-			json_builder_begin_object(b);
-			json_builder_set_member_name(b, "reservations");
-			json_builder_begin_array(b);
-			for (guint i = 0; i < list->len; i++)
-				hr_reservation_add_json(g_ptr_array_index(list, i), b, FALSE);
-			json_builder_end_array(b);
-			json_builder_end_object(b);
-			node = json_builder_get_root(b);
-			hr_api_reply_json(msg, SOUP_STATUS_OK, node);
-		}
-		return;
-	}
-	if (parts[0][0] != '\0' || parts[1] == NULL || (parts[2] != NULL && parts[3] != NULL)) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-				   "no such resource %s; use /v1/reservations/ID", path);
-		return;
-	}
-	r = hr_reservation_store_find(hr_prepare_get_store(prepare), parts[1]);
-	if (r == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-				   "no reservation %s (GET /v1/reservations lists them)", parts[1]);
-		return;
-	}
-	if (parts[2] == NULL) {
-		if (g_strcmp0(method, SOUP_METHOD_DELETE) == 0) {
-			if (!hr_prepare_release(prepare, r->id, &error)) {
-				hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
-						   error->message);
-				return;
-			}
-			hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
-			return;
-		}
-		if (hr_api_check_method(msg, SOUP_METHOD_GET))
-			hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
-		return;
-	}
-	if (g_strcmp0(parts[2], "release") == 0 || g_strcmp0(parts[2], "consume") == 0) {
-		gboolean ok;
-		if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-			return;
-		ok = parts[2][0] == 'r' ? hr_prepare_release(prepare, r->id, &error)
-					: hr_prepare_consume(prepare, r->id, &error);
-		if (!ok) {
-			hr_api_reply_error(msg, hr_api_reservation_error_status(error), "%s",
-					   error->message);
-			return;
-		}
-		hr_api_reply_reservation(msg, SOUP_STATUS_OK, prepare, r);
-		return;
-	}
-	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-			   "no such action '%s' on reservation %s; supported: release, consume",
-			   parts[2], r->id);
+	node = hr_api_guest_to_json(guest);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
-/* @node from hr_prepare_*_json(), NULL with @error, or NULL when @prepare was NULL */
+static void
+hr_api_report(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(JsonBuilder) b = NULL;
+	g_autoptr(JsonNode) node = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
+	guint64 request_id;
+	(void)query;
+
+	if (guest == NULL)
+		return;
+	request_id = hr_core_request_report(api->core, guest, &error);
+	if (request_id == 0) {
+		hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "not_connected",
+				   "%s; wait for its QEMU to reconnect and retry", error->message);
+		return;
+	}
+	b = json_builder_new();
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "guest");
+	json_builder_add_string_value(b, guest->name);
+	hr_json_add_int(b, "request_id", request_id);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_ACCEPTED, node);
+}
+
+static void
+hr_api_submit(HrApi *api, SoupServerMessage *msg, const gchar *name, HrRequestKind kind)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GArray) gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
+	g_autoptr(GArray) ranges = g_array_new(FALSE, FALSE, sizeof(HrRange));
+	g_autoptr(GError) error = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, name);
+	HrRequestParams params;
+	JsonObject *obj;
+	HrRequest *request;
+
+	if (guest == NULL)
+		return;
+	obj = hr_api_parse_body(msg, parser, &error);
+	if (obj == NULL || !hr_api_parse_params(obj, kind, &params, gpas, ranges, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
+		return;
+	}
+	request = hr_core_submit(api->core, guest, &params, &error);
+	if (request == NULL) {
+		hr_api_reply_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest, request);
+}
+
+static void
+hr_api_evacuate(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_submit(api, msg, args[0], HR_REQUEST_EVACUATE);
+}
+
+static void
+hr_api_capture(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_submit(api, msg, args[0], HR_REQUEST_CAPTURE);
+}
+
+static void
+hr_api_return(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_submit(api, msg, args[0], HR_REQUEST_RETURN);
+}
+
+static void
+hr_api_cancel(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	static const gchar *const allowed[] = {"request_id", NULL};
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
+	guint64 id = 0;
+	JsonObject *obj;
+	(void)query;
+
+	if (guest == NULL)
+		return;
+	obj = hr_api_parse_body(msg, parser, &error);
+	if (obj == NULL || !hr_api_check_members(obj, "cancel", allowed, &error) ||
+	    !hr_api_get_uint(obj, "request_id", 1, G_MAXINT64, &id, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
+		return;
+	}
+	if (id == 0) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument",
+				   "request_id: missing; cancel names the request to stop");
+		return;
+	}
+	if (!hr_guest_cancel_request(guest, id, &error)) {
+		hr_api_reply_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_request_ref(msg, SOUP_STATUS_ACCEPTED, guest,
+				 hr_guest_find_request(guest, id));
+}
+
+static void
+hr_api_requests(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	g_autoptr(GPtrArray) requests = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
+	(void)query;
+
+	if (guest == NULL)
+		return;
+	requests = hr_guest_list_requests(guest);
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "guest");
+	json_builder_add_string_value(b, guest->name);
+	json_builder_set_member_name(b, "requests");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < requests->len; i++)
+		hr_request_add_json(g_ptr_array_index(requests, i), b);
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
+static void
+hr_api_request(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	HrGuest *guest = hr_api_find_guest(api, msg, args[0]);
+	HrRequest *request = NULL;
+	guint64 id = 0;
+	(void)query;
+
+	if (guest == NULL)
+		return;
+	if (g_ascii_string_to_unsigned(args[1], 10, 1, G_MAXUINT64, &id, NULL))
+		request = hr_guest_find_request(guest, id);
+	if (request == NULL) {
+		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_request",
+				   "guest %s has no request '%s' (the daemon keeps the last %u "
+				   "finished requests per guest, and none across a restart)",
+				   guest->name, args[1], guest->history);
+		return;
+	}
+	hr_request_add_json(request, b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reservations, the host, plans */
+
+static void
+hr_api_reply_reservation(HrApi *api, SoupServerMessage *msg, guint status, HrReservation *r)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	const gchar *plan = hr_prepare_get_last_plan(api->prepare, r->id);
+
+	hr_reservation_add_json(r, b, TRUE);
+	node = json_builder_get_root(b);
+	json_object_set_string_member(json_node_get_object(node), "last_plan", plan);
+	if (plan == NULL)
+		json_object_set_null_member(json_node_get_object(node), "last_plan");
+	hr_api_reply_json(msg, status, node);
+}
+
+static void
+hr_api_reservation_create(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	JsonObject *obj = hr_api_parse_body(msg, parser, &error);
+	guint64 bytes, deadline_s;
+	gint node;
+	gboolean strict;
+	const gchar *requester;
+	HrReservation *r;
+	(void)query;
+	(void)args;
+
+	if (obj == NULL || !hr_api_parse_reservation(obj, &bytes, &node, &deadline_s, &strict,
+						     &requester, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
+		return;
+	}
+	r = hr_prepare_create(api->prepare, bytes, node, deadline_s, strict, requester, &error);
+	if (r == NULL) {
+		hr_api_reply_reservation_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_reservation(api, msg, SOUP_STATUS_ACCEPTED, r);
+}
+
+static void
+hr_api_reservations(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	GPtrArray *list = hr_reservation_store_list(hr_prepare_get_store(api->prepare));
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+	(void)query;
+	(void)args;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "reservations");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < list->len; i++)
+		hr_reservation_add_json(g_ptr_array_index(list, i), b, FALSE);
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
+static void
+hr_api_reservation(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	HrReservation *r = hr_api_find_reservation(api, msg, args[0]);
+	(void)query;
+	if (r != NULL)
+		hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
+}
+
+/* release (cancel) or consume the reservation the path names */
+static void
+hr_api_reservation_act(HrApi *api, SoupServerMessage *msg, const gchar *id,
+		       gboolean (*act)(HrPrepare *, const gchar *, GError **))
+{
+	g_autoptr(GError) error = NULL;
+	HrReservation *r = hr_api_find_reservation(api, msg, id);
+
+	if (r == NULL)
+		return;
+	if (!act(api->prepare, r->id, &error)) {
+		hr_api_reply_reservation_gerror(msg, error);
+		return;
+	}
+	hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
+}
+
+static void
+hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_reservation_act(api, msg, args[0], hr_prepare_release);
+}
+
+static void
+hr_api_reservation_consume(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	hr_api_reservation_act(api, msg, args[0], hr_prepare_consume);
+}
+
+/* @node from hr_prepare_*_json(), or NULL with @error */
 static void
 hr_api_reply_prepare_json(SoupServerMessage *msg, JsonNode *node, const GError *error)
 {
 	if (node == NULL) {
-		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "%s",
-				   error != NULL ? error->message : "reservations are not running");
+		hr_api_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "host_unreadable", "%s",
+				   error->message);
 		return;
 	}
 	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
+/*
+ * Reading the host takes the main loop 15-20 ms (/proc/pagetypeinfo on a
+ * 24 GiB host): many clients share one read per HR_API_HOST_MAX_AGE_US.
+ */
 static void
-hr_api_host_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
-	       gpointer user_data)
+hr_api_host(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	HrApi *api = user_data;
-	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
 	g_autoptr(GError) error = NULL;
-	g_autoptr(JsonNode) node = NULL;
-	(void)server;
+	gint64 now = g_get_monotonic_time();
+	const HrConfig *config = hr_core_get_config(api->core);
 	(void)query;
+	(void)args;
 
-	if (g_strcmp0(path, "/v1/host") != 0) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
-		return;
+	/* a reload (host_backing) shows at once */
+	if (api->host == NULL || now - api->host_read_at > HR_API_HOST_MAX_AGE_US ||
+	    api->host_generation != config->generation) {
+		JsonNode *node = hr_prepare_host_json(api->prepare, &error);
+		if (node == NULL) {
+			hr_api_reply_prepare_json(msg, NULL, error);
+			return;
+		}
+		g_clear_pointer(&api->host, json_node_unref);
+		api->host = node;
+		api->host_read_at = now;
+		api->host_generation = config->generation;
 	}
-	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-		return;
-	node = prepare != NULL ? hr_prepare_host_json(prepare, &error) : NULL;
-	hr_api_reply_prepare_json(msg, node, error);
+	hr_api_reply_prepare_json(msg, api->host, NULL);
 }
 
 /* POST /v1/plan: what the planner would do for a reservation, without doing it */
 static void
-hr_api_plan_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
-	       gpointer user_data)
+hr_api_plan(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	HrApi *api = user_data;
-	HrPrepare *prepare = hr_daemon_get_prepare(api->daemon);
 	g_autoptr(JsonParser) parser = json_parser_new();
 	g_autoptr(GError) error = NULL;
 	g_autoptr(JsonNode) node = NULL;
@@ -1190,73 +833,326 @@ hr_api_plan_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 	JsonObject *obj;
 	guint64 deadline_s;
 	const gchar *requester;
-	(void)server;
 	(void)query;
+	(void)args;
 
-	if (g_strcmp0(path, "/v1/plan") != 0) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
-		return;
-	}
-	if (!hr_api_check_method(msg, SOUP_METHOD_POST))
-		return;
 	obj = hr_api_parse_body(msg, parser, &error);
 	if (obj == NULL || !hr_api_parse_reservation(obj, &req.bytes, &req.node, &deadline_s,
 						     &req.strict, &requester, &error)) {
-		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "%s", error->message);
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
 		return;
 	}
 	req.deadline_ms = deadline_s * 1000;
-	node = prepare != NULL ? hr_prepare_plan_json(prepare, &req, &error) : NULL;
+	node = hr_prepare_plan_json(api->prepare, &req, &error);
 	hr_api_reply_prepare_json(msg, node, error);
 }
 
 static void
-hr_api_metrics_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
-		  GHashTable *query, gpointer user_data)
+hr_api_metrics(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	HrApi *api = user_data;
-	gchar *text;
-	(void)server;
+	g_autoptr(GString) out = g_string_new(NULL);
+	gsize len;
 	(void)query;
+	(void)args;
 
-	if (g_strcmp0(path, "/metrics") != 0) {
-		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "no such resource %s", path);
-		return;
-	}
-	if (!hr_api_check_method(msg, SOUP_METHOD_GET))
-		return;
-	text = hr_api_metrics(api->daemon);
+	hr_metrics_append(out, api->metrics);
+	hr_metrics_histogram_append(out, api->latency);
+	g_string_append_printf(out,
+			       "# HELP hugeroom_api_event_clients clients of /v1/events\n"
+			       "# TYPE hugeroom_api_event_clients gauge\n"
+			       "hugeroom_api_event_clients %u\n"
+			       "# HELP hugeroom_api_events_delivered_total events queued to clients\n"
+			       "# TYPE hugeroom_api_events_delivered_total counter\n"
+			       "hugeroom_api_events_delivered_total %" G_GUINT64_FORMAT "\n"
+			       "# HELP hugeroom_api_event_clients_dropped_total clients dropped "
+			       "for falling behind\n"
+			       "# TYPE hugeroom_api_event_clients_dropped_total counter\n"
+			       "hugeroom_api_event_clients_dropped_total %" G_GUINT64_FORMAT "\n",
+			       hr_event_stream_get_n_clients(api->events),
+			       hr_event_stream_get_delivered(api->events),
+			       hr_event_stream_get_dropped(api->events));
+	len = out->len;
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
-	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE, text,
-					 strlen(text));
+	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE,
+					 g_string_free(g_steal_pointer(&out), FALSE), len);
+}
+
+/* the connection under a (TLS) stream, for its socket's timeout */
+static GSocket *
+hr_api_base_socket(GIOStream *io)
+{
+	while (G_IS_TLS_CONNECTION(io)) {
+		GIOStream *base = NULL;
+		g_object_get(io, "base-io-stream", &base, NULL);
+		g_object_unref(base); /* the TLS connection keeps it */
+		io = base;
+	}
+	return G_IS_SOCKET_CONNECTION(io) ? g_socket_connection_get_socket(G_SOCKET_CONNECTION(io))
+					  : NULL;
 }
 
 static void
-hr_api_default_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
-		  GHashTable *query, gpointer user_data)
+hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	(void)server;
-	(void)query;
-	(void)user_data;
-	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND,
-			   "no such resource %s; try /v1/guests, /v1/reservations, /v1/host or "
-			   "/metrics",
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GIOStream) io = NULL;
+	const gchar *guest;
+	guint32 mask;
+	GSocket *socket;
+	(void)args;
+
+	if (!hr_event_stream_parse_filter(query, &mask, &guest, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+				   error->message);
+		return;
+	}
+	/* the stream is ours from here: libsoup sends nothing more on it */
+	io = soup_server_message_steal_connection(msg);
+	socket = hr_api_base_socket(io);
+	/* an event stream is quiet between events and pings */
+	if (socket != NULL)
+		g_socket_set_timeout(socket, 0);
+	hr_event_stream_add_client(api->events, io, mask, guest);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The route table */
+
+#define ADMIN TRUE
+#define READ FALSE
+
+static const HrApiRouteEntry routes[] = {
+    {{"GET", "/v1/guests", READ, "200"}, hr_api_guests},
+    {{"GET", "/v1/guests/{name}", READ, "200 404"}, hr_api_guest},
+    {{"POST", "/v1/guests/{name}/report", ADMIN, "202 404 409"}, hr_api_report},
+    {{"POST", "/v1/guests/{name}/evacuate", ADMIN, "202 400 404 409"}, hr_api_evacuate},
+    {{"POST", "/v1/guests/{name}/capture", ADMIN, "202 400 404 409"}, hr_api_capture},
+    {{"POST", "/v1/guests/{name}/return", ADMIN, "202 400 404 409"}, hr_api_return},
+    {{"POST", "/v1/guests/{name}/cancel", ADMIN, "202 400 404 409"}, hr_api_cancel},
+    {{"GET", "/v1/guests/{name}/requests", READ, "200 404"}, hr_api_requests},
+    {{"GET", "/v1/guests/{name}/requests/{id}", READ, "200 404"}, hr_api_request},
+    {{"POST", "/v1/reservations", ADMIN, "202 400 409"}, hr_api_reservation_create},
+    {{"GET", "/v1/reservations", READ, "200"}, hr_api_reservations},
+    {{"GET", "/v1/reservations/{id}", READ, "200 404"}, hr_api_reservation},
+    {{"DELETE", "/v1/reservations/{id}", ADMIN, "200 404 409"}, hr_api_reservation_release},
+    {{"POST", "/v1/reservations/{id}/release", ADMIN, "200 404 409"},
+     hr_api_reservation_release},
+    {{"POST", "/v1/reservations/{id}/consume", ADMIN, "200 404 409"},
+     hr_api_reservation_consume},
+    {{"POST", "/v1/plan", READ, "200 400 500"}, hr_api_plan},
+    {{"GET", "/v1/host", READ, "200 500"}, hr_api_host},
+    {{"GET", "/v1/events", READ, "200 400"}, hr_api_events},
+    {{"GET", "/metrics", READ, "200"}, hr_api_metrics},
+};
+
+#undef ADMIN
+#undef READ
+
+const HrApiRoute *
+hr_api_get_route(guint i)
+{
+	return i < G_N_ELEMENTS(routes) ? &routes[i].info : NULL;
+}
+
+/* @args gets the {} segments' values (at most 2) */
+static gboolean
+hr_api_route_matches(const gchar *pattern, gchar **segments, gchar **args)
+{
+	g_auto(GStrv) want = g_strsplit(pattern, "/", -1);
+	guint n = 0;
+	guint i;
+
+	for (i = 0; want[i] != NULL && segments[i] != NULL; i++) {
+		if (want[i][0] == '{') {
+			if (segments[i][0] == '\0' || n >= 2)
+				return FALSE;
+			args[n++] = segments[i];
+		} else if (g_strcmp0(want[i], segments[i]) != 0) {
+			return FALSE;
+		}
+	}
+	return want[i] == NULL && segments[i] == NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Dispatch: who asks, which route, then the handler */
+
+#define HR_API_ROLE_KEY "hr-api-role"
+#define HR_API_TLS_KEY "hr-api-tls"
+#define HR_API_REFUSED_KEY "hr-api-refused"
+
+static HrApiRole
+hr_api_message_role(HrApi *api, SoupServerMessage *msg)
+{
+	GSocketAddress *remote = soup_server_message_get_remote_address(msg);
+	SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+	const gchar *auth;
+	HrApiRole role;
+
+	if (remote == NULL)
+		return HR_API_ROLE_NONE;
+	if (g_object_get_data(G_OBJECT(remote), HR_API_TLS_KEY) == NULL) {
+		const gchar *why = g_object_get_data(G_OBJECT(remote), HR_API_REFUSED_KEY);
+		if (why == NULL)
+			return GPOINTER_TO_INT(g_object_get_data(G_OBJECT(remote),
+								 HR_API_ROLE_KEY));
+		hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "forbidden",
+				   "%s: run it as root, as the user hugeroomd runs as, or as a "
+				   "member of api_group or api_read_group",
+				   why);
+		return HR_API_ROLE_NONE;
+	}
+	auth = soup_message_headers_get_one(headers, "Authorization");
+	if (auth == NULL) {
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "WWW-Authenticate", "Bearer realm=\"hugeroomd\"");
+		hr_api_reply_error(msg, SOUP_STATUS_UNAUTHORIZED, "unauthenticated",
+				   "this API needs a bearer token: send \"Authorization: Bearer "
+				   "TOKEN\" with a token from the daemon's api_tokens file");
+		return HR_API_ROLE_NONE;
+	}
+	role = HR_API_ROLE_NONE;
+	if (g_ascii_strncasecmp(auth, "Bearer ", 7) == 0) {
+		g_autofree gchar *token = g_strstrip(g_strdup(auth + 7));
+		role = hr_api_tokens_lookup(api->tokens, token);
+	}
+	if (role == HR_API_ROLE_NONE) {
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "WWW-Authenticate",
+					     "Bearer realm=\"hugeroomd\", error=\"invalid_token\"");
+		hr_api_reply_error(msg, SOUP_STATUS_UNAUTHORIZED, "bad_token",
+				   "the bearer token is not in the daemon's api_tokens file");
+	}
+	return role;
+}
+
+static void
+hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTable *query)
+{
+	const gchar *method = soup_server_message_get_method(msg);
+	SoupMessageBody *body = soup_server_message_get_request_body(msg);
+	g_auto(GStrv) segments = g_strsplit(path, "/", -1);
+	g_autoptr(GString) allow = g_string_new(NULL);
+	HrApiRole role;
+
+	/*
+	 * libsoup 3.2 closes a connection it was handed as a stream after its
+	 * first answer (it keeps one open only for its own listeners, and those
+	 * never notice an idle client leave: an fd per connection); saying so
+	 * spares clients a reset on their next request.
+	 */
+	soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+				     "close");
+	role = hr_api_message_role(api, msg);
+	if (role == HR_API_ROLE_NONE)
+		return;
+	if ((body != NULL && body->length > HR_API_MAX_BODY) ||
+	    soup_message_headers_get_content_length(soup_server_message_get_request_headers(msg)) >
+		HR_API_MAX_BODY) {
+		hr_api_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "body_too_large",
+				   "the body is larger than the %d bytes the API takes",
+				   HR_API_MAX_BODY);
+		return;
+	}
+	for (guint i = 0; i < G_N_ELEMENTS(routes); i++) {
+		const HrApiRouteEntry *route = &routes[i];
+		gchar *args[3] = {NULL};
+		gint64 start;
+
+		if (!hr_api_route_matches(route->info.path, segments, args))
+			continue;
+		if (g_strcmp0(route->info.method, method) != 0) {
+			g_string_append_printf(allow, "%s%s", allow->len > 0 ? ", " : "",
+					       route->info.method);
+			continue;
+		}
+		if (route->info.admin && role != HR_API_ROLE_ADMIN) {
+			hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "read_only",
+					   "%s %s changes the daemon's state: it needs the admin "
+					   "role, this client has read",
+					   method, route->info.path);
+			return;
+		}
+		start = g_get_monotonic_time();
+		route->handler(api, msg, query, args);
+		hr_metrics_histogram_observe(api->latency, i,
+					     (g_get_monotonic_time() - start) / 1e6);
+		return;
+	}
+	if (allow->len > 0) {
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "Allow", allow->str);
+		hr_api_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "method_not_allowed",
+				   "%s %s is not supported; use %s", method, path, allow->str);
+		return;
+	}
+	hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found",
+			   "no such resource %s; try /v1/guests, /v1/reservations, /v1/host, "
+			   "/v1/events or /metrics (openapi.json lists every route)",
 			   path);
 }
 
+static void
+hr_api_handler_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
+		  GHashTable *query, gpointer user_data)
+{
+	(void)server;
+	hr_api_dispatch(user_data, msg, path, query);
+}
+
+/* a body announced too large is not kept while it is read */
+static void
+hr_api_got_headers_cb(SoupServerMessage *msg, gpointer user_data)
+{
+	SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
+	(void)user_data;
+	if (soup_message_headers_get_content_length(headers) > HR_API_MAX_BODY)
+		soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
+}
+
+static void
+hr_api_request_started_cb(SoupServer *server, SoupServerMessage *msg, gpointer user_data)
+{
+	(void)server;
+	g_signal_connect(msg, "got-headers", G_CALLBACK(hr_api_got_headers_cb), user_data);
+}
+
 HrApi *
-hr_api_new(HrDaemon *daemon)
+hr_api_new(HrCore *core, HrPrepare *prepare)
 {
 	HrApi *api = g_new0(HrApi, 1);
-	api->daemon = daemon;
+	g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+
+	api->core = core;
+	api->prepare = prepare;
+	api->admin_gid = (gid_t)-1;
+	api->read_gid = (gid_t)-1;
+	api->events = hr_event_stream_new(core);
+	for (guint i = 0; i < G_N_ELEMENTS(routes); i++)
+		g_ptr_array_add(names, g_strdup_printf("%s %s", routes[i].info.method,
+						       routes[i].info.path));
+	g_ptr_array_add(names, NULL);
+	api->metrics = hr_metrics_new(core, prepare);
+	api->latency = hr_metrics_histogram_new("hugeroom_api_request_duration_seconds",
+						"time to handle an API request, by route", "route",
+						(const gchar *const *)names->pdata,
+						hr_metrics_bounds_fast);
 	api->server = soup_server_new("server-header", "hugeroomd/" PACKAGE_VERSION, NULL);
-	soup_server_add_handler(api->server, NULL, hr_api_default_cb, api, NULL);
-	soup_server_add_handler(api->server, "/v1/guests", hr_api_guests_cb, api, NULL);
-	soup_server_add_handler(api->server, "/metrics", hr_api_metrics_cb, api, NULL);
-	soup_server_add_handler(api->server, "/v1/reservations", hr_api_reservations_cb, api, NULL);
-	soup_server_add_handler(api->server, "/v1/host", hr_api_host_cb, api, NULL);
-	soup_server_add_handler(api->server, "/v1/plan", hr_api_plan_cb, api, NULL);
+	soup_server_add_handler(api->server, NULL, hr_api_handler_cb, api, NULL);
+	g_signal_connect(api->server, "request-started", G_CALLBACK(hr_api_request_started_cb),
+			 api);
 	return api;
+}
+
+static void
+hr_api_stop_service(GSocketService **service)
+{
+	if (*service == NULL)
+		return;
+	g_socket_service_stop(*service);
+	g_socket_listener_close(G_SOCKET_LISTENER(*service));
+	g_clear_object(service);
 }
 
 void
@@ -1264,53 +1160,47 @@ hr_api_free(HrApi *api)
 {
 	if (api == NULL)
 		return;
-	if (api->service != NULL) {
-		g_socket_service_stop(api->service);
-		g_socket_listener_close(G_SOCKET_LISTENER(api->service));
-		g_clear_object(&api->service);
-	}
+	hr_api_stop_service(&api->service);
+	hr_api_stop_service(&api->tcp_service);
 	g_clear_object(&api->socket);
+	hr_event_stream_free(api->events);
 	soup_server_disconnect(api->server);
 	g_object_unref(api->server);
+	g_clear_object(&api->certificate);
+	hr_api_tokens_free(api->tokens);
+	hr_metrics_histogram_free(api->latency);
+	hr_metrics_free(api->metrics);
+	g_clear_pointer(&api->host, json_node_unref);
 	g_free(api);
 }
 
+/* ---------------------------------------------------------------------- */
+/* Connections */
+
+/* hand the connection to libsoup; @refused: why the peer gets only 403s */
 static void
-hr_api_refused_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRole role,
+	      gboolean tls, const gchar *refused)
 {
-	g_autoptr(GSocketConnection) connection = user_data;
 	g_autoptr(GError) error = NULL;
-	if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(source), res, NULL, &error))
-		g_debug("refusal not delivered: %s", error->message);
-	g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
-}
+	g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
+	g_autoptr(GSocketAddress) remote =
+	    g_socket_connection_get_remote_address(connection, NULL);
 
-/* answer 403 without HTTP parsing: the peer gets nothing else from us */
-static void
-hr_api_refuse(GSocketConnection *connection, const gchar *why)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
-	g_autoptr(JsonNode) node = NULL;
-	g_autofree gchar *msg = g_strdup_printf("%s: run hugeroomctl as root or as the user "
-						"hugeroomd runs as",
-						why);
-	g_autofree gchar *body = NULL;
-	gchar *reply;
-	GOutputStream *out = g_io_stream_get_output_stream(G_IO_STREAM(connection));
-
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "error");
-	json_builder_add_string_value(b, msg);
-	json_builder_end_object(b);
-	node = json_builder_get_root(b);
-	body = json_to_string(node, FALSE);
-	reply = g_strdup_printf("HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n"
-				"Content-Length: %" G_GSIZE_FORMAT "\r\nConnection: close\r\n\r\n%s",
-				strlen(body), body);
-	g_output_stream_write_all_async(out, reply, strlen(reply), G_PRIORITY_DEFAULT, NULL,
-					hr_api_refused_cb, g_object_ref(connection));
-	/* the stream does not copy: free the text once the connection goes */
-	g_object_set_data_full(G_OBJECT(connection), "hr-api-refusal", reply, g_free);
+	if (remote == NULL) {
+		g_io_stream_close(io, NULL, NULL);
+		return;
+	}
+	/* libsoup hands this very object to every message of the connection */
+	g_object_set_data(G_OBJECT(remote), HR_API_ROLE_KEY, GINT_TO_POINTER(role));
+	if (tls)
+		g_object_set_data(G_OBJECT(remote), HR_API_TLS_KEY, GINT_TO_POINTER(1));
+	if (refused != NULL)
+		g_object_set_data_full(G_OBJECT(remote), HR_API_REFUSED_KEY, g_strdup(refused),
+				       g_free);
+	g_socket_set_timeout(g_socket_connection_get_socket(connection), HR_API_IDLE_TIMEOUT_S);
+	if (!soup_server_accept_iostream(api->server, io, local, remote, &error))
+		g_warning("API connection dropped: %s", error->message);
 }
 
 /*
@@ -1324,37 +1214,126 @@ hr_api_incoming_cb(GSocketService *service, GSocketConnection *connection, GObje
 {
 	HrApi *api = user_data;
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GSocketAddress) local = NULL;
-	g_autoptr(GSocketAddress) remote = NULL;
+	HrApiRole role;
 	(void)service;
 	(void)source;
 
-	if (!hr_socket_peer_is_trusted(g_socket_connection_get_socket(connection), &error)) {
+	role = hr_api_peer_role(g_socket_connection_get_socket(connection), api->admin_gid,
+				api->read_gid, &error);
+	if (role == HR_API_ROLE_NONE)
 		g_warning("API connection refused: %s", error->message);
-		hr_api_refuse(connection, error->message);
+	hr_api_accept(api, G_IO_STREAM(connection), connection, role, FALSE,
+		      role == HR_API_ROLE_NONE ? error->message : NULL);
+	return TRUE;
+}
+
+static gboolean
+hr_api_tcp_incoming_cb(GSocketService *service, GSocketConnection *connection, GObject *source,
+		       gpointer user_data)
+{
+	HrApi *api = user_data;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GIOStream) tls = NULL;
+	(void)service;
+	(void)source;
+
+	/* the handshake's small writes must not wait for delayed ACKs */
+	g_socket_set_option(g_socket_connection_get_socket(connection), IPPROTO_TCP, TCP_NODELAY,
+			    TRUE, NULL);
+	/* no client certificates: without a database none is read per connection */
+	tls = g_initable_new(g_tls_backend_get_server_connection_type(g_tls_backend_get_default()),
+			     NULL, &error, "base-io-stream", connection, "certificate",
+			     api->certificate, "database", NULL, "require-close-notify", FALSE,
+			     NULL);
+	if (tls == NULL) {
+		g_warning("TLS on an API connection: %s", error->message);
 		return TRUE;
 	}
-	local = g_socket_connection_get_local_address(connection, NULL);
-	remote = g_socket_connection_get_remote_address(connection, NULL);
-	if (!soup_server_accept_iostream(api->server, G_IO_STREAM(connection), local, remote,
-					 &error))
-		g_warning("API connection dropped: %s", error->message);
+	/* the handshake runs on the first read, in the main loop, bounded by the timeout */
+	hr_api_accept(api, tls, connection, HR_API_ROLE_NONE, TRUE, NULL);
+	return TRUE;
+}
+
+static gboolean
+hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error)
+{
+	g_autoptr(GSocketConnectable) addr = NULL;
+	g_autoptr(GSocketAddressEnumerator) e = NULL;
+	g_autoptr(GSocketService) service = g_socket_service_new();
+	GSocketAddress *sa;
+	guint n = 0;
+
+	api->certificate = g_tls_certificate_new_from_files(config->api_tls_cert,
+							    config->api_tls_key, error);
+	if (api->certificate == NULL) {
+		g_prefix_error(error, "api_tls_cert %s, api_tls_key %s: ", config->api_tls_cert,
+			       config->api_tls_key);
+		return FALSE;
+	}
+	api->tokens = hr_api_tokens_load(config->api_tokens, error);
+	if (api->tokens == NULL)
+		return FALSE;
+	addr = g_network_address_parse(config->api_listen, 0, error);
+	if (addr == NULL) {
+		g_prefix_error(error, "api_listen=%s: ", config->api_listen);
+		return FALSE;
+	}
+	e = g_socket_connectable_enumerate(addr);
+	/* a numeric address or localhost: resolving it does not wait on the network */
+	while ((sa = g_socket_address_enumerator_next(e, NULL, NULL)) != NULL) {
+		g_autoptr(GSocketAddress) owned = sa;
+		if (!g_socket_listener_add_address(G_SOCKET_LISTENER(service), sa,
+						   G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP,
+						   NULL, NULL, error)) {
+			g_prefix_error(error, "api_listen=%s: ", config->api_listen);
+			return FALSE;
+		}
+		n++;
+	}
+	if (n == 0) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
+			    "api_listen=%s: no address to listen on", config->api_listen);
+		return FALSE;
+	}
+	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_tcp_incoming_cb), api);
+	g_socket_service_start(service);
+	api->tcp_service = g_steal_pointer(&service);
+	g_info("API on https://%s, %s", config->api_listen, config->api_tokens);
 	return TRUE;
 }
 
 gboolean
-hr_api_listen(HrApi *api, const gchar *path, GError **error)
+hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 {
-	g_autoptr(GSocket) socket = hr_socket_listen_unix(path, 0660, error);
+	g_autoptr(GSocket) socket = NULL;
 	g_autoptr(GSocketService) service = NULL;
 
+	if (config->api_group != NULL && config->api_group[0] != '\0' &&
+	    !hr_api_group_lookup(config->api_group, &api->admin_gid, error)) {
+		g_prefix_error(error, "api_group: ");
+		return FALSE;
+	}
+	if (config->api_read_group != NULL && config->api_read_group[0] != '\0' &&
+	    !hr_api_group_lookup(config->api_read_group, &api->read_gid, error)) {
+		g_prefix_error(error, "api_read_group: ");
+		return FALSE;
+	}
+	/* with groups, anyone reaches the socket and the peer check decides */
+	socket = hr_socket_listen_unix(config->api_socket,
+				       api->admin_gid != (gid_t)-1 || api->read_gid != (gid_t)-1
+					   ? 0666
+					   : 0660,
+				       error);
 	if (socket == NULL)
 		return FALSE;
 	service = g_socket_service_new();
 	if (!g_socket_listener_add_socket(G_SOCKET_LISTENER(service), socket, NULL, error)) {
-		g_prefix_error(error, "cannot serve HTTP on %s: ", path);
+		g_prefix_error(error, "cannot serve HTTP on %s: ", config->api_socket);
 		return FALSE;
 	}
+	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
+		return FALSE;
+
 	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_incoming_cb), api);
 	g_socket_service_start(service);
 	api->service = g_steal_pointer(&service);

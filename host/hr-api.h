@@ -3,44 +3,36 @@
 
 #include <json-glib/json-glib.h>
 
+#include "hr-config.h"
+#include "hr-core.h"
+#include "hr-prepare.h"
+
 G_BEGIN_DECLS
 
-typedef struct _HrDaemon HrDaemon;
 typedef struct _HrApi HrApi;
 
+/* One route of the API; host/API.md and openapi.json describe each. */
+typedef struct {
+	const gchar *method;
+	const gchar *path;	/* "/v1/guests/{name}": {} is one path segment */
+	gboolean admin;		/* needs the admin role; else read is enough */
+	const gchar *statuses;	/* what the handler answers, "200 404" */
+} HrApiRoute;
+
+/* the route table, for the tests: NULL past the end */
+const HrApiRoute *
+hr_api_get_route(guint i);
+
 /*
- * The HTTP/JSON API on a Unix socket (peer credentials: root or our uid):
- *   GET  /v1/guests                  list
- *   GET  /v1/guests/{name-or-uuid}   detail, with the latest status decoded
- *   POST /v1/guests/{name}/report    send CMD_REPORT
- *   POST /v1/guests/{name}/evacuate  {"blocks":N} or {"gpas":[..]} (+ "blocks"
- *                                    to stop after N), "ranges":[{"start","end"}],
- *                                    "budget_pages", "budget_ms", "timeout_s"
- *   POST /v1/guests/{name}/capture   {"blocks":N, "budget_ms", "timeout_s"}
- *   POST /v1/guests/{name}/return    {"blocks":N} or {"gpas":[..]} or {"all":true}
- *                                    -> 202 {"request_id","guest","kind","state"}
- *   POST /v1/guests/{name}/cancel    {"request_id":N}
- *   GET  /v1/guests/{name}/requests  every known request, in full
- *   GET  /v1/guests/{name}/requests/{id}
- *   POST /v1/reservations            {"size":"4G"|"bytes":N, "node", "deadline_s",
- *                                    "strict", "requester"} -> 202 reservation
- *   GET  /v1/reservations[/{id}]     list, or one with steps and holds
- *   DELETE /v1/reservations/{id}, POST .../release, POST .../consume
- *   POST /v1/plan                    the planner's choice now, nothing done
- *   GET  /v1/host                    the host's memory per node
- *   GET  /metrics                    Prometheus text
+ * The /v1 API and /metrics over the core and the reservation executor,
+ * on the Unix socket api_socket (root, our uid, api_group, api_read_group)
+ * and, with api_listen, on TCP with TLS and bearer tokens.
  */
 HrApi *
-hr_api_new(HrDaemon *daemon);
+hr_api_new(HrCore *core, HrPrepare *prepare);
 void
 hr_api_free(HrApi *api);
 gboolean
-hr_api_listen(HrApi *api, const gchar *path, GError **error);
-
-/* the JSON bodies, also used by the tests */
-JsonNode *
-hr_api_guests_to_json(HrDaemon *daemon);
-gchar *
-hr_api_metrics(HrDaemon *daemon);
+hr_api_listen(HrApi *api, const HrConfig *config, GError **error);
 
 G_END_DECLS

@@ -5,9 +5,75 @@
 #include "hr-config.h"
 
 #include <pwd.h>
+#include <stddef.h>
 #include <string.h>
 
 #define GROUP "hugeroomd"
+#define GUEST_GROUP_PREFIX "guest:"
+
+/*
+ * Every key of [hugeroomd], where it lives in HrConfig, and whether a
+ * SIGHUP reload applies it (hr_config_reload) or it needs a restart. A new
+ * key is one line here, its parsing in hr_config_load() and its entry in
+ * hugeroomd.conf; any other key is an error that names it.
+ */
+typedef enum {
+	HR_CONFIG_STR, /* gchar * */
+	HR_CONFIG_U32, /* guint, guint32, gboolean or an enum */
+	HR_CONFIG_U64, /* guint64 */
+	HR_CONFIG_STRV, /* gchar ** */
+} HrConfigType;
+
+typedef struct {
+	const gchar *key;
+	gsize offset;
+	HrConfigType type;
+	gboolean live; /* a reload applies it; else it takes a restart */
+} HrConfigKey;
+
+#define KEY(name, type, live) {#name, offsetof(HrConfig, name), HR_CONFIG_##type, live}
+static const HrConfigKey hr_config_keys[] = {
+    KEY(vm_socket, STR, FALSE),
+    KEY(vm_socket_group, STR, FALSE),
+    KEY(api_socket, STR, FALSE),
+    KEY(status_interval_ms, U32, TRUE), /* guests that connect after the reload */
+    KEY(command_timeout_ms, U32, TRUE),
+    KEY(request_timeout_s, U32, TRUE),
+    KEY(request_history, U32, TRUE), /* guests seen for the first time after it */
+    KEY(state_dir, STR, FALSE),
+    KEY(host_root, STR, FALSE),
+    KEY(reservation_tick_ms, U32, FALSE),
+    KEY(reservation_ttl_s, U32, TRUE),
+    KEY(return_high_mark_mb, U64, TRUE),
+    KEY(guest_floor_mb, U64, TRUE),
+    KEY(hold_in_pool, U32, TRUE), /* reservations planned after it */
+    KEY(pool_margin_mb, U64, TRUE),
+    {"host_backing", offsetof(HrConfig, backing), HR_CONFIG_U32, TRUE},
+    KEY(libvirt_uri, STR, FALSE),
+    /* peers, bounds and restart (hr_config_load_limits) */
+    KEY(qemu_user, STR, FALSE),
+    KEY(qemu_executables, STRV, FALSE),
+    KEY(hello_timeout_ms, U32, FALSE),
+    KEY(max_connections, U32, FALSE),
+    KEY(max_frames_per_s, U32, FALSE),
+    KEY(guest_prune_s, U32, FALSE),
+    KEY(max_guest_ram_mb, U64, FALSE),
+    KEY(max_queued_requests, U32, FALSE),
+    KEY(max_reservations, U32, FALSE),
+    KEY(return_orphans, U32, FALSE),
+    /* the API beyond the Unix socket's root access (host/API.md "Access") */
+    KEY(api_group, STR, FALSE),
+    KEY(api_read_group, STR, FALSE),
+    KEY(api_listen, STR, FALSE),
+    KEY(api_tls_cert, STR, FALSE),
+    KEY(api_tls_key, STR, FALSE),
+    KEY(api_tokens, STR, FALSE),
+};
+#undef KEY
+G_STATIC_ASSERT(sizeof(HrBackingMode) == sizeof(guint32) && sizeof(gboolean) == sizeof(guint32));
+
+/* the keys of a [guest:PATTERN] group */
+static const gchar *const hr_config_guest_keys[] = {"donor", "floor_mb", "budget_blocks", NULL};
 
 static void
 hr_guest_policy_free(HrGuestPolicy *policy)
@@ -33,6 +99,8 @@ hr_backing_mode_to_string(HrBackingMode mode)
 void
 hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy *policy)
 {
+	const HrDomainPolicy *domain;
+
 	policy->pattern = NULL;
 	policy->donor = TRUE;
 	policy->floor_mb = config->guest_floor_mb;
@@ -41,19 +109,40 @@ hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy 
 		HrGuestPolicy *p = g_ptr_array_index(config->guest_policies, i);
 		if (g_pattern_match_simple(p->pattern, name)) {
 			*policy = *p;
-			return;
+			break;
 		}
 	}
+	domain = g_hash_table_lookup(config->domain_policies, name);
+	if (domain == NULL)
+		return;
+	if (domain->donor >= 0)
+		policy->donor = domain->donor;
+	if (domain->floor_mb >= 0)
+		policy->floor_mb = domain->floor_mb;
+}
+
+void
+hr_config_set_domain_policy(HrConfig *config, const gchar *name, const HrDomainPolicy *policy)
+{
+	if (policy == NULL) {
+		g_hash_table_remove(config->domain_policies, name);
+		return;
+	}
+	g_hash_table_insert(config->domain_policies, g_strdup(name),
+			    g_memdup2(policy, sizeof(*policy)));
 }
 
 static void
 hr_config_limits_init(HrConfig *config);
+static gboolean
+hr_config_resolve_users(HrConfig *config, gboolean from_file, GError **error);
 
 HrConfig *
 hr_config_new(void)
 {
 	HrConfig *config = g_new0(HrConfig, 1);
 	config->vm_socket = g_strdup(HR_CONFIG_DEFAULT_VM_SOCKET);
+	config->vm_socket_group = g_strdup(HR_CONFIG_DEFAULT_VM_SOCKET_GROUP);
 	config->api_socket = g_strdup(HR_CONFIG_DEFAULT_API_SOCKET);
 	config->status_interval_ms = HR_CONFIG_DEFAULT_STATUS_INTERVAL_MS;
 	config->command_timeout_ms = 30000;
@@ -70,6 +159,8 @@ hr_config_new(void)
 	config->backing = HR_BACKING_SCAN;
 	config->guest_policies = g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_policy_free);
 	hr_config_limits_init(config);
+	config->libvirt_uri = g_strdup(HR_CONFIG_DEFAULT_LIBVIRT_URI);
+	config->domain_policies = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	return config;
 }
 
@@ -79,11 +170,22 @@ hr_config_free(HrConfig *config)
 	if (config == NULL)
 		return;
 	g_free(config->vm_socket);
+	g_free(config->vm_socket_group);
 	g_free(config->api_socket);
 	g_free(config->state_dir);
 	g_free(config->host_root);
 	g_ptr_array_unref(config->guest_policies);
+	g_free(config->api_group);
+	g_free(config->api_read_group);
+	g_free(config->api_listen);
+	g_free(config->api_tls_cert);
+	g_free(config->api_tls_key);
+	g_free(config->api_tokens);
 	g_strfreev(config->qemu_executables);
+	g_free(config->qemu_user);
+	g_array_unref(config->qemu_uids);
+	g_free(config->libvirt_uri);
+	g_hash_table_unref(config->domain_policies);
 	g_free(config);
 }
 
@@ -116,7 +218,7 @@ hr_config_get_path(GKeyFile *kf, const gchar *key, gchar **value, GError **error
 
 	if (!hr_config_get_string(kf, GROUP, key, &str, error))
 		return FALSE;
-	if (str == NULL)
+	if (str == NULL || str[0] == '\0') /* empty: not set */
 		return TRUE;
 	if (!g_path_is_absolute(str)) {
 		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
@@ -185,10 +287,10 @@ hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
 		HrGuestPolicy *p;
 		guint64 v;
 
-		if (!g_str_has_prefix(groups[i], "guest:"))
+		if (!g_str_has_prefix(groups[i], GUEST_GROUP_PREFIX))
 			continue;
 		p = g_new0(HrGuestPolicy, 1);
-		p->pattern = g_strdup(groups[i] + strlen("guest:"));
+		p->pattern = g_strdup(groups[i] + strlen(GUEST_GROUP_PREFIX));
 		p->donor = TRUE;
 		p->floor_mb = config->guest_floor_mb;
 		g_ptr_array_add(config->guest_policies, p);
@@ -220,13 +322,47 @@ hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
 	return TRUE;
 }
 
+static gboolean
+hr_config_get_api(GKeyFile *kf, HrConfig *config, GError **error)
+{
+	g_autofree gchar *listen = NULL;
+
+	if (!hr_config_get_string(kf, GROUP, "api_group", &config->api_group, error) ||
+	    !hr_config_get_string(kf, GROUP, "api_read_group", &config->api_read_group, error) ||
+	    !hr_config_get_string(kf, GROUP, "api_listen", &listen, error) ||
+	    !hr_config_get_path(kf, "api_tls_cert", &config->api_tls_cert, error) ||
+	    !hr_config_get_path(kf, "api_tls_key", &config->api_tls_key, error) ||
+	    !hr_config_get_path(kf, "api_tokens", &config->api_tokens, error))
+		return FALSE;
+	/* empty: not set */
+	if (config->api_group != NULL && config->api_group[0] == '\0')
+		g_clear_pointer(&config->api_group, g_free);
+	if (config->api_read_group != NULL && config->api_read_group[0] == '\0')
+		g_clear_pointer(&config->api_read_group, g_free);
+	if (listen == NULL || listen[0] == '\0')
+		return TRUE;
+	if (config->api_tls_cert == NULL || config->api_tls_key == NULL ||
+	    config->api_tokens == NULL) {
+		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+			    "api_listen=%s needs api_tls_cert, api_tls_key and api_tokens: the "
+			    "API is served on the network only with TLS and bearer tokens",
+			    listen);
+		return FALSE;
+	}
+	config->api_listen = g_steal_pointer(&listen);
+	return TRUE;
+}
+
 /* ---------------------------------------------------------------------- */
 /* Peers, bounds and restart */
 
 static void
 hr_config_limits_init(HrConfig *config)
 {
-	config->qemu_uid = 0;
+	config->qemu_user = g_strdup(HR_CONFIG_DEFAULT_QEMU_USER);
+	config->qemu_uids = g_array_new(FALSE, FALSE, sizeof(guint));
+	/* root is always there, so the default never names nobody */
+	hr_config_resolve_users(config, FALSE, NULL);
 	config->qemu_executables = g_strsplit("*/qemu-system-*;*/qemu-kvm", ";", -1);
 	config->hello_timeout_ms = 5000;
 	config->max_connections = 2048;
@@ -238,32 +374,69 @@ hr_config_limits_init(HrConfig *config)
 	config->return_orphans = TRUE;
 }
 
-/* qemu_user=NAME or a numeric uid */
+/*
+ * qemu_user=USER;USER...: names or numeric uids. A name this host lacks
+ * is skipped (with a warning, but for libvirt-qemu: no libvirt here); a
+ * list that names nobody is an error.
+ */
 static gboolean
-hr_config_get_user(GKeyFile *kf, guint *uid, GError **error)
+hr_config_resolve_users(HrConfig *config, gboolean from_file, GError **error)
+{
+	g_auto(GStrv) users = NULL;
+
+	g_array_set_size(config->qemu_uids, 0);
+	users = g_strsplit(config->qemu_user, ";", -1);
+	for (guint i = 0; users[i] != NULL; i++) {
+		const gchar *user = g_strstrip(users[i]);
+		struct passwd *pw;
+		guint64 v;
+		guint uid;
+
+		if (*user == '\0')
+			continue;
+		if (g_ascii_string_to_unsigned(user, 10, 0, G_MAXUINT32 - 1, &v, NULL)) {
+			uid = v;
+		} else if ((pw = getpwnam(user)) != NULL) {
+			uid = pw->pw_uid;
+		} else {
+			/* libvirt-qemu exists only where libvirt is installed */
+			if (from_file && g_strcmp0(user, "libvirt-qemu") != 0)
+				g_warning("qemu_user: %s is no user on this host: skipped", user);
+			continue;
+		}
+		g_array_append_val(config->qemu_uids, uid);
+	}
+	if (config->qemu_uids->len == 0) {
+		g_set_error_literal(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+				    "qemu_user names no user of this host: no QEMU could connect "
+				    "(libvirt's QEMU runs as libvirt-qemu on Debian)");
+		return FALSE;
+	}
+	return TRUE;
+}
+
+static gboolean
+hr_config_get_users(GKeyFile *kf, HrConfig *config, GError **error)
 {
 	g_autofree gchar *str = NULL;
-	struct passwd *pw;
-	guint64 v;
 
 	if (!hr_config_get_string(kf, GROUP, "qemu_user", &str, error))
 		return FALSE;
 	if (str == NULL)
 		return TRUE;
-	if (g_ascii_string_to_unsigned(str, 10, 0, G_MAXUINT32 - 1, &v, NULL)) {
-		*uid = v;
-		return TRUE;
+	g_free(config->qemu_user);
+	config->qemu_user = g_steal_pointer(&str);
+	return hr_config_resolve_users(config, TRUE, error);
+}
+
+gboolean
+hr_config_qemu_uid_ok(const HrConfig *config, guint uid)
+{
+	for (guint i = 0; i < config->qemu_uids->len; i++) {
+		if (g_array_index(config->qemu_uids, guint, i) == uid)
+			return TRUE;
 	}
-	pw = getpwnam(str);
-	if (pw == NULL) {
-		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-			    "qemu_user=%s is no user on this host (libvirt's QEMU runs as "
-			    "libvirt-qemu on Debian)",
-			    str);
-		return FALSE;
-	}
-	*uid = pw->pw_uid;
-	return TRUE;
+	return FALSE;
 }
 
 static gboolean
@@ -301,7 +474,7 @@ hr_config_load_limits(GKeyFile *kf, HrConfig *config, GError **error)
 	g_autofree gchar *exes = NULL;
 	guint64 v;
 
-	if (!hr_config_get_user(kf, &config->qemu_uid, error))
+	if (!hr_config_get_users(kf, config, error))
 		return FALSE;
 	if (!hr_config_get_string(kf, GROUP, "qemu_executables", &exes, error))
 		return FALSE;
@@ -329,11 +502,62 @@ hr_config_load_limits(GKeyFile *kf, HrConfig *config, GError **error)
 	return hr_config_get_bool(kf, "return_orphans", &config->return_orphans, error);
 }
 
+gchar **
+hr_config_key_names(void)
+{
+	gchar **names = g_new0(gchar *, G_N_ELEMENTS(hr_config_keys) + 1);
+	for (guint i = 0; i < G_N_ELEMENTS(hr_config_keys); i++)
+		names[i] = g_strdup(hr_config_keys[i].key);
+	return names;
+}
+
+static gboolean
+hr_config_is_key(const gchar *key)
+{
+	for (guint i = 0; i < G_N_ELEMENTS(hr_config_keys); i++) {
+		if (g_strcmp0(hr_config_keys[i].key, key) == 0)
+			return TRUE;
+	}
+	return FALSE;
+}
+
+/* a group or a key the daemon does not know is a typo or a setting that would be ignored */
+static gboolean
+hr_config_check_keys(GKeyFile *kf, GError **error)
+{
+	g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
+
+	for (guint i = 0; groups[i] != NULL; i++) {
+		gboolean guest = g_str_has_prefix(groups[i], GUEST_GROUP_PREFIX);
+		g_auto(GStrv) keys = NULL;
+
+		if (!guest && g_strcmp0(groups[i], GROUP) != 0) {
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND,
+				    "unknown group [%s]; hugeroomd knows [" GROUP
+				    "] and [" GUEST_GROUP_PREFIX "PATTERN]",
+				    groups[i]);
+			return FALSE;
+		}
+		keys = g_key_file_get_keys(kf, groups[i], NULL, NULL);
+		for (guint k = 0; keys != NULL && keys[k] != NULL; k++) {
+			if (guest ? g_strv_contains(hr_config_guest_keys, keys[k])
+				  : hr_config_is_key(keys[k]))
+				continue;
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND,
+				    "unknown key '%s' in [%s] (hugeroomd.conf(5) lists every key)",
+				    keys[k], groups[i]);
+			return FALSE;
+		}
+	}
+	return TRUE;
+}
+
 gboolean
 hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError **error)
 {
 	g_autoptr(GKeyFile) kf = g_key_file_new();
 	g_autoptr(GError) error_local = NULL;
+	g_autofree gchar *str = NULL;
 	guint64 v;
 
 	if (!g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &error_local)) {
@@ -345,9 +569,22 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 		g_prefix_error(error, "cannot read config %s: ", path);
 		return FALSE;
 	}
-	if (!hr_config_get_path(kf, "vm_socket", &config->vm_socket, error) ||
-	    !hr_config_get_path(kf, "api_socket", &config->api_socket, error))
+	if (!hr_config_check_keys(kf, error))
 		goto fail;
+	if (!hr_config_get_path(kf, "vm_socket", &config->vm_socket, error) ||
+	    !hr_config_get_path(kf, "api_socket", &config->api_socket, error) ||
+	    !hr_config_get_string(kf, GROUP, "vm_socket_group", &str, error))
+		goto fail;
+	if (str != NULL) {
+		g_free(config->vm_socket_group);
+		config->vm_socket_group = g_steal_pointer(&str);
+	}
+	if (!hr_config_get_string(kf, GROUP, "libvirt_uri", &str, error))
+		goto fail;
+	if (str != NULL) {
+		g_free(config->libvirt_uri);
+		config->libvirt_uri = g_steal_pointer(&str);
+	}
 	v = config->status_interval_ms;
 	if (!hr_config_get_uint(kf, "status_interval_ms", 100, 86400000, TRUE, &v, error))
 		goto fail;
@@ -397,10 +634,70 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 		}
 	}
 	if (!hr_config_get_backing(kf, &config->backing, error) ||
-	    !hr_config_get_policies(kf, config, error) || !hr_config_load_limits(kf, config, error))
+	    !hr_config_get_policies(kf, config, error) || !hr_config_get_api(kf, config, error) ||
+	    !hr_config_load_limits(kf, config, error))
 		goto fail;
 	return TRUE;
 fail:
 	g_prefix_error(error, "config %s: ", path);
 	return FALSE;
+}
+
+static gboolean
+hr_config_policies_equal(GPtrArray *a, GPtrArray *b)
+{
+	if (a->len != b->len)
+		return FALSE;
+	for (guint i = 0; i < a->len; i++) {
+		const HrGuestPolicy *pa = g_ptr_array_index(a, i);
+		const HrGuestPolicy *pb = g_ptr_array_index(b, i);
+		if (g_strcmp0(pa->pattern, pb->pattern) != 0 || pa->donor != pb->donor ||
+		    pa->floor_mb != pb->floor_mb || pa->budget_blocks != pb->budget_blocks)
+			return FALSE;
+	}
+	return TRUE;
+}
+
+void
+hr_config_reload(HrConfig *live, HrConfig *fresh, GPtrArray *applied, GPtrArray *restart)
+{
+	for (guint i = 0; i < G_N_ELEMENTS(hr_config_keys); i++) {
+		const HrConfigKey *k = &hr_config_keys[i];
+		gpointer a = G_STRUCT_MEMBER_P(live, k->offset);
+		gpointer b = G_STRUCT_MEMBER_P(fresh, k->offset);
+		gboolean same;
+
+		switch (k->type) {
+		case HR_CONFIG_STR:
+			same = g_strcmp0(*(gchar **)a, *(gchar **)b) == 0;
+			break;
+		case HR_CONFIG_U32:
+			same = *(guint32 *)a == *(guint32 *)b;
+			break;
+		case HR_CONFIG_STRV:
+			same = g_strv_equal(*(const gchar *const **)a, *(const gchar *const **)b);
+			break;
+		case HR_CONFIG_U64:
+		default:
+			same = *(guint64 *)a == *(guint64 *)b;
+			break;
+		}
+		if (same)
+			continue;
+		if (!k->live) {
+			g_ptr_array_add(restart, (gpointer)k->key);
+			continue;
+		}
+		g_ptr_array_add(applied, (gpointer)k->key);
+		/* the live keys are numbers: nothing to free */
+		memcpy(a, b, k->type == HR_CONFIG_U32 ? sizeof(guint32) : sizeof(guint64));
+	}
+	if (!hr_config_policies_equal(live->guest_policies, fresh->guest_policies)) {
+		GPtrArray *old = live->guest_policies;
+		live->guest_policies = fresh->guest_policies;
+		fresh->guest_policies = old;
+		g_ptr_array_add(applied, (gpointer) "[" GUEST_GROUP_PREFIX "*]");
+	}
+	if (applied->len > 0)
+		live->generation++;
 }

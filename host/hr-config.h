@@ -3,13 +3,17 @@
 
 #include <glib.h>
 
+#include "hr-paths.h"
+
 G_BEGIN_DECLS
 
-#define HR_CONFIG_DEFAULT_PATH "/etc/hugeroom/hugeroomd.conf"
+#define HR_CONFIG_DEFAULT_PATH HR_SYSCONFDIR "/hugeroom/hugeroomd.conf"
 #define HR_CONFIG_DEFAULT_VM_SOCKET "/run/hugeroom/vm.sock"
+#define HR_CONFIG_DEFAULT_VM_SOCKET_GROUP "libvirt-qemu"
 #define HR_CONFIG_DEFAULT_API_SOCKET "/run/hugeroom/api.sock"
 #define HR_CONFIG_DEFAULT_STATUS_INTERVAL_MS 1000
 #define HR_CONFIG_DEFAULT_STATE_DIR "/var/lib/hugeroom"
+#define HR_CONFIG_DEFAULT_LIBVIRT_URI "qemu:///system"
 
 /* How the planner learns what backs a guest block on the host. */
 typedef enum {
@@ -26,8 +30,18 @@ typedef struct {
 	guint budget_blocks;   /* most blocks held from it at once; 0: half its RAM */
 } HrGuestPolicy;
 
+/*
+ * A libvirt domain's own policy (<hugeroom:policy> in its <metadata>, read
+ * by hr-virt), over its [guest:PATTERN] group's.
+ */
+typedef struct {
+	gint donor;	  /* -1: unset, else FALSE or TRUE */
+	gint64 floor_mb;  /* -1: unset */
+} HrDomainPolicy;
+
 typedef struct {
 	gchar *vm_socket;
+	gchar *vm_socket_group; /* the VM socket's group (QEMU's); "" = the daemon's */
 	gchar *api_socket;
 	guint32 status_interval_ms; /* 0, or 100-86400000 (SPEC 1.4.2) */
 	guint command_timeout_ms;   /* a command unanswered by then is lost */
@@ -45,9 +59,18 @@ typedef struct {
 	guint64 pool_margin_mb;	     /* free memory the pool leaves the node above its high watermark */
 	HrBackingMode backing;
 	GPtrArray *guest_policies; /* HrGuestPolicy, in file order; the first match wins */
+	guint generation; /* bumped by every reload that applies something */
 
+	/* API access beyond root and our own uid (host/API.md "Access") */
+	gchar *api_group;      /* Unix socket: this group's members are admins */
+	gchar *api_read_group; /* Unix socket: this group's members may read */
+	gchar *api_listen;     /* "ADDRESS:PORT" for HTTPS, or NULL */
+	gchar *api_tls_cert;   /* PEM; needed with api_listen */
+	gchar *api_tls_key;
+	gchar *api_tokens; /* bearer tokens for api_listen: "admin|read TOKEN" lines */
 	/* peers, bounds and restart (hr_config_load_limits()) */
-	guint qemu_uid;		   /* SO_PEERCRED uid of QEMU (qemu_user=NAME|UID) */
+	gchar *qemu_user;	   /* "USER;USER...": who QEMU runs as */
+	GArray *qemu_uids;	   /* guint: qemu_user's uids, SO_PEERCRED must be one */
 	gchar **qemu_executables;  /* globs a peer's /proc/PID/exe must match */
 	guint hello_timeout_ms;	   /* a connection without HELLO by then is closed */
 	guint max_connections;	   /* VM socket connections at once */
@@ -57,20 +80,46 @@ typedef struct {
 	guint max_queued_requests; /* per guest, waiting or running */
 	guint max_reservations;	   /* kept in the store; the oldest settled go first */
 	gboolean return_orphans;   /* RETURN held blocks no reservation or request owns */
+	/* libvirt */
+	gchar *libvirt_uri;	     /* where hr-virt looks guests' domains up; "" = nowhere */
+	GHashTable *domain_policies; /* guest name -> HrDomainPolicy; not from the file */
 } HrConfig;
+
+/* root and libvirt's QEMU user (Debian's libvirt-qemu), where it exists */
+#define HR_CONFIG_DEFAULT_QEMU_USER "root;libvirt-qemu"
 
 HrConfig *
 hr_config_new(void);
+/* may a VM socket peer running as @uid be QEMU (qemu_user)? */
+gboolean
+hr_config_qemu_uid_ok(const HrConfig *config, guint uid);
 void
 hr_config_free(HrConfig *config);
 /* a missing file is not an error when @must_exist is FALSE */
 gboolean
 hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError **error);
-/* the policy of guest @name: its [guest:PATTERN] group, or the defaults */
+/*
+ * The policy of guest @name: its [guest:PATTERN] group, or the defaults,
+ * with its libvirt domain's donor and floor over them.
+ */
 void
 hr_config_guest_policy(const HrConfig *config, const gchar *name, HrGuestPolicy *policy);
 const gchar *
 hr_backing_mode_to_string(HrBackingMode mode);
+/* guest @name's libvirt domain policy (NULL: it has none) */
+void
+hr_config_set_domain_policy(HrConfig *config, const gchar *name, const HrDomainPolicy *policy);
+/* the keys of [hugeroomd], in the order hugeroomd.conf lists them */
+gchar **
+hr_config_key_names(void);
+/*
+ * SIGHUP: take from @fresh (just loaded) what can change while the daemon
+ * runs into @live, adding each changed key's name (static strings) to
+ * @applied; the keys that changed but take a restart (sockets, state_dir,
+ * host_root, reservation_tick_ms) go to @restart, and @live keeps them.
+ */
+void
+hr_config_reload(HrConfig *live, HrConfig *fresh, GPtrArray *applied, GPtrArray *restart);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrConfig, hr_config_free)
 

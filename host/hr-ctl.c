@@ -739,3 +739,130 @@ hr_ctl_render_host(JsonNode *root, GString *out, GError **error)
 				       hr_ctl_int(thp, "hpage_pmd_size") / 1024);
 	return TRUE;
 }
+
+/* ---------------------------------------------------------------------- */
+/* status and plan */
+
+/* the nodes of GET /v1/host, counted in 2 MiB blocks */
+static gboolean
+hr_ctl_render_node_blocks(JsonObject *host, GString *out, GError **error)
+{
+	JsonArray *nodes;
+
+	if (host == NULL || !json_object_has_member(host, "nodes"))
+		return hr_ctl_bad_json(error, "host nodes");
+	nodes = json_object_get_array_member(host, "nodes");
+	g_string_append_printf(out, "%-4s %10s %12s %12s %12s %6s\n", "NODE", "FREE", "FREE-2M",
+			       "AVAILABLE", "PROMISED", "FRAG");
+	for (guint i = 0; i < json_array_get_length(nodes); i++) {
+		JsonObject *n = json_array_get_object_element(nodes, i);
+		g_autofree gchar *free = hr_ctl_format_pages(hr_ctl_int(n, "free_pages"));
+		g_string_append_printf(out, "%-4" G_GINT64_FORMAT " %10s %12" G_GINT64_FORMAT
+				       " %12" G_GINT64_FORMAT " %12" G_GINT64_FORMAT " %6.3f\n",
+				       hr_ctl_int(n, "node"), free, hr_ctl_int(n, "free_blocks"),
+				       hr_ctl_int(n, "available_blocks"),
+				       hr_ctl_int(n, "promised_blocks"),
+				       hr_ctl_int(n, "unusable_index") / 1000.0);
+	}
+	g_string_append(out, "(FREE-2M, AVAILABLE, PROMISED in 2 MiB blocks; AVAILABLE: above the "
+			     "high watermark)\n");
+	return TRUE;
+}
+
+static gboolean
+hr_ctl_has_array(JsonObject *obj, const gchar *key)
+{
+	JsonNode *node = json_object_get_member(obj, key);
+	return node != NULL && JSON_NODE_HOLDS_ARRAY(node);
+}
+
+/* {"@key": the member @key of @obj}, the shape the list renderers take */
+static JsonNode *
+hr_ctl_wrap_member(JsonObject *obj, const gchar *key)
+{
+	JsonObject *wrapper = json_object_new();
+	JsonNode *node = json_node_new(JSON_NODE_OBJECT);
+
+	json_object_set_member(wrapper, key, json_node_copy(json_object_get_member(obj, key)));
+	json_node_take_object(node, wrapper);
+	return node;
+}
+
+gboolean
+hr_ctl_render_status(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	g_autoptr(JsonNode) reservations = NULL;
+	g_autoptr(JsonNode) guests = NULL;
+
+	if (obj == NULL || !hr_ctl_has_array(obj, "reservations") ||
+	    !hr_ctl_has_array(obj, "guests"))
+		return hr_ctl_bad_json(error, "status");
+	g_string_append(out, "Host:\n");
+	if (!hr_ctl_render_node_blocks(hr_ctl_object_member(obj, "host"), out, error))
+		return FALSE;
+	g_string_append(out, "\nReservations:\n");
+	reservations = hr_ctl_wrap_member(obj, "reservations");
+	if (!hr_ctl_render_reservations(reservations, out, error))
+		return FALSE;
+	g_string_append(out, "\nGuests:\n");
+	guests = hr_ctl_wrap_member(obj, "guests");
+	return hr_ctl_render_guests(guests, out, error);
+}
+
+gboolean
+hr_ctl_render_plan(JsonNode *root, GString *out, GError **error)
+{
+	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	JsonObject *plan = obj != NULL ? hr_ctl_object_member(obj, "plan") : NULL;
+	JsonArray *steps;
+	g_autofree gchar *need = NULL;
+	g_autofree gchar *input = NULL;
+	g_autofree gchar *decision = NULL;
+	g_autofree gchar *where = NULL;
+	gint64 node;
+
+	if (plan == NULL || !json_object_has_member(plan, "steps"))
+		return hr_ctl_bad_json(error, "plan steps");
+	node = hr_ctl_int(plan, "node");
+	need = hr_ctl_format_blocks(hr_ctl_int(plan, "need_blocks"));
+	input = hr_ctl_format_us(hr_ctl_int(obj, "input_us"));
+	decision = hr_ctl_format_us(hr_ctl_int(obj, "decision_us"));
+	where = node < 0 ? g_strdup("no node (none has room)")
+			 : g_strdup_printf("node %" G_GINT64_FORMAT, node);
+	g_string_append_printf(out, "Plan:         %s (%" G_GINT64_FORMAT " blocks of 2 MiB) on %s: %s\n",
+			       need, hr_ctl_int(plan, "need_blocks"), where,
+			       json_object_get_boolean_member_with_default(plan, "complete", FALSE)
+				   ? "complete"
+				   : "cannot make all of it free now");
+	g_string_append_printf(out, "Expected:     %.1f blocks, %" G_GINT64_FORMAT
+			       " pages to migrate, about %" G_GINT64_FORMAT " ms\n",
+			       hr_ctl_int(plan, "gain_milli") / 1000.0, hr_ctl_int(plan, "cost_pages"),
+			       hr_ctl_int(plan, "est_ms"));
+	if (hr_ctl_str(plan, "summary", "")[0] != '\0')
+		g_string_append_printf(out, "Summary:      %s\n", hr_ctl_str(plan, "summary", ""));
+	g_string_append_printf(out, "Guests:       %" G_GINT64_FORMAT " considered, %" G_GINT64_FORMAT
+			       " deferred (input %s, decision %s)\n",
+			       hr_ctl_int(plan, "guests_considered"),
+			       hr_ctl_int(plan, "guests_deferred"), input, decision);
+	steps = json_object_get_array_member(plan, "steps");
+	g_string_append_printf(out, "\n%4s %-8s %4s %-20s %7s %6s %6s %9s %10s %8s\n", "STEP",
+			       "KIND", "NODE", "DONOR", "BLOCKS", "THP", "SMALL", "EXPECTED",
+			       "MIGRATE", "TIME");
+	for (guint i = 0; i < json_array_get_length(steps); i++) {
+		JsonObject *s = json_array_get_object_element(steps, i);
+		gboolean donate = g_strcmp0(hr_ctl_str(s, "kind", ""), "donate") == 0;
+		g_autofree gchar *thp = donate ? hr_ctl_member_str(s, "thp") : g_strdup("-");
+		g_autofree gchar *small = donate ? hr_ctl_member_str(s, "small") : g_strdup("-");
+		g_autofree gchar *time = hr_ctl_format_us(hr_ctl_int(s, "est_ms") * 1000);
+		g_string_append_printf(out, "%4u %-8s %4" G_GINT64_FORMAT " %-20s %7" G_GINT64_FORMAT
+				       " %6s %6s %9.1f %10" G_GINT64_FORMAT " %8s\n",
+				       i + 1, hr_ctl_str(s, "kind", "?"), hr_ctl_int(s, "node"),
+				       donate ? hr_ctl_str(s, "guest", "(gone)") : "-",
+				       hr_ctl_int(s, "blocks"), thp, small,
+				       hr_ctl_int(s, "gain_milli") / 1000.0,
+				       hr_ctl_int(s, "cost_pages"), time);
+	}
+	g_string_append(out, "Nothing was done: 'hugeroomctl prepare' asks for it.\n");
+	return TRUE;
+}

@@ -40,4 +40,14 @@ hr_ctl_reservation_progress_line(JsonNode *root, guint width, gboolean bar);
 gboolean
 hr_ctl_render_host(JsonNode *root, GString *out, GError **error);
 
+/*
+ * hugeroomctl status: {"host": GET /v1/host, "reservations": GET
+ * /v1/reservations, "guests": GET /v1/guests} in one view
+ */
+gboolean
+hr_ctl_render_status(JsonNode *root, GString *out, GError **error);
+/* POST /v1/plan: what the planner would ask of which donors */
+gboolean
+hr_ctl_render_plan(JsonNode *root, GString *out, GError **error);
+
 G_END_DECLS

@@ -1,65 +1,40 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #pragma once
 
+/*
+ * The daemon assembled: the core (hr-core), the device transport on the
+ * VM socket (hr-device connections feed the core), the reservation
+ * executor (hr-prepare) and the API (hr-api), which listen to the core.
+ * Nothing calls back into this file; hugeroomd.c and the tests build the
+ * daemon with it.
+ */
+
 #include <gio/gio.h>
 
 #include "hr-config.h"
-#include "hr-guest.h"
+#include "hr-core.h"
+#include "hr-prepare.h"
 
 G_BEGIN_DECLS
 
 typedef struct _HrDaemon HrDaemon;
-typedef struct _HrPrepare HrPrepare;
 
 HrDaemon *
 hr_daemon_new(HrConfig *config);
 void
 hr_daemon_free(HrDaemon *daemon);
-/* listen on the VM and API sockets */
+/* listen on the VM and API sockets, resume saved reservations */
 gboolean
 hr_daemon_start(HrDaemon *daemon, GError **error);
 /* close every connection and remove the sockets */
 void
 hr_daemon_stop(HrDaemon *daemon);
 
-const HrConfig *
-hr_daemon_get_config(HrDaemon *daemon);
-/* every guest seen, in order of first connection */
-GPtrArray *
-hr_daemon_get_guests(HrDaemon *daemon);
-/* by UUID or name; a connected guest wins over a disconnected one */
-HrGuest *
-hr_daemon_find_guest(HrDaemon *daemon, const gchar *name_or_uuid);
-/* connections dropped before a HELLO identified them */
-guint64
-hr_daemon_get_rejected_unidentified(HrDaemon *daemon);
-const gchar *
-hr_daemon_get_last_unidentified_reason(HrDaemon *daemon);
-/* send CMD_REPORT; returns its request id, or 0 with @error set */
-guint64
-hr_daemon_request_report(HrDaemon *daemon, HrGuest *guest, GError **error);
-
-/*
- * Queue an EVACUATE, CAPTURE or RETURN for @guest. Returns the request,
- * owned by the guest (take a reference to keep it beyond its history), or
- * NULL with @error: G_IO_ERROR_INVALID_ARGUMENT for bad parameters (the
- * message names the field), G_IO_ERROR_NOT_CONNECTED or
- * G_IO_ERROR_NOT_SUPPORTED when the guest cannot run it now.
- */
-HrRequest *
-hr_daemon_submit(HrDaemon *daemon, HrGuest *guest, const HrRequestParams *params, GError **error);
-
+HrCore *
+hr_daemon_get_core(HrDaemon *daemon);
 /* the reservation executor; NULL before start and after stop */
 HrPrepare *
 hr_daemon_get_prepare(HrDaemon *daemon);
-
-/* for hr-device.c */
-/* takes @peer */
-HrGuest *
-hr_daemon_attach_device(HrDaemon *daemon, HrDevice *device, const HrChanHello *hello,
-			HrPeer *peer);
-void
-hr_daemon_device_closed(HrDaemon *daemon, HrDevice *device, HrGuest *guest, const gchar *reason);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrDaemon, hr_daemon_free)
 

@@ -14,7 +14,7 @@
 
 #include "hr-device.h"
 
-#include "hr-daemon.h"
+#include "hr-core.h"
 #include "hr-peer.h"
 
 #define HR_DEVICE_READ_SIZE 65536
@@ -28,7 +28,7 @@ typedef enum {
 
 struct _HrDevice {
 	gint refcount;
-	HrDaemon *daemon; /* owns us while we are open */
+	HrCore *core; /* owns us while we are open */
 	GSocketConnection *connection;
 	GCancellable *cancellable;
 	HrFrameReader *reader;
@@ -55,14 +55,14 @@ static void
 hr_device_write_next(HrDevice *device);
 
 HrDevice *
-hr_device_new(HrDaemon *daemon, GSocketConnection *connection, guint32 status_interval_ms)
+hr_device_new(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms)
 {
 	HrDevice *device = g_new0(HrDevice, 1);
 	GSocket *socket = g_socket_connection_get_socket(connection);
 	g_autoptr(GError) error = NULL;
 
 	device->refcount = 1;
-	device->daemon = daemon;
+	device->core = core;
 	device->connection = g_object_ref(connection);
 	device->cancellable = g_cancellable_new();
 	device->reader = hr_frame_reader_new();
@@ -70,7 +70,7 @@ hr_device_new(HrDaemon *daemon, GSocketConnection *connection, guint32 status_in
 	device->peer = hr_peer_new_from_socket(socket, &error);
 	device->pid = device->peer != NULL ? device->peer->pid : -1;
 	if (device->peer != NULL &&
-	    !hr_peer_check(device->peer, hr_daemon_get_config(daemon), &error))
+	    !hr_peer_check(device->peer, hr_core_get_config(core), &error))
 		g_clear_pointer(&device->peer, hr_peer_free);
 	if (device->peer == NULL)
 		device->peer_error = g_strdup(error->message);
@@ -131,7 +131,7 @@ hr_device_close(HrDevice *device, const gchar *reason)
 	else
 		g_info("%s (pid %d) disconnected", hr_device_peer(device), device->pid);
 	device->guest = NULL;
-	hr_daemon_device_closed(device->daemon, device, guest, reason);
+	hr_core_device_closed(device->core, device, guest, reason);
 }
 
 void
@@ -220,6 +220,7 @@ hr_device_handle_status(HrDevice *device, HrStatus *status, GError **error)
 	hr_status_free(guest->status);
 	guest->status = hr_status_copy(status);
 	guest->status_at = g_get_monotonic_time();
+	hr_core_emit(device->core, HR_EVENT_STATUS_CHANGED, guest, NULL);
 	return TRUE;
 }
 
@@ -244,7 +245,7 @@ hr_device_handle_blocks(HrDevice *device, HrBlocks *blocks, GError **error)
 			return TRUE;
 		}
 	}
-	hr_guest_handle_blocks(guest, blocks);
+	hr_guest_handle_blocks(guest, blocks); /* emits HELD_CHANGED */
 	return TRUE;
 }
 
@@ -320,7 +321,7 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 	g_autoptr(GBytes) reply = NULL;
 	guint64 ram_sum = 0;
 
-	guint64 max_ram = hr_daemon_get_config(device->daemon)->max_guest_ram_mb << 20;
+	guint64 max_ram = hr_core_get_config(device->core)->max_guest_ram_mb << 20;
 
 	if (hello == NULL)
 		return FALSE;
@@ -338,8 +339,8 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 		g_info("%s: RAM ranges sum to %" G_GUINT64_FORMAT " bytes, ram_size is %" G_GUINT64_FORMAT,
 		       hello->name, ram_sum, hello->ram_size);
 	g_clear_handle_id(&device->hello_timeout_id, g_source_remove);
-	device->guest = hr_daemon_attach_device(device->daemon, device, hello,
-						 g_steal_pointer(&device->peer));
+	device->guest = hr_core_attach_device(device->core, device, hello,
+					       g_steal_pointer(&device->peer));
 	reply = hr_chan_welcome_encode(&welcome);
 	hr_device_send(device, HR_CHAN_WELCOME, reply);
 	device->state = HR_DEVICE_RESYNC;
@@ -350,7 +351,7 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 static gboolean
 hr_device_check_rate(HrDevice *device, GError **error)
 {
-	guint max = hr_daemon_get_config(device->daemon)->max_frames_per_s;
+	guint max = hr_core_get_config(device->core)->max_frames_per_s;
 	gint64 now = g_get_monotonic_time();
 
 	if (now - device->window_start >= G_USEC_PER_SEC) {
@@ -457,7 +458,7 @@ hr_device_hello_timeout_cb(gpointer user_data)
 	HrDevice *device = user_data;
 	g_autofree gchar *reason = g_strdup_printf(
 	    "no HELLO within %u ms (hello_timeout_ms)",
-	    hr_daemon_get_config(device->daemon)->hello_timeout_ms);
+	    hr_core_get_config(device->core)->hello_timeout_ms);
 
 	device->hello_timeout_id = 0;
 	hr_device_close(device, reason);
@@ -473,7 +474,7 @@ hr_device_start(HrDevice *device)
 		return;
 	}
 	g_info("device connected (pid %d, %s)", device->pid, device->peer->exe);
-	device->hello_timeout_id = g_timeout_add(hr_daemon_get_config(device->daemon)->hello_timeout_ms,
+	device->hello_timeout_id = g_timeout_add(hr_core_get_config(device->core)->hello_timeout_ms,
 						 hr_device_hello_timeout_cb, device);
 	hr_device_read_next(device);
 }

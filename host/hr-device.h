@@ -7,7 +7,7 @@
 
 G_BEGIN_DECLS
 
-typedef struct _HrDaemon HrDaemon;
+typedef struct _HrCore HrCore;
 
 /*
  * One connected QEMU device: reads its frames asynchronously, validates
@@ -15,7 +15,7 @@ typedef struct _HrDaemon HrDaemon;
  * the first frame that breaks a rule (SPEC.md 2.8).
  */
 HrDevice *
-hr_device_new(HrDaemon *daemon, GSocketConnection *connection, guint32 status_interval_ms);
+hr_device_new(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms);
 HrDevice *
 hr_device_ref(HrDevice *device);
 void

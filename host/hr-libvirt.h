@@ -54,9 +54,9 @@ typedef enum {
 
 /*
  * <hugeroom:policy> in the domain's <metadata>. Unset members take the
- * hook's configuration. donor, floor and pcp are read and validated, but
- * hugeroomd has no API to take them from a client yet: the hook reports
- * them, and the daemon's [guest:NAME] groups set them.
+ * hook's configuration. The hook applies prepare, strict, deadline and
+ * on-failure; hugeroomd (hr-virt.c) applies donor and floor when it looks
+ * up the domain of a guest that connects; pcp is read and validated only.
  */
 typedef struct {
 	HrLibvirtPrepare prepare;

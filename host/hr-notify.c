@@ -7,6 +7,7 @@
 #include <gio/gio.h>
 #include <gio/gunixsocketaddress.h>
 #include <string.h>
+#include <unistd.h>
 
 gboolean
 hr_notify(const gchar *state, GError **error)
@@ -38,4 +39,47 @@ hr_notify(const gchar *state, GError **error)
 		return FALSE;
 	}
 	return TRUE;
+}
+
+guint64
+hr_notify_watchdog_usec(void)
+{
+	const gchar *usec_str = g_getenv("WATCHDOG_USEC");
+	const gchar *pid_str = g_getenv("WATCHDOG_PID");
+	guint64 usec = 0, pid = 0;
+
+	if (usec_str == NULL || !g_ascii_string_to_unsigned(usec_str, 10, 1, G_MAXUINT64, &usec,
+							    NULL))
+		return 0;
+	/* sd_watchdog_enabled(3): without WATCHDOG_PID the watchdog is ours */
+	if (pid_str != NULL && (!g_ascii_string_to_unsigned(pid_str, 10, 1, G_MAXINT, &pid, NULL) ||
+				(pid_t)pid != getpid()))
+		return 0;
+	return usec;
+}
+
+static gboolean
+hr_notify_watchdog_cb(gpointer user_data)
+{
+	g_autoptr(GError) error = NULL;
+	(void)user_data;
+	/* from the main loop: a loop that hangs stops the pings, and systemd restarts us */
+	if (!hr_notify("WATCHDOG=1", &error))
+		g_warning("watchdog: %s", error->message);
+	return G_SOURCE_CONTINUE;
+}
+
+guint
+hr_notify_watchdog_start(void)
+{
+	guint64 usec = hr_notify_watchdog_usec();
+	guint interval_ms;
+
+	if (usec == 0)
+		return 0;
+	/* twice per period, as sd_watchdog_enabled(3) advises */
+	interval_ms = (guint)MIN(MAX(usec / 2000, 1), G_MAXUINT);
+	g_info("watchdog: pinging systemd every %u ms", interval_ms);
+	hr_notify_watchdog_cb(NULL);
+	return g_timeout_add(interval_ms, hr_notify_watchdog_cb, NULL);
 }

@@ -103,11 +103,11 @@ hr_peer_free(HrPeer *peer)
 gboolean
 hr_peer_check(const HrPeer *peer, const HrConfig *config, GError **error)
 {
-	if (peer->uid != config->qemu_uid) {
+	if (!hr_config_qemu_uid_ok(config, peer->uid)) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
-			    "peer pid %d runs as uid %u, not as QEMU's uid %u (qemu_user in "
+			    "peer pid %d runs as uid %u, not as QEMU's user (qemu_user=%s in "
 			    "hugeroomd.conf)",
-			    peer->pid, peer->uid, config->qemu_uid);
+			    peer->pid, peer->uid, config->qemu_user);
 		return FALSE;
 	}
 	for (guint i = 0; config->qemu_executables != NULL && config->qemu_executables[i] != NULL;

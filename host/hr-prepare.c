@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "hr-compact.h"
-#include "hr-daemon.h"
 #include "hr-json.h"
 #include "hr-peer.h"
 #include "hr-thpmap.h"
@@ -91,7 +90,8 @@ typedef struct {
 } Op;
 
 struct _HrPrepare {
-	HrDaemon *daemon;
+	HrCore *core;
+	guint submitting; /* inside submit(): our requests' events */
 	const HrConfig *config;
 	HrReservationStore *store;
 	HrPlannerParams params;
@@ -197,21 +197,74 @@ kick(HrPrepare *p)
 }
 
 static void
+reservation_changed_cb(HrReservation *r, gpointer user_data)
+{
+	HrPrepare *p = user_data;
+	hr_core_emit(p->core, HR_EVENT_RESERVATION_CHANGED, NULL, r);
+}
+
+static gboolean
+executor_request(HrPrepare *p, guint64 request_id);
+
+/*
+ * An operator's evacuation or capture (the API's, not ours) owns what it
+ * holds. It goes into the ledger as soon as it is sent, before the guest
+ * holds anything, so that a daemon killed meanwhile finds it on restart
+ * and the blocks the guest resyncs then stay the operator's.
+ */
+static void
+note_api_request(HrPrepare *p, HrGuest *guest, HrRequest *request)
+{
+	if (guest == NULL || p->submitting > 0 || request->kind == HR_REQUEST_RETURN ||
+	    (request->state != HR_REQUEST_SENT && request->state != HR_REQUEST_RUNNING) ||
+	    executor_request(p, request->id))
+		return;
+	hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
+}
+
+/* our own requests: the events they raise while submitted are not the API's */
+static HrRequest *
+submit(HrPrepare *p, HrGuest *guest, const HrRequestParams *params, GError **error)
+{
+	HrRequest *request;
+
+	p->submitting++;
+	request = hr_core_submit(p->core, guest, params, error);
+	p->submitting--;
+	return request;
+}
+
+/* the core tells us of held sets that change and of guests it forgets */
+static void
+core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
+{
+	HrPrepare *p = user_data;
+	(void)core;
+	if (event->kind == HR_EVENT_HELD_CHANGED)
+		hr_prepare_held_changed(p, event->guest);
+	else if (event->kind == HR_EVENT_REQUEST_CHANGED)
+		note_api_request(p, event->guest, event->request);
+	else if (event->kind == HR_EVENT_GUEST_REMOVED)
+		hr_prepare_forget_guest(p, event->guest);
+}
+
+static void
 find_interrupted(HrPrepare *p);
 static void
 reconcile_guests(HrPrepare *p);
 
 HrPrepare *
-hr_prepare_new(HrDaemon *daemon)
+hr_prepare_new(HrCore *core)
 {
 	HrPrepare *p = g_new0(HrPrepare, 1);
 	g_autoptr(GError) error = NULL;
 	g_autofree gchar *path = NULL;
 
-	p->daemon = daemon;
-	p->config = hr_daemon_get_config(daemon);
+	p->core = core;
+	p->config = hr_core_get_config(core);
 	path = g_build_filename(p->config->state_dir, "reservations.json", NULL);
 	p->store = hr_reservation_store_new(path);
+	hr_reservation_store_set_changed_func(p->store, reservation_changed_cb, p);
 	hr_reservation_store_set_max(p->store, p->config->max_reservations);
 	if (!hr_reservation_store_load(p->store, &error))
 		g_warning("%s", error->message);
@@ -227,14 +280,21 @@ hr_prepare_new(HrDaemon *daemon)
 	p->reconcile_all = TRUE;
 	p->cancellable = g_cancellable_new();
 	p->tick_id = g_timeout_add(p->config->reservation_tick_ms, tick_cb, p);
+	hr_core_listen(core, core_event_cb, p);
 	return p;
 }
+
+static void
+donate_notify(HrRequest *request, gpointer user_data);
+static void
+return_notify(HrRequest *request, gpointer user_data);
 
 void
 hr_prepare_free(HrPrepare *p)
 {
 	if (p == NULL)
 		return;
+	hr_core_unlisten(p->core, core_event_cb, p);
 	g_clear_handle_id(&p->tick_id, g_source_remove);
 	g_clear_handle_id(&p->kick_id, g_source_remove);
 	g_cancellable_cancel(p->cancellable);
@@ -242,7 +302,8 @@ hr_prepare_free(HrPrepare *p)
 		Op *op = g_ptr_array_index(p->ops, i);
 		if (op->request != NULL) {
 			/* the guest outlives us: stop it telling us */
-			hr_request_set_notify(op->request, NULL, NULL);
+			hr_request_remove_listener(op->request, donate_notify, op);
+			hr_request_remove_listener(op->request, return_notify, op);
 			op_free(op);
 		} else {
 			/* a compaction thread: its callback frees the op */
@@ -473,7 +534,7 @@ static Input *
 build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, gboolean guests_too)
 {
 	Input *in = g_new0(Input, 1);
-	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	GPtrArray *guests = hr_core_get_guests(p->core);
 	guint first_node = 0;
 	GString *why;
 
@@ -719,23 +780,13 @@ hr_prepare_plan_json(HrPrepare *p, const HrPlanRequest *request, GError **error)
 static HrGuest *
 find_guest(HrPrepare *p, guint64 id)
 {
-	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	GPtrArray *guests = hr_core_get_guests(p->core);
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		if (guest->id == id)
 			return guest;
 	}
 	return NULL;
-}
-
-/* do two guest keys name the same VM ("IDENTITY@pid:...", whatever the process)? */
-static gboolean
-same_vm(const gchar *a, const gchar *b)
-{
-	const gchar *at_a = a != NULL ? strchr(a, '@') : NULL;
-	const gchar *at_b = b != NULL ? strchr(b, '@') : NULL;
-	return at_a != NULL && at_b != NULL && at_a - a == at_b - b &&
-	       strncmp(a, b, at_a - a) == 0;
 }
 
 static void
@@ -751,7 +802,7 @@ guest_index_end(HrPrepare *p);
 static HrGuest *
 find_hold_guest(HrPrepare *p, HrReservationHold *h)
 {
-	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	GPtrArray *guests = hr_core_get_guests(p->core);
 
 	if (p->guest_index != NULL && h->guest_key != NULL)
 		return g_hash_table_lookup(p->guest_index, h->guest_key);
@@ -794,7 +845,7 @@ return_notify(HrRequest *request, gpointer user_data)
 
 	if (p == NULL || !hr_request_state_is_final(request->state))
 		return;
-	hr_request_set_notify(request, NULL, NULL);
+	hr_request_remove_listener(request, return_notify, op);
 	if (op->submitting) {
 		op->ended_early = TRUE;
 		return;
@@ -887,7 +938,7 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			op->returning = g_array_new(FALSE, FALSE, sizeof(guint64));
 			g_array_append_vals(op->returning, params.gpas, params.nr_gpas);
 			op->submitting = TRUE;
-			request = hr_daemon_submit(p->daemon, guest, &params, &error);
+			request = submit(p, guest, &params, &error);
 			op->submitting = FALSE;
 			if (request == NULL) {
 				/* they stay holds: the next tick tries again */
@@ -1327,7 +1378,7 @@ donate_notify(HrRequest *request, gpointer user_data)
 	if (op->prepare == NULL || !hr_request_state_is_final(request->state))
 		return;
 	/* taken over by whoever sees the end first; never twice */
-	hr_request_set_notify(request, NULL, NULL);
+	hr_request_remove_listener(request, donate_notify, op);
 	if (op->submitting) {
 		op->ended_early = TRUE;
 		return;
@@ -1413,7 +1464,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	params.notify = donate_notify;
 	params.notify_data = op;
 	op->submitting = TRUE;
-	request = hr_daemon_submit(p->daemon, guest, &params, &error);
+	request = submit(p, guest, &params, &error);
 	op->submitting = FALSE;
 	if (request == NULL) {
 		set_step_state(s, "failed", error->message);
@@ -1541,8 +1592,7 @@ reservation_owned(HrPrepare *p, HrGuest *guest)
 		HrReservation *r = g_ptr_array_index(list, i);
 		for (guint j = 0; j < r->holds->len; j++) {
 			HrReservationHold *h = g_ptr_array_index(r->holds, j);
-			/* its VM's other QEMU's too: a local migration's destination holds them */
-			if (find_hold_guest(p, h) == guest || same_vm(h->guest_key, guest->key))
+			if (find_hold_guest(p, h) == guest)
 				g_hash_table_add(owned, &h->gpa);
 		}
 	}
@@ -1598,7 +1648,7 @@ return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 		params.kind = HR_REQUEST_RETURN;
 		params.gpas = &g_array_index(orphans, guint64, off);
 		params.nr_gpas = MIN(orphans->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
-		if (hr_daemon_submit(p->daemon, guest, &params, &error) == NULL) {
+		if (submit(p, guest, &params, &error) == NULL) {
 			g_warning("%s: cannot return %u blocks nobody owns: %s", guest->name,
 				  params.nr_gpas, error->message);
 			return;
@@ -1620,7 +1670,7 @@ typedef gboolean (*HoldPred)(HrPrepare *p, HrReservationHold *h, gpointer data);
 static void
 guest_index_begin(HrPrepare *p)
 {
-	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	GPtrArray *guests = hr_core_get_guests(p->core);
 
 	p->guest_index = g_hash_table_new(g_str_hash, g_str_equal);
 	for (guint i = 0; i < guests->len; i++) {
@@ -1671,44 +1721,65 @@ hold_stale(HrPrepare *p, HrReservationHold *h, gpointer data)
 	return !g_hash_table_contains(guest->held, &h->gpa) && find_hold_guest(p, h) == guest;
 }
 
-/*
- * The connected guest, other than the process @h names, of the same VM
- * that holds @h's block: the destination of a local migration, which
- * took the held set over with the VM's memory.
- */
-static HrGuest *
-migrated_to(HrPrepare *p, HrReservationHold *h)
-{
-	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		if (hr_guest_is_connected(guest) && g_strcmp0(guest->key, h->guest_key) != 0 &&
-		    same_vm(guest->key, h->guest_key) && g_hash_table_contains(guest->held, &h->gpa))
-			return guest;
-	}
-	return NULL;
-}
-
-/*
- * A hold of a live reservation whose QEMU is gone: its memory went with
- * it, unless the VM migrated to another QEMU here, which holds it now.
- */
+/* a hold of a live reservation whose QEMU is gone: its memory went with it */
 static gboolean
 hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
 {
 	HrGuest *guest = find_hold_guest(p, h);
-	HrGuest *dest;
 	(void)data;
 	/* only a disconnected guest can have lost its process */
-	if ((guest != NULL && hr_guest_is_connected(guest)) || !hold_process_gone(guest, h))
-		return FALSE;
-	dest = migrated_to(p, h);
-	if (dest == NULL)
-		return TRUE;
-	g_info("%s: holds block 0x%" G_GINT64_MODIFIER "x of its VM's previous QEMU", dest->name,
-	       h->gpa);
-	g_free(h->guest_key);
-	h->guest_key = g_strdup(dest->key);
+	return (guest == NULL || !hr_guest_is_connected(guest)) && hold_process_gone(guest, h);
+}
+
+/*
+ * Is @other the same VM as @guest in another QEMU process: the source of a
+ * live migration to @guest (same non-zero UUID and name)? Only migration
+ * brings held blocks into a new process (SPEC 2.9), so a block @guest's
+ * resync lists that @other owned moves to @guest with its owner.
+ */
+static gboolean
+migration_twin(HrGuest *guest, HrGuest *other)
+{
+	static const guint8 zero[16];
+	return other != guest && memcmp(guest->uuid_bytes, zero, 16) != 0 &&
+	       memcmp(guest->uuid_bytes, other->uuid_bytes, 16) == 0 &&
+	       g_strcmp0(guest->name, other->name) == 0;
+}
+
+/* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */
+static gboolean
+adopt_from_twin(HrPrepare *p, HrGuest *guest, guint64 gpa)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *other = g_ptr_array_index(guests, i);
+		if (!migration_twin(guest, other))
+			continue;
+		if (hr_reservation_store_ledger_has(p->store, other->key, gpa, 0)) {
+			hr_reservation_store_ledger_add(p->store, guest->key, gpa, 0);
+			g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration from pid "
+			       "%d, still the operator's",
+			       guest->name, gpa, other->pid);
+			return TRUE;
+		}
+		for (guint j = 0; j < list->len; j++) {
+			HrReservation *r = g_ptr_array_index(list, j);
+			for (guint k = 0; k < r->holds->len; k++) {
+				HrReservationHold *h = g_ptr_array_index(r->holds, k);
+				if (h->gpa != gpa || g_strcmp0(h->guest_key, other->key) != 0)
+					continue;
+				g_free(h->guest_key);
+				h->guest_key = g_strdup(guest->key);
+				hr_reservation_touch(p->store, r);
+				g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration "
+				       "from pid %d, still reservation %s's",
+				       guest->name, gpa, other->pid, r->id);
+				return TRUE;
+			}
+		}
+	}
 	return FALSE;
 }
 
@@ -1749,6 +1820,17 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 			interrupted_claim(p, it, guest, b->gpa);
 			continue;
 		}
+		if (adopt_from_twin(p, guest, b->gpa))
+			continue;
+		/*
+		 * resynced after a restart while an operator's request of the
+		 * previous daemon ran (its HOLDs went unseen): the operator's
+		 */
+		if (b->request_id == 0 &&
+		    hr_reservation_store_ledger_has_requests(p->store, guest->key)) {
+			hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
+			continue;
+		}
 		g_array_append_val(orphans, b->gpa);
 	}
 	hr_reservation_store_ledger_sync(p->store, guest->key, guest->held, ledger_request_live,
@@ -1764,7 +1846,7 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 static void
 reconcile_guests(HrPrepare *p)
 {
-	GPtrArray *guests = hr_daemon_get_guests(p->daemon);
+	GPtrArray *guests = hr_core_get_guests(p->core);
 
 	if (!p->reconcile_all)
 		return;
@@ -1832,6 +1914,16 @@ choose_node(HrPrepare *p, const HrHostState *host, HrReservation *r)
 		}
 	}
 	return best;
+}
+
+/* the planner's decision, timed for the metrics */
+static HrPlan *
+plan_timed(HrPrepare *p, HrReservation *r, const HrPlanRequest *req, const HrPlanInput *input)
+{
+	gint64 start = g_get_monotonic_time();
+	HrPlan *plan = hr_planner_plan(req, input, &p->params);
+	hr_core_emit_plan(p->core, r, g_get_monotonic_time() - start);
+	return plan;
 }
 
 static gboolean
@@ -1907,7 +1999,7 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 	req.node = r->planned_node;
 	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
 	req.strict = FALSE; /* every block a donor gives counts */
-	plan = hr_planner_plan(&req, &in->input, &p->params);
+	plan = plan_timed(p, r, &req, &in->input);
 	start_plan_steps(p, r, run, in, plan, remaining_ms);
 	if (run->in_flight > 0 || run->pool_busy || in->maps_pending > 0 || retry)
 		return;
@@ -2010,7 +2102,7 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	req.node = r->planned_node;
 	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
 	req.strict = r->strict;
-	plan = hr_planner_plan(&req, &in->input, &p->params);
+	plan = plan_timed(p, r, &req, &in->input);
 	start_plan_steps(p, r, run, in, plan, remaining_ms);
 	if (run->in_flight == 0 && run->compact_after && !run->compacted) {
 		run->compact_after = FALSE;

@@ -27,6 +27,7 @@
 #include <json-glib/json-glib.h>
 
 #include "hr-config.h"
+#include "hr-core.h"
 #include "hr-guest.h"
 #include "hr-monitor.h"
 #include "hr-planner.h"
@@ -34,12 +35,11 @@
 
 G_BEGIN_DECLS
 
-typedef struct _HrDaemon HrDaemon;
 typedef struct _HrPrepare HrPrepare;
 
 /* loads the state file; a corrupt one is set aside and logged */
 HrPrepare *
-hr_prepare_new(HrDaemon *daemon);
+hr_prepare_new(HrCore *core);
 void
 hr_prepare_free(HrPrepare *prepare);
 HrReservationStore *

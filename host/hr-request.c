@@ -277,8 +277,9 @@ hr_request_new(guint64 id, const HrRequestParams *params, const HrRamRange *ram,
 	request->timeout_s = params->timeout_s;
 	request->blocks = g_array_new(FALSE, FALSE, sizeof(guint64));
 	request->created_at = g_date_time_new_now_utc();
-	request->notify = params->notify;
-	request->notify_data = params->notify_data;
+	request->listeners = hr_listeners_new();
+	if (params->notify != NULL)
+		hr_request_add_listener(request, params->notify, params->notify_data);
 	return request;
 }
 
@@ -302,21 +303,34 @@ hr_request_unref(HrRequest *request)
 	g_clear_pointer(&request->sent_at, g_date_time_unref);
 	g_clear_pointer(&request->started_at, g_date_time_unref);
 	g_clear_pointer(&request->finished_at, g_date_time_unref);
+	hr_listeners_free(request->listeners);
 	g_free(request);
 }
 
 void
-hr_request_set_notify(HrRequest *request, HrRequestFunc func, gpointer user_data)
+hr_request_add_listener(HrRequest *request, HrRequestFunc func, gpointer user_data)
 {
-	request->notify = func;
-	request->notify_data = user_data;
+	hr_listeners_add(request->listeners, G_CALLBACK(func), user_data);
+}
+
+void
+hr_request_remove_listener(HrRequest *request, HrRequestFunc func, gpointer user_data)
+{
+	hr_listeners_remove(request->listeners, G_CALLBACK(func), user_data);
+}
+
+static void
+hr_request_invoke(GCallback func, gpointer func_data, gpointer invoke_data)
+{
+	((HrRequestFunc)(void (*)(void))func)(invoke_data, func_data);
 }
 
 static void
 hr_request_changed(HrRequest *request)
 {
-	if (request->notify != NULL)
-		request->notify(request, request->notify_data);
+	/* a listener may drop the last reference to us */
+	g_autoptr(HrRequest) self = hr_request_ref(request);
+	hr_listeners_emit(request->listeners, hr_request_invoke, request);
 }
 
 void

@@ -4,6 +4,7 @@
 #include <json-glib/json-glib.h>
 
 #include "hr-codec.h"
+#include "hr-listeners.h"
 
 G_BEGIN_DECLS
 
@@ -103,8 +104,7 @@ struct _HrRequest {
 	GDateTime *started_at;
 	GDateTime *finished_at;
 
-	HrRequestFunc notify;
-	gpointer notify_data;
+	HrListeners *listeners; /* HrRequestFunc: every change */
 };
 
 const gchar *
@@ -132,10 +132,13 @@ HrRequest *
 hr_request_ref(HrRequest *request);
 void
 hr_request_unref(HrRequest *request);
+/* told of every change from now on; the first is params->notify */
 void
-hr_request_set_notify(HrRequest *request, HrRequestFunc func, gpointer user_data);
+hr_request_add_listener(HrRequest *request, HrRequestFunc func, gpointer user_data);
+void
+hr_request_remove_listener(HrRequest *request, HrRequestFunc func, gpointer user_data);
 
-/* transitions; each calls the notify function */
+/* transitions; each tells the listeners */
 void
 hr_request_set_state(HrRequest *request, HrRequestState state, const gchar *error);
 void

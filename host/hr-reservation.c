@@ -21,6 +21,8 @@ struct _HrReservationStore {
 	gchar *path;
 	GPtrArray *list; /* HrReservation, oldest first */
 	guint64 next_id;
+	HrReservationFunc changed;
+	gpointer changed_data;
 	guint max;
 	gint load_version; /* of the file loaded, 0: none */
 	/* guest key -> (entry "b:GPA" or "r:REQUEST_ID" -> gint64 *since, wall us) */
@@ -375,6 +377,23 @@ hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_ke
 	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
 	g_autofree gchar *entry = ledger_entry(gpa, request_id);
 	return entries != NULL && g_hash_table_contains(entries, entry);
+}
+
+gboolean
+hr_reservation_store_ledger_has_requests(HrReservationStore *store, const gchar *guest_key)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	GHashTableIter iter;
+	const gchar *entry;
+
+	if (entries == NULL)
+		return FALSE;
+	g_hash_table_iter_init(&iter, entries);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&entry, NULL)) {
+		if (g_str_has_prefix(entry, "r:"))
+			return TRUE;
+	}
+	return FALSE;
 }
 
 void
@@ -929,6 +948,16 @@ hr_reservation_touch(HrReservationStore *store, HrReservation *r)
 	if (r != NULL)
 		r->updated_at = g_get_real_time();
 	hr_reservation_store_save_async(store);
+	if (r != NULL && store->changed != NULL)
+		store->changed(r, store->changed_data);
+}
+
+void
+hr_reservation_store_set_changed_func(HrReservationStore *store, HrReservationFunc func,
+				      gpointer user_data)
+{
+	store->changed = func;
+	store->changed_data = user_data;
 }
 
 /* make room for one more: forget the oldest settled reservation holding nothing */

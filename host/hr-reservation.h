@@ -123,6 +123,7 @@ typedef struct {
 } HrReservation;
 
 typedef struct _HrReservationStore HrReservationStore;
+typedef void (*HrReservationFunc)(HrReservation *r, gpointer user_data);
 
 const gchar *
 hr_reservation_state_to_string(HrReservationState state);
@@ -156,6 +157,9 @@ hr_reservation_store_ledger_add(HrReservationStore *store, const gchar *guest_ke
 gboolean
 hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
 				guint64 request_id);
+/* does the API have a request of @guest_key's that runs (or ran when we stopped)? */
+gboolean
+hr_reservation_store_ledger_has_requests(HrReservationStore *store, const gchar *guest_key);
 /*
  * Drop @guest_key's blocks that are not in @held (gpa -> anything) and its
  * requests @is_live says are over; saves when something went.
@@ -231,9 +235,13 @@ hr_reservation_add_hold(HrReservation *r, const gchar *guest_key, const gchar *g
 /* remove and return (as a new array, oldest first) up to @max holds of @r */
 GPtrArray *
 hr_reservation_take_holds(HrReservation *r, guint max);
-/* mark changed and save; logs a failed save */
+/* mark changed, save (logs a failed save) and tell the changed function */
 void
 hr_reservation_touch(HrReservationStore *store, HrReservation *r);
+/* told of every change of a reservation that goes through _touch */
+void
+hr_reservation_store_set_changed_func(HrReservationStore *store, HrReservationFunc func,
+				      gpointer user_data);
 
 /*
  * Blocks promised on @node by live reservations other than @except

@@ -34,7 +34,7 @@
 #include "hr-config.h"
 #include "hr-libvirt.h"
 
-#define HR_HOOK_DEFAULT_CONFIG "/etc/hugeroom/hook.conf"
+#define HR_HOOK_DEFAULT_CONFIG HR_SYSCONFDIR "/hugeroom/hook.conf"
 #define HR_HOOK_DEFAULT_STATE_DIR "/run/hugeroom/hook"
 /* a best-effort reservation settles at its deadline; allow the daemon a tick or two */
 #define HR_HOOK_SETTLE_S 5
@@ -448,8 +448,9 @@ hr_hook_report_policy(HrHook *hook, const HrLibvirtPolicy *policy)
 		g_string_append_printf(noted, " pcp=%s", policy->pcp);
 	if (noted->len > 0)
 		hr_hook_log(hook, LOG_NOTICE,
-			    "policy%s noted, not applied: hugeroomd takes a guest's donor and "
-			    "floor from its [guest:%s] group, and has no PCP class yet",
+			    "policy%s noted: hugeroomd applies donor and floor itself when it "
+			    "looks up the domain of a guest that connects (libvirt_uri), over its "
+			    "[guest:%s] group; it has no PCP class yet",
 			    noted->str, hook->domain);
 }
 

@@ -14,6 +14,9 @@
 
 static gboolean opt_foreground;
 static gboolean opt_verbose;
+static gchar *opt_config;
+static gchar *opt_vm_socket;
+static gchar *opt_api_socket;
 
 /* the journal when we run under systemd, else stderr */
 static GLogWriterOutput
@@ -28,6 +31,67 @@ hr_log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpo
 	return g_log_writer_standard_streams(level, fields, n_fields, NULL);
 }
 
+/* the file, then what the command line says over it */
+static gboolean
+hr_load_config(HrConfig *config, GError **error)
+{
+	/* an explicit --config must exist; the default may be absent */
+	if (!hr_config_load(config, opt_config != NULL ? opt_config : HR_CONFIG_DEFAULT_PATH,
+			    opt_config != NULL, error))
+		return FALSE;
+	if (opt_vm_socket != NULL) {
+		g_free(config->vm_socket);
+		config->vm_socket = g_strdup(opt_vm_socket);
+	}
+	if (opt_api_socket != NULL) {
+		g_free(config->api_socket);
+		config->api_socket = g_strdup(opt_api_socket);
+	}
+	return TRUE;
+}
+
+/* SIGHUP: what can change live does; the log names what takes a restart */
+static gboolean
+hr_reload_cb(gpointer user_data)
+{
+	HrConfig *config = user_data;
+	g_autoptr(HrConfig) fresh = hr_config_new();
+	g_autoptr(GPtrArray) applied = g_ptr_array_new();
+	g_autoptr(GPtrArray) restart = g_ptr_array_new();
+	g_autoptr(GError) error = NULL;
+
+	g_autofree gchar *reloading =
+	    g_strdup_printf("RELOADING=1\nMONOTONIC_USEC=%" G_GINT64_FORMAT, g_get_monotonic_time());
+
+	/* the unit is "reloading" until READY=1 */
+	if (!hr_notify(reloading, &error)) {
+		g_warning("%s", error->message);
+		g_clear_error(&error);
+	}
+	if (!hr_load_config(fresh, &error)) {
+		g_warning("reload: %s; keeping the configuration in use", error->message);
+		hr_notify("READY=1\nSTATUS=reload failed: configuration kept", NULL);
+		return G_SOURCE_CONTINUE;
+	}
+	hr_config_reload(config, fresh, applied, restart);
+	g_ptr_array_add(applied, NULL);
+	g_ptr_array_add(restart, NULL);
+	if (applied->len > 1) {
+		g_autofree gchar *keys = g_strjoinv(", ", (gchar **)applied->pdata);
+		g_message("reload: applied %s", keys);
+	} else {
+		g_message("reload: nothing that can change live changed");
+	}
+	if (restart->len > 1) {
+		g_autofree gchar *keys = g_strjoinv(", ", (gchar **)restart->pdata);
+		g_warning("reload: changed, but applied only when hugeroomd restarts "
+			  "(systemctl restart hugeroomd): %s",
+			  keys);
+	}
+	hr_notify("READY=1\nSTATUS=listening for devices", NULL);
+	return G_SOURCE_CONTINUE;
+}
+
 static gboolean
 hr_quit_cb(gpointer user_data)
 {
@@ -40,9 +104,6 @@ hr_quit_cb(gpointer user_data)
 int
 main(int argc, char **argv)
 {
-	g_autofree gchar *opt_config = NULL;
-	g_autofree gchar *opt_vm_socket = NULL;
-	g_autofree gchar *opt_api_socket = NULL;
 	g_autoptr(GError) error = NULL;
 	g_autoptr(GOptionContext) context = g_option_context_new(NULL);
 	g_autoptr(HrConfig) config = hr_config_new();
@@ -77,19 +138,9 @@ main(int argc, char **argv)
 	if (opt_verbose)
 		g_log_set_debug_enabled(TRUE);
 
-	/* an explicit --config must exist; the default may be absent */
-	if (!hr_config_load(config, opt_config != NULL ? opt_config : HR_CONFIG_DEFAULT_PATH,
-			    opt_config != NULL, &error)) {
+	if (!hr_load_config(config, &error)) {
 		g_printerr("hugeroomd: %s\n", error->message);
 		return 1;
-	}
-	if (opt_vm_socket != NULL) {
-		g_free(config->vm_socket);
-		config->vm_socket = g_steal_pointer(&opt_vm_socket);
-	}
-	if (opt_api_socket != NULL) {
-		g_free(config->api_socket);
-		config->api_socket = g_steal_pointer(&opt_api_socket);
 	}
 
 	/* a socket and a pidfd per guest, and the API's clients */
@@ -105,10 +156,12 @@ main(int argc, char **argv)
 	}
 	g_unix_signal_add(SIGTERM, hr_quit_cb, loop);
 	g_unix_signal_add(SIGINT, hr_quit_cb, loop);
+	g_unix_signal_add(SIGHUP, hr_reload_cb, config);
 	if (!hr_notify("READY=1\nSTATUS=listening for devices", &error)) {
 		g_warning("%s", error->message);
 		g_clear_error(&error);
 	}
+	hr_notify_watchdog_start();
 	g_main_loop_run(loop);
 	if (!hr_notify("STOPPING=1", &error))
 		g_warning("%s", error->message);

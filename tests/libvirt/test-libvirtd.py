@@ -12,7 +12,8 @@ finds nothing to boot, which is all a start needs), 256 MiB, and the
 
   1. daemon up: `virsh start` runs prepare (a reservation by
      libvirt:DOMAIN, ready), start (consumed), the domain runs as
-     libvirt-qemu, its device connects to hugeroomd; `virsh destroy`
+     libvirt-qemu, its device connects to hugeroomd, which looks the
+     domain up in libvirtd and applies its donor and floor; `virsh destroy`
      runs release;
   2. daemon stopped, fail-open: the domain still starts, with the hook's
      warning in libvirtd's log;
@@ -48,7 +49,8 @@ from hrvm import Failure, log, run, wait_for  # noqa: E402
 
 HOOK_DIR = "/etc/libvirt/hooks/qemu.d"
 HOOK = os.path.join(HOOK_DIR, "hugeroom")
-HOOK_CONF = "/etc/hugeroom/hook.conf"
+# where the built hook reads it: SYSCONFDIR/hugeroom (meson passes it)
+HOOK_CONF = os.environ.get("HUGEROOM_HOOK_CONF", "/etc/hugeroom/hook.conf")
 QEMU_USER = "libvirt-qemu"
 # qemu.conf's group on Debian; QEMU also has its user's groups (kvm)
 QEMU_GROUP = "libvirt-qemu"
@@ -288,8 +290,13 @@ def main():
 
         name = "hr-lv-%d" % os.getpid()
         xml_path = os.path.join(work, name + ".xml")
+        # donor and floor are for hugeroomd, which reads them from libvirtd itself
         with open(xml_path, "w") as f:
-            f.write(domain_xml(name, qemu, commandline))
+            f.write(domain_xml(name, qemu, commandline,
+                               metadata="<hugeroom:policy xmlns:hugeroom="
+                               "'https://hugeroom.org/xmlns/1'><hugeroom:donor>no"
+                               "</hugeroom:donor><hugeroom:floor unit='MiB'>96"
+                               "</hugeroom:floor></hugeroom:policy>"))
         virsh("define", xml_path)
         names.append(name)
 
@@ -328,6 +335,18 @@ def main():
             g = None
             log(str(e))
         tap.ok(g is not None, "its device reached hugeroomd's VM socket as %s" % QEMU_USER,
+               daemon.log())
+        # hugeroomd looked the connected guest up in libvirtd (qemu:///system, its default)
+        applied = "%s: libvirt domain %s (%s): policy donor=no floor=96 MiB applied" % (
+            name, name, g["uuid"] if g else "?")
+        def whole_log():
+            with open(daemon.logfile) as f:
+                return f.read()
+        try:
+            wait_for(lambda: applied in whole_log(), 30, "the daemon's domain lookup")
+        except Failure as e:
+            log(str(e))
+        tap.ok(applied in whole_log(), "hugeroomd applied the domain's donor and floor",
                daemon.log())
         off = libvirtd.log_size()
         virsh("destroy", name)

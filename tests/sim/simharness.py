@@ -34,7 +34,7 @@ def build_dir():
 class SimSetup:
     """A daemon in a temporary directory; guests added with start_guests()."""
 
-    def __init__(self, status_interval_ms=1000, extra_config=""):
+    def __init__(self, status_interval_ms=1000, extra_config="", libvirt_uri=""):
         b = build_dir()
         self.daemon_bin = os.path.join(b, "host", "hugeroomd")
         self.ctl_bin = os.path.join(b, "host", "hugeroomctl")
@@ -46,10 +46,11 @@ class SimSetup:
         with open(self.conf, "w") as f:
             # simulated guests free nothing on this host: a reservation
             # must not hold the real host's memory in its hugetlb pool
-            # hr-simguest is not QEMU: let any executable in
+            # hr-simguest is not QEMU: let any executable in; simulated
+            # guests are nobody's libvirt domains, unless a test says where they are
             f.write("[hugeroomd]\nstatus_interval_ms=%d\nstate_dir=%s\nhold_in_pool=false\n"
-                    "qemu_executables=*\n%s\n"
-                    % (status_interval_ms, self.dir, extra_config))
+                    "qemu_executables=*\nlibvirt_uri=%s\n%s\n"
+                    % (status_interval_ms, self.dir, libvirt_uri, extra_config))
         self.log = open(os.path.join(self.dir, "daemon.log"), "w")
         self.daemon = subprocess.Popen(
             [self.daemon_bin, "-c", self.conf, "--vm-socket", self.vm_sock,

@@ -264,11 +264,82 @@ test_format_us(void)
 	g_assert_cmpstr(c, ==, "61.0 s");
 }
 
+static JsonNode *
+parse(const gchar *json)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	g_assert_true(json_parser_load_from_data(parser, json, -1, &error));
+	return json_node_copy(json_parser_get_root(parser));
+}
+
+/* POST /v1/plan's answer: the header lines, a row per step */
+static void
+test_plan(void)
+{
+	g_autoptr(JsonNode) root = parse(
+	    "{\"plan\": {\"node\": 0, \"need_blocks\": 2048, \"gain_milli\": 1900500,"
+	    " \"cost_pages\": 51000, \"est_ms\": 820, \"complete\": false,"
+	    " \"summary\": \"node 0: short\", \"guests_considered\": 3, \"guests_deferred\": 1,"
+	    " \"steps\": [{\"kind\": \"free\", \"node\": 0, \"blocks\": 1500,"
+	    " \"gain_milli\": 1500000, \"cost_pages\": 0, \"est_ms\": 0},"
+	    " {\"kind\": \"donate\", \"node\": 0, \"guest_id\": 2, \"guest\": \"vm2\","
+	    " \"blocks\": 250, \"thp\": 240, \"small\": 10, \"gain_milli\": 240500,"
+	    " \"cost_pages\": 51000, \"est_ms\": 800}]},"
+	    " \"guests\": 3, \"input_us\": 1200, \"decision_us\": 300}");
+	g_autoptr(GString) out = g_string_new(NULL);
+	g_autoptr(GError) error = NULL;
+	g_auto(GStrv) lines = NULL;
+
+	g_assert_true(hr_ctl_render_plan(root, out, &error));
+	g_assert_no_error(error);
+	lines = g_strsplit(out->str, "\n", -1);
+	g_assert_cmpstr(lines[0], ==,
+			"Plan:         4.0 GiB (2048 blocks of 2 MiB) on node 0: cannot make all "
+			"of it free now");
+	g_assert_cmpstr(lines[1], ==,
+			"Expected:     1900.5 blocks, 51000 pages to migrate, about 820 ms");
+	g_assert_cmpstr(lines[3], ==,
+			"Guests:       3 considered, 1 deferred (input 1.2 ms, decision 300 us)");
+	g_assert_cmpstr(lines[7], ==,
+			"   2 donate      0 vm2                      250    240     10     240.5"
+			"      51000 800.0 ms");
+	assert_contains(lines[6], "   1 free        0 -                       1500      -      -");
+}
+
+/* status: the three answers in one object, each list unwrapped */
+static void
+test_status(void)
+{
+	g_autoptr(JsonNode) root = parse(
+	    "{\"host\": {\"nodes\": [{\"node\": 0, \"free_pages\": 262144, \"free_blocks\": 500,"
+	    " \"available_blocks\": 420, \"promised_blocks\": 8, \"unusable_index\": 125}]},"
+	    " \"reservations\": [], \"guests\": []}");
+	g_autoptr(JsonNode) bad = parse("{\"host\": {\"nodes\": []}, \"guests\": []}");
+	g_autoptr(GString) out = g_string_new(NULL);
+	g_autoptr(GError) error = NULL;
+
+	g_assert_true(hr_ctl_render_status(root, out, &error));
+	g_assert_no_error(error);
+	g_assert_cmpstr(out->str, ==,
+			"Host:\n"
+			"NODE       FREE      FREE-2M    AVAILABLE     PROMISED   FRAG\n"
+			"0       1.0 GiB          500          420            8  0.125\n"
+			"(FREE-2M, AVAILABLE, PROMISED in 2 MiB blocks; AVAILABLE: above the high "
+			"watermark)\n"
+			"\nReservations:\nno reservations\n"
+			"\nGuests:\nno guests have connected to hugeroomd yet\n");
+	g_assert_false(hr_ctl_render_status(bad, out, &error));
+	g_assert_nonnull(strstr(error->message, "has no status"));
+}
+
 int
 main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/ctl/guests/table", test_guests_table);
+	g_test_add_func("/ctl/plan", test_plan);
+	g_test_add_func("/ctl/status", test_status);
 	g_test_add_func("/ctl/guests/empty", test_guests_empty);
 	g_test_add_func("/ctl/guests/bad", test_guests_bad);
 	g_test_add_func("/ctl/guest/detail", test_guest_detail);

@@ -31,7 +31,7 @@ static gboolean
 cond_have_guest(gpointer data)
 {
 	Wait *w = data;
-	return hr_daemon_get_guests(w->f->daemon)->len > 0;
+	return hr_core_get_guests(hr_daemon_get_core(w->f->daemon))->len > 0;
 }
 
 static gboolean
@@ -100,6 +100,45 @@ test_status(Fixture *f, gconstpointer data)
 	/* the next report replaces it */
 	send_status(f, dev, 8);
 	g_assert_cmpuint(guest->guest_msgs, ==, 2);
+}
+
+static void
+count_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
+{
+	guint *counts = user_data;
+	(void)core;
+	g_assert_nonnull(event->guest);
+	counts[event->kind]++;
+}
+
+/* the core tells its listeners of a guest's connection, status and end */
+static void
+test_core_events(Fixture *f, gconstpointer data)
+{
+	HrCore *core = hr_daemon_get_core(f->daemon);
+	guint counts[HR_EVENT_N_KINDS] = {0};
+	FakeDevice *dev;
+	(void)data;
+
+	hr_core_listen(core, count_event_cb, counts);
+	dev = fake_device_up(f, "vm1", 0x10);
+	send_status(f, dev, 7);
+	send_status(f, dev, 8);
+	g_assert_cmpuint(counts[HR_EVENT_GUEST_ADDED], ==, 1);
+	g_assert_cmpuint(counts[HR_EVENT_GUEST_CONNECTED], ==, 1);
+	g_assert_cmpuint(counts[HR_EVENT_STATUS_CHANGED], ==, 2);
+	/* the resync's end replaced the held set */
+	g_assert_cmpuint(counts[HR_EVENT_HELD_CHANGED], ==, 1);
+	g_assert_cmpuint(counts[HR_EVENT_GUEST_DISCONNECTED], ==, 0);
+	fake_free(dev);
+	while (counts[HR_EVENT_GUEST_DISCONNECTED] == 0)
+		g_main_context_iteration(NULL, TRUE);
+	/* a reconnection is a connection, not a new guest */
+	dev = fake_device_up(f, "vm1", 0x10);
+	g_assert_cmpuint(counts[HR_EVENT_GUEST_ADDED], ==, 1);
+	g_assert_cmpuint(counts[HR_EVENT_GUEST_CONNECTED], ==, 2);
+	hr_core_unlisten(core, count_event_cb, counts);
+	fake_free(dev);
 }
 
 static gboolean
@@ -195,7 +234,7 @@ static gboolean
 cond_unidentified(gpointer data)
 {
 	Wait *w = data;
-	return hr_daemon_get_rejected_unidentified(w->f->daemon) == w->value;
+	return hr_core_get_rejected_unidentified(hr_daemon_get_core(w->f->daemon)) == w->value;
 }
 
 static void
@@ -214,8 +253,8 @@ test_garbage_before_hello(Fixture *f, gconstpointer data)
 	fake_send(dev2, HR_CHAN_DEVICE_STATE, payload);
 	fake_wait_eof(dev2);
 	wait_for(cond_unidentified, &w, "two rejected connections");
-	g_assert_cmpuint(hr_daemon_get_guests(f->daemon)->len, ==, 0);
-	g_assert_nonnull(strstr(hr_daemon_get_last_unidentified_reason(f->daemon),
+	g_assert_cmpuint(hr_core_get_guests(hr_daemon_get_core(f->daemon))->len, ==, 0);
+	g_assert_nonnull(strstr(hr_core_get_last_unidentified_reason(hr_daemon_get_core(f->daemon)),
 				"device-state before HELLO"));
 }
 
@@ -248,15 +287,15 @@ test_reconnect(Fixture *f, gconstpointer data)
 	/* a different VM gets its own entry */
 	{
 		g_autoptr(FakeDevice) dev3 = fake_device_up(f, "vm2", 0x20);
-		GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+		GPtrArray *guests = hr_core_get_guests(hr_daemon_get_core(f->daemon));
 		while (guests->len < 2)
 			g_main_context_iteration(NULL, TRUE);
 		g_assert_cmpstr(((HrGuest *)g_ptr_array_index(guests, 1))->name, ==, "vm2");
-		g_assert_true(hr_daemon_find_guest(f->daemon, "vm2") ==
+		g_assert_true(hr_core_find_guest(hr_daemon_get_core(f->daemon), "vm2") ==
 			      g_ptr_array_index(guests, 1));
-		g_assert_true(hr_daemon_find_guest(f->daemon,
+		g_assert_true(hr_core_find_guest(hr_daemon_get_core(f->daemon),
 						   "10111213-1415-1617-1819-1A1B1C1D1E1F") == guest);
-		g_assert_null(hr_daemon_find_guest(f->daemon, "vm3"));
+		g_assert_null(hr_core_find_guest(hr_daemon_get_core(f->daemon), "vm3"));
 	}
 }
 
@@ -599,6 +638,7 @@ main(int argc, char **argv)
 #define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
 	ADD("/daemon/hello", test_hello);
 	ADD("/daemon/status", test_status);
+	ADD("/daemon/core-events", test_core_events);
 	ADD("/daemon/garbage/bad-magic", test_garbage_magic);
 	ADD("/daemon/garbage/oversize", test_garbage_oversize);
 	ADD("/daemon/garbage/bad-status", test_garbage_bad_status);

@@ -42,6 +42,9 @@ fixture_config(Fixture *f, const gchar *tmpl)
 	/* the fake devices are this test program, not QEMU */
 	g_strfreev(f->config->qemu_executables);
 	f->config->qemu_executables = g_strsplit("*", ";", -1);
+	/* fake guests are nobody's domains: leave the host's libvirtd alone */
+	g_free(f->config->libvirt_uri);
+	f->config->libvirt_uri = g_strdup("");
 }
 
 void
@@ -250,14 +253,14 @@ make_status(guint64 seq, guint64 request_id, guint64 first_gpa)
 HrGuest *
 first_guest(Fixture *f)
 {
-	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	GPtrArray *guests = hr_core_get_guests(hr_daemon_get_core(f->daemon));
 	return guests->len > 0 ? g_ptr_array_index(guests, 0) : NULL;
 }
 
 HrGuest *
 only_guest(Fixture *f)
 {
-	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	GPtrArray *guests = hr_core_get_guests(hr_daemon_get_core(f->daemon));
 	g_assert_cmpuint(guests->len, ==, 1);
 	return g_ptr_array_index(guests, 0);
 }

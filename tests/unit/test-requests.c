@@ -260,7 +260,7 @@ test_planner_api(Fixture *f, gconstpointer data)
 	(void)data;
 
 	wait_ready(f, TRUE);
-	request = hr_daemon_submit(f->daemon, only_guest(f), &p, &error);
+	request = hr_core_submit(hr_daemon_get_core(f->daemon), only_guest(f), &p, &error);
 	g_assert_no_error(error);
 	hr_request_ref(request);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
@@ -284,7 +284,7 @@ test_planner_api(Fixture *f, gconstpointer data)
 	p.ranges = ranges;
 	p.nr_ranges = 1;
 	p.notify = NULL;
-	request = hr_daemon_submit(f->daemon, only_guest(f), &p, &error);
+	request = hr_core_submit(hr_daemon_get_core(f->daemon), only_guest(f), &p, &error);
 	g_assert_no_error(error);
 	g_clear_pointer(&cmd, hr_cmd_free);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
@@ -295,7 +295,7 @@ test_planner_api(Fixture *f, gconstpointer data)
 
 	/* a range past the guest's 1 GiB is refused before anything is sent */
 	ranges[0].end = MiB(2048);
-	g_assert_null(hr_daemon_submit(f->daemon, only_guest(f), &p, &error));
+	g_assert_null(hr_core_submit(hr_daemon_get_core(f->daemon), only_guest(f), &p, &error));
 	g_assert_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT);
 	g_assert_cmpstr(error->message, ==,
 			"ranges[0]: 0x0-0x80000000 is not inside one range of the guest's RAM "
@@ -958,13 +958,13 @@ test_cli_wait(Fixture *f, gconstpointer data)
 	g_clear_object(&proc);
 	g_clear_pointer(&cmd, hr_cmd_free);
 
-	/* a partial capture: the summary, and exit 3 (ended short) */
+	/* a partial capture: the summary, and exit 4 (ended short) */
 	proc = ctl_start(f, &p, capture);
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_CAPTURE);
 	send_msg(dev, make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id,
 				  VIRTIO_HUGEROOM_S_PARTIAL, 3, 1, 0));
 	wait_for(cond_proc_done, &p, "hugeroomctl capture --wait");
-	g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 3);
+	g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 4);
 	assert_has(p.err, "capture request ");
 	assert_has(p.out, "State:        partial (guest status partial)\n");
 	assert_has(p.out, "Blocks:       1 freed of 3 tried\n");

@@ -460,7 +460,7 @@ static gboolean
 cond_have_status(gpointer data)
 {
 	Fixture *f = data;
-	GPtrArray *guests = hr_daemon_get_guests(f->daemon);
+	GPtrArray *guests = hr_core_get_guests(hr_daemon_get_core(f->daemon));
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *g = g_ptr_array_index(guests, i);
 		if (g->status == NULL || !g->ready)

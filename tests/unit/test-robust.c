@@ -34,21 +34,21 @@ static gboolean
 cond_guests(gpointer data)
 {
 	Wait *w = data;
-	return hr_daemon_get_guests(w->f->daemon)->len == w->value;
+	return hr_core_get_guests(hr_daemon_get_core(w->f->daemon))->len == w->value;
 }
 
 static gboolean
 cond_unidentified(gpointer data)
 {
 	Wait *w = data;
-	return hr_daemon_get_rejected_unidentified(w->f->daemon) == w->value;
+	return hr_core_get_rejected_unidentified(hr_daemon_get_core(w->f->daemon)) == w->value;
 }
 
 static gboolean
 cond_ready(gpointer data)
 {
 	Wait *w = data;
-	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
+	GPtrArray *guests = hr_core_get_guests(hr_daemon_get_core(w->f->daemon));
 	guint ready = 0;
 	for (guint i = 0; i < guests->len; i++)
 		ready += ((HrGuest *)g_ptr_array_index(guests, i))->ready;
@@ -79,12 +79,12 @@ robust_setup(Fixture *f, gconstpointer data)
 static void
 assert_refused(Fixture *f, FakeDevice *dev, const gchar *needle)
 {
-	Wait w = {f, hr_daemon_get_rejected_unidentified(f->daemon) + 1};
+	Wait w = {f, hr_core_get_rejected_unidentified(hr_daemon_get_core(f->daemon)) + 1};
 	fake_wait_eof(dev);
 	wait_for(cond_unidentified, &w, "the refusal");
-	g_assert_cmpuint(hr_daemon_get_guests(f->daemon)->len, ==, 0);
-	g_test_message("refused: %s", hr_daemon_get_last_unidentified_reason(f->daemon));
-	g_assert_nonnull(strstr(hr_daemon_get_last_unidentified_reason(f->daemon), needle));
+	g_assert_cmpuint(hr_core_get_guests(hr_daemon_get_core(f->daemon))->len, ==, 0);
+	g_test_message("refused: %s", hr_core_get_last_unidentified_reason(hr_daemon_get_core(f->daemon)));
+	g_assert_nonnull(strstr(hr_core_get_last_unidentified_reason(hr_daemon_get_core(f->daemon)), needle));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -102,7 +102,7 @@ test_zero_uuid(Fixture *f, gconstpointer data)
 	(void)data;
 
 	wait_ready(f, 2);
-	guests = hr_daemon_get_guests(f->daemon);
+	guests = hr_core_get_guests(hr_daemon_get_core(f->daemon));
 	g_assert_cmpuint(guests->len, ==, 2);
 	ga = g_ptr_array_index(guests, 0);
 	gb = g_ptr_array_index(guests, 1);
@@ -113,9 +113,9 @@ test_zero_uuid(Fixture *f, gconstpointer data)
 	g_assert_false(gb->uuid_known);
 	g_assert_cmpuint(ga->id, !=, gb->id);
 	g_assert_cmpstr(ga->key, !=, gb->key);
-	g_assert_null(hr_daemon_find_guest(f->daemon, ZERO_UUID));
-	g_assert_true(hr_daemon_find_guest(f->daemon, "alpha") == ga);
-	g_assert_true(hr_daemon_find_guest(f->daemon, pid_name) == gb);
+	g_assert_null(hr_core_find_guest(hr_daemon_get_core(f->daemon), ZERO_UUID));
+	g_assert_true(hr_core_find_guest(hr_daemon_get_core(f->daemon), "alpha") == ga);
+	g_assert_true(hr_core_find_guest(hr_daemon_get_core(f->daemon), pid_name) == gb);
 }
 
 /* a second running guest saying the same UUID does not get to own it */
@@ -131,12 +131,12 @@ test_duplicate_uuid(Fixture *f, gconstpointer data)
 	wait_ready(f, 1);
 	b = fake_device_up(f, "impostor", 0x10);
 	wait_ready(f, 2);
-	guests = hr_daemon_get_guests(f->daemon);
+	guests = hr_core_get_guests(hr_daemon_get_core(f->daemon));
 	ga = g_ptr_array_index(guests, 0);
 	gb = g_ptr_array_index(guests, 1);
 	g_assert_true(ga->uuid_known);
 	g_assert_false(gb->uuid_known);
-	g_assert_true(hr_daemon_find_guest(f->daemon, ga->uuid) == ga);
+	g_assert_true(hr_core_find_guest(hr_daemon_get_core(f->daemon), ga->uuid) == ga);
 }
 
 static gint
@@ -222,7 +222,11 @@ test_peer_self(void)
 static void
 config_other_uid(HrConfig *config)
 {
-	config->qemu_uid = 4242;
+	guint uid = 4242;
+	g_free(config->qemu_user);
+	config->qemu_user = g_strdup("4242");
+	g_array_set_size(config->qemu_uids, 0);
+	g_array_append_val(config->qemu_uids, uid);
 }
 
 /* a peer that does not run as QEMU's user is refused before a frame */
@@ -231,7 +235,7 @@ test_peer_uid(Fixture *f, gconstpointer data)
 {
 	g_autoptr(FakeDevice) dev = fake_connect(f);
 	(void)data;
-	assert_refused(f, dev, "not as QEMU's uid 4242");
+	assert_refused(f, dev, "not as QEMU's user (qemu_user=4242");
 }
 
 static void
@@ -279,7 +283,7 @@ static gboolean
 cond_disconnected(gpointer data)
 {
 	Wait *w = data;
-	GPtrArray *guests = hr_daemon_get_guests(w->f->daemon);
+	GPtrArray *guests = hr_core_get_guests(hr_daemon_get_core(w->f->daemon));
 	return guests->len > 0 && !hr_guest_is_connected(g_ptr_array_index(guests, 0));
 }
 
@@ -321,7 +325,7 @@ test_max_connections(Fixture *f, gconstpointer data)
 	wait_ready(f, 2);
 	c = fake_connect(f);
 	fake_wait_eof(c);
-	g_assert_cmpuint(hr_daemon_get_rejected_unidentified(f->daemon), ==, 1);
+	g_assert_cmpuint(hr_core_get_rejected_unidentified(hr_daemon_get_core(f->daemon)), ==, 1);
 	/* the two in are served on */
 	g_clear_pointer(&b, fake_free);
 	{
@@ -370,10 +374,10 @@ test_queue_bound(Fixture *f, gconstpointer data)
 
 	wait_ready(f, 1);
 	guest = only_guest(f);
-	g_assert_nonnull(hr_daemon_submit(f->daemon, guest, &params, &error));
-	g_assert_nonnull(hr_daemon_submit(f->daemon, guest, &params, &error));
+	g_assert_nonnull(hr_core_submit(hr_daemon_get_core(f->daemon), guest, &params, &error));
+	g_assert_nonnull(hr_core_submit(hr_daemon_get_core(f->daemon), guest, &params, &error));
 	g_assert_no_error(error);
-	g_assert_null(hr_daemon_submit(f->daemon, guest, &params, &error));
+	g_assert_null(hr_core_submit(hr_daemon_get_core(f->daemon), guest, &params, &error));
 	g_assert_error(error, G_IO_ERROR, G_IO_ERROR_BUSY);
 	g_assert_nonnull(strstr(error->message, "max_queued_requests"));
 }
@@ -420,8 +424,8 @@ test_prune(Fixture *f, gconstpointer data)
 
 	wait_ready(f, 2);
 	fake_send(holder, HR_CHAN_GUEST_MSG, hold);
-	while (((HrGuest *)g_ptr_array_index(hr_daemon_get_guests(f->daemon), 1))->held == NULL ||
-	       g_hash_table_size(((HrGuest *)g_ptr_array_index(hr_daemon_get_guests(f->daemon), 1))
+	while (((HrGuest *)g_ptr_array_index(hr_core_get_guests(hr_daemon_get_core(f->daemon)), 1))->held == NULL ||
+	       g_hash_table_size(((HrGuest *)g_ptr_array_index(hr_core_get_guests(hr_daemon_get_core(f->daemon)), 1))
 				     ->held) < 2)
 		g_main_context_iteration(NULL, TRUE);
 	g_clear_pointer(&gone, fake_free);
@@ -440,8 +444,8 @@ static gboolean
 cond_held(gpointer data)
 {
 	Wait *w = data;
-	HrGuest *g = hr_daemon_get_guests(w->f->daemon)->len > 0
-			 ? g_ptr_array_index(hr_daemon_get_guests(w->f->daemon), 0)
+	HrGuest *g = hr_core_get_guests(hr_daemon_get_core(w->f->daemon))->len > 0
+			 ? g_ptr_array_index(hr_core_get_guests(hr_daemon_get_core(w->f->daemon)), 0)
 			 : NULL;
 	return g != NULL && g_hash_table_size(g->held) == w->value;
 }
@@ -508,7 +512,7 @@ test_api_holds_kept(Fixture *f, gconstpointer data)
 	(void)data;
 
 	wait_ready(f, 1);
-	request = hr_daemon_submit(f->daemon, only_guest(f), &params, &error);
+	request = hr_core_submit(hr_daemon_get_core(f->daemon), only_guest(f), &params, &error);
 	g_assert_no_error(error);
 	id = request->id;
 	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
@@ -580,45 +584,6 @@ test_gone_holds_dropped(Fixture *f, gconstpointer data)
 	hr_reservation_add_hold(r, alive, "here", MiB(66));
 	hr_prepare_tick(p);
 	g_assert_cmpuint(r->holds->len, ==, 1);
-}
-
-/*
- * A local migration: the destination QEMU holds what the source held for
- * a reservation; once the source is gone the holds are the destination's,
- * and nothing it holds is an orphan meanwhile.
- */
-static void
-test_migrated_holds(Fixture *f, gconstpointer data)
-{
-	HrPrepare *p = hr_daemon_get_prepare(f->daemon);
-	HrReservationStore *store = hr_prepare_get_store(p);
-	gint pid = spawn_sleeper();
-	g_autoptr(GError) error = NULL;
-	g_autoptr(HrPeer) source = hr_peer_new_from_pid(pid, 0, &error);
-	g_autoptr(FakeDevice) dev = NULL;
-	g_autofree gchar *key = NULL;
-	HrReservation *r;
-	(void)data;
-
-	g_assert_no_error(error);
-	key = g_strdup_printf("10111213-1415-1617-1819-1a1b1c1d1e1f@%s", source->key);
-	r = hr_reservation_store_create(store, MiB(4), 0, 0, FALSE, NULL, NULL);
-	hr_reservation_set_state(store, r, HR_RESERVATION_CANCELLED, NULL, NULL);
-	hr_reservation_add_hold(r, key, "vm1", MiB(64));
-	/* the destination connects with the held set while the source runs */
-	dev = fake_device_resync(f, "vm1", 0x10, MiB(64), 1);
-	wait_ready(f, 1);
-	fake_expect_silence(dev, 400);
-	g_assert_cmpuint(only_guest(f)->orphans_returned, ==, 0);
-	/* the source ends: the hold is the destination's, given back to it */
-	reap(pid);
-	{
-		g_autoptr(HrCmd) ret = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_RETURN);
-		g_assert_cmpuint(ret->nr_gpas, ==, 1);
-		g_assert_cmpuint(ret->gpas[0], ==, MiB(64));
-	}
-	g_assert_cmpuint(r->holds->len, ==, 0);
-	g_assert_cmpuint(r->blocks_returned, ==, 1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -803,7 +768,6 @@ main(int argc, char **argv)
 	ADD("/robust/reconcile/api-holds-kept", NULL, test_api_holds_kept);
 	ADD("/robust/reconcile/restart-orphans", NULL, test_restart_orphans);
 	ADD("/robust/reconcile/gone-holds-dropped", NULL, test_gone_holds_dropped);
-	ADD("/robust/reconcile/migrated-holds", NULL, test_migrated_holds);
 	g_test_add_func("/robust/store/max", test_store_max);
 	g_test_add_func("/robust/store/migrate-v1", test_store_migrate);
 	g_test_add_func("/robust/store/full-disk", test_store_full_disk);

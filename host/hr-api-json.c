@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The API's JSON bodies: guests, their status and held blocks, events */
+
+#include "hr-api-json.h"
+
+#include "hr-json.h"
+
+static const gchar *hist_names[VIRTIO_HUGEROOM_NR_HIST] = {"512", "448", "256", "64", "1", "0"};
+
+static void
+hr_api_add_status(JsonBuilder *b, const HrStatus *s)
+{
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "seq", s->seq);
+	hr_json_add_int(b, "request_id", s->hdr.request_id);
+	hr_json_add_int(b, "uptime_ns", s->uptime_ns);
+	hr_json_add_int(b, "build_ns", s->build_ns);
+	hr_json_add_int(b, "mem_total_pages", s->mem_total_pages);
+	hr_json_add_int(b, "mem_free_pages", s->mem_free_pages);
+	hr_json_add_int(b, "mem_available_pages", s->mem_available_pages);
+	hr_json_add_int(b, "held_blocks", s->held_blocks);
+	hr_json_add_int(b, "page_shift", s->page_shift);
+	hr_json_add_int(b, "pageblock_order", s->pageblock_order);
+	json_builder_set_member_name(b, "flags");
+	json_builder_begin_array(b);
+	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_TRUNCATED)
+		json_builder_add_string_value(b, "truncated");
+	if (s->hdr.flags & VIRTIO_HUGEROOM_STATUS_F_MT_PARTIAL)
+		json_builder_add_string_value(b, "mt_partial");
+	json_builder_end_array(b);
+	json_builder_set_member_name(b, "vmstat");
+	json_builder_begin_object(b);
+	for (guint i = 0; i < VIRTIO_HUGEROOM_NR_VMSTAT; i++)
+		hr_json_add_int(b, hr_vmstat_to_string(i), s->vmstat[i]);
+	json_builder_end_object(b);
+
+	json_builder_set_member_name(b, "zones");
+	json_builder_begin_array(b);
+	for (guint z = 0; z < s->nr_zones; z++) {
+		const HrZone *zone = &s->zones[z];
+		/* the guest's bytes; JSON needs UTF-8 */
+		g_autofree gchar *name = g_utf8_make_valid(zone->name, -1);
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "nid", zone->nid);
+		json_builder_set_member_name(b, "zone");
+		json_builder_add_string_value(b, name);
+		hr_json_add_int(b, "zone_idx", zone->zone_idx);
+		hr_json_add_int(b, "start_pfn", zone->start_pfn);
+		hr_json_add_int(b, "spanned_pages", zone->spanned_pages);
+		hr_json_add_int(b, "managed_pages", zone->managed_pages);
+		hr_json_add_int(b, "free_pages", zone->free_pages);
+		json_builder_set_member_name(b, "nr_free");
+		json_builder_begin_array(b);
+		for (guint o = 0; o < VIRTIO_HUGEROOM_NR_ORDERS; o++)
+			json_builder_add_int_value(b, zone->nr_free[o]);
+		json_builder_end_array(b);
+		json_builder_set_member_name(b, "free_pageblock_by_mt");
+		json_builder_begin_object(b);
+		for (guint m = 0; m < VIRTIO_HUGEROOM_NR_MT; m++)
+			hr_json_add_int(b, hr_mt_to_string(m), zone->nr_free_pb_mt[m]);
+		json_builder_end_object(b);
+		json_builder_set_member_name(b, "pageblock_histogram");
+		json_builder_begin_object(b);
+		for (guint h = 0; h < VIRTIO_HUGEROOM_NR_HIST; h++)
+			hr_json_add_int(b, hist_names[h], zone->hist[h]);
+		json_builder_end_object(b);
+		json_builder_set_member_name(b, "pcp");
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "count", zone->pcp_count);
+		hr_json_add_int(b, "high", zone->pcp_high);
+		hr_json_add_int(b, "batch", zone->pcp_batch);
+		hr_json_add_int(b, "high_min", zone->pcp_high_min);
+		hr_json_add_int(b, "high_max", zone->pcp_high_max);
+		json_builder_end_object(b);
+		json_builder_set_member_name(b, "watermarks");
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "min", zone->wmark_min);
+		hr_json_add_int(b, "low", zone->wmark_low);
+		hr_json_add_int(b, "high", zone->wmark_high);
+		json_builder_end_object(b);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+
+	json_builder_set_member_name(b, "candidates");
+	json_builder_begin_array(b);
+	for (guint c = 0; c < s->nr_candidates; c++) {
+		const HrCandidate *cand = &s->candidates[c];
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "gpa", cand->gpa);
+		hr_json_add_int(b, "free_pages", cand->free_pages);
+		json_builder_set_member_name(b, "migratetype");
+		json_builder_add_string_value(b, hr_mt_to_string(cand->migratetype));
+		hr_json_add_int(b, "zone", cand->zone);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	json_builder_end_object(b);
+}
+
+static void
+hr_api_add_summary_members(JsonBuilder *b, HrGuest *guest)
+{
+	json_builder_set_member_name(b, "name");
+	json_builder_add_string_value(b, guest->name);
+	json_builder_set_member_name(b, "uuid");
+	json_builder_add_string_value(b, guest->uuid);
+	hr_json_add_int(b, "pid", guest->pid);
+	json_builder_set_member_name(b, "connected");
+	json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
+	json_builder_set_member_name(b, "seq");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, guest->status->seq);
+	else
+		json_builder_add_null_value(b);
+	json_builder_set_member_name(b, "age_ms");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, hr_guest_status_age_ms(guest));
+	else
+		json_builder_add_null_value(b);
+	json_builder_set_member_name(b, "mem_total_pages");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, guest->status->mem_total_pages);
+	else
+		json_builder_add_null_value(b);
+	json_builder_set_member_name(b, "mem_free_pages");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, guest->status->mem_free_pages);
+	else
+		json_builder_add_null_value(b);
+	json_builder_set_member_name(b, "mem_available_pages");
+	if (guest->status != NULL)
+		json_builder_add_int_value(b, guest->status->mem_available_pages);
+	else
+		json_builder_add_null_value(b);
+	hr_json_add_int(b, "held_blocks", g_hash_table_size(guest->held));
+	hr_json_add_int(b, "rejected", guest->rejected);
+}
+
+JsonNode *
+hr_api_guests_to_json(HrCore *core)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	GPtrArray *guests = hr_core_get_guests(core);
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "guests");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < guests->len; i++) {
+		json_builder_begin_object(b);
+		hr_api_add_summary_members(b, g_ptr_array_index(guests, i));
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	hr_json_add_int(b, "rejected_unidentified", hr_core_get_rejected_unidentified(core));
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
+static void
+hr_api_add_held(JsonBuilder *b, HrGuest *guest)
+{
+	g_autoptr(GArray) gpas = hr_guest_held_sorted(guest);
+
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "blocks", gpas->len);
+	json_builder_set_member_name(b, "gpas");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < gpas->len; i++) {
+		g_autofree gchar *str =
+		    g_strdup_printf("0x%" G_GINT64_MODIFIER "x", g_array_index(gpas, guint64, i));
+		json_builder_add_string_value(b, str);
+	}
+	json_builder_end_array(b);
+	json_builder_set_member_name(b, "returned");
+	json_builder_begin_object(b);
+	for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
+		hr_json_add_int(b, hr_guest_return_reason_to_string(r),
+				guest->blocks_returned_total[r]);
+	json_builder_end_object(b);
+	hr_json_add_int(b, "blocks_freed_total", guest->blocks_freed_total);
+	hr_json_add_int(b, "pages_migrated_total", guest->pages_migrated_total);
+	json_builder_end_object(b);
+}
+
+JsonNode *
+hr_api_guest_to_json(HrGuest *guest)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+
+	json_builder_begin_object(b);
+	hr_api_add_summary_members(b, guest);
+	hr_json_add_time(b, "connected_at", guest->connected_at);
+	hr_json_add_time(b, "disconnected_at", guest->disconnected_at);
+	hr_json_add_int(b, "connections", guest->connections);
+	hr_json_add_int(b, "proto_version", guest->proto_version);
+	hr_json_add_int(b, "ram_size", guest->ram_size);
+	json_builder_set_member_name(b, "ram");
+	json_builder_begin_array(b);
+	for (guint i = 0; i < guest->ram->len; i++) {
+		const HrRamRange *r = &g_array_index(guest->ram, HrRamRange, i);
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "gpa", r->gpa);
+		hr_json_add_int(b, "size", r->size);
+		hr_json_add_int(b, "hva", r->hva);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+
+	json_builder_set_member_name(b, "device");
+	if (guest->have_state) {
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "guest_features", guest->state.guest_features);
+		hr_json_add_int(b, "msgs_relayed", guest->state.msgs_relayed);
+		hr_json_add_int(b, "msgs_rejected", guest->state.msgs_rejected);
+		hr_json_add_int(b, "cmds_dropped", guest->state.cmds_dropped);
+		hr_json_add_int(b, "num_held", guest->state.num_held);
+		json_builder_set_member_name(b, "driver_ok");
+		json_builder_add_boolean_value(b, guest->state.driver_ok);
+		json_builder_set_member_name(b, "discard_disabled");
+		json_builder_add_boolean_value(b, guest->state.discard_disabled);
+		json_builder_end_object(b);
+	} else {
+		json_builder_add_null_value(b);
+	}
+
+	json_builder_set_member_name(b, "daemon_counters");
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "frames", guest->frames);
+	hr_json_add_int(b, "guest_msgs", guest->guest_msgs);
+	hr_json_add_int(b, "rejected", guest->rejected);
+	json_builder_set_member_name(b, "last_reject_reason");
+	if (guest->last_reject_reason != NULL)
+		json_builder_add_string_value(b, guest->last_reject_reason);
+	else
+		json_builder_add_null_value(b);
+	hr_json_add_int(b, "cmds_sent", guest->cmds_sent);
+	hr_json_add_int(b, "cmds_pending", g_hash_table_size(guest->pending));
+	hr_json_add_int(b, "cmds_lost", guest->cmds_lost);
+	json_builder_end_object(b);
+
+	json_builder_set_member_name(b, "last_result");
+	if (guest->last_result != NULL) {
+		const HrResult *r = guest->last_result;
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "request_id", r->hdr.request_id);
+		json_builder_set_member_name(b, "final");
+		json_builder_add_boolean_value(b, r->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT);
+		json_builder_set_member_name(b, "status");
+		json_builder_add_string_value(b, hr_result_status_to_string(r->status));
+		hr_request_add_counts(b, r);
+		json_builder_end_object(b);
+	} else {
+		json_builder_add_null_value(b);
+	}
+
+	json_builder_set_member_name(b, "held");
+	hr_api_add_held(b, guest);
+
+	json_builder_set_member_name(b, "requests");
+	json_builder_begin_array(b);
+	{
+		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
+		for (guint i = 0; i < requests->len; i++)
+			hr_request_add_summary_json(g_ptr_array_index(requests, i), b);
+	}
+	json_builder_end_array(b);
+
+	json_builder_set_member_name(b, "status");
+	if (guest->status != NULL)
+		hr_api_add_status(b, guest->status);
+	else
+		json_builder_add_null_value(b);
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
+JsonNode *
+hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "request_id", request->id);
+	json_builder_set_member_name(b, "guest");
+	json_builder_add_string_value(b, guest->name);
+	json_builder_set_member_name(b, "kind");
+	json_builder_add_string_value(b, hr_request_kind_to_string(request->kind));
+	json_builder_set_member_name(b, "state");
+	json_builder_add_string_value(b, hr_request_state_to_string(request->state));
+	json_builder_set_member_name(b, "cancel_requested");
+	json_builder_add_boolean_value(b, request->cancel_sent);
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
+JsonNode *
+hr_api_event_to_json(const HrEvent *event, guint64 seq)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	HrGuest *guest = event->guest;
+
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "seq", seq);
+	json_builder_set_member_name(b, "type");
+	json_builder_add_string_value(b, hr_event_kind_to_string(event->kind));
+	/* wall clock, so that a client can measure the delivery */
+	hr_json_add_int(b, "time_us", g_get_real_time());
+	if (guest != NULL) {
+		json_builder_set_member_name(b, "guest");
+		json_builder_add_string_value(b, guest->name);
+		json_builder_set_member_name(b, "uuid");
+		json_builder_add_string_value(b, guest->uuid);
+		json_builder_set_member_name(b, "connected");
+		json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
+		hr_json_add_int(b, "held_blocks", g_hash_table_size(guest->held));
+	}
+	switch (event->kind) {
+	case HR_EVENT_STATUS_CHANGED:
+		hr_json_add_int(b, "status_seq", guest->status->seq);
+		hr_json_add_int(b, "mem_free_pages", guest->status->mem_free_pages);
+		hr_json_add_int(b, "mem_available_pages", guest->status->mem_available_pages);
+		break;
+	case HR_EVENT_REQUEST_CHANGED:
+		json_builder_set_member_name(b, "request");
+		hr_request_add_json(event->request, b);
+		break;
+	case HR_EVENT_RESERVATION_CHANGED:
+		json_builder_set_member_name(b, "reservation");
+		hr_reservation_add_json(event->reservation, b, FALSE);
+		break;
+	case HR_EVENT_PLAN_MADE:
+		json_builder_set_member_name(b, "reservation_id");
+		json_builder_add_string_value(b, event->reservation->id);
+		hr_json_add_int(b, "decision_us", event->duration_us);
+		break;
+	default:
+		break;
+	}
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "hr-core.h"
+
+G_BEGIN_DECLS
+
+/* GET /v1/guests */
+JsonNode *
+hr_api_guests_to_json(HrCore *core);
+/* GET /v1/guests/{name} */
+JsonNode *
+hr_api_guest_to_json(HrGuest *guest);
+/* the 202 answer to a request's POST */
+JsonNode *
+hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request);
+
+/* the data of a /v1/events event (hr-events.h) */
+JsonNode *
+hr_api_event_to_json(const HrEvent *event, guint64 seq);
+
+G_END_DECLS

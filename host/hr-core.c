@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "HrCore"
+
+#include "hr-core.h"
+
+#include "hr-device.h"
+#include "hr-listeners.h"
+
+/* how often pending commands and vanished QEMU processes are checked */
+#define HR_CORE_SWEEP_MS 1000
+
+struct _HrCore {
+	HrConfig *config;
+	GPtrArray *devices; /* HrDevice, open connections */
+	GPtrArray *guests;  /* HrGuest */
+	guint64 next_guest_id;
+	guint64 next_request_id;
+	guint64 rejected_unidentified;
+	gchar *last_unidentified_reason;
+	HrListeners *listeners; /* HrCoreFunc */
+	guint sweep_id;
+};
+
+static gboolean
+hr_core_sweep_cb(gpointer user_data);
+
+HrCore *
+hr_core_new(HrConfig *config)
+{
+	HrCore *core = g_new0(HrCore, 1);
+	core->config = config;
+	core->devices = g_ptr_array_new_with_free_func((GDestroyNotify)hr_device_unref);
+	core->guests = g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_free);
+	core->next_guest_id = 1;
+	/* unique per VM across daemon restarts (SPEC 1.6.1) */
+	core->next_request_id = (guint64)g_get_real_time();
+	core->listeners = hr_listeners_new();
+	core->sweep_id = g_timeout_add(HR_CORE_SWEEP_MS, hr_core_sweep_cb, core);
+	return core;
+}
+
+void
+hr_core_free(HrCore *core)
+{
+	if (core == NULL)
+		return;
+	g_clear_handle_id(&core->sweep_id, g_source_remove);
+	hr_core_close_devices(core);
+	g_ptr_array_unref(core->devices);
+	g_ptr_array_unref(core->guests);
+	hr_listeners_free(core->listeners);
+	g_free(core->last_unidentified_reason);
+	g_free(core);
+}
+
+const HrConfig *
+hr_core_get_config(HrCore *core)
+{
+	return core->config;
+}
+
+GPtrArray *
+hr_core_get_guests(HrCore *core)
+{
+	return core->guests;
+}
+
+guint64
+hr_core_get_rejected_unidentified(HrCore *core)
+{
+	return core->rejected_unidentified;
+}
+
+const gchar *
+hr_core_get_last_unidentified_reason(HrCore *core)
+{
+	return core->last_unidentified_reason;
+}
+
+HrGuest *
+hr_core_find_guest(HrCore *core, const gchar *name_or_uuid)
+{
+	HrGuest *found = NULL;
+	for (guint i = 0; i < core->guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(core->guests, i);
+		if (!hr_guest_has_name(guest, name_or_uuid))
+			continue;
+		/* prefer a connected entry, then the most recent one */
+		if (found == NULL || hr_guest_is_connected(guest) || !hr_guest_is_connected(found))
+			found = guest;
+	}
+	return found;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Events */
+
+void
+hr_core_listen(HrCore *core, HrCoreFunc func, gpointer user_data)
+{
+	hr_listeners_add(core->listeners, G_CALLBACK(func), user_data);
+}
+
+void
+hr_core_unlisten(HrCore *core, HrCoreFunc func, gpointer user_data)
+{
+	hr_listeners_remove(core->listeners, G_CALLBACK(func), user_data);
+}
+
+typedef struct {
+	HrCore *core;
+	const HrEvent *event;
+} HrCoreEmission;
+
+static void
+hr_core_invoke(GCallback func, gpointer func_data, gpointer invoke_data)
+{
+	HrCoreEmission *e = invoke_data;
+	((HrCoreFunc)(void (*)(void))func)(e->core, e->event, func_data);
+}
+
+void
+hr_core_emit(HrCore *core, HrEventKind kind, HrGuest *guest, gpointer object)
+{
+	HrEvent event = {.kind = kind, .guest = guest};
+	HrCoreEmission e = {.core = core, .event = &event};
+
+	if (kind == HR_EVENT_REQUEST_CHANGED)
+		event.request = object;
+	else if (kind == HR_EVENT_RESERVATION_CHANGED || kind == HR_EVENT_PLAN_MADE)
+		event.reservation = object;
+	hr_listeners_emit(core->listeners, hr_core_invoke, &e);
+}
+
+void
+hr_core_emit_plan(HrCore *core, HrReservation *reservation, gint64 duration_us)
+{
+	HrEvent event = {
+	    .kind = HR_EVENT_PLAN_MADE, .reservation = reservation, .duration_us = duration_us};
+	HrCoreEmission e = {.core = core, .event = &event};
+	hr_listeners_emit(core->listeners, hr_core_invoke, &e);
+}
+
+const gchar *
+hr_event_kind_to_string(HrEventKind kind)
+{
+	static const gchar *const names[HR_EVENT_N_KINDS] = {
+	    [HR_EVENT_GUEST_ADDED] = "guest-added",
+	    [HR_EVENT_GUEST_CONNECTED] = "guest-connected",
+	    [HR_EVENT_GUEST_DISCONNECTED] = "guest-disconnected",
+	    [HR_EVENT_GUEST_REMOVED] = "guest-removed",
+	    [HR_EVENT_STATUS_CHANGED] = "status",
+	    [HR_EVENT_HELD_CHANGED] = "held",
+	    [HR_EVENT_REQUEST_CHANGED] = "request",
+	    [HR_EVENT_RESERVATION_CHANGED] = "reservation",
+	    [HR_EVENT_PLAN_MADE] = "plan",
+	};
+	return kind < HR_EVENT_N_KINDS ? names[kind] : "unknown";
+}
+
+/* ---------------------------------------------------------------------- */
+/* Connections */
+
+void
+hr_core_add_device(HrCore *core, HrDevice *device)
+{
+	g_ptr_array_add(core->devices, device);
+}
+
+void
+hr_core_close_devices(HrCore *core)
+{
+	while (core->devices->len > 0)
+		hr_device_close(g_ptr_array_index(core->devices, 0), NULL);
+}
+
+guint
+hr_core_get_n_devices(HrCore *core)
+{
+	return core->devices->len;
+}
+
+void
+hr_core_note_unidentified(HrCore *core, const gchar *reason)
+{
+	core->rejected_unidentified++;
+	g_free(core->last_unidentified_reason);
+	core->last_unidentified_reason = g_strdup(reason);
+}
+
+static void
+hr_core_held_changed(gpointer guest, gpointer data)
+{
+	hr_core_emit(data, HR_EVENT_HELD_CHANGED, guest, NULL);
+}
+
+HrGuest *
+hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, HrPeer *peer)
+{
+	HrGuest *guest = hr_guest_find_for_hello(core->guests, hello, peer);
+	gint pid = peer->pid;
+	gboolean added = FALSE;
+
+	if (guest != NULL) {
+		g_info("%s (%s) reconnected from pid %d", guest->name, guest->uuid, pid);
+		if (!hr_peer_same_process(guest->peer, peer))
+			/* a new QEMU process starts with no holds (SPEC 2.9) */
+			hr_guest_held_clear(guest);
+		hr_guest_update_identity(guest, hello, peer);
+	} else {
+		guest = hr_guest_new(core->next_guest_id++, hello, peer);
+		guest->history = core->config->request_history;
+		g_ptr_array_add(core->guests, guest);
+		g_info("%s (%s) connected from pid %d, %u RAM ranges", guest->name, guest->uuid,
+		       pid, hello->nr_ram);
+		added = TRUE;
+	}
+	hr_guest_settle_uuid(core->guests, guest);
+	guest->gone_at = 0;
+	guest->held_changed = hr_core_held_changed;
+	guest->held_changed_data = core;
+	guest->device = device;
+	guest->ready = FALSE;
+	guest->connections++;
+	g_clear_pointer(&guest->connected_at, g_date_time_unref);
+	g_clear_pointer(&guest->disconnected_at, g_date_time_unref);
+	guest->connected_at = g_date_time_new_now_utc();
+	/* commands sent on the old connection will not be answered */
+	g_hash_table_remove_all(guest->pending);
+	if (added)
+		hr_core_emit(core, HR_EVENT_GUEST_ADDED, guest, NULL);
+	hr_core_emit(core, HR_EVENT_GUEST_CONNECTED, guest, NULL);
+	return guest;
+}
+
+void
+hr_core_device_closed(HrCore *core, HrDevice *device, HrGuest *guest, const gchar *reason)
+{
+	if (guest != NULL) {
+		if (reason != NULL)
+			hr_guest_reject(guest, reason);
+		guest->device = NULL;
+		guest->disconnected_at = g_date_time_new_now_utc();
+		hr_guest_device_lost(guest);
+	} else if (reason != NULL) {
+		hr_core_note_unidentified(core, reason);
+	}
+	g_ptr_array_remove(core->devices, device);
+	if (guest != NULL)
+		hr_core_emit(core, HR_EVENT_GUEST_DISCONNECTED, guest, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Commands */
+
+guint64
+hr_core_request_report(HrCore *core, HrGuest *guest, GError **error)
+{
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(GBytes) payload = NULL;
+	HrPendingCmd *pending;
+
+	if (!hr_guest_is_connected(guest)) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED,
+			    "guest %s is not connected (its QEMU has no hugeroom device "
+			    "connection right now)",
+			    guest->name);
+		return 0;
+	}
+	cmd = hr_cmd_new(VIRTIO_HUGEROOM_CMD_REPORT, core->next_request_id++);
+	payload = hr_cmd_encode(cmd);
+	pending = g_new0(HrPendingCmd, 1);
+	pending->request_id = cmd->hdr.request_id;
+	pending->type = cmd->hdr.type;
+	pending->sent_at = g_get_monotonic_time();
+	g_hash_table_insert(guest->pending, &pending->request_id, pending);
+	guest->cmds_sent++;
+	hr_device_send(guest->device, HR_CHAN_HOST_CMD, payload);
+	g_info("%s: sent report request %" G_GUINT64_FORMAT, guest->name, cmd->hdr.request_id);
+	return cmd->hdr.request_id;
+}
+
+static void
+hr_core_request_cb(HrRequest *request, gpointer user_data)
+{
+	HrCore *core = user_data;
+	if (request->owner != NULL)
+		hr_core_emit(core, HR_EVENT_REQUEST_CHANGED, request->owner, request);
+}
+
+HrRequest *
+hr_core_submit(HrCore *core, HrGuest *guest, const HrRequestParams *params, GError **error)
+{
+	HrRequestParams p = *params;
+	HrRequest *request;
+
+	if (p.timeout_s == 0)
+		p.timeout_s = core->config->request_timeout_s;
+	request = hr_request_new(core->next_request_id, &p, (const HrRamRange *)guest->ram->data,
+				 guest->ram->len, error);
+	if (request == NULL)
+		return NULL;
+	if (!hr_guest_check_gate(guest, p.kind, error) ||
+	    !hr_guest_check_queue(guest, core->config->max_queued_requests, error)) {
+		hr_request_unref(request);
+		return NULL;
+	}
+	core->next_request_id++;
+	/* the guest owns its requests and the core its guests: no removal needed */
+	hr_request_add_listener(request, hr_core_request_cb, core);
+	hr_guest_submit(guest, request);
+	return request;
+}
+
+static void
+hr_core_guest_pruned(HrGuest *guest, gpointer user_data)
+{
+	hr_core_emit(user_data, HR_EVENT_GUEST_REMOVED, guest, NULL);
+}
+
+static gboolean
+hr_core_sweep_cb(gpointer user_data)
+{
+	HrCore *core = user_data;
+	gint64 now = g_get_monotonic_time();
+	gint64 timeout_us = (gint64)core->config->command_timeout_ms * 1000;
+
+	for (guint i = 0; i < core->guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(core->guests, i);
+		GHashTableIter iter;
+		HrPendingCmd *cmd;
+
+		g_hash_table_iter_init(&iter, guest->pending);
+		while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&cmd)) {
+			if (now - cmd->sent_at < timeout_us)
+				continue;
+			g_warning("%s: %s request %" G_GUINT64_FORMAT " unanswered after %u ms, "
+				  "counted as lost",
+				  guest->name, hr_msg_type_to_string(cmd->type), cmd->request_id,
+				  core->config->command_timeout_ms);
+			guest->cmds_lost++;
+			g_hash_table_iter_remove(&iter);
+		}
+		/* a new QEMU process starts with no holds (SPEC 2.9) */
+		if (!hr_guest_is_connected(guest) && g_hash_table_size(guest->held) > 0 &&
+		    !hr_peer_is_alive(guest->peer)) {
+			g_info("%s: QEMU pid %d exited, dropping %u held blocks", guest->name,
+			       guest->pid, g_hash_table_size(guest->held));
+			hr_guest_held_clear(guest); /* emits HELD_CHANGED */
+		}
+	}
+	hr_guest_prune(core->guests, core->config->guest_prune_s, hr_core_guest_pruned, core);
+	return G_SOURCE_CONTINUE;
+}

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+#define G_LOG_DOMAIN "HrEvents"
+
+#include "hr-events.h"
+
+#include <string.h>
+
+#include "hr-api-json.h"
+
+typedef struct {
+	HrEventStream *stream; /* NULL once closed */
+	GIOStream *io;
+	GCancellable *cancellable;
+	GQueue outq; /* GBytes */
+	gsize queued;
+	gboolean writing;
+	guint32 types_mask;
+	gchar *guest;
+	guint8 buf[512]; /* what the client sends, read and ignored */
+	gint refcount;
+} HrEventClient;
+
+struct _HrEventStream {
+	HrCore *core;
+	GPtrArray *clients; /* HrEventClient */
+	guint64 seq;
+	guint ping_id;
+	guint64 delivered;
+	guint64 dropped;
+};
+
+static void
+hr_event_client_unref(HrEventClient *client)
+{
+	if (--client->refcount > 0)
+		return;
+	g_object_unref(client->io);
+	g_object_unref(client->cancellable);
+	g_queue_clear_full(&client->outq, (GDestroyNotify)g_bytes_unref);
+	g_free(client->guest);
+	g_free(client);
+}
+
+static void
+hr_event_client_close(HrEventClient *client, const gchar *why)
+{
+	HrEventStream *stream = client->stream;
+
+	if (stream == NULL)
+		return;
+	client->stream = NULL;
+	g_debug("event client closed: %s", why);
+	g_cancellable_cancel(client->cancellable);
+	g_io_stream_close_async(client->io, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
+	/* the stream's reference */
+	g_ptr_array_remove_fast(stream->clients, client);
+}
+
+static void
+hr_event_client_write_next(HrEventClient *client);
+
+static void
+hr_event_client_write_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	HrEventClient *client = user_data;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GBytes) done = NULL;
+
+	client->writing = FALSE;
+	done = g_queue_pop_head(&client->outq);
+	if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(source), res, NULL, &error)) {
+		hr_event_client_close(client, error->message);
+	} else if (client->stream != NULL) {
+		client->queued -= g_bytes_get_size(done);
+		hr_event_client_write_next(client);
+	}
+	hr_event_client_unref(client);
+}
+
+static void
+hr_event_client_write_next(HrEventClient *client)
+{
+	GOutputStream *out = g_io_stream_get_output_stream(client->io);
+	GBytes *head = g_queue_peek_head(&client->outq);
+	gsize len;
+	gconstpointer data;
+
+	if (client->writing || head == NULL || client->stream == NULL)
+		return;
+	data = g_bytes_get_data(head, &len);
+	client->writing = TRUE;
+	client->refcount++;
+	g_output_stream_write_all_async(out, data, len, G_PRIORITY_DEFAULT, client->cancellable,
+					hr_event_client_write_cb, client);
+}
+
+static void
+hr_event_client_send(HrEventClient *client, GBytes *text)
+{
+	HrEventStream *stream = client->stream;
+
+	if (client->queued + g_bytes_get_size(text) > HR_EVENTS_MAX_QUEUED) {
+		stream->dropped++;
+		g_warning("an event client fell %" G_GSIZE_FORMAT " bytes behind: dropped",
+			  client->queued);
+		hr_event_client_close(client, "too slow");
+		return;
+	}
+	client->queued += g_bytes_get_size(text);
+	g_queue_push_tail(&client->outq, g_bytes_ref(text));
+	hr_event_client_write_next(client);
+}
+
+static void
+hr_event_client_read_cb(GObject *source, GAsyncResult *res, gpointer user_data);
+
+static void
+hr_event_client_read_next(HrEventClient *client)
+{
+	GInputStream *in = g_io_stream_get_input_stream(client->io);
+	client->refcount++;
+	g_input_stream_read_async(in, client->buf, sizeof(client->buf), G_PRIORITY_DEFAULT,
+				  client->cancellable, hr_event_client_read_cb, client);
+}
+
+/* a client has nothing to say: EOF or an error is its end */
+static void
+hr_event_client_read_cb(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	HrEventClient *client = user_data;
+	g_autoptr(GError) error = NULL;
+	gssize n = g_input_stream_read_finish(G_INPUT_STREAM(source), res, &error);
+
+	if (n <= 0)
+		hr_event_client_close(client, n == 0 ? "end of stream" : error->message);
+	else if (client->stream != NULL)
+		hr_event_client_read_next(client);
+	hr_event_client_unref(client);
+}
+
+static gboolean
+hr_event_client_wants(HrEventClient *client, const HrEvent *event)
+{
+	if ((client->types_mask & (1u << event->kind)) == 0)
+		return FALSE;
+	if (client->guest == NULL)
+		return TRUE;
+	return event->guest != NULL && (g_strcmp0(event->guest->name, client->guest) == 0 ||
+					g_ascii_strcasecmp(event->guest->uuid, client->guest) == 0);
+}
+
+static void
+hr_event_stream_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
+{
+	HrEventStream *stream = user_data;
+	g_autoptr(GBytes) text = NULL;
+	guint64 seq = ++stream->seq;
+	(void)core;
+
+	/* backwards: a client may be closed (and removed) on the way */
+	for (guint i = stream->clients->len; i > 0; i--) {
+		HrEventClient *client = g_ptr_array_index(stream->clients, i - 1);
+		if (!hr_event_client_wants(client, event))
+			continue;
+		if (text == NULL) {
+			g_autoptr(JsonNode) node = hr_api_event_to_json(event, seq);
+			g_autofree gchar *json = json_to_string(node, FALSE);
+			gchar *str = g_strdup_printf("id: %" G_GUINT64_FORMAT "\nevent: %s\n"
+						     "data: %s\n\n",
+						     seq, hr_event_kind_to_string(event->kind),
+						     json);
+			text = g_bytes_new_take(str, strlen(str));
+		}
+		stream->delivered++;
+		hr_event_client_send(client, text);
+	}
+}
+
+static gboolean
+hr_event_stream_ping_cb(gpointer user_data)
+{
+	HrEventStream *stream = user_data;
+	g_autoptr(GBytes) ping = g_bytes_new_static(": ping\n\n", 8);
+
+	for (guint i = stream->clients->len; i > 0; i--)
+		hr_event_client_send(g_ptr_array_index(stream->clients, i - 1), ping);
+	return G_SOURCE_CONTINUE;
+}
+
+HrEventStream *
+hr_event_stream_new(HrCore *core)
+{
+	HrEventStream *stream = g_new0(HrEventStream, 1);
+	stream->core = core;
+	stream->clients = g_ptr_array_new_with_free_func((GDestroyNotify)hr_event_client_unref);
+	stream->ping_id = g_timeout_add_seconds(HR_EVENTS_PING_S, hr_event_stream_ping_cb, stream);
+	hr_core_listen(core, hr_event_stream_event_cb, stream);
+	return stream;
+}
+
+void
+hr_event_stream_free(HrEventStream *stream)
+{
+	if (stream == NULL)
+		return;
+	hr_core_unlisten(stream->core, hr_event_stream_event_cb, stream);
+	g_clear_handle_id(&stream->ping_id, g_source_remove);
+	while (stream->clients->len > 0)
+		hr_event_client_close(g_ptr_array_index(stream->clients, 0), "daemon stopping");
+	g_ptr_array_unref(stream->clients);
+	g_free(stream);
+}
+
+gboolean
+hr_event_stream_parse_filter(GHashTable *query, guint32 *types_mask, const gchar **guest,
+			     GError **error)
+{
+	GHashTableIter iter;
+	const gchar *key, *value;
+
+	*types_mask = (1u << HR_EVENT_N_KINDS) - 1;
+	*guest = NULL;
+	if (query == NULL)
+		return TRUE;
+	g_hash_table_iter_init(&iter, query);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&key, (gpointer *)&value)) {
+		if (g_strcmp0(key, "guest") == 0) {
+			*guest = value;
+		} else if (g_strcmp0(key, "types") == 0) {
+			g_auto(GStrv) types = g_strsplit(value, ",", -1);
+			*types_mask = 0;
+			for (guint i = 0; types[i] != NULL; i++) {
+				guint k;
+				for (k = 0; k < HR_EVENT_N_KINDS; k++) {
+					if (g_strcmp0(types[i], hr_event_kind_to_string(k)) == 0)
+						break;
+				}
+				if (k == HR_EVENT_N_KINDS) {
+					g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+						    "types: unknown event type '%s'; the types are "
+						    "guest-added, guest-connected, guest-disconnected, "
+						    "status, held, request, reservation, plan",
+						    types[i]);
+					return FALSE;
+				}
+				*types_mask |= 1u << k;
+			}
+		} else {
+			g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+				    "%s: unknown parameter; /v1/events takes types and guest", key);
+			return FALSE;
+		}
+	}
+	return TRUE;
+}
+
+void
+hr_event_stream_add_client(HrEventStream *stream, GIOStream *io, guint32 types_mask,
+			   const gchar *guest)
+{
+	static const gchar head[] = "HTTP/1.1 200 OK\r\n"
+				    "Content-Type: text/event-stream\r\n"
+				    "Cache-Control: no-store\r\n"
+				    "Connection: close\r\n"
+				    "Server: hugeroomd/" PACKAGE_VERSION "\r\n\r\n"
+				    "retry: 1000\n\n";
+	HrEventClient *client = g_new0(HrEventClient, 1);
+	g_autoptr(GBytes) text = g_bytes_new_static(head, sizeof(head) - 1);
+
+	client->refcount = 1;
+	client->stream = stream;
+	client->io = g_object_ref(io);
+	client->cancellable = g_cancellable_new();
+	client->types_mask = types_mask;
+	client->guest = g_strdup(guest);
+	g_queue_init(&client->outq);
+	g_ptr_array_add(stream->clients, client);
+	hr_event_client_send(client, text);
+	hr_event_client_read_next(client);
+}
+
+guint
+hr_event_stream_get_n_clients(HrEventStream *stream)
+{
+	return stream->clients->len;
+}
+
+guint64
+hr_event_stream_get_delivered(HrEventStream *stream)
+{
+	return stream->delivered;
+}
+
+guint64
+hr_event_stream_get_dropped(HrEventStream *stream)
+{
+	return stream->dropped;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+#pragma once
+
+/*
+ * GET /v1/events: the core's events as Server-Sent Events. Each client
+ * gets, from the moment it connects, every event that passes its filter:
+ *
+ *   id: SEQ
+ *   event: TYPE
+ *   data: {"seq": SEQ, "type": TYPE, "time_us": ..., ...}
+ *
+ * and a ": ping" comment every HR_EVENTS_PING_S seconds. A client that
+ * falls more than HR_EVENTS_MAX_QUEUED bytes behind is dropped (it
+ * reconnects and reads the state again): the daemon never buffers without
+ * bound nor waits for a reader.
+ */
+
+#include <gio/gio.h>
+
+#include "hr-core.h"
+
+G_BEGIN_DECLS
+
+#define HR_EVENTS_PING_S 15
+#define HR_EVENTS_MAX_QUEUED (4 << 20)
+
+typedef struct _HrEventStream HrEventStream;
+
+HrEventStream *
+hr_event_stream_new(HrCore *core);
+void
+hr_event_stream_free(HrEventStream *stream);
+
+/*
+ * The filter of ?types=a,b&guest=NAME: FALSE with @error naming what is
+ * wrong. @types_mask has bit (1 << HrEventKind) set for each type wanted.
+ */
+gboolean
+hr_event_stream_parse_filter(GHashTable *query, guint32 *types_mask, const gchar **guest,
+			     GError **error);
+/* take over @io, an HTTP connection whose request was read, as a client */
+void
+hr_event_stream_add_client(HrEventStream *stream, GIOStream *io, guint32 types_mask,
+			   const gchar *guest);
+guint
+hr_event_stream_get_n_clients(HrEventStream *stream);
+/* events written into client queues, and clients dropped for falling behind */
+guint64
+hr_event_stream_get_delivered(HrEventStream *stream);
+guint64
+hr_event_stream_get_dropped(HrEventStream *stream);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrEventStream, hr_event_stream_free)
+
+G_END_DECLS

@@ -1,0 +1,459 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* GET /metrics: Prometheus text exposition format 0.0.4 */
+
+#define G_LOG_DOMAIN "HrMetrics"
+
+#include "hr-metrics.h"
+
+#include "hr-monitor.h"
+
+/* the host's state is read at most this often for /metrics */
+#define HR_METRICS_HOST_MAX_AGE_US (1 * G_USEC_PER_SEC)
+/* requests remembered as counted: far more than ever end twice in a row */
+#define HR_METRICS_REQUESTS_SEEN 4096
+
+static void
+hr_metrics_metric_escape(GString *out, const gchar *value)
+{
+	for (const gchar *p = value; *p != '\0'; p++) {
+		if (*p == '\\' || *p == '"')
+			g_string_append_c(out, '\\');
+		if (*p == '\n') {
+			g_string_append(out, "\\n");
+			continue;
+		}
+		g_string_append_c(out, *p);
+	}
+}
+
+static void
+hr_metrics_metric(GString *out, const gchar *metric, HrGuest *guest, gdouble value)
+{
+	g_string_append_printf(out, "%s{name=\"", metric);
+	hr_metrics_metric_escape(out, guest->name);
+	g_string_append_printf(out, "\",uuid=\"%s\"} %.17g\n", guest->uuid, value);
+}
+
+static void
+hr_metrics_metric_labelled(GString *out, const gchar *metric, HrGuest *guest, const gchar *label,
+		       const gchar *value, gdouble number)
+{
+	g_string_append_printf(out, "%s{name=\"", metric);
+	hr_metrics_metric_escape(out, guest->name);
+	g_string_append_printf(out, "\",uuid=\"%s\",%s=\"%s\"} %.17g\n", guest->uuid, label, value,
+			       number);
+}
+
+static void
+hr_metrics_metric_head(GString *out, const gchar *metric, const gchar *type, const gchar *help)
+{
+	g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
+}
+
+static void
+hr_metrics_requests(GString *out, GPtrArray *guests)
+{
+	hr_metrics_metric_head(out, "hugeroom_guest_requests", "gauge",
+			   "evacuate, capture and return requests waiting or running, by state");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		guint n[HR_REQUEST_DONE] = {0};
+		n[HR_REQUEST_QUEUED] = g_queue_get_length(&guest->queue);
+		if (guest->active != NULL)
+			n[guest->active->state]++;
+		for (guint st = 0; st < HR_REQUEST_DONE; st++)
+			hr_metrics_metric_labelled(out, "hugeroom_guest_requests", guest, "state",
+					       hr_request_state_to_string(st), n[st]);
+	}
+	hr_metrics_metric_head(out, "hugeroom_guest_requests_finished_total", "counter",
+			   "evacuate, capture and return requests that ended, by final state");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		for (guint st = HR_REQUEST_DONE; st < HR_REQUEST_N_STATES; st++)
+			hr_metrics_metric_labelled(out, "hugeroom_guest_requests_finished_total", guest,
+					       "state", hr_request_state_to_string(st),
+					       guest->requests_final[st]);
+	}
+	hr_metrics_metric_head(out, "hugeroom_guest_blocks_freed_total", "counter",
+			   "2 MiB blocks freed and held by evacuate and capture results");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		hr_metrics_metric(out, "hugeroom_guest_blocks_freed_total", guest,
+			      guest->blocks_freed_total);
+	}
+	hr_metrics_metric_head(out, "hugeroom_guest_pages_migrated_total", "counter",
+			   "4 KiB guest pages migrated by evacuate and capture results");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		hr_metrics_metric(out, "hugeroom_guest_pages_migrated_total", guest,
+			      guest->pages_migrated_total);
+	}
+	hr_metrics_metric_head(out, "hugeroom_guest_blocks_returned_total", "counter",
+			   "held blocks the guest took back, by reason (host, pressure, unload)");
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
+			hr_metrics_metric_labelled(out, "hugeroom_guest_blocks_returned_total", guest,
+					       "reason", hr_guest_return_reason_to_string(r),
+					       guest->blocks_returned_total[r]);
+	}
+}
+
+static void
+hr_metrics_guests(GString *out, HrCore *core)
+{
+	GPtrArray *guests = hr_core_get_guests(core);
+	struct {
+		const gchar *name;
+		const gchar *type;
+		const gchar *help;
+	} metrics[] = {
+	    {"hugeroom_guest_connected", "gauge", "1 while the guest's device is connected"},
+	    {"hugeroom_guest_free_pages", "gauge", "MemFree of the guest, 4 KiB pages"},
+	    {"hugeroom_guest_held_blocks", "gauge", "2 MiB blocks the guest holds for the host"},
+	    {"hugeroom_guest_status_age_seconds", "gauge", "age of the latest status report"},
+	    {"hugeroom_guest_rejected_messages_total", "counter",
+	     "frames from the guest's device that were rejected"},
+	};
+
+	for (guint m = 0; m < G_N_ELEMENTS(metrics); m++) {
+		g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metrics[m].name,
+				       metrics[m].help, metrics[m].name, metrics[m].type);
+		for (guint i = 0; i < guests->len; i++) {
+			HrGuest *guest = g_ptr_array_index(guests, i);
+			switch (m) {
+			case 0:
+				hr_metrics_metric(out, metrics[m].name, guest,
+					      hr_guest_is_connected(guest));
+				break;
+			case 1:
+				if (guest->status != NULL)
+					hr_metrics_metric(out, metrics[m].name, guest,
+						      guest->status->mem_free_pages);
+				break;
+			case 2:
+				hr_metrics_metric(out, metrics[m].name, guest,
+					      g_hash_table_size(guest->held));
+				break;
+			case 3:
+				if (guest->status != NULL)
+					hr_metrics_metric(out, metrics[m].name, guest,
+						      hr_guest_status_age_ms(guest) / 1000.0);
+				break;
+			default:
+				hr_metrics_metric(out, metrics[m].name, guest, guest->rejected);
+				break;
+			}
+		}
+	}
+	hr_metrics_requests(out, guests);
+	g_string_append_printf(out,
+			       "# HELP hugeroom_rejected_connections_total connections closed "
+			       "before a valid HELLO\n"
+			       "# TYPE hugeroom_rejected_connections_total counter\n"
+			       "hugeroom_rejected_connections_total %" G_GUINT64_FORMAT "\n",
+			       hr_core_get_rejected_unidentified(core));
+}
+
+/* ---------------------------------------------------------------------- */
+/* Histograms */
+
+struct _HrMetricsHistogram {
+	gchar *name;
+	gchar *help;
+	gchar *label;	 /* NULL: one series */
+	GStrv values;	 /* the label's values, one series each */
+	const gdouble *bounds; /* upper bounds, ascending, ending with 0 */
+	guint n_bounds;
+	guint64 *counts; /* [series][bound], not cumulative; one more for +Inf */
+	gdouble *sums;	 /* [series] */
+};
+
+const gdouble hr_metrics_bounds_fast[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+					  0.025,  0.05,	   0.1,	   0.25,  0.5,	  1,     2.5,
+					  0};
+const gdouble hr_metrics_bounds_slow[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,
+					  10,	30,   60,  120,	 300, 600, 0};
+
+HrMetricsHistogram *
+hr_metrics_histogram_new(const gchar *name, const gchar *help, const gchar *label,
+			 const gchar *const *values, const gdouble *bounds)
+{
+	HrMetricsHistogram *h = g_new0(HrMetricsHistogram, 1);
+	guint n_series;
+
+	h->name = g_strdup(name);
+	h->help = g_strdup(help);
+	h->label = g_strdup(label);
+	h->values = g_strdupv((gchar **)values);
+	h->bounds = bounds;
+	while (bounds[h->n_bounds] != 0)
+		h->n_bounds++;
+	n_series = h->values != NULL ? g_strv_length(h->values) : 1;
+	h->counts = g_new0(guint64, (gsize)n_series * (h->n_bounds + 1));
+	h->sums = g_new0(gdouble, n_series);
+	return h;
+}
+
+void
+hr_metrics_histogram_free(HrMetricsHistogram *h)
+{
+	if (h == NULL)
+		return;
+	g_free(h->name);
+	g_free(h->help);
+	g_free(h->label);
+	g_strfreev(h->values);
+	g_free(h->counts);
+	g_free(h->sums);
+	g_free(h);
+}
+
+void
+hr_metrics_histogram_observe(HrMetricsHistogram *h, guint series, gdouble value)
+{
+	guint b = 0;
+
+	if (h->values != NULL && series >= g_strv_length(h->values))
+		return;
+	if (h->values == NULL)
+		series = 0;
+	while (b < h->n_bounds && value > h->bounds[b])
+		b++;
+	h->counts[series * (h->n_bounds + 1) + b]++;
+	h->sums[series] += value;
+}
+
+static void
+hr_metrics_histogram_labels(GString *out, HrMetricsHistogram *h, guint series, const gchar *le)
+{
+	gboolean any = h->values != NULL || le != NULL;
+
+	if (!any)
+		return;
+	g_string_append_c(out, '{');
+	if (h->values != NULL) {
+		g_string_append_printf(out, "%s=\"", h->label);
+		hr_metrics_metric_escape(out, h->values[series]);
+		g_string_append_c(out, '"');
+	}
+	if (le != NULL)
+		g_string_append_printf(out, "%sle=\"%s\"", h->values != NULL ? "," : "", le);
+	g_string_append_c(out, '}');
+}
+
+void
+hr_metrics_histogram_append(GString *out, HrMetricsHistogram *h)
+{
+	guint n_series = h->values != NULL ? g_strv_length(h->values) : 1;
+
+	hr_metrics_metric_head(out, h->name, "histogram", h->help);
+	for (guint s = 0; s < n_series; s++) {
+		const guint64 *counts = &h->counts[s * (h->n_bounds + 1)];
+		guint64 cumulative = 0;
+		for (guint b = 0; b <= h->n_bounds; b++) {
+			gchar le[G_ASCII_DTOSTR_BUF_SIZE];
+			cumulative += counts[b];
+			if (b < h->n_bounds)
+				g_ascii_formatd(le, sizeof(le), "%g", h->bounds[b]);
+			else
+				g_strlcpy(le, "+Inf", sizeof(le));
+			g_string_append_printf(out, "%s_bucket", h->name);
+			hr_metrics_histogram_labels(out, h, s, le);
+			g_string_append_printf(out, " %" G_GUINT64_FORMAT "\n", cumulative);
+		}
+		g_string_append_printf(out, "%s_sum", h->name);
+		hr_metrics_histogram_labels(out, h, s, NULL);
+		g_string_append_printf(out, " %.17g\n%s_count", h->sums[s], h->name);
+		hr_metrics_histogram_labels(out, h, s, NULL);
+		g_string_append_printf(out, " %" G_GUINT64_FORMAT "\n", cumulative);
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* The daemon's metrics */
+
+struct _HrMetrics {
+	HrCore *core;
+	HrPrepare *prepare;
+	HrHostState *host; /* cached, read at most every HR_METRICS_HOST_MAX_AGE_US */
+	gint64 host_read_at;
+	GHashTable *ready_seen; /* reservation ids already counted in time_to_ready */
+	HrMetricsHistogram *time_to_ready;
+	HrMetricsHistogram *plan_time;
+	HrMetricsHistogram *request_time; /* guest requests, by kind */
+	GHashTable *requests_seen;	  /* ids of requests counted in request_time */
+	GQueue requests_order;		  /* the same ids, oldest first, owned */
+};
+
+static void
+hr_metrics_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
+{
+	HrMetrics *m = user_data;
+	(void)core;
+
+	switch (event->kind) {
+	case HR_EVENT_PLAN_MADE:
+		hr_metrics_histogram_observe(m->plan_time, 0, event->duration_us / 1e6);
+		break;
+	case HR_EVENT_RESERVATION_CHANGED: {
+		HrReservation *r = event->reservation;
+		if (r->state != HR_RESERVATION_READY || r->finished_at == 0 ||
+		    g_hash_table_contains(m->ready_seen, r->id))
+			break;
+		g_hash_table_add(m->ready_seen, g_strdup(r->id));
+		hr_metrics_histogram_observe(m->time_to_ready, 0,
+					     (r->finished_at - r->created_at) / 1e6);
+		break;
+	}
+	case HR_EVENT_REQUEST_CHANGED: {
+		HrRequest *req = event->request;
+		gint64 us;
+		if (!hr_request_state_is_final(req->state) || req->finished_at == NULL ||
+		    g_hash_table_contains(m->requests_seen, &req->id))
+			break;
+		/* a RESULT after a timeout changes it again: count its end once */
+		g_queue_push_tail(&m->requests_order, g_memdup2(&req->id, sizeof(req->id)));
+		g_hash_table_add(m->requests_seen, g_queue_peek_tail(&m->requests_order));
+		if (g_queue_get_length(&m->requests_order) > HR_METRICS_REQUESTS_SEEN) {
+			guint64 *old = g_queue_pop_head(&m->requests_order);
+			g_hash_table_remove(m->requests_seen, old);
+			g_free(old);
+		}
+		us = g_date_time_difference(req->finished_at, req->created_at);
+		hr_metrics_histogram_observe(m->request_time, req->kind, us / 1e6);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+HrMetrics *
+hr_metrics_new(HrCore *core, HrPrepare *prepare)
+{
+	static const gchar *const kinds[] = {"evacuate", "capture", "return", NULL};
+	HrMetrics *m = g_new0(HrMetrics, 1);
+
+	m->core = core;
+	m->prepare = prepare;
+	m->ready_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+	m->requests_seen = g_hash_table_new(g_int64_hash, g_int64_equal);
+	g_queue_init(&m->requests_order);
+	m->time_to_ready = hr_metrics_histogram_new(
+	    "hugeroom_reservation_time_to_ready_seconds",
+	    "from a reservation's creation to ready, for those that became ready", NULL, NULL,
+	    hr_metrics_bounds_slow);
+	m->plan_time = hr_metrics_histogram_new("hugeroom_plan_duration_seconds",
+						"the planner's decision time for a reservation",
+						NULL, NULL, hr_metrics_bounds_fast);
+	m->request_time = hr_metrics_histogram_new(
+	    "hugeroom_guest_request_duration_seconds",
+	    "from an evacuate, capture or return's creation to its end, by kind", "kind", kinds,
+	    hr_metrics_bounds_slow);
+	hr_core_listen(core, hr_metrics_event_cb, m);
+	return m;
+}
+
+void
+hr_metrics_free(HrMetrics *m)
+{
+	if (m == NULL)
+		return;
+	hr_core_unlisten(m->core, hr_metrics_event_cb, m);
+	g_clear_pointer(&m->host, hr_host_state_free);
+	g_hash_table_unref(m->ready_seen);
+	g_hash_table_unref(m->requests_seen);
+	g_queue_clear_full(&m->requests_order, g_free);
+	hr_metrics_histogram_free(m->time_to_ready);
+	hr_metrics_histogram_free(m->plan_time);
+	hr_metrics_histogram_free(m->request_time);
+	g_free(m);
+}
+
+static void
+hr_metrics_host(GString *out, HrMetrics *m)
+{
+	HrReservationStore *store = hr_prepare_get_store(m->prepare);
+	gint64 now = g_get_monotonic_time();
+	struct {
+		const gchar *name;
+		const gchar *type;
+		const gchar *help;
+	} metrics[] = {
+	    {"hugeroom_node_free_blocks", "gauge", "free 2 MiB blocks of the node (buddyinfo)"},
+	    {"hugeroom_node_unusable_index", "gauge",
+	     "fragmentation: share of free memory in chunks below 2 MiB, 0-1 (unusable free "
+	     "space index, order 9)"},
+	    {"hugeroom_node_promised_blocks", "gauge",
+	     "2 MiB blocks promised to live reservations on the node"},
+	    {"hugeroom_node_free_bytes", "gauge", "free memory of the node (buddyinfo)"},
+	};
+
+	if (m->host == NULL || now - m->host_read_at > HR_METRICS_HOST_MAX_AGE_US) {
+		g_autoptr(GError) error = NULL;
+		HrHostState *host = hr_monitor_read_host(hr_core_get_config(m->core)->host_root,
+							 &error);
+		if (host == NULL) {
+			g_debug("no host metrics: %s", error->message);
+		} else {
+			g_clear_pointer(&m->host, hr_host_state_free);
+			m->host = host;
+			m->host_read_at = now;
+		}
+	}
+	if (m->host == NULL)
+		return;
+	for (guint k = 0; k < G_N_ELEMENTS(metrics); k++) {
+		hr_metrics_metric_head(out, metrics[k].name, metrics[k].type, metrics[k].help);
+		for (guint n = 0; n < m->host->nodes->len; n++) {
+			const HrNodeState *ns = g_ptr_array_index(m->host->nodes, n);
+			gdouble v;
+			switch (k) {
+			case 0:
+				v = ns->free_blocks;
+				break;
+			case 1:
+				v = ns->unusable_index / 1000.0;
+				break;
+			case 2:
+				v = hr_reservation_store_promised(store, ns->node, NULL);
+				break;
+			default:
+				v = (gdouble)ns->free_pages * 4096;
+				break;
+			}
+			g_string_append_printf(out, "%s{node=\"%u\"} %.17g\n", metrics[k].name,
+					       ns->node, v);
+		}
+	}
+}
+
+static void
+hr_metrics_reservations(GString *out, HrMetrics *m)
+{
+	GPtrArray *list = hr_reservation_store_list(hr_prepare_get_store(m->prepare));
+	guint64 n[HR_RESERVATION_N_STATES] = {0};
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		n[r->state]++;
+	}
+	hr_metrics_metric_head(out, "hugeroom_reservations", "gauge",
+			       "reservations the daemon knows, by state");
+	for (guint st = 0; st < HR_RESERVATION_N_STATES; st++)
+		g_string_append_printf(out, "hugeroom_reservations{state=\"%s\"} %" G_GUINT64_FORMAT
+					    "\n",
+				       hr_reservation_state_to_string(st), n[st]);
+}
+
+void
+hr_metrics_append(GString *out, HrMetrics *m)
+{
+	hr_metrics_guests(out, m->core);
+	hr_metrics_host(out, m);
+	hr_metrics_reservations(out, m);
+	hr_metrics_histogram_append(out, m->time_to_ready);
+	hr_metrics_histogram_append(out, m->plan_time);
+	hr_metrics_histogram_append(out, m->request_time);
+}

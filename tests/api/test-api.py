@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""hugeroomd's API with a real HTTP client (curl) against the daemon binary.
+
+Simulated guests (hr-simguest) report to it. Covered: every route of
+host/openapi.json, each answer's status checked against the document; the
+access matrix (Unix socket: root, api_group, api_read_group, others, also
+by supplementary group; TCP: TLS with a CA this test makes with openssl,
+no token, bad token, read token, admin token); bad input (sizes with units,
+limits, unknown fields, bodies that are not JSON or too large, slow
+clients); the event stream; /metrics through promtool. TAP output.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sim"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import simharness  # noqa: E402
+from apiharness import ADMIN_TOKEN, READ_TOKEN, free_port, make_tls, tls_config  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPENAPI = os.path.join(HERE, "..", "..", "host", "openapi.json")
+# groups every Debian system has
+ADMIN_GROUP, ADMIN_GID = "users", 100
+READ_GROUP, READ_GID = "nogroup", 65534
+OTHER_UID, OTHER_GID = 65534, 1  # nobody, in group daemon
+# 100 us per page migrated: a large evacuation runs long enough to cancel
+SIM_ARGS = ("--migrate-ns", "100000")
+
+with open(OPENAPI) as f:
+    DOC = json.load(f)
+SEEN = {}  # (method, template) -> statuses seen
+
+
+def template_of(path):
+    """The openapi path template a concrete path falls under."""
+    path = path.split("?")[0]
+    segs = path.split("/")
+    for t in DOC["paths"]:
+        tsegs = t.split("/")
+        if len(tsegs) == len(segs) and all(
+                a == b or (a.startswith("{") and b) for a, b in zip(tsegs, segs)):
+            return t
+    return None
+
+
+class Curl:
+    def __init__(self, base, args, as_user=None):
+        self.base = base
+        self.args = args
+        self.as_user = as_user
+
+    def __call__(self, method, path, body=None, headers=(), raw=None, check_doc=True,
+                 timeout=20):
+        cmd = []
+        if self.as_user is not None:
+            uid, gid, groups = self.as_user
+            cmd += ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid]
+            cmd += ["--groups=" + ",".join(map(str, groups))] if groups else ["--clear-groups"]
+        cmd += ["curl", "-sS", "-X", method, "-o", "-", "-w", "\n%{http_code}",
+                "--max-time", str(timeout)] + self.args
+        for h in headers:
+            cmd += ["-H", h]
+        if body is not None:
+            cmd += ["-H", "Content-Type: application/json", "--data-binary",
+                    body if isinstance(body, str) else json.dumps(body)]
+        if raw is not None:
+            cmd += ["--data-binary", "@" + raw]
+        cmd.append(self.base + path)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 10)
+        if r.returncode != 0:
+            return r.returncode, None, r.stderr.strip()
+        text, _, code = r.stdout.rpartition("\n")
+        status = int(code)
+        data = None
+        try:
+            data = json.loads(text) if text else None
+        except ValueError:
+            data = text
+        if status >= 400:
+            # every error body says what and which code
+            assert isinstance(data, dict) and "error" in data and "code" in data, \
+                "%s %s: HTTP %d without error and code: %r" % (method, path, status, text[:300])
+        t = template_of(path)
+        if check_doc and t is not None and method.lower() in DOC["paths"][t]:
+            documented = DOC["paths"][t][method.lower()]["responses"]
+            assert str(status) in documented, "%s %s answered %d, openapi.json documents %s" % (
+                method, path, status, sorted(documented))
+            SEEN.setdefault((method, t), set()).add(status)
+        return status, data, text
+
+
+def expect(result, status, code=None):
+    got, data, text = result
+    assert got == status, "HTTP %r (expected %d): %s" % (got, status, str(text)[:400])
+    if code is not None:
+        assert data.get("code") == code, "code %r (expected %r): %s" % (
+            data.get("code"), code, text[:300])
+    return data
+
+
+class Env:
+    def __init__(self):
+        self.tls_dir = tempfile.mkdtemp(prefix="hugeroom-api-tls-")
+        make_tls(self.tls_dir)
+        self.port = free_port()
+        t = self.tls_dir
+        self.sim = simharness.SimSetup(extra_config=(
+            "api_group=%s\napi_read_group=%s\n%s"
+            % (ADMIN_GROUP, READ_GROUP, tls_config(t, self.port))))
+        # the other users must reach the socket in the test's directory
+        os.chmod(self.sim.dir, 0o755)
+        self.sim.start_guests(2, 1, extra=SIM_ARGS)
+        self.sim.wait_statuses(2)
+        self.unix = Curl("http://localhost", ["--unix-socket", self.sim.api_sock])
+        self.https = "https://127.0.0.1:%d" % self.port
+        self.ca = os.path.join(t, "ca.pem")
+
+    def tcp(self, token=None, ca=True):
+        args = ["--cacert", self.ca] if ca else []
+        if token is not None:
+            args += ["-H", "Authorization: Bearer " + token]
+        return Curl(self.https, args)
+
+    def as_user(self, uid, gid, groups=()):
+        return Curl("http://localhost", ["--unix-socket", self.sim.api_sock],
+                    as_user=(uid, gid, list(groups)))
+
+    def close(self):
+        self.sim.close()
+        subprocess.run(["rm", "-rf", self.tls_dir])
+
+
+# ---------------------------------------------------------------------------
+
+def test_every_route(env):
+    c = env.unix
+    expect(c("GET", "/v1/guests"), 200)
+    expect(c("GET", "/v1/guests/sim0"), 200)
+    expect(c("GET", "/v1/guests/nosuch"), 404, "unknown_guest")
+    expect(c("POST", "/v1/guests/sim0/report"), 202)
+    expect(c("POST", "/v1/guests/nosuch/report"), 404, "unknown_guest")
+    ev = expect(c("POST", "/v1/guests/sim0/evacuate", {"blocks": 2}), 202)
+    expect(c("POST", "/v1/guests/sim0/evacuate", {"blocks": 0}), 400, "invalid_argument")
+    expect(c("POST", "/v1/guests/nosuch/evacuate", {"blocks": 1}), 404, "unknown_guest")
+    expect(c("POST", "/v1/guests/sim1/capture", {"blocks": 1, "budget_ms": 100}), 202)
+    expect(c("POST", "/v1/guests/sim1/capture", {"budget_ms": 100}), 400, "invalid_argument")
+    req = "/v1/guests/sim0/requests/%d" % ev["request_id"]
+    deadline = time.time() + 30
+    while expect(c("GET", req), 200)["state"] in ("queued", "sent", "running"):
+        assert time.time() < deadline, "evacuate did not end"
+        time.sleep(0.1)
+    expect(c("GET", "/v1/guests/sim0/requests/12345"), 404, "unknown_request")
+    expect(c("GET", "/v1/guests/sim0/requests"), 200)
+    expect(c("POST", "/v1/guests/sim0/return", {"all": True}), 202)
+    expect(c("POST", "/v1/guests/sim0/return", {"all": True, "blocks": 1}), 400)
+    expect(c("POST", "/v1/guests/sim0/cancel", {"request_id": ev["request_id"]}), 409)
+    expect(c("POST", "/v1/guests/sim0/cancel", {"request_id": 7}), 404)
+    expect(c("POST", "/v1/guests/sim0/cancel", {}), 400, "invalid_argument")
+    # slow guests (--migrate-ns): this one runs for seconds
+    long_ev = expect(c("POST", "/v1/guests/sim1/evacuate", {"blocks": 400}), 202)
+    expect(c("POST", "/v1/guests/sim1/cancel", {"request_id": long_ev["request_id"]}),
+           202)
+    r = expect(c("POST", "/v1/reservations", {"size": "4M", "requester": "test"}), 202)
+    expect(c("GET", "/v1/reservations"), 200)
+    expect(c("GET", "/v1/reservations/" + r["id"]), 200)
+    expect(c("GET", "/v1/reservations/r999"), 404, "unknown_reservation")
+    deadline = time.time() + 30
+    while expect(c("GET", "/v1/reservations/" + r["id"]), 200)["state"] != "ready":
+        assert time.time() < deadline, "the reservation did not become ready"
+        time.sleep(0.1)
+    expect(c("POST", "/v1/reservations/%s/consume" % r["id"]), 200)
+    expect(c("POST", "/v1/reservations/%s/consume" % r["id"]), 409, "wrong_state")
+    expect(c("POST", "/v1/reservations/r999/consume"), 404)
+    expect(c("POST", "/v1/reservations/%s/release" % r["id"]), 200)
+    expect(c("POST", "/v1/reservations/r999/release"), 404)
+    r2 = expect(c("POST", "/v1/reservations", {"bytes": 2 << 20}), 202)
+    expect(c("DELETE", "/v1/reservations/" + r2["id"]), 200)
+    expect(c("DELETE", "/v1/reservations/" + r2["id"]), 409, "wrong_state")
+    expect(c("DELETE", "/v1/reservations/r999"), 404)
+    expect(c("POST", "/v1/reservations/%s/release" % r2["id"]), 409)
+    expect(c("POST", "/v1/plan", {"size": "8M"}), 200)
+    expect(c("POST", "/v1/plan", {"size": "8Q"}), 400)
+    expect(c("GET", "/v1/host"), 200)
+    expect(c("GET", "/v1/events?types=nosuch"), 400, "invalid_argument")
+    status, _, text = c("GET", "/metrics")
+    assert status == 200 and "hugeroom_node_free_blocks" in text, text[:300]
+    expect(c("GET", "/v1/nothing"), 404, "not_found")
+    status, data, _ = c("PUT", "/v1/guests", check_doc=False)
+    assert status == 405 and data["code"] == "method_not_allowed", data
+    # /v1/events answers 200 with a stream: test_events
+    missing = []
+    for t, item in DOC["paths"].items():
+        for m in item:
+            if m.upper() == "GET" and t == "/v1/events":
+                continue
+            if not any(s < 300 for s in SEEN.get((m.upper(), t), ())):
+                missing.append("%s %s" % (m.upper(), t))
+    assert not missing, "routes never answered with success: %s" % missing
+
+
+def test_bad_input(env):
+    c = env.unix
+    for body, what in [({"size": "4G", "foo": 1}, "foo: unknown field"),
+                       ({"size": "4X"}, "size"), ({"size": "0"}, "size"),
+                       ({"size": "-4M"}, "size"), ({"bytes": 0}, "bytes"),
+                       ({"size": "4M", "bytes": 4194304}, "not both"),
+                       ({"size": "4M", "deadline_s": 86401}, "deadline_s"),
+                       ({"size": "4M", "node": 5000}, "node"),
+                       ({"size": "4M", "strict": "yes"}, "strict"),
+                       ({"size": "4M", "requester": "x" * 300}, "requester"),
+                       ([1, 2], "JSON object"), ("{not json", "not JSON"), ("", "body")]:
+        data = expect(c("POST", "/v1/reservations", body), 400, "invalid_argument")
+        assert what in data["error"], (body, data)
+    # sizes with units are accepted in every unit
+    for size in ("2048K", "2M", "1G"):
+        expect(c("POST", "/v1/plan", {"size": size}), 200)
+    for body in ({"blocks": 1, "timeout_s": 0}, {"blocks": 1, "timeout_s": 86401},
+                 {"gpas": ["0x1234"]}, {"gpas": ["zz"]}, {"blocks": 1, "bogus": True},
+                 {"ranges": [{"start": 0, "end": 1}], "blocks": 1}):
+        expect(c("POST", "/v1/guests/sim0/evacuate", body), 400, "invalid_argument")
+    big = os.path.join(env.sim.dir, "big.json")
+    with open(big, "w") as f:
+        f.write('{"gpas": [' + ",".join(["1"] * 50000) + "]}")
+    expect(c("POST", "/v1/guests/sim0/evacuate", raw=big,
+             headers=["Content-Type: application/json"]), 413, "body_too_large")
+    expect(c("POST", "/v1/guests/sim0/report", raw=big), 413, "body_too_large")
+
+
+def test_slow_clients(env):
+    """A client that stops halfway holds nothing up and is closed."""
+    slow = []
+    for partial in (b"GET /v1/gue", b"POST /v1/plan HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: 100\r\n\r\n{\"si"):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(env.sim.api_sock)
+        s.sendall(partial)
+        slow.append(s)
+    t0 = time.time()
+    for _ in range(20):
+        expect(env.unix("GET", "/v1/guests"), 200)
+    assert time.time() - t0 < 10, "requests waited for the slow clients"
+    for s in slow:
+        s.settimeout(30)
+        t0 = time.time()
+        rest = s.recv(65536)
+        # closed by the idle timeout, with nothing or a 4xx, never a success
+        assert rest == b"" or rest.startswith(b"HTTP/1.1 4"), rest[:200]
+        assert time.time() - t0 < 25
+        s.close()
+    expect(env.unix("GET", "/v1/guests"), 200)
+
+
+def test_unix_access(env):
+    # root: admin
+    expect(env.unix("POST", "/v1/plan", {"size": "2M"}), 200)
+    reader = env.as_user(OTHER_UID, READ_GID)
+    expect(reader("GET", "/v1/guests"), 200)
+    expect(reader("GET", "/metrics"), 200)
+    expect(reader("POST", "/v1/plan", {"size": "2M"}), 200)
+    data = expect(reader("POST", "/v1/reservations", {"size": "2M"}), 403, "read_only")
+    assert "admin" in data["error"], data
+    admin = env.as_user(OTHER_UID, ADMIN_GID)
+    r = expect(admin("POST", "/v1/reservations", {"size": "2M"}), 202)
+    expect(admin("DELETE", "/v1/reservations/" + r["id"]), 200)
+    # a supplementary group counts as well
+    admin2 = env.as_user(OTHER_UID, OTHER_GID, [ADMIN_GID])
+    r = expect(admin2("POST", "/v1/reservations", {"size": "2M"}), 202)
+    expect(admin2("DELETE", "/v1/reservations/" + r["id"]), 200)
+    other = env.as_user(OTHER_UID, OTHER_GID)
+    data = expect(other("GET", "/v1/guests", check_doc=False), 403, "forbidden")
+    assert "api_group" in data["error"], data
+
+
+def test_tls_access(env):
+    expect(env.tcp()("GET", "/v1/guests"), 401, "unauthenticated")
+    expect(env.tcp("wrong-token-0123456789")("GET", "/v1/guests"), 401, "bad_token")
+    expect(env.tcp(ADMIN_TOKEN[:-1])("GET", "/v1/guests"), 401, "bad_token")
+    expect(env.tcp(READ_TOKEN)("GET", "/v1/guests"), 200)
+    expect(env.tcp(READ_TOKEN)("GET", "/v1/reservations"), 200)
+    expect(env.tcp(READ_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 403, "read_only")
+    r = expect(env.tcp(ADMIN_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 202)
+    expect(env.tcp(ADMIN_TOKEN)("DELETE", "/v1/reservations/" + r["id"]), 200)
+    # the server's certificate is checked against the test CA, and is refused without it
+    rc, _, err = env.tcp(ADMIN_TOKEN, ca=False)("GET", "/v1/guests")
+    assert rc == 60, (rc, err)
+    # no plain HTTP on the TLS port
+    rc, _, err = Curl("http://127.0.0.1:%d" % env.port, [])("GET", "/v1/guests", timeout=5)
+    assert rc != 0 or rc == 400, (rc, err)
+    # the event stream over TLS
+    p = subprocess.Popen(["curl", "-sSN", "--cacert", env.ca, "-H",
+                          "Authorization: Bearer " + READ_TOKEN,
+                          env.https + "/v1/events?types=reservation"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        r = expect(env.tcp(ADMIN_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 202)
+        ev = read_event(p, lambda t, d: t == "reservation" and d["reservation"]["id"] == r["id"])
+        assert ev["reservation"]["bytes"] == 2 << 20
+        expect(env.tcp(ADMIN_TOKEN)("DELETE", "/v1/reservations/" + r["id"]), 200)
+    finally:
+        p.kill()
+        p.wait()
+
+
+def read_event(p, want, timeout=20):
+    """The first event for which want(type, data) holds."""
+    deadline = time.time() + timeout
+    etype = None
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        if line == "":
+            raise AssertionError("the event stream ended")
+        line = line.rstrip("\n")
+        if line.startswith("event: "):
+            etype = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+            assert data["type"] == etype, (data, etype)
+            if want(etype, data):
+                return data
+    raise AssertionError("no such event within %ds" % timeout)
+
+
+def test_events(env):
+    p = subprocess.Popen(["curl", "-sSN", "--unix-socket", env.sim.api_sock,
+                          "http://localhost/v1/events"], stdout=subprocess.PIPE, text=True)
+    g = subprocess.Popen(["curl", "-sSN", "--unix-socket", env.sim.api_sock,
+                          "http://localhost/v1/events?guest=sim1&types=status,request"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        head = p.stdout.readline()
+        assert head.startswith("retry:"), head
+        ev = expect(env.unix("POST", "/v1/guests/sim0/evacuate", {"blocks": 1}), 202)
+        rid = ev["request_id"]
+        states = []
+
+        def final(t, d):
+            if t != "request" or d["request"]["request_id"] != rid:
+                return False
+            states.append(d["request"]["state"])
+            return d["request"]["state"] not in ("queued", "sent", "running")
+        done = read_event(p, final)
+        assert done["guest"] == "sim0" and done["request"]["state"] == "done", done
+        assert states[0] in ("queued", "sent"), states
+        now_us = time.time() * 1e6
+        assert 0 <= now_us - done["time_us"] < 5e6, (now_us, done["time_us"])
+        status = read_event(p, lambda t, d: t == "status")
+        assert status["mem_free_pages"] > 0
+        # the filtered stream has only sim1's status and requests
+        for _ in range(3):
+            d = read_event(g, lambda t, d: True)
+            assert d["guest"] == "sim1" and d["type"] in ("status", "request"), d
+        # a reconnection shows as disconnected, then connected
+        env.sim.sims[0].terminate()
+        env.sim.sims[0].wait()
+        read_event(p, lambda t, d: t == "guest-disconnected" and d["guest"] == "sim0")
+        env.sim.sims.pop(0)
+        env.sim.start_guests(2, 1, extra=SIM_ARGS)
+        read_event(p, lambda t, d: t == "guest-connected" and d["guest"] == "sim0")
+        env.sim.wait_statuses(2)
+    finally:
+        for q in (p, g):
+            q.kill()
+            q.wait()
+    # the daemon saw the clients go
+    deadline = time.time() + 10
+    while "hugeroom_api_event_clients 0" not in env.unix("GET", "/metrics")[2]:
+        assert time.time() < deadline, "the event clients were not dropped"
+        time.sleep(0.2)
+
+
+def test_metrics_promtool(env):
+    # something in every histogram first
+    expect(env.unix("POST", "/v1/guests/sim0/evacuate", {"blocks": 1}), 202)
+    expect(env.unix("POST", "/v1/reservations", {"size": "2M"}), 202)
+    time.sleep(1.5)
+    status, _, text = env.unix("GET", "/metrics")
+    assert status == 200
+    for name in ("hugeroom_node_free_blocks{node=", "hugeroom_node_unusable_index{",
+                 "hugeroom_node_promised_blocks{", "hugeroom_guest_free_pages{",
+                 "hugeroom_guest_held_blocks{", "hugeroom_guest_requests_finished_total{",
+                 'hugeroom_reservations{state="ready"}',
+                 "hugeroom_reservation_time_to_ready_seconds_bucket",
+                 "hugeroom_plan_duration_seconds_bucket",
+                 'hugeroom_guest_request_duration_seconds_count{kind="evacuate"}',
+                 'hugeroom_api_request_duration_seconds_bucket{route="GET /v1/guests",le='):
+        assert name in text, "no %s in /metrics" % name
+    m = re.search(r'hugeroom_reservation_time_to_ready_seconds_count (\d+)', text)
+    assert m and int(m.group(1)) >= 1, "no reservation counted in time to ready"
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       text=True)
+    # promtool prints lint hints on stdout; a parse error fails it
+    assert r.returncode == 0, "promtool: %s %s" % (r.stdout[-2000:], r.stderr[-2000:])
+
+
+def test_config_refused(env):
+    """A network API without TLS and tokens, or with tokens others can read, never starts."""
+    d = tempfile.mkdtemp(prefix="hugeroom-api-conf-")
+    try:
+        tokens = os.path.join(d, "tokens")
+        with open(tokens, "w") as f:
+            f.write("admin %s\n" % ADMIN_TOKEN)
+        os.chmod(tokens, 0o644)
+        t = env.tls_dir
+        for extra, want in [
+                ("api_listen=127.0.0.1:%d\n" % free_port(), "needs api_tls_cert"),
+                ("api_listen=127.0.0.1:%d\napi_tls_cert=%s/server.pem\napi_tls_key=%s/server.key\n"
+                 "api_tokens=%s\n" % (free_port(), t, t, tokens), "readable by everyone"),
+                ("api_group=no-such-group-hr\n", "no-such-group-hr")]:
+            conf = os.path.join(d, "c.conf")
+            with open(conf, "w") as f:
+                f.write("[hugeroomd]\nstate_dir=%s\n%s" % (d, extra))
+            r = subprocess.run([env.sim.daemon_bin, "-c", conf, "-f",
+                                "--vm-socket", os.path.join(d, "vm.sock"),
+                                "--api-socket", os.path.join(d, "api.sock")],
+                               capture_output=True, text=True, timeout=20)
+            assert r.returncode == 1 and want in r.stderr, (extra, r.returncode, r.stderr[-500:])
+    finally:
+        subprocess.run(["rm", "-rf", d])
+
+
+def main():
+    tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
+             test_metrics_promtool, test_slow_clients]
+    if os.geteuid() != 0:
+        print("1..0 # the access matrix runs curl as other users: needs root")
+        return 1
+    env = Env()
+    failed = 0
+    print("1..%d" % len(tests))
+    try:
+        for i, t in enumerate(tests, 1):
+            try:
+                t(env)
+                print("ok %d - %s" % (i, t.__name__))
+            except Exception:
+                failed += 1
+                print("not ok %d - %s" % (i, t.__name__))
+                for line in traceback.format_exc().splitlines():
+                    print("# " + line)
+                for line in env.sim.daemon_log().splitlines()[-15:]:
+                    print("# daemon: " + line)
+            sys.stdout.flush()
+    finally:
+        env.close()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

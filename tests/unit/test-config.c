@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* hugeroomd.conf: the shipped file, unknown keys, what a reload applies */
+
+#define G_LOG_DOMAIN "TestConfig"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "hr-config.h"
+
+static gchar *
+write_config(const gchar *text)
+{
+	g_autoptr(GError) error = NULL;
+	gchar *path = NULL;
+	gint fd = g_file_open_tmp("hr-config-XXXXXX.conf", &path, &error);
+	g_assert_no_error(error);
+	close(fd);
+	g_assert_true(g_file_set_contents(path, text, -1, &error));
+	return path;
+}
+
+/* loading @text fails with a message that contains @needle and the file's path */
+static void
+assert_load_fails(const gchar *text, const gchar *needle)
+{
+	g_autofree gchar *path = write_config(text);
+	g_autoptr(HrConfig) config = hr_config_new();
+	g_autoptr(GError) error = NULL;
+
+	g_assert_false(hr_config_load(config, path, TRUE, &error));
+	g_assert_nonnull(error);
+	if (strstr(error->message, needle) == NULL || strstr(error->message, path) == NULL)
+		g_error("'%s' does not name '%s' and %s", error->message, needle, path);
+	g_unlink(path);
+}
+
+/* the shipped file sets every key, each to its default */
+static void
+test_shipped(void)
+{
+	g_autofree gchar *path = g_test_build_filename(G_TEST_DIST, "..", "..", "host",
+						       "hugeroomd.conf", NULL);
+	g_autoptr(HrConfig) config = hr_config_new();
+	g_autoptr(HrConfig) defaults = hr_config_new();
+	g_autoptr(GKeyFile) kf = g_key_file_new();
+	g_autoptr(GError) error = NULL;
+	g_auto(GStrv) names = hr_config_key_names();
+	g_auto(GStrv) keys = NULL;
+	g_autoptr(GPtrArray) applied = g_ptr_array_new();
+	g_autoptr(GPtrArray) restart = g_ptr_array_new();
+
+	g_assert_true(hr_config_load(config, path, TRUE, &error));
+	g_assert_no_error(error);
+	g_assert_true(g_key_file_load_from_file(kf, path, G_KEY_FILE_NONE, &error));
+	keys = g_key_file_get_keys(kf, "hugeroomd", NULL, &error);
+	g_assert_no_error(error);
+	g_assert_cmpstrv(keys, names);
+	/* nothing differs from the built-in defaults */
+	hr_config_reload(defaults, config, applied, restart);
+	g_assert_cmpuint(applied->len, ==, 0);
+	g_assert_cmpuint(restart->len, ==, 0);
+}
+
+static void
+test_unknown(void)
+{
+	assert_load_fails("[hugeroomd]\nstatus_interval_ms=1000\nstatus_intervall_ms=5\n",
+			  "unknown key 'status_intervall_ms' in [hugeroomd]");
+	assert_load_fails("[hugeroomd]\n[hugeroom]\nvm_socket=/run/x.sock\n",
+			  "unknown group [hugeroom]");
+	assert_load_fails("[guest:web*]\ndonor=false\nfloor=12\n",
+			  "unknown key 'floor' in [guest:web*]");
+	assert_load_fails("[hugeroomd]\nrequest_timeout_s=0\n", "request_timeout_s=0 is not 1-86400");
+	assert_load_fails("[hugeroomd]\nvm_socket=run/vm.sock\n", "not an absolute path");
+}
+
+static void
+test_reload(void)
+{
+	g_autofree gchar *path = write_config("[hugeroomd]\n"
+					      "vm_socket=/tmp/other-vm.sock\n"
+					      "command_timeout_ms=5000\n"
+					      "hold_in_pool=false\n"
+					      "host_backing=thp\n"
+					      "reservation_tick_ms=100\n"
+					      "[guest:db-*]\ndonor=false\n");
+	g_autoptr(HrConfig) live = hr_config_new();
+	g_autoptr(HrConfig) fresh = hr_config_new();
+	g_autoptr(GPtrArray) applied = g_ptr_array_new();
+	g_autoptr(GPtrArray) restart = g_ptr_array_new();
+	g_autoptr(GError) error = NULL;
+	HrGuestPolicy policy;
+
+	g_assert_true(hr_config_load(fresh, path, TRUE, &error));
+	g_assert_no_error(error);
+	hr_config_reload(live, fresh, applied, restart);
+	g_ptr_array_add(applied, NULL);
+	g_ptr_array_add(restart, NULL);
+	{
+		const gchar *want_applied[] = {"command_timeout_ms", "hold_in_pool", "host_backing",
+					       "[guest:*]", NULL};
+		const gchar *want_restart[] = {"vm_socket", "reservation_tick_ms", NULL};
+		g_assert_cmpstrv((gchar **)applied->pdata, want_applied);
+		g_assert_cmpstrv((gchar **)restart->pdata, want_restart);
+	}
+	g_assert_cmpuint(live->command_timeout_ms, ==, 5000);
+	g_assert_false(live->hold_in_pool);
+	g_assert_cmpint(live->backing, ==, HR_BACKING_THP);
+	/* what takes a restart stays as it was */
+	g_assert_cmpstr(live->vm_socket, ==, HR_CONFIG_DEFAULT_VM_SOCKET);
+	g_assert_cmpuint(live->reservation_tick_ms, ==, 250);
+	hr_config_guest_policy(live, "db-1", &policy);
+	g_assert_false(policy.donor);
+	hr_config_guest_policy(live, "web-1", &policy);
+	g_assert_true(policy.donor);
+	g_unlink(path);
+}
+
+int
+main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	g_test_add_func("/config/shipped", test_shipped);
+	g_test_add_func("/config/unknown", test_unknown);
+	g_test_add_func("/config/reload", test_reload);
+	return g_test_run();
+}
