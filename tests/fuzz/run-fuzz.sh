@@ -4,7 +4,8 @@
 # fails the test. A missing clang or fuzzer runtime fails too (scripts/install-deps.sh
 # installs both): a fuzz target that cannot run must not look like a pass.
 # Usage: run-fuzz.sh SRCDIR BUILDDIR GEN_SEEDS [TARGET...]
-# HR_FUZZ_SECONDS sets the time per target (default 10).
+# HR_FUZZ_SECONDS sets the time per target (default 10); HR_BUILD_ROOT is the
+# meson build dir (the config and API targets need its generated headers).
 set -euo pipefail
 
 srcdir=$1
@@ -31,12 +32,14 @@ fi
 "$gen_seeds" "$builddir/seeds"
 read -r -a glib_flags <<<"$(pkg-config --cflags --libs glib-2.0)"
 read -r -a daemon_flags <<<"$(pkg-config --cflags --libs gio-2.0 gio-unix-2.0 json-glib-1.0 libsoup-3.0)"
-# the daemon's library, as host/meson.build builds it
+# the daemon's library as host/meson.build builds it (without libvirt);
+# its generated hr-paths.h is in the build tree's host/
 daemon_srcs=()
-for f in api client config ctl daemon device guest json monitor thpmap compact planner notify \
-    peer request reservation prepare socket; do
+for f in api api-json api-auth client config core daemon device events guest json listeners \
+    metrics monitor thpmap compact planner notify peer request reservation prepare socket virt; do
     daemon_srcs+=("$srcdir/host/hr-$f.c")
 done
+generated="${HR_BUILD_ROOT:?set HR_BUILD_ROOT to the meson build dir (its host/hr-paths.h)}/host"
 # the API's target runs the daemon over a copy of this host
 export HR_FUZZ_HOST_FIXTURE=$srcdir/tests/unit/fixtures/proc/host-6.18.44
 
@@ -46,9 +49,10 @@ status=0
 for t in "${targets[@]}"; do
     bin="$builddir/fuzz-$t"
     case $t in
-    config) srcs=("$srcdir/host/hr-config.c"); flags=("${glib_flags[@]}") ;;
+    config) srcs=("$srcdir/host/hr-config.c"); flags=(-I "$generated" "${glib_flags[@]}") ;;
     api) srcs=("$srcdir/protocol/hr-codec.c" "${daemon_srcs[@]}")
-         flags=(-I "$srcdir/host" -DPACKAGE_VERSION=\"fuzz\" "${daemon_flags[@]}") ;;
+         # g_autoptr variables that only own: clang calls them unused
+         flags=(-I "$generated" -DPACKAGE_VERSION=\"fuzz\" -Wno-unused-variable "${daemon_flags[@]}") ;;
     *) srcs=("$srcdir/protocol/hr-codec.c"); flags=("${glib_flags[@]}") ;;
     esac
     "$CLANG" -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
