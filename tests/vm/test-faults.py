@@ -93,6 +93,18 @@ class Faults:
         self.daemon = (ValgrindDaemon if valgrind else hrvm.Daemon)(self.work, interval_ms=1000)
         self.config(self.daemon)
         self.daemon.start()
+        self.wait_api()
+
+    def wait_api(self):
+        """A killed daemon leaves its socket file: wait until the new one answers."""
+        def answers():
+            try:
+                self.daemon.ctl("guests")
+                return True
+            except hrvm.Failure:
+                return False
+        hrvm.wait_for(answers, 120, "hugeroomd to answer on %s" % self.daemon.api_sock,
+                      interval=0.5)
 
     def boot(self, name):
         g = hrvm.Guest(self.qemu, self.kver, self.vmlinuz, self.initrd, self.work,
@@ -180,6 +192,7 @@ def fault_daemon_kill(f):
     f.daemon.proc.wait()
     tap.ok(True, "daemon kill: hugeroomd SIGKILLed while reservation %s was in progress" % rid)
     f.daemon.start()
+    f.wait_api()
     f.wait_connected(list(f.guests))
     r = f.reservation(rid)
     tap.ok(r is not None and r["id"] == rid, "daemon kill: the reservation survived (%s, %d holds)"
