@@ -377,7 +377,7 @@ hr_config_limits_init(HrConfig *config)
 	config->qemu_executables = g_strsplit("*/qemu-system-*;*/qemu-kvm", ";", -1);
 	config->hello_timeout_ms = 5000;
 	config->max_connections = 2048;
-	config->max_frames_per_s = 200;
+	config->max_frames_per_s = 5000;
 	config->guest_prune_s = 3600;
 	config->max_guest_ram_mb = G_GUINT64_CONSTANT(16) << 20; /* 16 TiB */
 	config->max_queued_requests = 64;

@@ -137,6 +137,23 @@ hr_peer_is_alive(const HrPeer *peer)
 }
 
 gboolean
+hr_peer_key_alive(const gchar *key)
+{
+	const gchar *p = key != NULL ? g_strrstr(key, "pid:") : NULL;
+	gchar *end = NULL;
+	gint64 pid;
+	guint64 starttime;
+
+	if (p == NULL)
+		return FALSE;
+	pid = g_ascii_strtoll(p + 4, &end, 10);
+	if (end == p + 4 || *end != ':' || pid <= 0 || pid > G_MAXINT)
+		return FALSE;
+	starttime = g_ascii_strtoull(end + 1, NULL, 10);
+	return hr_peer_read_starttime((gint)pid) == starttime;
+}
+
+gboolean
 hr_peer_same_process(const HrPeer *a, const HrPeer *b)
 {
 	return a != NULL && b != NULL && a->pid == b->pid && a->starttime == b->starttime;

@@ -49,6 +49,12 @@ hr_peer_is_alive(const HrPeer *peer);
 /* do @a and @b name the same process? */
 gboolean
 hr_peer_same_process(const HrPeer *a, const HrPeer *b);
+/*
+ * Is the process a key "...pid:PID:STARTTIME" names still running? A key
+ * that names no process is not.
+ */
+gboolean
+hr_peer_key_alive(const gchar *key);
 /* the start time of process @pid, 0 when unknown */
 guint64
 hr_peer_read_starttime(gint pid);

@@ -10,6 +10,7 @@
 #include "hr-compact.h"
 #include "hr-json.h"
 #include "hr-pcp.h"
+#include "hr-peer.h"
 #include "hr-thpmap.h"
 
 #define BLOCK_PAGES 512
@@ -99,6 +100,7 @@ struct _HrPrepare {
 	GHashTable *gstates; /* guest id -> GuestPlanState */
 	GPtrArray *ops;	     /* Op in flight */
 	GPtrArray *interrupted; /* Interrupted */
+	GHashTable *guest_index; /* HrGuest.key -> HrGuest, while a pass over all holds runs */
 	gboolean reconcile_all; /* a held set changed: reconcile at the next tick */
 	GCancellable *cancellable;
 	guint tick_id;
@@ -783,6 +785,11 @@ find_guest(HrPrepare *p, guint64 id)
 	return NULL;
 }
 
+static void
+guest_index_begin(HrPrepare *p);
+static void
+guest_index_end(HrPrepare *p);
+
 /*
  * The guest that holds @h: the one bound to the same QEMU process. A hold
  * from a version 1 state file names its guest by UUID only: a guest with
@@ -792,6 +799,9 @@ static HrGuest *
 find_hold_guest(HrPrepare *p, HrReservationHold *h)
 {
 	GPtrArray *guests = hr_core_get_guests(p->core);
+
+	if (p->guest_index != NULL && h->guest_key != NULL)
+		return g_hash_table_lookup(p->guest_index, h->guest_key);
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		if (h->guest_key != NULL ? g_strcmp0(guest->key, h->guest_key) == 0
@@ -803,6 +813,19 @@ find_hold_guest(HrPrepare *p, HrReservationHold *h)
 		}
 	}
 	return NULL;
+}
+
+/*
+ * The QEMU process that held @h is gone (killed, or the VM shut down):
+ * the block went back to the host with its memory, nobody is to return it.
+ */
+static gboolean
+hold_process_gone(HrGuest *guest, HrReservationHold *h)
+{
+	if (guest != NULL)
+		return !hr_guest_is_connected(guest) && !hr_peer_is_alive(guest->peer);
+	/* a version 1 hold names no process: it waits for its guest */
+	return h->guest_key != NULL && !hr_peer_key_alive(h->guest_key);
 }
 
 /* a RETURN that did not give everything back: the rest are still holds */
@@ -867,7 +890,8 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 		GArray *gpas;
 
 		g_ptr_array_index(r->holds, i) = NULL;
-		if (guest != NULL && guest->ready && !g_hash_table_contains(guest->held, &h->gpa)) {
+		if ((guest != NULL && guest->ready && !g_hash_table_contains(guest->held, &h->gpa)) ||
+		    hold_process_gone(guest, h)) {
 			dropped++;
 			hr_reservation_hold_free(h);
 			continue;
@@ -1564,6 +1588,7 @@ reservation_owned(HrPrepare *p, HrGuest *guest)
 	GHashTable *owned = g_hash_table_new(g_int64_hash, g_int64_equal);
 	GPtrArray *list = hr_reservation_store_list(p->store);
 
+	guest_index_begin(p);
 	for (guint i = 0; i < list->len; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
 		for (guint j = 0; j < r->holds->len; j++) {
@@ -1572,6 +1597,7 @@ reservation_owned(HrPrepare *p, HrGuest *guest)
 				g_hash_table_add(owned, &h->gpa);
 		}
 	}
+	guest_index_end(p);
 	for (guint i = 0; i < p->ops->len; i++) {
 		Op *op = g_ptr_array_index(p->ops, i);
 		if (op->guest_id != guest->id || op->request == NULL)
@@ -1637,6 +1663,73 @@ return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 	}
 	g_message("%s: %u held blocks no reservation or request owns: returned", guest->name,
 		  orphans->len);
+}
+
+typedef gboolean (*HoldPred)(HrPrepare *p, HrReservationHold *h, gpointer data);
+
+/* index the guests by key for a pass over every reservation's holds */
+static void
+guest_index_begin(HrPrepare *p)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+
+	p->guest_index = g_hash_table_new(g_str_hash, g_str_equal);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		g_hash_table_insert(p->guest_index, guest->key, guest);
+	}
+}
+
+static void
+guest_index_end(HrPrepare *p)
+{
+	g_clear_pointer(&p->guest_index, g_hash_table_unref);
+}
+
+/* forget the holds of every reservation that @pred says are no more, saying @why */
+static void
+drop_holds(HrPrepare *p, HoldPred pred, gpointer data, const gchar *why)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	guest_index_begin(p);
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		guint dropped = 0;
+		for (guint j = r->holds->len; j-- > 0;) {
+			if (!pred(p, g_ptr_array_index(r->holds, j), data))
+				continue;
+			g_ptr_array_remove_index(r->holds, j);
+			dropped++;
+		}
+		if (dropped > 0) {
+			g_message("reservation %s: %u holds dropped: %s", r->id, dropped, why);
+			hr_reservation_touch(p->store, r);
+		}
+	}
+	guest_index_end(p);
+}
+
+/*
+ * A hold on a block its guest no longer holds (it took it back under
+ * pressure, an operator returned it, its device was reset): nothing to
+ * give back. Blocks a donation in flight got are not holds yet.
+ */
+static gboolean
+hold_stale(HrPrepare *p, HrReservationHold *h, gpointer data)
+{
+	HrGuest *guest = data;
+	return !g_hash_table_contains(guest->held, &h->gpa) && find_hold_guest(p, h) == guest;
+}
+
+/* a hold of a live reservation whose QEMU is gone: its memory went with it */
+static gboolean
+hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
+{
+	HrGuest *guest = find_hold_guest(p, h);
+	(void)data;
+	/* only a disconnected guest can have lost its process */
+	return (guest == NULL || !hr_guest_is_connected(guest)) && hold_process_gone(guest, h);
 }
 
 /*
@@ -1743,6 +1836,7 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 	}
 	hr_reservation_store_ledger_sync(p->store, guest->key, guest->held, ledger_request_live,
 					 &ctx);
+	drop_holds(p, hold_stale, guest, "the guest does not hold them any more");
 	if (orphans->len > 0 && p->config->return_orphans)
 		return_orphans(p, guest, orphans);
 	else if (orphans->len > 0)
@@ -2077,6 +2171,7 @@ hr_prepare_tick(HrPrepare *p)
 	gboolean work = FALSE;
 
 	reconcile_guests(p);
+	drop_holds(p, hold_gone, NULL, "their QEMU is gone");
 	for (guint i = 0; i < list->len && !work; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
 		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&

@@ -158,7 +158,8 @@ hr_socket_listen_unix(const gchar *path, guint mode, GError **error)
 			    "cannot chmod %s: %s", path, g_strerror(errno));
 		return NULL;
 	}
-	g_socket_set_listen_backlog(socket, 64);
+	/* after a daemon restart a thousand QEMUs reconnect within a second */
+	g_socket_set_listen_backlog(socket, 4096);
 	if (!g_socket_listen(socket, error)) {
 		g_prefix_error(error, "cannot listen on %s: ", path);
 		return NULL;

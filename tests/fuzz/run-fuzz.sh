@@ -4,7 +4,8 @@
 # fails the test. A missing clang or fuzzer runtime fails too (scripts/install-deps.sh
 # installs both): a fuzz target that cannot run must not look like a pass.
 # Usage: run-fuzz.sh SRCDIR BUILDDIR GEN_SEEDS [TARGET...]
-# HR_FUZZ_SECONDS sets the time per target (default 10).
+# HR_FUZZ_SECONDS sets the time per target (default 10); HR_BUILD_ROOT is the
+# meson build dir (the config and API targets need its generated headers).
 set -euo pipefail
 
 srcdir=$1
@@ -12,7 +13,7 @@ builddir=$2
 gen_seeds=$3
 shift 3
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan guest-cmd device)
+[ ${#targets[@]} -gt 0 ] || targets=(status event cmd chan guest-cmd device config api)
 secs=${HR_FUZZ_SECONDS:-10}
 CLANG=${CLANG:-clang}
 
@@ -30,6 +31,17 @@ fi
 
 "$gen_seeds" "$builddir/seeds"
 read -r -a glib_flags <<<"$(pkg-config --cflags --libs glib-2.0)"
+read -r -a daemon_flags <<<"$(pkg-config --cflags --libs gio-2.0 gio-unix-2.0 json-glib-1.0 libsoup-3.0)"
+# the daemon's library as host/meson.build builds it (without libvirt);
+# its generated hr-paths.h is in the build tree's host/
+daemon_srcs=()
+for f in api api-json api-auth client config core daemon device events guest json listeners \
+    metrics monitor pcp thpmap compact planner notify peer request reservation prepare socket virt; do
+    daemon_srcs+=("$srcdir/host/hr-$f.c")
+done
+generated="${HR_BUILD_ROOT:?set HR_BUILD_ROOT to the meson build dir (its host/hr-paths.h)}/host"
+# the API's target runs the daemon over a copy of this host
+export HR_FUZZ_HOST_FIXTURE=$srcdir/tests/unit/fixtures/proc/host-6.18.44
 
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -54,8 +66,8 @@ device_sources() {
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 for t in "${targets[@]}"; do
     bin="$builddir/fuzz-$t"
-    seeds=("$builddir/seeds/$t")
-    if [ "$t" = device ]; then
+    case $t in
+    device)
         device_sources
         # QEMU does not build with -Wsign-compare (ldl_le_p() is an int)
         "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Wno-sign-compare -Werror \
@@ -63,28 +75,44 @@ for t in "${targets[@]}"; do
             -I "$srcdir/tests/fuzz/qemu-shim" -I "$builddir/device" \
             "$builddir/device/virtio-hugeroom-check.c" "$srcdir/tests/fuzz/fuzz-$t.c" \
             "${glib_flags[@]}" -o "$bin"
-        seeds=("$builddir/seeds/status" "$builddir/seeds/event" "$builddir/seeds/cmd")
-    else
-        extra=()
-        if [ "$t" = guest-cmd ]; then
-            # The guest driver's own decoder, built alone against the kernel
-            # shims (tests/fuzz/kshim) and instrumented for coverage.
-            "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
-                -fsanitize=fuzzer-no-link "${sanitize[@]}" \
-                -I "$srcdir/tests/fuzz/kshim" -I "$srcdir/protocol" \
-                -c "$srcdir/guest-driver/hr_cmd.c" -o "$builddir/hr_cmd.o"
-            extra=("$builddir/hr_cmd.o" -I "$srcdir/guest-driver")
-        fi
+        ;;
+    guest-cmd)
+        # The guest driver's own decoder, built alone against the kernel
+        # shims (tests/fuzz/kshim) and instrumented for coverage.
+        "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
+            -fsanitize=fuzzer-no-link "${sanitize[@]}" \
+            -I "$srcdir/tests/fuzz/kshim" -I "$srcdir/protocol" \
+            -c "$srcdir/guest-driver/hr_cmd.c" -o "$builddir/hr_cmd.o"
         "$CLANG" -g -O1 -std=gnu11 -Wall -Wextra -Werror \
             -fsanitize=fuzzer "${sanitize[@]}" \
-            -I "$srcdir/protocol" "$srcdir/protocol/hr-codec.c" "$srcdir/tests/fuzz/fuzz-$t.c" \
-            "${extra[@]}" "${glib_flags[@]}" -o "$bin"
-    fi
+            -I "$srcdir/protocol" -I "$srcdir/guest-driver" "$srcdir/protocol/hr-codec.c" \
+            "$srcdir/tests/fuzz/fuzz-$t.c" "$builddir/hr_cmd.o" "${glib_flags[@]}" -o "$bin"
+        ;;
+    *)
+        case $t in
+        config) srcs=("$srcdir/host/hr-config.c"); flags=(-I "$generated" "${glib_flags[@]}") ;;
+        api) srcs=("$srcdir/protocol/hr-codec.c" "${daemon_srcs[@]}")
+             # g_autoptr variables that only own: clang calls them unused
+             flags=(-I "$generated" -DPACKAGE_VERSION=\"fuzz\" -Wno-unused-variable "${daemon_flags[@]}") ;;
+        *) srcs=("$srcdir/protocol/hr-codec.c"); flags=("${glib_flags[@]}") ;;
+        esac
+        "$CLANG" -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
+            -fsanitize=fuzzer "${sanitize[@]}" \
+            -I "$srcdir/protocol" -I "$srcdir/host" "${srcs[@]}" "$srcdir/tests/fuzz/fuzz-$t.c" \
+            "${flags[@]}" -o "$bin"
+        ;;
+    esac
     corpus="$builddir/corpus-$t"
     mkdir -p "$corpus"
+    # the checked-in corpus (tests/fuzz/corpus) is read, never written
+    inputs=("$corpus")
+    [ -d "$builddir/seeds/$t" ] && inputs+=("$builddir/seeds/$t")
+    # the device's checks read the guest's STATUS/event and the daemon's commands
+    [ "$t" = device ] && inputs+=("$builddir/seeds/status" "$builddir/seeds/event" "$builddir/seeds/cmd")
+    [ -d "$srcdir/tests/fuzz/corpus/$t" ] && inputs+=("$srcdir/tests/fuzz/corpus/$t")
     echo "fuzz-$t: ${secs}s"
     if ! "$bin" -max_total_time="$secs" -max_len=70000 -print_final_stats=1 \
-        -artifact_prefix="$builddir/crash-$t-" "$corpus" "${seeds[@]}" \
+        -artifact_prefix="$builddir/crash-$t-" "${inputs[@]}" \
         >"$builddir/fuzz-$t.log" 2>&1; then
         echo "FAIL: fuzz-$t crashed; log $builddir/fuzz-$t.log, input $builddir/crash-$t-*"
         tail -40 "$builddir/fuzz-$t.log"

@@ -271,9 +271,10 @@ def main():
     os.chmod(rundir, 0o2750)
     daemon = hrvm.Daemon(rundir)
     with open(daemon.conf, "w") as f:
+        # hugeroomd lets in only QEMU's uid (HOOK.md: qemu_user)
         f.write("[hugeroomd]\nvm_socket=%s\napi_socket=%s\nstate_dir=%s\n"
-                "status_interval_ms=1000\n" %
-                (daemon.vm_sock, daemon.api_sock, os.path.join(work, "state")))
+                "status_interval_ms=1000\nqemu_user=%s\n" %
+                (daemon.vm_sock, daemon.api_sock, os.path.join(work, "state"), QEMU_USER))
     hook_state = os.path.join(work, "hook")
     commandline = run([ctl, "libvirt-xml", "hr-lv", "--vm-socket", daemon.vm_sock])
 

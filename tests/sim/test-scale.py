@@ -26,7 +26,7 @@ def check(ok, what):
 
 
 def main():
-    print("1..7")
+    print("1..8")
     s = SimSetup(status_interval_ms=2000, extra_config="host_backing=thp")
     try:
         t0 = time.time()
@@ -91,6 +91,10 @@ def main():
               "daemon and simulated guests still running")
     finally:
         s.close()
+    # under ASan (scripts/sanitize.sh) a leak or an error ends it non-zero
+    rc = s.daemon.returncode
+    check(rc == 0, "hugeroomd exited cleanly on SIGTERM (status %s)%s"
+          % (rc, "" if rc == 0 else ": " + s.daemon_log()[-1500:].replace("\n", "\n# ")))
     return 0 if all(results) else 1
 
 

@@ -263,6 +263,7 @@ test_round_trip(Tmp *t, gconstpointer data)
 	/* promises survive the restart */
 	g_assert_cmpuint(hr_reservation_store_promised(again, 0, NULL), ==, 17);
 	/* no temporary file left behind */
+	hr_reservation_store_flush(again);
 	{
 		g_autofree gchar *dir = g_path_get_dirname(t->path);
 		g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
@@ -796,6 +797,29 @@ ready_with_three_holds(Fixture *f, FakeDevice **dev, HrCmd **cmd)
 	return r;
 }
 
+/* a block the guest took back under pressure is no longer the reservation's hold */
+static void
+test_exec_stale_hold(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(GBytes) back = NULL;
+	HrReservation *r;
+	(void)data;
+
+	r = ready_with_three_holds(f, &dev, &cmd);
+	back = make_blocks(VIRTIO_HUGEROOM_MSG_RETURNED, 0, VIRTIO_HUGEROOM_RET_PRESSURE,
+			   cmd->gpas[1], 1);
+	fake_send(dev, HR_CHAN_GUEST_MSG, back);
+	while (r->holds->len > 2)
+		g_main_context_iteration(NULL, TRUE);
+	for (guint i = 0; i < r->holds->len; i++)
+		g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(r->holds, i))->gpa, !=,
+				 cmd->gpas[1]);
+	/* and nothing was sent for it */
+	fake_expect_silence(dev, 200);
+}
+
 /* consumed: holds go back once the node has room, oldest first, only as many as fit */
 static void
 test_exec_high_mark(Fixture *f, gconstpointer data)
@@ -1249,6 +1273,7 @@ main(int argc, char **argv)
 	ADD_EXEC("zero-uuid", test_exec_zero_uuid);
 	ADD_EXEC("no-pagetypeinfo", test_exec_no_pagetypeinfo);
 	ADD_EXEC("restart-mid-donation", test_exec_restart_mid_donation);
+	ADD_EXEC("stale-hold", test_exec_stale_hold);
 #undef ADD_EXEC
 #define ADD_POOL(name, fn) \
 	g_test_add("/reservations/pool/" name, Fixture, NULL, pool_setup, fn, exec_teardown)

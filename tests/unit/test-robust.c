@@ -552,6 +552,40 @@ test_restart_orphans(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(only_guest(f)->orphans_returned, ==, 2);
 }
 
+/* a hold whose QEMU process is gone is dropped: its memory went with it */
+static void
+test_gone_holds_dropped(Fixture *f, gconstpointer data)
+{
+	HrPrepare *p = hr_daemon_get_prepare(f->daemon);
+	HrReservationStore *store = hr_prepare_get_store(p);
+	gint pid = spawn_sleeper();
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrPeer) peer = hr_peer_new_from_pid(pid, 0, &error);
+	g_autoptr(HrPeer) self = hr_peer_new_from_pid(getpid(), 0, &error);
+	g_autofree gchar *dead = NULL;
+	g_autofree gchar *alive = NULL;
+	HrReservation *r;
+	(void)data;
+
+	g_assert_no_error(error);
+	dead = g_strdup_printf("name:gone@%s", peer->key);
+	alive = g_strdup_printf("name:here@%s", self->key);
+	r = hr_reservation_store_create(store, MiB(4), 0, 0, FALSE, NULL, NULL);
+	hr_reservation_set_state(store, r, HR_RESERVATION_CANCELLED, NULL, NULL);
+	hr_reservation_add_hold(r, dead, "gone", MiB(64));
+	g_assert_true(hr_peer_key_alive(dead));
+	reap(pid);
+	g_assert_false(hr_peer_key_alive(dead));
+	g_assert_true(hr_peer_key_alive(alive));
+	g_assert_false(hr_peer_key_alive("name:x"));
+	hr_prepare_tick(p);
+	g_assert_cmpuint(r->holds->len, ==, 0);
+	/* one whose QEMU runs but is away stays, to be given back */
+	hr_reservation_add_hold(r, alive, "here", MiB(66));
+	hr_prepare_tick(p);
+	g_assert_cmpuint(r->holds->len, ==, 1);
+}
+
 /* ---------------------------------------------------------------------- */
 /* The reservation store */
 
@@ -733,6 +767,7 @@ main(int argc, char **argv)
 	ADD("/robust/reconcile/orphans-returned", NULL, test_orphans_returned);
 	ADD("/robust/reconcile/api-holds-kept", NULL, test_api_holds_kept);
 	ADD("/robust/reconcile/restart-orphans", NULL, test_restart_orphans);
+	ADD("/robust/reconcile/gone-holds-dropped", NULL, test_gone_holds_dropped);
 	g_test_add_func("/robust/store/max", test_store_max);
 	g_test_add_func("/robust/store/migrate-v1", test_store_migrate);
 	g_test_add_func("/robust/store/full-disk", test_store_full_disk);

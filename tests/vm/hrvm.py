@@ -180,9 +180,10 @@ class Daemon:
         self.conf = os.path.join(workdir, "hugeroomd.conf")
         self.logfile = os.path.join(workdir, "hugeroomd.log")
         with open(self.conf, "w") as f:
-            f.write("[hugeroomd]\nvm_socket=%s\napi_socket=%s\n"
+            # its reservations and ledger too: never the shared /var/lib/hugeroom
+            f.write("[hugeroomd]\nvm_socket=%s\napi_socket=%s\nstate_dir=%s\n"
                     "status_interval_ms=%d\n" %
-                    (self.vm_sock, self.api_sock, interval_ms))
+                    (self.vm_sock, self.api_sock, os.path.join(workdir, "state"), interval_ms))
         self.proc = None
 
     def start(self):
