@@ -13,7 +13,7 @@ BASE_PKGS=(
     seabios qemu-system-data ipxe-qemu
     libpixman-1-dev zlib1g-dev flex bison bc libelf-dev
     python3-venv socat jq
-    curl openssl glib-networking wrk prometheus systemd groff-base man-db
+    curl openssl glib-networking wrk systemd groff-base man-db
     xz-utils zstd gzip ca-certificates util-linux
 )
 # From bookworm-backports (meson >= 1.5 is needed by QEMU 10).

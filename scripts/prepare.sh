@@ -8,6 +8,7 @@ need_root
 build=${HUGEROOM_BUILD:-$HR_REPO/build}
 bash "$HR_SCRIPTS/install-deps.sh"
 bash "$HR_SCRIPTS/fetch-kernels.sh" >/dev/null
+bash "$HR_SCRIPTS/fetch-promtool.sh" >/dev/null
 bash "$HR_SCRIPTS/build-qemu.sh" >/dev/null
 
 if [ -f "$build/build.ninja" ]; then

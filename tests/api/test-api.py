@@ -415,7 +415,12 @@ def test_metrics_promtool(env):
         assert name in text, "no %s in /metrics" % name
     m = re.search(r'hugeroom_reservation_time_to_ready_seconds_count (\d+)', text)
     assert m and int(m.group(1)) >= 1, "no reservation counted in time to ready"
-    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+    # unpacked into the cache by scripts/fetch-promtool.sh (prepare.sh runs it)
+    promtool = os.path.join(os.environ.get("HUGEROOM_CACHE", "/var/cache/hugeroom"),
+                            "tools/prometheus/root/usr/bin/promtool")
+    assert os.access(promtool, os.X_OK), \
+        "%s is missing: run scripts/fetch-promtool.sh (scripts/prepare.sh does)" % promtool
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                        text=True)
     # promtool prints lint hints on stdout; a parse error fails it
     assert r.returncode == 0, "promtool: %s %s" % (r.stdout[-2000:], r.stderr[-2000:])
