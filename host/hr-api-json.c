@@ -199,6 +199,8 @@ hr_api_guest_to_json(HrGuest *guest)
 	hr_json_add_time(b, "connected_at", guest->connected_at);
 	hr_json_add_time(b, "disconnected_at", guest->disconnected_at);
 	hr_json_add_int(b, "connections", guest->connections);
+	json_builder_set_member_name(b, "uuid_known");
+	json_builder_add_boolean_value(b, guest->uuid_known);
 	hr_json_add_int(b, "proto_version", guest->proto_version);
 	hr_json_add_int(b, "ram_size", guest->ram_size);
 	json_builder_set_member_name(b, "ram");
@@ -243,6 +245,10 @@ hr_api_guest_to_json(HrGuest *guest)
 	hr_json_add_int(b, "cmds_sent", guest->cmds_sent);
 	hr_json_add_int(b, "cmds_pending", g_hash_table_size(guest->pending));
 	hr_json_add_int(b, "cmds_lost", guest->cmds_lost);
+	/* what the guest said that nothing on our side accounts for (reconciled) */
+	hr_json_add_int(b, "holds_unknown", guest->holds_unknown);
+	hr_json_add_int(b, "returns_unknown", guest->returns_unknown);
+	hr_json_add_int(b, "orphans_returned", guest->orphans_returned);
 	json_builder_end_object(b);
 
 	json_builder_set_member_name(b, "last_result");
