@@ -464,10 +464,20 @@ int virtio_hugeroom_oom_notify(struct notifier_block *nb,
 	return NOTIFY_OK;
 }
 
+static bool virtio_hugeroom_block_isolated(unsigned long pfn)
+{
+	return virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn)) ==
+	       VIRTIO_HUGEROOM_MT_ISOLATE;
+}
+
 /*
- * Move up to @want held blocks of @zone (NULL: any zone) whose pfn lies in
- * [@start, @end) from vh->held to @list, most recently held first.
- * O(held blocks) at worst.  Returns how many.  hold_lock held.
+ * Move up to @want held blocks whose pfn lies in [@start, @end) from
+ * vh->held to @list, most recently held first.  With @zone (the pressure
+ * trigger), only blocks of @zone that would help it once freed: not in an
+ * isolated pageblock (memory going offline, or alloc_contig_range() of
+ * someone else), whose pages would only stay isolated; the memory
+ * notifier gives those back.  O(held blocks) at worst.  Returns how many.
+ * hold_lock held.
  */
 static unsigned int virtio_hugeroom_pick_held(struct virtio_hugeroom *vh,
 					      struct list_head *list,
@@ -484,8 +494,10 @@ static unsigned int virtio_hugeroom_pick_held(struct virtio_hugeroom *vh,
 
 		if (nr == want)
 			break;
-		if (pfn < start || pfn >= end ||
-		    (zone && page_zone(page) != zone))
+		if (pfn < start || pfn >= end)
+			continue;
+		if (zone && (page_zone(page) != zone ||
+			     virtio_hugeroom_block_isolated(pfn)))
 			continue;
 		list_move_tail(&page->lru, list);
 		nr++;
