@@ -5,8 +5,9 @@
  * EVACUATE and CAPTURE take 2 MiB blocks from the guest's allocator and
  * list them in HOLDs; the device discards what it acks, and the driver
  * holds those blocks until the host asks for them (RETURN), the guest
- * needs memory (shrinker, OOM notifier), memory goes offline, or the
- * device stops.  See "Holding blocks" and "EVACUATE and CAPTURE" below.
+ * needs memory (pressure trigger, shrinker, OOM notifier), memory goes
+ * offline, or the device stops.  See "Holding blocks", "The pressure
+ * trigger" and "EVACUATE and CAPTURE" below.
  *
  * Locks: return_lock (mutex) serializes everything that gives blocks back,
  * so a block is never returned twice; hold_lock (spinlock, also taken in
@@ -15,8 +16,9 @@
  * job slot and is never held with another lock.  Reclaim (the shrinker)
  * only trylocks return_lock and event_lock: it may run in our own workers
  * while they hold them.  Nobody allocates while holding return_lock or
- * event_lock, so the OOM notifier may wait for both.  Order:
- * hr_internal.h.
+ * event_lock, so the OOM notifier may wait for both.  The pressure
+ * trigger's work takes return_lock, then hold_lock and event_lock, like
+ * RETURN, and stop_lock (a leaf) to re-arm.  Order: hr_internal.h.
  */
 
 #include "hr_internal.h"

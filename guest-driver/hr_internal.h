@@ -10,8 +10,8 @@
  *                 tests/fuzz)
  *   hr_report.c   STATUS reports: the pageblock sweep, the free-list and
  *                 zone counts, the statusq
- *   hr_evac.c     holds: EVACUATE and CAPTURE, RETURNED, the shrinker,
- *                 the OOM, memory-offline notifiers
+ *   hr_evac.c     holds: EVACUATE and CAPTURE, RETURNED, the pressure
+ *                 trigger, the shrinker, the OOM, memory-offline notifiers
  *   hr_debugfs.c  the debugfs files every build has
  *   hr_test.c     the test aids (debugfs pin_unmovable, inject,
  *                 fault_inject), only in a test build
