@@ -92,6 +92,14 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "\nevac_pages_estimate %llu\n", vh->evac_pages_estimate);
 	seq_printf(m, "evac_pages_migrated %llu\n", vh->evac_pages_migrated);
 	spin_unlock(&vh->hold_lock);
+	seq_printf(m, "pressure_polls %llu\npressure_idle_ns %llu\n",
+		   READ_ONCE(vh->pressure_polls),
+		   READ_ONCE(vh->pressure_idle_ns));
+	seq_printf(m, "pressure_returns %llu\npressure_blocks %llu\n",
+		   READ_ONCE(vh->pressure_returns),
+		   READ_ONCE(vh->pressure_blocks));
+	seq_printf(m, "pressure_ahead_pages %lu\n",
+		   READ_ONCE(vh->pressure_ahead));
 	hr_pcp_show(m);
 	if (!vh->report_len) {
 		seq_puts(m, "report none\n");

@@ -664,6 +664,7 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	cancel_work_sync(&vh->cmd_work);
 	cancel_delayed_work_sync(&vh->status_work);
 	cancel_work_sync(&vh->job_work);
+	cancel_delayed_work_sync(&vh->pressure_work);
 	/* A job that was accepted but never started still owes a RESULT. */
 	spin_lock(&vh->job_lock);
 	if (vh->job_busy)
@@ -809,6 +810,7 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	INIT_WORK(&vh->config_work, virtio_hugeroom_config_work);
 	INIT_DELAYED_WORK(&vh->status_work, virtio_hugeroom_status_work);
 	INIT_WORK(&vh->job_work, virtio_hugeroom_job_work);
+	INIT_DELAYED_WORK(&vh->pressure_work, virtio_hugeroom_pressure_work);
 	vh->scan.nid = NUMA_NO_NODE;
 	vh->evac_scan.nid = NUMA_NO_NODE;
 	spin_lock_init(&vh->hold_lock);

@@ -5,8 +5,9 @@
  * EVACUATE and CAPTURE take 2 MiB blocks from the guest's allocator and
  * list them in HOLDs; the device discards what it acks, and the driver
  * holds those blocks until the host asks for them (RETURN), the guest
- * needs memory (shrinker, OOM notifier), memory goes offline, or the
- * device stops.  See "Holding blocks" and "EVACUATE and CAPTURE" below.
+ * needs memory (pressure trigger, shrinker, OOM notifier), memory goes
+ * offline, or the device stops.  See "Holding blocks", "The pressure
+ * trigger" and "EVACUATE and CAPTURE" below.
  *
  * Locks: return_lock (mutex) serializes everything that gives blocks back,
  * so a block is never returned twice; hold_lock (spinlock, also taken in
@@ -15,11 +16,14 @@
  * job slot and is never held with another lock.  Reclaim (the shrinker)
  * only trylocks return_lock and event_lock: it may run in our own workers
  * while they hold them.  Nobody allocates while holding return_lock or
- * event_lock, so the OOM notifier may wait for both.  Order:
- * hr_internal.h.
+ * event_lock, so the OOM notifier may wait for both.  The pressure
+ * trigger's work takes return_lock, then hold_lock and event_lock, like
+ * RETURN, and stop_lock (a leaf) to re-arm.  Order: hr_internal.h.
  */
 
 #include "hr_internal.h"
+
+static void virtio_hugeroom_pressure_arm(struct virtio_hugeroom *vh);
 
 /* ---------------------------------------------------------------------- */
 /*
@@ -137,6 +141,8 @@ void virtio_hugeroom_settle_late(struct virtio_hugeroom *vh,
 		if (i >= done)
 			virtio_hugeroom_block_put(pfn, false);
 	}
+	if (done)
+		virtio_hugeroom_pressure_arm(vh);
 }
 
 /*
@@ -460,6 +466,198 @@ int virtio_hugeroom_oom_notify(struct notifier_block *nb,
 	return NOTIFY_OK;
 }
 
+static bool virtio_hugeroom_block_isolated(unsigned long pfn)
+{
+	return virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn)) ==
+	       VIRTIO_HUGEROOM_MT_ISOLATE;
+}
+
+/*
+ * Move up to @want held blocks whose pfn lies in [@start, @end) from
+ * vh->held to @list, most recently held first.  With @zone (the pressure
+ * trigger), only blocks of @zone that would help it once freed: not in an
+ * isolated pageblock (memory going offline, or alloc_contig_range() of
+ * someone else), whose pages would only stay isolated; the memory
+ * notifier gives those back.  O(held blocks) at worst.  Returns how many.
+ * hold_lock held.
+ */
+static unsigned int virtio_hugeroom_pick_held(struct virtio_hugeroom *vh,
+					      struct list_head *list,
+					      unsigned int want,
+					      struct zone *zone,
+					      unsigned long start,
+					      unsigned long end)
+{
+	struct page *page, *tmp;
+	unsigned int nr = 0;
+
+	list_for_each_entry_safe(page, tmp, &vh->held, lru) {
+		unsigned long pfn = page_to_pfn(page);
+
+		if (nr == want)
+			break;
+		if (pfn < start || pfn >= end)
+			continue;
+		if (zone && (page_zone(page) != zone ||
+			     virtio_hugeroom_block_isolated(pfn)))
+			continue;
+		list_move_tail(&page->lru, list);
+		nr++;
+	}
+	return nr;
+}
+
+/* ---------------------------------------------------------------------- */
+/*
+ * The pressure trigger: holds go back before the guest reclaims.
+ *
+ * The shrinker is asked only once reclaim runs, and how early depends on
+ * the LRU: the classic LRU's kswapd asks the shrinkers after a gentle
+ * first pass over the LRUs, the multi-gen LRU (Debian's 6.12) evicts page
+ * cache until every zone is balanced and only then asks them, when no
+ * zone is short any more.  So the driver looks itself, ahead of reclaim:
+ * while blocks are held, a delayed work polls every zone's free pages
+ * every VIRTIO_HUGEROOM_PRESSURE_MS (none while nothing is held) and gives
+ * back blocks of a zone that comes near the level kswapd balances it to.
+ * No tracepoint or kswapd hook is exported to modules, hence the poll.
+ *
+ * For a zone, with
+ *   floor  = high watermark + lowmem_reserve for the node's top zone
+ *            (what kswapd, and the multi-gen LRU's should_abort_scan(),
+ *            require of it),
+ *   margin = max(managed pages / 256, 2 blocks)  (4 MiB on 1 GiB),
+ *   ahead  = twice the drop of its free pages since the last poll (pages
+ *            our own job took subtracted), so that a fast allocation is
+ *            met before it reaches the low watermark:
+ * blocks go back (RETURNED, reason pressure, blocks of that zone, most
+ * recently held first) once free < floor + margin + ahead, as many as
+ * bring it to floor + 2 * margin + ahead.  Admission asks a zone to stay
+ * at floor + 2 * margin + ahead after a block is taken, so the band
+ * [floor + margin, floor + 2 * margin) takes no block and gives none: the
+ * trigger never gives back at once what admission just took.
+ *
+ * Cost: a poll reads NR_FREE_PAGES and the watermarks of every populated
+ * zone, no lock, no allocation (see README.md for figures).  Giving back
+ * waits for the RETURNED ack under return_lock and event_lock, as RETURN
+ * does; the work runs on vh->wq.  The shrinker and the OOM notifier stay
+ * the last line.
+ */
+
+/* The free pages reclaim balances @zone to. */
+static unsigned long virtio_hugeroom_zone_floor(struct zone *zone)
+{
+	return high_wmark_pages(zone) + zone->lowmem_reserve[MAX_NR_ZONES - 1];
+}
+
+static unsigned long virtio_hugeroom_zone_margin(struct zone *zone)
+{
+	return max_t(unsigned long,
+		     zone_managed_pages(zone) >>
+		     VIRTIO_HUGEROOM_PRESSURE_MARGIN_SHIFT,
+		     VIRTIO_HUGEROOM_PRESSURE_MIN_BLOCKS * pageblock_nr_pages);
+}
+
+/* Queue the next poll, unless the device stops. */
+static void virtio_hugeroom_pressure_arm(struct virtio_hugeroom *vh)
+{
+	unsigned long flags;
+
+	if (!virtio_hugeroom_deflate_on_oom(vh))
+		return;
+	spin_lock_irqsave(&vh->stop_lock, flags);
+	if (!vh->stop)
+		queue_delayed_work(vh->wq, &vh->pressure_work,
+				   msecs_to_jiffies(VIRTIO_HUGEROOM_PRESSURE_MS));
+	spin_unlock_irqrestore(&vh->stop_lock, flags);
+}
+
+/* Give back up to @want held blocks of @zone, reason pressure. */
+static unsigned int virtio_hugeroom_return_zone(struct virtio_hugeroom *vh,
+						struct zone *zone,
+						unsigned int want)
+{
+	unsigned int nr, given;
+	LIST_HEAD(list);
+
+	mutex_lock(&vh->return_lock);
+	spin_lock(&vh->hold_lock);
+	nr = virtio_hugeroom_pick_held(vh, &list, want, zone,
+				       zone->zone_start_pfn,
+				       zone_end_pfn(zone));
+	spin_unlock(&vh->hold_lock);
+	given = virtio_hugeroom_return_locked(vh, &list, nr,
+					      VIRTIO_HUGEROOM_RET_PRESSURE, 0,
+					      false);
+	mutex_unlock(&vh->return_lock);
+	return given;
+}
+
+void virtio_hugeroom_pressure_work(struct work_struct *work)
+{
+	struct virtio_hugeroom *vh = container_of(to_delayed_work(work),
+						  struct virtio_hugeroom,
+						  pressure_work);
+	u64 now = ktime_get_ns(), taken = READ_ONCE(vh->pages_taken);
+	bool fresh = now - vh->pressure_last_ns <
+		     (u64)VIRTIO_HUGEROOM_PRESSURE_STALE_MS * NSEC_PER_MSEC;
+	unsigned long ours = taken - vh->pressure_taken_seen, ahead_max = 0;
+	unsigned int i = 0, given = 0;
+	int nid, zid;
+
+	for_each_online_node(nid) {
+		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
+			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
+			unsigned long free, last, floor, margin, ahead = 0;
+			unsigned int want;
+
+			if (!populated_zone(zone))
+				continue;
+#ifdef CONFIG_ZONE_DMA
+			/* Never held (R_ZONE). */
+			if (zid == ZONE_DMA)
+				continue;
+#endif
+			free = zone_page_state(zone, NR_FREE_PAGES);
+			last = i < VIRTIO_HUGEROOM_MAX_ZONES ?
+			       vh->pressure_last[i] : 0;
+			if (fresh && last > free + ours)
+				ahead = 2 * (last - free - ours);
+			floor = virtio_hugeroom_zone_floor(zone);
+			margin = virtio_hugeroom_zone_margin(zone);
+			if (free < floor + margin + ahead) {
+				want = DIV_ROUND_UP(floor + 2 * margin + ahead -
+						    free, pageblock_nr_pages);
+				want = virtio_hugeroom_return_zone(vh, zone,
+								   want);
+				if (want)
+					free = zone_page_state(zone,
+							       NR_FREE_PAGES);
+				given += want;
+			}
+			if (i < VIRTIO_HUGEROOM_MAX_ZONES)
+				vh->pressure_last[i] = free;
+			ahead_max = max(ahead_max, ahead);
+			i++;
+		}
+	}
+	WRITE_ONCE(vh->pressure_ahead, ahead_max);
+	vh->pressure_taken_seen = taken;
+	vh->pressure_last_ns = now;
+	WRITE_ONCE(vh->pressure_polls, vh->pressure_polls + 1);
+	if (given) {
+		WRITE_ONCE(vh->pressure_returns, vh->pressure_returns + 1);
+		WRITE_ONCE(vh->pressure_blocks, vh->pressure_blocks + given);
+		dev_dbg(&vh->vdev->dev,
+			"pressure: %u blocks given back, %lu pages ahead\n",
+			given, ahead_max);
+	} else {
+		WRITE_ONCE(vh->pressure_idle_ns, vh->pressure_idle_ns +
+			   ktime_get_ns() - now);
+	}
+	if (READ_ONCE(vh->nr_held))
+		virtio_hugeroom_pressure_arm(vh);
+}
+
 /*
  * After a device reset the device holds nothing (SPEC 1.5.2): whatever is
  * still on our lists can go back to the allocator.
@@ -504,9 +702,9 @@ int virtio_hugeroom_memory_notify(struct notifier_block *nb,
 						  memory_nb);
 	const struct memory_notify *mn = arg;
 	unsigned long start = mn->start_pfn, end = start + mn->nr_pages;
-	unsigned int nr = 0, given;
+	unsigned int nr, given;
 	bool in_limbo = false;
-	struct page *page, *tmp;
+	struct page *page;
 	LIST_HEAD(list);
 
 	if (action != MEM_GOING_OFFLINE)
@@ -520,14 +718,7 @@ int virtio_hugeroom_memory_notify(struct notifier_block *nb,
 
 	mutex_lock(&vh->return_lock);
 	spin_lock(&vh->hold_lock);
-	list_for_each_entry_safe(page, tmp, &vh->held, lru) {
-		unsigned long pfn = page_to_pfn(page);
-
-		if (pfn >= start && pfn < end) {
-			list_move_tail(&page->lru, &list);
-			nr++;
-		}
-	}
+	nr = virtio_hugeroom_pick_held(vh, &list, UINT_MAX, NULL, start, end);
 	list_for_each_entry(page, &vh->limbo, lru) {
 		unsigned long pfn = page_to_pfn(page);
 
@@ -691,10 +882,14 @@ static unsigned long virtio_hugeroom_high_wmarks(void)
  * of @zone (NULL: only the global rule) without going below the
  * watermarks, and while keeping MemAvailable a reserve above them?  A
  * guest held down to its watermarks reclaims its page cache (or gives the
- * holds back) at its next allocation burst.  @taken: the pages are
- * already allocated.
+ * holds back) at its next allocation burst.  The zone must keep the
+ * pressure trigger's give-back level, floor + 2 * margin + ahead (see
+ * "Pressure trigger"), a margin above the level where the trigger gives
+ * blocks back, so that it never gives back at once what was just taken.
+ * @taken: the pages are already allocated.
  */
-static bool virtio_hugeroom_admit(struct zone *zone, bool taken)
+static bool virtio_hugeroom_admit(struct virtio_hugeroom *vh,
+				  struct zone *zone, bool taken)
 {
 	unsigned long need = taken ? 0 : pageblock_nr_pages;
 	unsigned long floor = virtio_hugeroom_high_wmarks() +
@@ -703,7 +898,9 @@ static bool virtio_hugeroom_admit(struct zone *zone, bool taken)
 	long avail = si_mem_available();
 
 	if (zone && zone_page_state(zone, NR_FREE_PAGES) <
-		    high_wmark_pages(zone) + need)
+		    virtio_hugeroom_zone_floor(zone) +
+		    2 * virtio_hugeroom_zone_margin(zone) +
+		    READ_ONCE(vh->pressure_ahead) + need)
 		return false;
 	return avail >= 0 && (unsigned long)avail >= floor + need;
 }
@@ -785,6 +982,8 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 		 */
 		list_move_tail(&page->lru, &r->refused);
 	}
+	if (done)
+		virtio_hugeroom_pressure_arm(vh);
 	/* Counted as tried when taken. */
 	r->c.tried -= r->nr_pending - done;
 	for (i = done; i < r->nr_pending; i++)
@@ -831,6 +1030,8 @@ static void virtio_hugeroom_run_take(struct virtio_hugeroom_run *r,
 				     unsigned long pfn)
 {
 	virtio_hugeroom_block_offline(pfn);
+	/* The pressure trigger tells our own takes from pressure. */
+	WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken + pageblock_nr_pages);
 	if (!r->nr_pending)
 		r->first_pending_ns = ktime_get_ns();
 	list_add_tail(&pfn_to_page(pfn)->lru, &r->pending);
@@ -884,7 +1085,7 @@ static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
 	    mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
 	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && *free < pageblock_nr_pages))
 		return VIRTIO_HUGEROOM_R_ZONE;
-	if (!virtio_hugeroom_admit(zone, false))
+	if (!virtio_hugeroom_admit(vh, zone, false))
 		return VIRTIO_HUGEROOM_R_NOMEM;
 	*zonep = zone;
 	return -1;
@@ -1155,7 +1356,7 @@ static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
 			break;
-		if (!virtio_hugeroom_admit(NULL, false)) {
+		if (!virtio_hugeroom_admit(vh, NULL, false)) {
 			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
 			break;
 		}
@@ -1172,7 +1373,7 @@ static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
 			break;
 		}
 #endif
-		if (!virtio_hugeroom_admit(page_zone(page), true)) {
+		if (!virtio_hugeroom_admit(vh, page_zone(page), true)) {
 			__free_pages(page, pageblock_order);
 			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
 			break;

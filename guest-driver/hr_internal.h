@@ -10,8 +10,8 @@
  *                 tests/fuzz)
  *   hr_report.c   STATUS reports: the pageblock sweep, the free-list and
  *                 zone counts, the statusq
- *   hr_evac.c     holds: EVACUATE and CAPTURE, RETURNED, the shrinker,
- *                 the OOM, memory-offline notifiers
+ *   hr_evac.c     holds: EVACUATE and CAPTURE, RETURNED, the pressure
+ *                 trigger, the shrinker, the OOM, memory-offline notifiers
  *   hr_debugfs.c  the debugfs files every build has
  *   hr_test.c     the test aids (debugfs pin_unmovable, inject,
  *                 fault_inject), only in a test build
@@ -129,6 +129,17 @@
  * one block, so that a few held blocks are asked for too.
  */
 #define VIRTIO_HUGEROOM_SHRINK_SEEKS	0
+/*
+ * The pressure trigger (hr_evac.c, "Pressure trigger"): a poll every
+ * VIRTIO_HUGEROOM_PRESSURE_MS while blocks are held.  A zone's margin is
+ * 1/2^VIRTIO_HUGEROOM_PRESSURE_MARGIN_SHIFT of its managed pages, at least
+ * VIRTIO_HUGEROOM_PRESSURE_MIN_BLOCKS blocks; a drop measured over a poll
+ * older than VIRTIO_HUGEROOM_PRESSURE_STALE_MS predicts nothing.
+ */
+#define VIRTIO_HUGEROOM_PRESSURE_MS		100
+#define VIRTIO_HUGEROOM_PRESSURE_STALE_MS	1000
+#define VIRTIO_HUGEROOM_PRESSURE_MARGIN_SHIFT	8
+#define VIRTIO_HUGEROOM_PRESSURE_MIN_BLOCKS	2
 /* Blocks the OOM notifier gives back per call (8 MiB). */
 #define VIRTIO_HUGEROOM_OOM_BLOCKS	4
 /* Blocks in one RETURNED (fits VIRTIO_HUGEROOM_MAX_MSG). */
@@ -286,6 +297,24 @@ struct virtio_hugeroom {
 	struct mutex return_lock;
 
 	/*
+	 * The pressure trigger, a delayed work queued while blocks are held
+	 * (never once @stop is set).  Its fields are written by that work
+	 * only; @pressure_ahead and the counters are read locklessly (the
+	 * admission rule, debugfs).  @pages_taken: pages the job took from
+	 * the allocator, ever; written by job_work only.
+	 */
+	struct delayed_work pressure_work;
+	unsigned long pressure_last[VIRTIO_HUGEROOM_MAX_ZONES];
+	u64 pressure_last_ns;
+	u64 pressure_taken_seen;
+	unsigned long pressure_ahead;	/* pages: the largest predicted drop */
+	u64 pressure_polls;
+	u64 pressure_idle_ns;		/* time spent in polls that gave none */
+	u64 pressure_returns;		/* polls that gave blocks back */
+	u64 pressure_blocks;		/* blocks they gave back */
+	u64 pages_taken;
+
+	/*
 	 * The one EVACUATE or CAPTURE that may run, in job_work.  job_lock
 	 * protects @job_busy, @job_id, @job_cancel and @job_blocked; @job_cmd
 	 * is written by cmd_work only while !job_busy and read by job_work.
@@ -379,6 +408,7 @@ void virtio_hugeroom_release_all(struct virtio_hugeroom *vh);
 void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
 			       const struct virtio_hugeroom_return *ret);
 void virtio_hugeroom_job_work(struct work_struct *work);
+void virtio_hugeroom_pressure_work(struct work_struct *work);
 int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh);
 void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh);
 int virtio_hugeroom_oom_notify(struct notifier_block *nb,

@@ -76,11 +76,18 @@ class FakeDaemon:
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self):
-        self.conn, _ = self.srv.accept()
+        # The device reconnects when guest RAM changes (a DIMM hot-added),
+        # so that the daemon learns the new layout: serve each connection.
+        while True:
+            conn, _ = self.srv.accept()
+            self.conn = conn
+            self._serve(conn)
+
+    def _serve(self, conn):
         buf = b''
         while True:
             try:
-                d = self.conn.recv(65536)
+                d = conn.recv(65536)
             except OSError:
                 return
             if not d:
@@ -93,7 +100,7 @@ class FakeDaemon:
                     break
                 p, buf = buf[16:16 + ln], buf[16 + ln:]
                 if t == HELLO:
-                    self.conn.sendall(frame(WELCOME, struct.pack('<II', 1, 0)))
+                    conn.sendall(frame(WELCOME, struct.pack('<II', 1, 0)))
                 elif t == DEVICE_STATE:
                     with self.lock:
                         self.state = struct.unpack('<QQQQIIII', p)
@@ -107,7 +114,16 @@ class FakeDaemon:
                     self.q.put(p)
 
     def send(self, cmd):
-        self.conn.sendall(frame(HOST_CMD, cmd))
+        """To the device's current connection; across a reconnect (up to
+        10 s) to the next one."""
+        end = time.monotonic() + 10
+        while True:
+            try:
+                return self.conn.sendall(frame(HOST_CMD, cmd))
+            except OSError:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.1)
 
     def of(self, rid, timeout):
         """Messages of request rid up to its RESULT; others stay queued."""
