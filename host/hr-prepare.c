@@ -1707,7 +1707,8 @@ twin_running_request(HrPrepare *p, HrGuest *twin)
 		if (request != NULL && request->state != HR_REQUEST_LOST)
 			request = NULL;
 	}
-	if (request == NULL || request->kind == HR_REQUEST_RETURN || executor_request(p, request->id))
+	if (request == NULL || request->kind == HR_REQUEST_RETURN ||
+	    executor_request(p, request->id))
 		return NULL;
 	return request;
 }
