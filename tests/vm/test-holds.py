@@ -170,11 +170,10 @@ class Holds:
                            % (label, len(self.mf)), "\n".join(bad))
 
     # ---- hugeroomctl ----
-    def request(self, *args, wait=True, timeout=600, ref=None):
-        """Run hugeroomctl --json VERB GUEST ARGS [--wait]; return the
-        request.  GUEST is ref if given (a UUID), else the guest's name."""
+    def request(self, *args, wait=True, timeout=600):
+        """Run hugeroomctl --json VERB GUEST ARGS [--wait]; return the request."""
         verb = args[0]
-        argv = [verb, ref or self.guest.name] + [str(a) for a in args[1:]]
+        argv = [verb, self.guest.name] + [str(a) for a in args[1:]]
         if wait:
             argv.append("--wait")
         # hugeroomctl exits non-zero when a request ends partial, budget...:
@@ -207,8 +206,8 @@ class Holds:
                 timeout, "request %s to end" % rid, interval=1)
         return req
 
-    def get_request(self, rid, ref=None):
-        r = self.daemon.ctl_json("request", ref or self.guest.name, str(rid))
+    def get_request(self, rid):
+        r = self.daemon.ctl_json("request", self.guest.name, str(rid))
         return r.get("request", r)
 
     def meminfo(self):
@@ -739,15 +738,15 @@ def check_mig_evac(h, qemu, kver, vmlinuz, initrd, work):
     rid = [None]
 
     def start_evacuation():
-        # The destination's device has connected to hugeroomd already, and
-        # the name now finds its entry: the source's UUID finds the source.
-        req = h.request("evacuate", "--blocks", n, wait=False, ref=h.guest.uuid)
+        # The destination's device has connected to hugeroomd already: the
+        # name must still find the source, whose guest runs the driver.
+        req = h.request("evacuate", "--blocks", n, wait=False)
         rid[0] = req.get("request_id")
         if rid[0] is None:
             raise hrvm.Failure("evacuate refused: %s" % req)
 
         def holding():
-            r = h.get_request(rid[0], ref=h.guest.uuid)
+            r = h.get_request(rid[0])
             return r if h.guest_held() and r.get("state") != "queued" else None
         r0 = hrvm.wait_for(holding, 300, "the evacuation to hold its first blocks", interval=0.1)
         tap.ok(r0.get("state") in ("sent", "running"),
@@ -762,7 +761,7 @@ def check_mig_evac(h, qemu, kver, vmlinuz, initrd, work):
     if dst is None:
         return
     rid = rid[0]
-    r1 = h.get_request(rid, ref=h.guest.uuid)
+    r1 = h.get_request(rid)
     tap.ok(r1.get("state") in ("sent", "running"),
            "%s: the evacuation still runs when the migration completes" % label, r1)
     src_q = h.qmp_held()
