@@ -627,6 +627,10 @@ def migrate(h, qemu, kver, vmlinuz, initrd, work, label, postcopy=False, params=
         dst.qmp("migrate-incoming", uri="unix:" + path)
     hrvm.wait_for(lambda: os.path.exists(path) or not dst.alive(), 120,
                   "the destination QEMU to listen on %s" % path)
+    if not postcopy:
+        # A guest that came in by postcopy keeps the capability on.
+        src.qmp("migrate-set-capabilities",
+                capabilities=[{"capability": "postcopy-ram", "state": False}])
     if params:
         src.qmp("migrate-set-parameters", **params)
     if before:
