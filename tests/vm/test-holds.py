@@ -6,8 +6,8 @@ QEMU, connected to a real hugeroomd, fills most of the guest's memory with
 a checksummed pattern (tests/vm/guest-tools/memfill) and drives
 evacuations with hugeroomctl.  Checks, on 6.12 and 6.1 alike (the issue
 asks 6.1 for the first two at least; argv[2] picks sections by name:
-integrity,unmovable,hostile,pressure,daemon-kill,migration,postcopy,
-mig-evac):
+integrity,unmovable,hostile,pressure,daemon-kill,migration,postcopy, and
+mig-evac, which runs only when named, on a fresh guest):
 
  1. integrity: after `hugeroomctl evacuate --blocks N --wait` held many
     blocks (some of them needing migration), every checksum still matches;
@@ -807,8 +807,9 @@ def check_mig_evac(h, qemu, kver, vmlinuz, initrd, work):
 
 def main():
     series = sys.argv[1] if len(sys.argv) > 1 else "6.12"
-    # argv[2]: sections to run, comma separated; default all of them, on
-    # both kernels (the issue asks 6.1 for integrity and RSS at least).
+    # argv[2]: sections to run, comma separated; default all of them but
+    # mig-evac, on both kernels (the issue asks 6.1 for integrity and RSS
+    # at least).
     only = sys.argv[2].split(",") if len(sys.argv) > 2 else None
     tap = hrvm.Tap()
     work = hrvm.workdir("hr-holds-%s-" % series)
@@ -831,7 +832,10 @@ def main():
         tap.ok(True, "%s: guest booted, connected to hugeroomd" % kver)
 
         def want(name):
-            return only is None or name in only
+            # mig-evac only when named: it needs a guest not yet compacted
+            # by the other sections, so that its evacuation outlasts the
+            # migration (meson runs it on a guest of its own).
+            return name in only if only is not None else name != "mig-evac"
         if want("integrity"):
             check_integrity_and_rss(h)
         for name, fn in (("unmovable", check_unmovable),
