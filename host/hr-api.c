@@ -655,6 +655,28 @@ hr_api_requests(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **a
 	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }
 
+/*
+ * @guest's request @id, or that of an earlier QEMU process of the same VM
+ * (same name and UUID) on this host: a request whose command was running
+ * when the VM migrated ended on the source's entry (SPEC 1.7 item 5).
+ */
+static HrRequest *
+hr_api_find_request(HrApi *api, HrGuest *guest, guint64 id)
+{
+	static const guint8 zero[16];
+	GPtrArray *guests = hr_core_get_guests(api->core);
+	HrRequest *request = hr_guest_find_request(guest, id);
+
+	for (guint i = 0; request == NULL && i < guests->len; i++) {
+		HrGuest *g = g_ptr_array_index(guests, i);
+		if (g != guest && memcmp(g->uuid_bytes, zero, sizeof(zero)) != 0 &&
+		    memcmp(g->uuid_bytes, guest->uuid_bytes, sizeof(g->uuid_bytes)) == 0 &&
+		    g_strcmp0(g->name, guest->name) == 0)
+			request = hr_guest_find_request(g, id);
+	}
+	return request;
+}
+
 static void
 hr_api_request(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
@@ -668,7 +690,7 @@ hr_api_request(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **ar
 	if (guest == NULL)
 		return;
 	if (g_ascii_string_to_unsigned(args[1], 10, 1, G_MAXUINT64, &id, NULL))
-		request = hr_guest_find_request(guest, id);
+		request = hr_api_find_request(api, guest, id);
 	if (request == NULL) {
 		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_request",
 				   "guest %s has no request '%s' (the daemon keeps the last %u "

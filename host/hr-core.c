@@ -82,13 +82,23 @@ HrGuest *
 hr_core_find_guest(HrCore *core, const gchar *name_or_uuid)
 {
 	HrGuest *found = NULL;
+	guint found_rank = 0;
 	for (guint i = 0; i < core->guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(core->guests, i);
+		guint rank;
 		if (!hr_guest_has_name(guest, name_or_uuid))
 			continue;
-		/* prefer a connected entry, then the most recent one */
-		if (found == NULL || hr_guest_is_connected(guest) || !hr_guest_is_connected(found))
+		/*
+		 * Prefer a connected entry whose driver runs: a migration's
+		 * destination on this host connects before its guest runs
+		 * there. Then a connected one, then the most recent one.
+		 */
+		rank = hr_guest_is_connected(guest) ? 1 + (guest->have_state && guest->state.driver_ok)
+						    : 0;
+		if (found == NULL || rank >= found_rank) {
 			found = guest;
+			found_rank = rank;
+		}
 	}
 	return found;
 }

@@ -1749,7 +1749,7 @@ migration_twin(HrGuest *guest, HrGuest *other)
 
 /* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */
 static gboolean
-adopt_from_twin(HrPrepare *p, HrGuest *guest, guint64 gpa)
+adopt_twin_record(HrPrepare *p, HrGuest *guest, guint64 gpa)
 {
 	GPtrArray *guests = hr_core_get_guests(p->core);
 	GPtrArray *list = hr_reservation_store_list(p->store);
@@ -1782,6 +1782,59 @@ adopt_from_twin(HrPrepare *p, HrGuest *guest, guint64 gpa)
 		}
 	}
 	return FALSE;
+}
+
+/* the API request @twin ran when its device went away, or still runs */
+static HrRequest *
+twin_running_request(HrPrepare *p, HrGuest *twin)
+{
+	HrRequest *request = twin->active;
+
+	if (request == NULL) {
+		request = g_queue_peek_tail(&twin->finished);
+		if (request != NULL && request->state != HR_REQUEST_LOST)
+			request = NULL;
+	}
+	if (request == NULL || request->kind == HR_REQUEST_RETURN ||
+	    executor_request(p, request->id))
+		return NULL;
+	return request;
+}
+
+/*
+ * @block, which @guest holds, was a twin's, or was held by the command
+ * the API request of the latest twin (the migration's source) had sent,
+ * which migrated with the guest and held it on the destination (SPEC 1.7
+ * item 5; resynced with request id 0 if held before the destination's
+ * device reconnected): give its owner's record to @guest.
+ */
+static gboolean
+adopt_from_twin(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	HrGuest *source = NULL;
+	HrRequest *request;
+	gint64 latest = 0;
+
+	if (adopt_twin_record(p, guest, block->gpa))
+		return TRUE;
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *other = g_ptr_array_index(guests, i);
+		/* gone_at is 0 while connected: the latest of all */
+		gint64 gone = other->gone_at != 0 ? other->gone_at : G_MAXINT64;
+		if (migration_twin(guest, other) && gone > latest) {
+			source = other;
+			latest = gone;
+		}
+	}
+	request = source != NULL ? twin_running_request(p, source) : NULL;
+	if (request == NULL || (block->request_id != 0 && block->request_id != request->id))
+		return FALSE;
+	hr_reservation_store_ledger_add(p->store, guest->key, block->gpa, 0);
+	g_info("%s: block 0x%" G_GINT64_MODIFIER "x held by request %" G_GUINT64_FORMAT
+	       " of pid %d, which migrated with the guest: the operator's",
+	       guest->name, block->gpa, request->id, source->pid);
+	return TRUE;
 }
 
 static void
@@ -1821,7 +1874,7 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 			interrupted_claim(p, it, guest, b->gpa);
 			continue;
 		}
-		if (adopt_from_twin(p, guest, b->gpa))
+		if (adopt_from_twin(p, guest, b))
 			continue;
 		/*
 		 * resynced after a restart while an operator's request of the
