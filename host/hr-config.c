@@ -48,6 +48,7 @@ static const HrConfigKey hr_config_keys[] = {
     KEY(guest_floor_mb, U64, TRUE),
     KEY(hold_in_pool, U32, TRUE), /* reservations planned after it */
     KEY(pool_margin_mb, U64, TRUE),
+    KEY(donor_pcp_density, U32, TRUE),
     {"host_backing", offsetof(HrConfig, backing), HR_CONFIG_U32, TRUE},
     KEY(libvirt_uri, STR, FALSE),
     /* peers, bounds and restart (hr_config_load_limits) */
@@ -653,6 +654,16 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 		if (local != NULL) {
 			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
 				    "hold_in_pool: %s (true or false)", local->message);
+			goto fail;
+		}
+	}
+	if (g_key_file_has_key(kf, GROUP, "donor_pcp_density", NULL)) {
+		g_autoptr(GError) local = NULL;
+		config->donor_pcp_density =
+		    g_key_file_get_boolean(kf, GROUP, "donor_pcp_density", &local);
+		if (local != NULL) {
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+				    "donor_pcp_density: %s (true or false)", local->message);
 			goto fail;
 		}
 	}

@@ -59,6 +59,7 @@ typedef struct {
 	guint64 return_high_mark_mb; /* give holds back when a node has this much free; 0: never */
 	guint64 guest_floor_mb;	     /* default floor of a guest */
 	gboolean hold_in_pool;	     /* hold a reservation's blocks in the node's hugetlb pool */
+	gboolean donor_pcp_density; /* donors run PCP density while they give */
 	guint64 pool_margin_mb;	     /* free memory the pool leaves the node above its high watermark */
 	HrBackingMode backing;
 	GPtrArray *guest_policies; /* HrGuestPolicy, in file order; the first match wins */

@@ -109,6 +109,7 @@ typedef struct {
 	gboolean pcp_applied_set;
 	HrPcpPolicy pcp_applied; /* the last one the guest answered S_OK */
 	GList *pcp_calls;	 /* SET_PCPs sent and not answered, oldest first */
+	gboolean pcp_density_sent; /* by the first of those, to undo at the last */
 	guint pcp_evacuations;	 /* the executor's, running: the guest runs density */
 } HrGuest;
 

@@ -526,6 +526,8 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	HrReservationStep *s;
 	(void)data;
 
+	/* off by default (hugeroomd.conf): on, the donor runs density while it gives */
+	f->config->donor_pcp_density = TRUE;
 	dev = donor_up(f, "donor", 1);
 
 	/* 98 of the 100 free blocks: ready from what is there */
