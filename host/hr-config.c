@@ -648,25 +648,9 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 	if (!hr_config_get_uint(kf, "pool_margin_mb", 0, G_MAXUINT32, TRUE, &v, error))
 		goto fail;
 	config->pool_margin_mb = v;
-	if (g_key_file_has_key(kf, GROUP, "hold_in_pool", NULL)) {
-		g_autoptr(GError) local = NULL;
-		config->hold_in_pool = g_key_file_get_boolean(kf, GROUP, "hold_in_pool", &local);
-		if (local != NULL) {
-			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-				    "hold_in_pool: %s (true or false)", local->message);
-			goto fail;
-		}
-	}
-	if (g_key_file_has_key(kf, GROUP, "donor_pcp_density", NULL)) {
-		g_autoptr(GError) local = NULL;
-		config->donor_pcp_density =
-		    g_key_file_get_boolean(kf, GROUP, "donor_pcp_density", &local);
-		if (local != NULL) {
-			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-				    "donor_pcp_density: %s (true or false)", local->message);
-			goto fail;
-		}
-	}
+	if (!hr_config_get_bool(kf, "hold_in_pool", &config->hold_in_pool, error) ||
+	    !hr_config_get_bool(kf, "donor_pcp_density", &config->donor_pcp_density, error))
+		goto fail;
 	if (!hr_config_get_backing(kf, &config->backing, error) ||
 	    !hr_config_get_policies(kf, config, error) || !hr_config_get_api(kf, config, error) ||
 	    !hr_config_load_limits(kf, config, error))
