@@ -285,6 +285,14 @@ hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointe
 }
 
 gboolean
+hr_guest_same_vm(const HrGuest *a, const HrGuest *b)
+{
+	return !hr_uuid_is_null(a->uuid_bytes) &&
+	       memcmp(a->uuid_bytes, b->uuid_bytes, sizeof(a->uuid_bytes)) == 0 &&
+	       g_strcmp0(a->name, b->name) == 0;
+}
+
+gboolean
 hr_guest_has_name(HrGuest *guest, const gchar *str)
 {
 	return (guest->uuid_known && g_ascii_strcasecmp(guest->uuid, str) == 0) ||

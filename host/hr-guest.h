@@ -138,6 +138,9 @@ typedef void (*HrGuestPrunedFunc)(HrGuest *guest, gpointer user_data);
  */
 guint
 hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointer user_data);
+/* the same VM, in this or another QEMU process: a non-zero UUID and the name alike */
+gboolean
+hr_guest_same_vm(const HrGuest *a, const HrGuest *b);
 /* does @str name @guest: its known UUID (any case) or its name? */
 gboolean
 hr_guest_has_name(HrGuest *guest, const gchar *str);

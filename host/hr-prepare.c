@@ -1741,10 +1741,7 @@ hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
 static gboolean
 migration_twin(HrGuest *guest, HrGuest *other)
 {
-	static const guint8 zero[16];
-	return other != guest && memcmp(guest->uuid_bytes, zero, 16) != 0 &&
-	       memcmp(guest->uuid_bytes, other->uuid_bytes, 16) == 0 &&
-	       g_strcmp0(guest->name, other->name) == 0;
+	return other != guest && hr_guest_same_vm(guest, other);
 }
 
 /* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */
