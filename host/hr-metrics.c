@@ -5,6 +5,7 @@
 
 #include "hr-metrics.h"
 
+#include "hr-loopwatch.h"
 #include "hr-monitor.h"
 
 /* requests remembered as counted: far more than ever end twice in a row */
@@ -280,6 +281,7 @@ struct _HrMetrics {
 	HrMetricsHistogram *request_time; /* guest requests, by kind */
 	GHashTable *requests_seen;	  /* ids of requests counted in request_time */
 	GQueue requests_order;		  /* the same ids, oldest first, owned */
+	HrLoopWatch *loop;		  /* the main loop's stalls */
 };
 
 static void
@@ -347,6 +349,7 @@ hr_metrics_new(HrCore *core, HrPrepare *prepare)
 	    "hugeroom_guest_request_duration_seconds",
 	    "from an evacuate, capture or return's creation to its end, by kind", "kind", kinds,
 	    hr_metrics_bounds_slow);
+	m->loop = hr_loop_watch_new();
 	hr_core_listen(core, hr_metrics_event_cb, m);
 	return m;
 }
@@ -363,6 +366,7 @@ hr_metrics_free(HrMetrics *m)
 	hr_metrics_histogram_free(m->time_to_ready);
 	hr_metrics_histogram_free(m->plan_time);
 	hr_metrics_histogram_free(m->request_time);
+	hr_loop_watch_free(m->loop);
 	g_free(m);
 }
 
@@ -442,4 +446,5 @@ hr_metrics_append(GString *out, HrMetrics *m, const HrHostState *host, gint64 re
 	hr_metrics_histogram_append(out, m->time_to_ready);
 	hr_metrics_histogram_append(out, m->plan_time);
 	hr_metrics_histogram_append(out, m->request_time);
+	hr_loop_watch_append(out, m->loop);
 }
