@@ -1234,24 +1234,6 @@ hr_monitor_read_host_full(const gchar *root, gboolean with_pagetypes, GError **e
 	return g_steal_pointer(&state);
 }
 
-gint64
-hr_monitor_read_free_blocks(const gchar *root, guint node, GError **error)
-{
-	g_autoptr(GPtrArray) buddy = read_and_parse(root != NULL ? root : "/", "proc/buddyinfo",
-						    FALSE, (HrParseFunc)hr_buddyinfo_parse, error);
-	gint64 blocks = 0;
-
-	if (buddy == NULL)
-		return -1;
-	for (guint i = 0; i < buddy->len; i++) {
-		const HrBuddyZone *bz = g_ptr_array_index(buddy, i);
-		/* as hr_monitor_read_host_full() counts a node */
-		if (bz->node == node && g_strcmp0(bz->zone, "DMA") != 0)
-			blocks += hr_buddy_free_blocks(bz, HR_MONITOR_BLOCK_ORDER);
-	}
-	return blocks;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Reading a whole host off the main loop */
 

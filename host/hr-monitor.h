@@ -17,7 +17,9 @@
  * x86-64); a "block" is one free 2 MiB (PMD-sized, order 9) chunk.
  *
  * Reading is synchronous: the files are small procfs/sysfs files whose
- * read does not sleep on I/O, so the daemon may call it on its main loop.
+ * read does not sleep on I/O but takes milliseconds on a large host, so
+ * the daemon reads them in worker threads (HrHostReader below for the
+ * API, hr-snapshot for the executor), never on its main loop.
  */
 
 #include <glib.h>
@@ -234,14 +236,6 @@ hr_host_state_free(HrHostState *state);
 /* NULL when the host has no such node */
 const HrNodeState *
 hr_host_state_get_node(const HrHostState *state, guint node);
-
-/*
- * Free 2 MiB blocks of @node outside its DMA zone, from proc/buddyinfo
- * alone: the same figure as hr_host_state_get_node()->free_blocks, for
- * the main loop, at a fraction of a whole host read.
- */
-gint64
-hr_monitor_read_free_blocks(const gchar *root, guint node, GError **error);
 
 /*
  * Reading a whole host takes milliseconds (zoneinfo, vmstat, the nodes'

@@ -11,6 +11,7 @@
 #include "hr-json.h"
 #include "hr-pcp.h"
 #include "hr-peer.h"
+#include "hr-snapshot.h"
 #include "hr-thpmap.h"
 
 #define BLOCK_PAGES 512
@@ -18,8 +19,12 @@
 #define POOL_RETRY_US G_USEC_PER_SEC
 #define FLOOR_SLACK_PAGES BLOCK_PAGES
 #define POOL_MAX_EMPTY_GROWS 3
-/* larger guests are scanned in a thread (about 1.5 us per 2 MiB block) */
-#define THPMAP_SYNC_MAX_BYTES (G_GUINT64_CONSTANT(8) << 30)
+/*
+ * Guests up to this size have a stale host THP map read again with the
+ * snapshot a decision waits for; larger ones (about 1.5 us per 2 MiB
+ * block) in a thread of their own, their previous map serving meanwhile.
+ */
+#define THPMAP_SNAPSHOT_MAX_BYTES (G_GUINT64_CONSTANT(8) << 30)
 
 /* What the executor remembers of a guest across reservations. */
 typedef struct {
@@ -46,6 +51,18 @@ typedef struct {
 	HrPrepare *prepare; /* valid unless the scan was cancelled */
 	guint64 guest_id;
 } ScanCtx;
+
+/* A donation that ended: what the host got back, the next snapshot tells. */
+typedef struct {
+	gchar *res_id;
+	guint step_index;
+	guint64 guest_id;
+	gint node;
+	gboolean pool_mode;
+	guint held;
+	gint64 blocks_before;
+	gint64 rss_before_kb;
+} Measure;
 
 /* The work in hand for one live reservation; not persisted. */
 typedef struct {
@@ -105,6 +122,20 @@ struct _HrPrepare {
 	GCancellable *cancellable;
 	guint tick_id;
 	guint kick_id;
+	/*
+	 * Decisions are made on a snapshot of the host and of the guests'
+	 * host backing (hr-snapshot), read in a worker thread, one at a time,
+	 * so that no tick reads /proc or pagemap on the main loop. Only the
+	 * main loop touches these fields; the thread gets a copy of what it
+	 * reads from and hands back a new snapshot, so no lock is needed.
+	 * @epoch counts what the executor did to the host (an operation that
+	 * ended, a pool given back): a snapshot read from an older epoch may
+	 * predate it and is read again rather than decided on.
+	 */
+	HrSnapshot *snap; /* the one being decided on, else the latest; or NULL */
+	guint64 epoch;
+	gboolean reading; /* a snapshot read runs */
+	GPtrArray *measures; /* Measure: donations whose gain the next snapshot measures */
 };
 
 /* a table keyed by guest id (guint64 *, owned) */
@@ -127,6 +158,13 @@ interrupted_free(Interrupted *it)
 	g_free(it->res_id);
 	g_free(it->guest_key);
 	g_free(it);
+}
+
+static void
+measure_free(Measure *m)
+{
+	g_free(m->res_id);
+	g_free(m);
 }
 
 static void
@@ -195,6 +233,13 @@ kick(HrPrepare *p)
 {
 	if (p->kick_id == 0)
 		p->kick_id = g_idle_add(kick_cb, p);
+}
+
+/* something we did changed the host: decide on nothing read before it */
+static void
+host_changed(HrPrepare *p)
+{
+	p->epoch++;
 }
 
 static void
@@ -277,6 +322,7 @@ hr_prepare_new(HrCore *core)
 	p->gstates = guest_table_new((GDestroyNotify)guest_plan_state_free);
 	p->ops = g_ptr_array_new();
 	p->interrupted = g_ptr_array_new_with_free_func((GDestroyNotify)interrupted_free);
+	p->measures = g_ptr_array_new_with_free_func((GDestroyNotify)measure_free);
 	find_interrupted(p);
 	p->reconcile_all = TRUE;
 	p->cancellable = g_cancellable_new();
@@ -313,6 +359,8 @@ hr_prepare_free(HrPrepare *p)
 	}
 	g_ptr_array_unref(p->ops);
 	g_ptr_array_unref(p->interrupted);
+	g_ptr_array_unref(p->measures);
+	hr_snapshot_free(p->snap);
 	g_object_unref(p->cancellable);
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
@@ -469,7 +517,6 @@ thpmap_scanned_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 static void
 refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 {
-	g_autoptr(GError) error = NULL;
 	gint64 now = g_get_monotonic_time();
 	ScanCtx *ctx;
 
@@ -477,24 +524,16 @@ refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 		return;
 	if (gs->map_at != 0 && now - gs->map_at < THPMAP_MAX_AGE_US)
 		return;
-	if (guest->ram_size > THPMAP_SYNC_MAX_BYTES) {
-		/* the previous map serves until the new one is in */
-		ctx = g_new0(ScanCtx, 1);
-		ctx->prepare = p;
-		ctx->guest_id = guest->id;
-		gs->scanning = TRUE;
-		hr_thpmap_scan_async(guest->pid, (const HrRamRange *)guest->ram->data,
-				     guest->ram->len, p->cancellable, thpmap_scanned_cb, ctx);
-		return;
-	}
-	g_clear_pointer(&gs->map, hr_thpmap_free);
-	gs->map = hr_thpmap_scan(guest->pid, (const HrRamRange *)guest->ram->data, guest->ram->len,
-				 &error);
-	gs->map_at = now;
-	if (gs->map == NULL)
-		thpmap_failed(gs, guest, error);
-	else
-		gs->map_failed = FALSE;
+	/*
+	 * Not in the snapshot (a large guest, one that came since, POST
+	 * /v1/plan): the previous map serves until the new one is in.
+	 */
+	ctx = g_new0(ScanCtx, 1);
+	ctx->prepare = p;
+	ctx->guest_id = guest->id;
+	gs->scanning = TRUE;
+	hr_thpmap_scan_async(guest->pid, (const HrRamRange *)guest->ram->data, guest->ram->len,
+			     p->cancellable, thpmap_scanned_cb, ctx);
 }
 
 /* why the planner may get nothing from a donor, for the reason a reservation ends with */
@@ -846,6 +885,7 @@ return_notify(HrRequest *request, gpointer user_data)
 		op->ended_early = TRUE;
 		return;
 	}
+	host_changed(p);
 	r = hr_reservation_store_find(p->store, op->res_id);
 	guest = find_guest(p, op->guest_id);
 	back = g_hash_table_new(g_int64_hash, g_int64_equal);
@@ -1006,15 +1046,23 @@ return_by_high_mark(HrPrepare *p, const HrHostState *host)
 /* ---------------------------------------------------------------------- */
 /* Steps */
 
-/* buddyinfo alone, a fraction of a millisecond on the main loop */
+/* the free 2 MiB blocks of @node in the snapshot decided on */
 static gint64
 node_free_blocks(HrPrepare *p, gint node)
 {
-	gint64 blocks;
-	if (node < 0)
+	const HrNodeState *ns;
+	if (node < 0 || p->snap == NULL || p->snap->host == NULL)
 		return 0;
-	blocks = hr_monitor_read_free_blocks(p->config->host_root, node, NULL);
-	return MAX(blocks, 0);
+	ns = hr_host_state_get_node(p->snap->host, node);
+	return ns != NULL ? (gint64)ns->free_blocks : 0;
+}
+
+/* the resident memory of a guest's QEMU in the snapshot decided on, -1 unknown */
+static gint64
+guest_rss_kb(HrPrepare *p, guint64 guest_id)
+{
+	HrSnapshotGuest *sg = p->snap != NULL ? hr_snapshot_find_guest(p->snap, guest_id) : NULL;
+	return sg != NULL ? sg->rss_kb : -1;
 }
 
 static void
@@ -1034,6 +1082,7 @@ op_end(HrPrepare *p, Op *op)
 		run->in_flight--;
 	g_ptr_array_remove(p->ops, op);
 	op_free(op);
+	host_changed(p);
 	kick(p);
 }
 
@@ -1190,6 +1239,7 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 	}
 	g_ptr_array_remove(p->ops, op);
 	op_free(op);
+	host_changed(p);
 	kick(p);
 }
 
@@ -1247,25 +1297,9 @@ release_pool(HrPrepare *p, HrReservation *r, GError **error)
 	g_info("reservation %s: %" G_GUINT64_FORMAT " blocks of node %d's hugetlb pool given back",
 	       r->id, freed, r->planned_node);
 	r->pool_blocks = 0;
+	host_changed(p);
 	hr_reservation_touch(p->store, r);
 	return TRUE;
-}
-
-/* resident memory of a guest's QEMU process in KiB, -1 when unknown */
-static gint64
-guest_rss_kb(HrGuest *guest)
-{
-	g_autofree gchar *path = NULL;
-	g_autofree gchar *text = NULL;
-	const gchar *line;
-
-	if (guest == NULL || guest->pid <= 0)
-		return -1;
-	path = g_strdup_printf("/proc/%d/status", guest->pid);
-	if (!g_file_get_contents(path, &text, NULL, NULL))
-		return -1;
-	line = strstr(text, "\nVmRSS:");
-	return line != NULL ? g_ascii_strtoll(line + 7, NULL, 10) : -1;
 }
 
 static void
@@ -1285,6 +1319,48 @@ defer_guest(HrPrepare *p, guint64 guest_id, gboolean failed)
 	gs->next_allowed_ms = pg.next_allowed_ms;
 }
 
+/* what the host got back from the donations that ended, in the snapshot decided on */
+static void
+measure_donations(HrPrepare *p)
+{
+	for (guint i = 0; i < p->measures->len; i++) {
+		Measure *m = g_ptr_array_index(p->measures, i);
+		HrReservation *r = hr_reservation_store_find(p->store, m->res_id);
+		Run *run = g_hash_table_lookup(p->runs, m->res_id);
+		HrReservationStep *s;
+
+		if (r == NULL || m->step_index >= r->steps->len)
+			continue;
+		s = g_ptr_array_index(r->steps, m->step_index);
+		if (m->pool_mode) {
+			/*
+			 * The pool takes the freed blocks as they come: what the
+			 * host got is what the donor's QEMU no longer has resident
+			 * (its discards, less pages its migrations faulted in).
+			 */
+			gint64 rss_after = guest_rss_kb(p, m->guest_id);
+			s->gained = m->rss_before_kb >= 0 && rss_after >= 0
+					    ? (m->rss_before_kb - rss_after) / 2048
+					    : 0;
+		} else {
+			s->gained = node_free_blocks(p, m->node) - m->blocks_before;
+		}
+		if (run != NULL && m->held > 0 && s->gained * 2 < (gint64)m->held) {
+			guint n = GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, &m->guest_id));
+			g_hash_table_insert(run->strikes, g_memdup2(&m->guest_id, sizeof(m->guest_id)),
+					    GUINT_TO_POINTER(n + 1));
+			g_message("reservation %s: %s handed over %u blocks but the host got %" G_GINT64_FORMAT
+				  " back%s",
+				  r->id, s->guest, m->held, s->gained,
+				  n + 1 >= 2 ? "; not asked again for this reservation" : "");
+		}
+		g_info("reservation %s: node %d %+" G_GINT64_FORMAT " free blocks after %s gave %u",
+		       r->id, m->node, s->gained, s->guest, m->held);
+		hr_reservation_touch(p->store, r);
+	}
+	g_ptr_array_set_size(p->measures, 0);
+}
+
 static void
 donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 {
@@ -1298,33 +1374,22 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		const HrResult *res = request->have_result ? &request->result : &request->progress;
 
 		Run *run = g_hash_table_lookup(p->runs, r->id);
-		gint64 rss_after = guest_rss_kb(guest);
+		Measure *m = g_new0(Measure, 1);
 
 		s->blocks_held = held;
 		s->pages_migrated = res->pages_migrated;
 		s->elapsed_ms = (g_get_monotonic_time() - op->started) / 1000;
-		if (run != NULL && run->pool_mode) {
-			/*
-			 * The pool takes the freed blocks as they come: what the
-			 * host got is what the donor's QEMU no longer has resident
-			 * (its discards, less pages its migrations faulted in).
-			 */
-			s->gained = op->rss_before_kb >= 0 && rss_after >= 0
-					    ? (op->rss_before_kb - rss_after) / 2048
-					    : 0;
+		if (run != NULL && run->pool_mode)
 			run->pool_stuck = FALSE;
-		} else {
-			s->gained = node_free_blocks(p, op->node) - op->blocks_before;
-		}
-		if (run != NULL && held > 0 && s->gained * 2 < (gint64)held) {
-			guint n = GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, &op->guest_id));
-			g_hash_table_insert(run->strikes, g_memdup2(&op->guest_id, sizeof(op->guest_id)),
-					    GUINT_TO_POINTER(n + 1));
-			g_message("reservation %s: %s handed over %u blocks but the host got %" G_GINT64_FORMAT
-				  " back%s",
-				  r->id, s->guest, held, s->gained,
-				  n + 1 >= 2 ? "; not asked again for this reservation" : "");
-		}
+		m->res_id = g_strdup(r->id);
+		m->step_index = op->step_index;
+		m->guest_id = op->guest_id;
+		m->node = op->node;
+		m->pool_mode = run != NULL && run->pool_mode;
+		m->held = held;
+		m->blocks_before = op->blocks_before;
+		m->rss_before_kb = op->rss_before_kb;
+		g_ptr_array_add(p->measures, m);
 		if (guest != NULL) {
 			/* what it gave is not backed any more: see it before the next plan */
 			GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest->id);
@@ -1356,8 +1421,8 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 						guest != NULL ? guest->name : s->guest,
 						g_array_index(request->blocks, guint64, i));
 		g_info("reservation %s: %s gave %u of %" G_GUINT64_FORMAT " blocks, %" G_GUINT64_FORMAT
-		       " pages migrated, node %+" G_GINT64_FORMAT " free blocks",
-		       r->id, s->guest, held, s->blocks_asked, s->pages_migrated, s->gained);
+		       " pages migrated",
+		       r->id, s->guest, held, s->blocks_asked, s->pages_migrated);
 		hr_reservation_touch(p->store, r);
 		/* it ended while this ran: what came in goes straight back */
 		if (!hr_reservation_state_is_live(r->state) && r->state != HR_RESERVATION_CONSUMED)
@@ -1447,7 +1512,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->node = step->node;
 	op->started = g_get_monotonic_time();
 	op->blocks_before = run->pool_mode ? 0 : node_free_blocks(p, step->node);
-	op->rss_before_kb = guest_rss_kb(guest);
+	op->rss_before_kb = guest_rss_kb(p, guest->id);
 
 	params.kind = HR_REQUEST_EVACUATE;
 	params.gpas = (const guint64 *)gpas->data;
@@ -2211,31 +2276,14 @@ start_plan_steps(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPl
 	}
 }
 
-void
-hr_prepare_tick(HrPrepare *p)
+/* the decision of a tick, on a snapshot read since the last change of ours */
+static void
+decide(HrPrepare *p, const HrHostState *host)
 {
-	g_autoptr(GError) error = NULL;
-	g_autoptr(HrHostState) host = NULL;
 	GPtrArray *list = hr_reservation_store_list(p->store);
 	gint64 now = g_get_real_time();
-	gboolean work = FALSE;
 
-	reconcile_guests(p);
-	drop_holds(p, hold_gone, NULL, "their QEMU is gone");
-	for (guint i = 0; i < list->len && !work; i++) {
-		HrReservation *r = g_ptr_array_index(list, i);
-		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&
-			       r->state != HR_RESERVATION_EXPIRED
-			   ? (r->state != HR_RESERVATION_CONSUMED || r->holds->len > 0)
-			   : r->holds->len > 0;
-	}
-	if (!work)
-		return;
-	host = hr_monitor_read_host_lite(p->config->host_root, &error);
-	if (host == NULL) {
-		g_warning("cannot read the host's memory state: %s", error->message);
-		return;
-	}
+	measure_donations(p);
 	/* oldest first: an older reservation gets its promise first */
 	for (guint i = 0; i < list->len; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
@@ -2264,6 +2312,129 @@ hr_prepare_tick(HrPrepare *p)
 		}
 	}
 	return_by_high_mark(p, host);
+}
+
+/* a guest's host backing the snapshot reads: a donor's stale map, if not too large */
+static gboolean
+snapshot_scans(HrPrepare *p, HrGuest *guest, gint64 now)
+{
+	GuestPlanState *gs;
+	HrGuestPolicy policy;
+
+	if (p->config->backing != HR_BACKING_SCAN || guest->ram_size > THPMAP_SNAPSHOT_MAX_BYTES ||
+	    !guest_can_donate(guest))
+		return FALSE;
+	hr_config_guest_policy(p->config, guest->name, &policy);
+	if (!policy.donor)
+		return FALSE;
+	gs = get_gstate(p, guest);
+	return !gs->scanning && (gs->map_at == 0 || now - gs->map_at >= THPMAP_MAX_AGE_US);
+}
+
+static gboolean
+measuring(HrPrepare *p, guint64 guest_id)
+{
+	for (guint i = 0; i < p->measures->len; i++) {
+		if (((Measure *)g_ptr_array_index(p->measures, i))->guest_id == guest_id)
+			return TRUE;
+	}
+	return FALSE;
+}
+
+static void
+snapshot_read_cb(GObject *source, GAsyncResult *result, gpointer user_data);
+
+/* read the host and the guests the decision needs, in a thread */
+static void
+request_snapshot(HrPrepare *p)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	HrSnapshotRequest *request;
+	gint64 now = g_get_monotonic_time();
+
+	if (p->reading)
+		return;
+	request = hr_snapshot_request_new(p->config->host_root, p->epoch);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		gboolean scan = guest->pid > 0 && snapshot_scans(p, guest, now);
+		/* a donor's QEMU's RSS is what the pool got from it */
+		if (scan || (guest->pid > 0 && ((p->config->hold_in_pool && guest_can_donate(guest)) ||
+						measuring(p, guest->id))))
+			hr_snapshot_request_add_guest(request, guest->id, guest->pid,
+						      (const HrRamRange *)guest->ram->data,
+						      guest->ram->len, scan);
+	}
+	p->reading = TRUE;
+	hr_snapshot_read_async(request, p->cancellable, snapshot_read_cb, p);
+}
+
+/* the guests' maps the snapshot read */
+static void
+snapshot_install_maps(HrPrepare *p, HrSnapshot *snap)
+{
+	for (guint i = 0; i < snap->guests->len; i++) {
+		HrSnapshotGuest *sg = &g_array_index(snap->guests, HrSnapshotGuest, i);
+		GuestPlanState *gs = g_hash_table_lookup(p->gstates, &sg->id);
+		if (gs == NULL || !sg->scanned)
+			continue;
+		g_clear_pointer(&gs->map, hr_thpmap_free);
+		gs->map_at = g_get_monotonic_time();
+		gs->map = g_steal_pointer(&sg->map);
+		if (gs->map == NULL)
+			thpmap_failed(gs, find_guest(p, sg->id), sg->error);
+		else
+			gs->map_failed = FALSE;
+	}
+}
+
+static void
+snapshot_read_cb(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+	g_autoptr(GError) error = NULL;
+	HrSnapshot *snap = hr_snapshot_read_finish(result, &error);
+	HrPrepare *p = user_data;
+	(void)source;
+
+	if (snap == NULL)
+		return; /* cancelled: the executor is gone */
+	p->reading = FALSE;
+	hr_snapshot_free(p->snap);
+	p->snap = snap;
+	if (snap->epoch != p->epoch) {
+		/* read before something we did ended: it may not show it */
+		request_snapshot(p);
+		return;
+	}
+	snapshot_install_maps(p, snap);
+	if (snap->host == NULL) {
+		g_warning("cannot read the host's memory state: %s", snap->host_error->message);
+		return;
+	}
+	decide(p, snap->host);
+}
+
+/*
+ * What needs no snapshot runs now; a decision, once the snapshot the
+ * tick asks for is in (or the one being read, which began recently).
+ */
+void
+hr_prepare_tick(HrPrepare *p)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	gboolean work = p->measures->len > 0;
+
+	reconcile_guests(p);
+	drop_holds(p, hold_gone, NULL, "their QEMU is gone");
+	for (guint i = 0; i < list->len && !work; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&
+			       r->state != HR_RESERVATION_EXPIRED
+			   ? (r->state != HR_RESERVATION_CONSUMED || r->holds->len > 0)
+			   : r->holds->len > 0;
+	}
+	if (work)
+		request_snapshot(p);
 }
 
 static gboolean

@@ -6,7 +6,10 @@
  * (hr-reservation) to ready with the planner (hr-planner) over the host's
  * memory state (hr-monitor) and each guest's latest status.
  *
- * Every tick (reservation_tick_ms) it re-reads the host, counts for each
+ * Every tick (reservation_tick_ms) it reads the host and the donors' host
+ * backing in a worker thread (hr-snapshot) and decides once that snapshot
+ * is in, never reading /proc or pagemap on the main loop; a snapshot read
+ * before one of its own steps ended is read again first. It counts for each
  * reservation the free 2 MiB blocks of its node above the high watermark
  * not promised to others, and, when that is short and nothing runs for it,
  * plans the remainder and starts the plan's steps: host compaction of the

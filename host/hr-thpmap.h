@@ -25,8 +25,9 @@
  * cannot be opened; the scan then fails with HR_THPMAP_ERROR_PERMISSION.
  * The reads are synchronous procfs reads that do not wait for I/O but walk
  * page tables: 1.5 us per block measured on this host (2 GiB, half THP,
- * half untouched), so about 50 ms for a 64 GiB guest: the daemon should
- * use hr_thpmap_scan_async(), which runs it in a GTask worker thread.
+ * half untouched), so about 50 ms for a 64 GiB guest: the daemon scans in
+ * worker threads (hr-snapshot's reads, hr_thpmap_scan_async()), never on
+ * its main loop.
  */
 
 #include <gio/gio.h>

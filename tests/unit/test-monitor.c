@@ -16,6 +16,7 @@
 
 #include "hr-compact.h"
 #include "hr-monitor.h"
+#include "hr-snapshot.h"
 #include "hr-thpmap.h"
 
 static gchar *
@@ -937,6 +938,146 @@ test_thpmap_live(void)
 }
 
 /* ---------------------------------------------------------------------- */
+/* The executor's snapshot: the host and guests' backing, off the main loop */
+
+typedef struct {
+	GMainLoop *loop;
+	HrSnapshot *snap;
+	GError *error;
+} SnapWait;
+
+static void
+snap_done(GObject *source, GAsyncResult *res, gpointer user_data)
+{
+	SnapWait *sw = user_data;
+
+	(void)source;
+	sw->snap = hr_snapshot_read_finish(res, &sw->error);
+	g_main_loop_quit(sw->loop);
+}
+
+/* read in a worker thread, the callback on this thread's loop */
+static HrSnapshot *
+snap_read_async(HrSnapshotRequest *request, GCancellable *cancellable, GError **error)
+{
+	SnapWait sw = {.loop = g_main_loop_new(NULL, FALSE)};
+
+	hr_snapshot_read_async(request, cancellable, snap_done, &sw);
+	g_main_loop_run(sw.loop);
+	g_main_loop_unref(sw.loop);
+	if (sw.error != NULL)
+		g_propagate_error(error, sw.error);
+	return sw.snap;
+}
+
+/* a fixture host: its nodes; a process that is gone has no RSS and no map */
+static void
+test_snapshot_fixture(void)
+{
+	g_autofree gchar *root = fixture_path("debian-6.12-2node");
+	g_autoptr(HrSnapshotRequest) request = hr_snapshot_request_new(root, 7);
+	g_autoptr(HrSnapshot) snap = NULL;
+	g_autoptr(HrHostState) direct = hr_monitor_read_host_lite(root, NULL);
+	HrRamRange range = {.gpa = 0, .size = 2 * MIB, .hva = FIXTURE_HVA};
+	HrSnapshotGuest *g;
+
+	hr_snapshot_request_add_guest(request, 1, getpid(), NULL, 0, FALSE);
+	hr_snapshot_request_add_guest(request, 2, G_MAXINT32, &range, 1, TRUE);
+	g_assert_cmpuint(hr_snapshot_request_n_guests(request), ==, 2);
+	snap = hr_snapshot_read(request);
+	g_assert_cmpuint(snap->epoch, ==, 7);
+	g_assert_no_error(snap->host_error);
+	g_assert_nonnull(snap->host);
+	g_assert_null(snap->host->pagetypes);
+	g_assert_cmpuint(snap->host->nodes->len, ==, 2);
+	for (guint n = 0; n < 2; n++) {
+		const HrNodeState *a = g_ptr_array_index(snap->host->nodes, n);
+		const HrNodeState *b = g_ptr_array_index(direct->nodes, n);
+		g_assert_cmpuint(a->free_blocks, ==, b->free_blocks);
+		g_assert_cmpuint(a->wmark_high, ==, b->wmark_high);
+	}
+	g = hr_snapshot_find_guest(snap, 1);
+	g_assert_nonnull(g);
+	g_assert_false(g->scanned);
+	g_assert_null(g->map);
+	g_assert_cmpint(g->rss_kb, >, 0);
+	g = hr_snapshot_find_guest(snap, 2);
+	g_assert_true(g->scanned);
+	g_assert_cmpint(g->rss_kb, ==, -1);
+	g_assert_null(g->map);
+	g_assert_error(g->error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO);
+	g_assert_null(hr_snapshot_find_guest(snap, 3));
+
+	/* a host that cannot be read: the error, and the guests all the same */
+	{
+		g_autoptr(HrSnapshotRequest) bad = hr_snapshot_request_new("/nonexistent", 0);
+		g_autoptr(HrSnapshot) none = NULL;
+		hr_snapshot_request_add_guest(bad, 1, getpid(), NULL, 0, FALSE);
+		none = hr_snapshot_read(bad);
+		g_assert_null(none->host);
+		g_assert_error(none->host_error, HR_MONITOR_ERROR, HR_MONITOR_ERROR_MISSING);
+		g_assert_cmpint(hr_snapshot_find_guest(none, 1)->rss_kb, >, 0);
+	}
+	/* cancelled before it is in: nothing is handed back */
+	{
+		g_autoptr(GCancellable) cancel = g_cancellable_new();
+		g_autoptr(GError) error = NULL;
+		g_cancellable_cancel(cancel);
+		g_assert_null(snap_read_async(hr_snapshot_request_new(root, 1), cancel, &error));
+		g_assert_error(error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+	}
+}
+
+/* the real host and this process's own memory as a guest's, in a worker thread */
+static void
+test_snapshot_live(void)
+{
+	const gsize len = 8 * MIB;
+	gpointer raw_thp, raw_small;
+	guint8 *thp, *small;
+	g_autoptr(HrSnapshotRequest) request = hr_snapshot_request_new(NULL, 3);
+	g_autoptr(HrSnapshot) snap = NULL;
+	g_autoptr(GError) error = NULL;
+	HrSnapshotGuest *g;
+
+	if (!thp_usable())
+		return;
+	thp = map_aligned(len, &raw_thp);
+	small = map_aligned(len, &raw_small);
+	g_assert_cmpint(madvise(thp, len, MADV_HUGEPAGE), ==, 0);
+	g_assert_cmpint(madvise(small, len, MADV_NOHUGEPAGE), ==, 0);
+	memset(thp, 0x5a, len);
+	memset(small, 0xa5, len);
+	{
+		HrRamRange ranges[] = {
+			{.gpa = 0, .size = len, .hva = (guintptr)thp},
+			{.gpa = 8 * MIB, .size = len, .hva = (guintptr)small},
+		};
+		hr_snapshot_request_add_guest(request, 42, getpid(), ranges, G_N_ELEMENTS(ranges),
+					      TRUE);
+	}
+	snap = snap_read_async(g_steal_pointer(&request), NULL, &error);
+	g_assert_no_error(error);
+	g_assert_nonnull(snap);
+	g_assert_no_error(snap->host_error);
+	g_assert_cmpuint(snap->epoch, ==, 3);
+	g_assert_cmpuint(snap->host->nodes->len, >=, 1);
+	g_assert_cmpint(snap->read_us, >, 0);
+	g = hr_snapshot_find_guest(snap, 42);
+	g_assert_nonnull(g);
+	g_assert_no_error(g->error);
+	g_assert_nonnull(g->map);
+	g_assert_cmpuint(g->map->n_thp, ==, 4);
+	g_assert_cmpuint(g->map->n_small, ==, 4);
+	/* both touched: at least their 16 MiB are resident */
+	g_assert_cmpint(g->rss_kb, >=, 16 * 1024);
+	g_test_message("snapshot of the host and a 16 MiB guest in %" G_GINT64_FORMAT " us",
+		       snap->read_us);
+	munmap(raw_thp, len + 2 * MIB);
+	munmap(raw_small, len + 2 * MIB);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Host compaction */
 
 typedef struct {
@@ -1153,6 +1294,8 @@ main(int argc, char **argv)
 	g_test_add("/monitor/thpmap/fixture-errors", ThpFixture, NULL, thp_fixture_setup,
 		   test_thpmap_fixture_errors, thp_fixture_teardown);
 	g_test_add_func("/monitor/thpmap/live", test_thpmap_live);
+	g_test_add_func("/monitor/snapshot/fixture", test_snapshot_fixture);
+	g_test_add_func("/monitor/snapshot/live", test_snapshot_live);
 	g_test_add_func("/monitor/compact/fake-tree", test_compact_fake);
 	g_test_add_func("/monitor/compact/live", test_compact_live);
 	return g_test_run();
