@@ -23,6 +23,16 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
+def http_get(sock, path):
+    """GET on the API socket: (status, body text), whatever the status"""
+    conn = UnixHTTPConnection(sock, timeout=30)
+    conn.request("GET", path)
+    r = conn.getresponse()
+    body = r.read().decode()
+    conn.close()
+    return r.status, body
+
+
 def build_dir():
     d = os.environ.get("HUGEROOM_BUILD")
     if d:

@@ -31,7 +31,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vm"))
 from hrvm import Tap  # noqa: E402
-from simharness import SimSetup, UnixHTTPConnection  # noqa: E402
+from simharness import SimSetup, http_get as get  # noqa: E402
 
 # a large host has some 2500 pagesets; 50 times that costs a read
 # hundreds of milliseconds without making any answer larger
@@ -73,15 +73,6 @@ def big_host(root):
                            "              batch: 31\n%s" % (cpu, line))
     with open(zoneinfo, "w") as f:
         f.writelines(out)
-
-
-def get(sock, path):
-    conn = UnixHTTPConnection(sock, timeout=30)
-    conn.request("GET", path)
-    r = conn.getresponse()
-    body = r.read().decode()
-    conn.close()
-    return r.status, body
 
 
 def cpu_ticks(path):

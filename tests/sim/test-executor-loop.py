@@ -32,7 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vm"))
 from hrvm import Tap  # noqa: E402
-from simharness import SimSetup, UnixHTTPConnection  # noqa: E402
+from simharness import SimSetup, http_get as get  # noqa: E402
 
 GUESTS = 6
 GUEST_GIB = 8
@@ -47,15 +47,6 @@ check = tap.ok
 
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                        "unit", "fixtures", "proc", "debian-6.12-2node")
-
-
-def get(sock, path):
-    conn = UnixHTTPConnection(sock, timeout=30)
-    conn.request("GET", path)
-    r = conn.getresponse()
-    body = r.read().decode()
-    conn.close()
-    return r.status, body
 
 
 def metric(body, name):
