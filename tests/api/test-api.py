@@ -410,6 +410,7 @@ def test_metrics_promtool(env):
                  'hugeroom_reservations{state="ready"}',
                  "hugeroom_reservation_time_to_ready_seconds_bucket",
                  "hugeroom_plan_duration_seconds_bucket",
+                 "hugeroom_main_loop_stall_seconds_bucket", "hugeroom_main_loop_stall_cpu_max_seconds ",
                  'hugeroom_guest_request_duration_seconds_count{kind="evacuate"}',
                  'hugeroom_api_request_duration_seconds_bucket{route="GET /v1/guests",le='):
         assert name in text, "no %s in /metrics" % name
