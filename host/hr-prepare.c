@@ -242,6 +242,12 @@ host_changed(HrPrepare *p)
 	p->epoch++;
 }
 
+void
+hr_prepare_host_changed(HrPrepare *p)
+{
+	host_changed(p);
+}
+
 static void
 reservation_changed_cb(HrReservation *r, gpointer user_data)
 {

@@ -69,6 +69,13 @@ hr_prepare_consume(HrPrepare *prepare, const gchar *id, GError **error);
 /* run one tick now (tests; the timer does it otherwise) */
 void
 hr_prepare_tick(HrPrepare *prepare);
+/*
+ * The host changed behind the executor's back (a test rewrote its fake
+ * host): a snapshot being read may predate it and is read again before
+ * anything is decided on it, as after one of the executor's own steps.
+ */
+void
+hr_prepare_host_changed(HrPrepare *prepare);
 
 /*
  * The planner's choice for @request over @host and the guests' live state,

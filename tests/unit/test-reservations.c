@@ -386,6 +386,9 @@ host_set_free(Fixture *f, guint dma32_pages, guint blocks)
 	    "Node 0, zone   Normal    100     50     20      0      0      0      0      0      0 %6u      0 \n",
 	    dma32_pages, blocks);
 	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+	/* what the executor decides from now on, it decides on these files */
+	if (f->daemon != NULL)
+		hr_prepare_host_changed(hr_daemon_get_prepare(f->daemon));
 }
 
 static void
