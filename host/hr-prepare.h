@@ -80,6 +80,9 @@ hr_prepare_host_changed(HrPrepare *prepare);
 /*
  * The planner's choice for @request over @host and the guests' live state,
  * without acting on it: {"plan": {...}, "input_us", "decision_us", "guests"}.
+ * A donor's host backing is as the executor last read it; one it never
+ * read (or read over 10 s ago) is scanned in a thread, and counts as being
+ * scanned until then. Nothing here reads /proc or pagemap.
  */
 JsonNode *
 hr_prepare_plan_json(HrPrepare *prepare, const HrHostState *host, const HrPlanRequest *request);
