@@ -632,6 +632,102 @@ test_api_metrics(Fixture *f, gconstpointer data)
 	g_assert_nonnull(strstr(text, "hugeroom_rejected_connections_total 0\n"));
 }
 
+static gint64
+thread_cpu_us(void)
+{
+	struct timespec ts;
+	g_assert_cmpint(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts), ==, 0);
+	return (gint64)ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
+}
+
+/* 20 ms of this thread's CPU in one dispatch */
+static gboolean
+burn_cb(gpointer data)
+{
+	gint64 until = thread_cpu_us() + 20000;
+	while (thread_cpu_us() < until)
+		;
+	*(gboolean *)data = TRUE;
+	return G_SOURCE_REMOVE;
+}
+
+static gboolean
+quick_cb(gpointer data)
+{
+	*(guint *)data += 1;
+	return G_SOURCE_REMOVE;
+}
+
+static guint64
+stall_count(HrLoopWatch *watch, const gchar *series)
+{
+	g_autoptr(GString) out = g_string_new(NULL);
+	const gchar *line;
+
+	hr_loop_watch_append(out, watch);
+	line = strstr(out->str, series);
+	g_assert_nonnull(line);
+	return g_ascii_strtoull(line + strlen(series), NULL, 10);
+}
+
+/* every turn of a main loop is timed: a dispatch that burns 20 ms shows, quick ones do not */
+static void
+test_loop_watch(void)
+{
+	g_autoptr(GMainContext) ctx = g_main_context_new();
+	HrLoopWatch *watch;
+	gboolean burnt = FALSE;
+	guint quick = 0;
+	GSource *source;
+	guint64 turns;
+
+	g_main_context_push_thread_default(ctx);
+	watch = hr_loop_watch_new();
+	for (guint i = 0; i < 5; i++) {
+		source = g_idle_source_new();
+		g_source_set_callback(source, quick_cb, &quick, NULL);
+		g_source_attach(source, ctx);
+		g_source_unref(source);
+		g_main_context_iteration(ctx, FALSE);
+	}
+	g_assert_cmpuint(quick, ==, 5);
+	g_assert_cmpint(hr_loop_watch_cpu_max_us(watch), <, 20000);
+	turns = stall_count(watch, "hugeroom_main_loop_stall_seconds_count ");
+	/* a turn counts once the next begins */
+	g_assert_cmpuint(turns, >=, 4);
+	g_assert_cmpuint(stall_count(watch, "hugeroom_main_loop_stall_seconds_bucket{le=\"0.01\"} "),
+			 ==, turns);
+
+	source = g_idle_source_new();
+	g_source_set_callback(source, burn_cb, &burnt, NULL);
+	g_source_attach(source, ctx);
+	g_source_unref(source);
+	g_main_context_iteration(ctx, FALSE);
+	g_assert_true(burnt);
+	g_main_context_iteration(ctx, FALSE);
+	g_assert_cmpint(hr_loop_watch_cpu_max_us(watch), >=, 20000);
+	g_assert_cmpuint(stall_count(watch, "hugeroom_main_loop_stall_seconds_count "), >, turns);
+	/* at least 20 ms of wall-clock time too: past the 10 ms bucket */
+	g_assert_cmpuint(stall_count(watch, "hugeroom_main_loop_stall_seconds_bucket{le=\"0.01\"} "),
+			 <, stall_count(watch, "hugeroom_main_loop_stall_seconds_count "));
+	{
+		g_autoptr(GString) out = g_string_new(NULL);
+		const gchar *gauge = "# TYPE hugeroom_main_loop_stall_cpu_max_seconds gauge\n"
+				     "hugeroom_main_loop_stall_cpu_max_seconds ";
+		const gchar *line;
+		gdouble max_s;
+
+		hr_loop_watch_append(out, watch);
+		line = strstr(out->str, gauge);
+		g_assert_nonnull(line);
+		max_s = g_ascii_strtod(line + strlen(gauge), NULL);
+		g_assert_cmpfloat(max_s, >=, 0.02);
+		g_assert_cmpfloat(max_s, <, 1);
+	}
+	hr_loop_watch_free(watch);
+	g_main_context_pop_thread_default(ctx);
+}
+
 static guint
 count_fds(void)
 {
@@ -772,102 +868,6 @@ test_config_pcp(void)
 	g_rmdir(dir);
 }
 
-static gint64
-thread_cpu_us(void)
-{
-	struct timespec ts;
-	g_assert_cmpint(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts), ==, 0);
-	return (gint64)ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
-}
-
-/* 20 ms of this thread's CPU in one dispatch */
-static gboolean
-burn_cb(gpointer data)
-{
-	gint64 until = thread_cpu_us() + 20000;
-	while (thread_cpu_us() < until)
-		;
-	*(gboolean *)data = TRUE;
-	return G_SOURCE_REMOVE;
-}
-
-static gboolean
-quick_cb(gpointer data)
-{
-	*(guint *)data += 1;
-	return G_SOURCE_REMOVE;
-}
-
-static guint64
-stall_count(HrLoopWatch *watch, const gchar *series)
-{
-	g_autoptr(GString) out = g_string_new(NULL);
-	const gchar *line;
-
-	hr_loop_watch_append(out, watch);
-	line = strstr(out->str, series);
-	g_assert_nonnull(line);
-	return g_ascii_strtoull(line + strlen(series), NULL, 10);
-}
-
-/* every turn of a main loop is timed: a dispatch that burns 20 ms shows, quick ones do not */
-static void
-test_loop_watch(void)
-{
-	g_autoptr(GMainContext) ctx = g_main_context_new();
-	HrLoopWatch *watch;
-	gboolean burnt = FALSE;
-	guint quick = 0;
-	GSource *source;
-	guint64 turns;
-
-	g_main_context_push_thread_default(ctx);
-	watch = hr_loop_watch_new();
-	for (guint i = 0; i < 5; i++) {
-		source = g_idle_source_new();
-		g_source_set_callback(source, quick_cb, &quick, NULL);
-		g_source_attach(source, ctx);
-		g_source_unref(source);
-		g_main_context_iteration(ctx, FALSE);
-	}
-	g_assert_cmpuint(quick, ==, 5);
-	g_assert_cmpint(hr_loop_watch_cpu_max_us(watch), <, 20000);
-	turns = stall_count(watch, "hugeroom_main_loop_stall_seconds_count ");
-	/* a turn counts once the next begins */
-	g_assert_cmpuint(turns, >=, 4);
-	g_assert_cmpuint(stall_count(watch, "hugeroom_main_loop_stall_seconds_bucket{le=\"0.01\"} "),
-			 ==, turns);
-
-	source = g_idle_source_new();
-	g_source_set_callback(source, burn_cb, &burnt, NULL);
-	g_source_attach(source, ctx);
-	g_source_unref(source);
-	g_main_context_iteration(ctx, FALSE);
-	g_assert_true(burnt);
-	g_main_context_iteration(ctx, FALSE);
-	g_assert_cmpint(hr_loop_watch_cpu_max_us(watch), >=, 20000);
-	g_assert_cmpuint(stall_count(watch, "hugeroom_main_loop_stall_seconds_count "), >, turns);
-	/* at least 20 ms of wall-clock time too: past the 10 ms bucket */
-	g_assert_cmpuint(stall_count(watch, "hugeroom_main_loop_stall_seconds_bucket{le=\"0.01\"} "),
-			 <, stall_count(watch, "hugeroom_main_loop_stall_seconds_count "));
-	{
-		g_autoptr(GString) out = g_string_new(NULL);
-		const gchar *gauge = "# TYPE hugeroom_main_loop_stall_cpu_max_seconds gauge\n"
-				     "hugeroom_main_loop_stall_cpu_max_seconds ";
-		const gchar *line;
-		gdouble max_s;
-
-		hr_loop_watch_append(out, watch);
-		line = strstr(out->str, gauge);
-		g_assert_nonnull(line);
-		max_s = g_ascii_strtod(line + strlen(gauge), NULL);
-		g_assert_cmpfloat(max_s, >=, 0.02);
-		g_assert_cmpfloat(max_s, <, 1);
-	}
-	hr_loop_watch_free(watch);
-	g_main_context_pop_thread_default(ctx);
-}
-
 int
 main(int argc, char **argv)
 {
@@ -894,9 +894,9 @@ main(int argc, char **argv)
 	ADD("/api/guest", test_api_guest);
 	ADD("/api/report", test_api_report);
 	ADD("/api/metrics", test_api_metrics);
+	g_test_add_func("/api/metrics/loop-watch", test_loop_watch);
 	ADD("/api/pcp", test_api_pcp);
 	g_test_add_func("/config/guest-pcp", test_config_pcp);
-	g_test_add_func("/metrics/loop-watch", test_loop_watch);
 	ADD("/api/no-fd-leak", test_api_no_fd_leak);
 	ADD("/api/refuses-other-uid", test_api_refuses_other_uid);
 #undef ADD
