@@ -111,7 +111,9 @@ gen(const gchar *outdir, GError **error)
 	g_autofree gchar *d_cmd = g_build_filename(outdir, "cmd", NULL);
 	g_autofree gchar *d_guest = g_build_filename(outdir, "guest-cmd", NULL);
 	g_autofree gchar *d_chan = g_build_filename(outdir, "chan", NULL);
-	const gchar *dirs[] = {d_status, d_event, d_cmd, d_chan, d_guest};
+	/* fuzz-device's own: WELCOMEs (it reads the others' seeds too) */
+	g_autofree gchar *d_device = g_build_filename(outdir, "device", NULL);
+	const gchar *dirs[] = {d_status, d_event, d_cmd, d_chan, d_guest, d_device};
 	g_autoptr(HrStatus) s0 = make_status(0, 0);
 	g_autoptr(HrStatus) s1 = make_status(2, 4);
 	g_autoptr(HrStatus) s2 = make_status(4, 64);
@@ -312,7 +314,9 @@ gen(const gchar *outdir, GError **error)
 		g_autoptr(GBytes) s_bytes = chan_seed(1, session);
 		g_autoptr(GBytes) s_odd = chan_seed(13, session);
 		g_autoptr(GBytes) s_cmds = chan_seed(0, cmds);
-		if (!write_seed(d_chan, "session-whole", s_whole, error) ||
+		if (!write_seed(d_device, "welcome-v1", p_welcome, error) ||
+		    !write_seed(d_device, "welcome-v2", p_welcome2, error) ||
+		    !write_seed(d_chan, "session-whole", s_whole, error) ||
 		    !write_seed(d_chan, "session-bytewise", s_bytes, error) ||
 		    !write_seed(d_chan, "session-13", s_odd, error) ||
 		    !write_seed(d_chan, "daemon-side", s_cmds, error))
