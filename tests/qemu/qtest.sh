@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the virtio-hugeroom qtests (qemu-patches/0010) in the QEMU that
+# Run the virtio-hugeroom qtests (the series' last patch) in the QEMU that
 # scripts/build-qemu.sh built from this series.
 . "$(dirname "$0")/../../scripts/lib.sh"
 
