@@ -1437,6 +1437,37 @@ hr_chan_payload_check(GBytes *payload, const gchar *what, gsize want, GError **e
 }
 
 /*
+ * A payload of a @fixed byte message, then as many ranges as its field at
+ * @nr_off says, 1-HR_CHAN_MAX_RAM (HELLO and LAYOUT rule 1).
+ */
+static gboolean
+hr_chan_ram_payload_check(const guint8 *buf, gsize len, const gchar *what, gsize fixed,
+			  gsize nr_off, guint32 *nr_ram, GError **error)
+{
+	guint32 nr;
+
+	if (len < fixed)
+		return hr_codec_fail(error,
+				     "%s: payload of %" G_GSIZE_FORMAT
+				     " bytes is shorter than the %" G_GSIZE_FORMAT " byte message",
+				     what, len, fixed);
+	memcpy(&nr, buf + nr_off, sizeof(nr));
+	nr = GUINT32_FROM_LE(nr);
+	if (nr == 0)
+		return hr_codec_fail(error, "%s: nr_ram is 0", what);
+	if (nr > HR_CHAN_MAX_RAM)
+		return hr_codec_fail(error, "%s: nr_ram %u exceeds %u", what, nr,
+				     (guint)HR_CHAN_MAX_RAM);
+	if (len != fixed + (gsize)nr * sizeof(struct hr_chan_ram_range))
+		return hr_codec_fail(error,
+				     "%s: payload of %" G_GSIZE_FORMAT " bytes differs from the %" G_GSIZE_FORMAT
+				     " bytes nr_ram %u needs",
+				     what, len, fixed + (gsize)nr * sizeof(struct hr_chan_ram_range), nr);
+	*nr_ram = nr;
+	return TRUE;
+}
+
+/*
  * The @nr ranges at @buf, as HELLO rule 4 (and LAYOUT rule 2) wants them:
  * not empty, no overflow, sorted, no overlap; every field a multiple of
  * @align.
@@ -1520,36 +1551,13 @@ hr_chan_hello_decode(GBytes *payload, GError **error)
 	g_autoptr(HrChanHello) hello = NULL;
 	guint32 nr_ram;
 
-	if (len < sizeof(w)) {
-		hr_codec_fail(error,
-			      "hello: payload of %" G_GSIZE_FORMAT
-			      " bytes is shorter than the %" G_GSIZE_FORMAT " byte message",
-			      len,
-			      sizeof(w));
+	if (!hr_chan_ram_payload_check(buf, len, "hello", sizeof(w),
+				       offsetof(struct hr_chan_hello, nr_ram), &nr_ram, error))
 		return NULL;
-	}
 	memcpy(&w, buf, sizeof(w));
 	/* the device's highest version; the daemon picks one at or below */
 	if (GUINT32_FROM_LE(w.proto_version) < 1) {
 		hr_codec_fail(error, "hello: proto_version 0 is below 1");
-		return NULL;
-	}
-	nr_ram = GUINT32_FROM_LE(w.nr_ram);
-	if (nr_ram == 0) {
-		hr_codec_fail(error, "hello: nr_ram is 0");
-		return NULL;
-	}
-	if (nr_ram > HR_CHAN_MAX_RAM) {
-		hr_codec_fail(error, "hello: nr_ram %u exceeds %u", nr_ram, (guint)HR_CHAN_MAX_RAM);
-		return NULL;
-	}
-	if (len != sizeof(w) + (gsize)nr_ram * sizeof(struct hr_chan_ram_range)) {
-		hr_codec_fail(error,
-			      "hello: payload of %" G_GSIZE_FORMAT " bytes differs from the %" G_GSIZE_FORMAT
-			      " bytes nr_ram %u needs",
-			      len,
-			      sizeof(w) + (gsize)nr_ram * sizeof(struct hr_chan_ram_range),
-			      nr_ram);
 		return NULL;
 	}
 	if (memchr(w.name, '\0', sizeof(w.name)) == NULL) {
@@ -1603,28 +1611,10 @@ hr_chan_layout_decode(GBytes *payload, GError **error)
 	g_autoptr(HrChanLayout) layout = NULL;
 	guint32 nr_ram;
 
-	if (len < sizeof(w)) {
-		hr_codec_fail(error,
-			      "layout: payload of %" G_GSIZE_FORMAT
-			      " bytes is shorter than the %" G_GSIZE_FORMAT " byte message",
-			      len, sizeof(w));
+	if (!hr_chan_ram_payload_check(buf, len, "layout", sizeof(w),
+				       offsetof(struct hr_chan_layout, nr_ram), &nr_ram, error))
 		return NULL;
-	}
 	memcpy(&w, buf, sizeof(w));
-	nr_ram = GUINT32_FROM_LE(w.nr_ram);
-	if (nr_ram == 0 || nr_ram > HR_CHAN_MAX_RAM) {
-		hr_codec_fail(error, "layout: nr_ram %u is not 1-%u", nr_ram,
-			      (guint)HR_CHAN_MAX_RAM);
-		return NULL;
-	}
-	if (len != sizeof(w) + (gsize)nr_ram * sizeof(struct hr_chan_ram_range)) {
-		hr_codec_fail(error,
-			      "layout: payload of %" G_GSIZE_FORMAT " bytes differs from the %" G_GSIZE_FORMAT
-			      " bytes nr_ram %u needs",
-			      len, sizeof(w) + (gsize)nr_ram * sizeof(struct hr_chan_ram_range),
-			      nr_ram);
-		return NULL;
-	}
 	layout = g_new0(HrChanLayout, 1);
 	layout->nr_ram = nr_ram;
 	layout->ram_size = GUINT64_FROM_LE(w.ram_size);

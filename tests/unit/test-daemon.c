@@ -932,7 +932,7 @@ test_layout_refused(Fixture *f, gconstpointer data)
 		g_autofree guint8 *buf = g_malloc0(sizeof(w) + nr * sizeof(struct hr_chan_ram_range));
 		memcpy(buf, &w, sizeof(w));
 		raw = g_bytes_new(buf, sizeof(w) + nr * sizeof(struct hr_chan_ram_range));
-		needle = nr == 0 ? "layout: nr_ram 0 is not 1-64" : "layout: nr_ram 65 is not 1-64";
+		needle = nr == 0 ? "layout: nr_ram is 0" : "layout: nr_ram 65 exceeds 64";
 	} else if (g_str_equal(which, "short")) {
 		g_autoptr(GBytes) whole = hr_chan_layout_encode(l);
 		raw = g_bytes_new_from_bytes(whole, 0, g_bytes_get_size(whole) - 1);
