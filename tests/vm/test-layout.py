@@ -121,10 +121,7 @@ def main():
         tap.ok(False, "test ran to the end", "%s\n--- daemon:\n%s\n--- console:\n%s" % (
             e, daemon.log() if daemon else "", guest.console() if guest else ""))
     finally:
-        if guest:
-            guest.stop()
-        if daemon:
-            daemon.stop()
+        hrvm.stop_all(guest, daemon)
     return tap.done()
 
 
