@@ -4,7 +4,10 @@
  *
  * States: AWAIT_HELLO until the first frame, which must be a HELLO; we
  * answer WELCOME and enter RESYNC, where HOLDs with request_id 0 collect the
- * device's held set until the first DEVICE_STATE ends it; then RUNNING. Any
+ * device's held set until the first DEVICE_STATE ends it; then RUNNING,
+ * where a LAYOUT (channel feature HR_CHAN_F_LAYOUT, offered in the WELCOME
+ * of protocol version 2 and taken up in that DEVICE_STATE) replaces the
+ * guest's RAM layout without a reconnect. Any
  * frame that breaks a rule closes the connection: QEMU reconnects, so a
  * broken peer is rate-limited by its reconnect interval and never stalls
  * the main loop.
@@ -42,6 +45,7 @@ struct _HrDevice {
 	gint64 window_start; /* monotonic us: the second frames are counted in */
 	guint window_frames;
 	guint32 status_interval_ms;
+	guint32 chan_offered; /* HR_CHAN_F_* our WELCOME offered */
 	GQueue outq; /* GBytes frames waiting to be written */
 	gboolean writing;
 	GBytes *inflight; /* the frame being written */
@@ -278,6 +282,14 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 
 	if (!hr_chan_device_state_decode(payload, &state, error))
 		return FALSE;
+	if ((state.chan_features & ~device->chan_offered) != 0 ||
+	    (device->have_state && state.chan_features != device->last_state.chan_features)) {
+		g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+			    "device-state: chan_features 0x%x is not within 0x%x offered%s",
+			    state.chan_features, device->chan_offered,
+			    device->have_state ? " or changed" : "");
+		return FALSE;
+	}
 	if (device->have_state && (state.msgs_relayed < device->last_state.msgs_relayed ||
 				   state.msgs_rejected < device->last_state.msgs_rejected ||
 				   state.cmds_dropped < device->last_state.cmds_dropped)) {
@@ -316,34 +328,97 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 	return TRUE;
 }
 
+/*
+ * What the guest may hold is bounded by its RAM, and that by the config
+ * (HELLO rule 5, LAYOUT rule 3).
+ */
+static gboolean
+hr_device_check_ram_size(HrDevice *device, const gchar *what, const gchar *name,
+			 const HrRamRange *ram, guint32 nr_ram, guint64 ram_size, GError **error)
+{
+	guint64 max_ram = hr_core_get_config(device->core)->max_guest_ram_mb << 20;
+	guint64 ram_sum = 0;
+
+	for (guint32 i = 0; i < nr_ram; i++)
+		ram_sum += MIN(ram[i].size, max_ram + 1);
+	if (ram_sum > max_ram || ram_size > max_ram) {
+		g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+			    "%s: %" G_GUINT64_FORMAT " MiB of RAM is more than max_guest_ram_mb %"
+			    G_GUINT64_FORMAT,
+			    what, MAX(ram_sum, ram_size) >> 20, max_ram >> 20);
+		return FALSE;
+	}
+	if (ram_sum != ram_size)
+		g_info("%s: RAM ranges sum to %" G_GUINT64_FORMAT " bytes, ram_size is %" G_GUINT64_FORMAT,
+		       name, ram_sum, ram_size);
+	return TRUE;
+}
+
+/*
+ * SPEC 2.5.1: the guest's RAM changed. Everything but the layout stays; held
+ * blocks that are no longer guest RAM leave the held set, as they did on the
+ * device (SPEC 2.9). A LAYOUT that fails a rule changes nothing.
+ */
+static gboolean
+hr_device_handle_layout(HrDevice *device, GBytes *payload, GError **error)
+{
+	HrGuest *guest = device->guest;
+	g_autoptr(HrChanLayout) layout = NULL;
+	g_autoptr(GHashTable) kept = NULL;
+	GHashTableIter iter;
+	HrHeldBlock *block;
+	guint gone;
+
+	if (device->state != HR_DEVICE_RUNNING ||
+	    !(device->last_state.chan_features & HR_CHAN_F_LAYOUT)) {
+		g_set_error_literal(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
+				    device->state != HR_DEVICE_RUNNING
+					? "layout: before the resync ended"
+					: "layout: HR_CHAN_F_LAYOUT is not in use");
+		return FALSE;
+	}
+	layout = hr_chan_layout_decode(payload, error);
+	if (layout == NULL ||
+	    !hr_device_check_ram_size(device, "layout", guest->name, layout->ram, layout->nr_ram,
+				      layout->ram_size, error))
+		return FALSE;
+	kept = hr_guest_held_new();
+	g_hash_table_iter_init(&iter, guest->held);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&block)) {
+		if (hr_ram_contains(layout->ram, layout->nr_ram, block->gpa,
+				    VIRTIO_HUGEROOM_BLOCK_SIZE))
+			hr_guest_held_add(kept, block->gpa, block->request_id);
+	}
+	gone = g_hash_table_size(guest->held) - g_hash_table_size(kept);
+	g_info("%s: guest RAM is now %u ranges, %" G_GUINT64_FORMAT " MiB", guest->name,
+	       layout->nr_ram, layout->ram_size >> 20);
+	if (gone > 0)
+		g_warning("%s: %u held blocks are no longer guest RAM, dropped", guest->name, gone);
+	g_array_set_size(guest->ram, 0);
+	g_array_append_vals(guest->ram, layout->ram, layout->nr_ram);
+	guest->ram_size = layout->ram_size;
+	if (gone > 0)
+		hr_guest_held_replace(guest, kept);
+	return TRUE;
+}
+
 static gboolean
 hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 {
 	g_autoptr(HrChanHello) hello = hr_chan_hello_decode(payload, error);
 	HrChanWelcome welcome = {
-	    .proto_version = VIRTIO_HUGEROOM_VERSION,
 	    .status_interval_ms = device->status_interval_ms,
 	};
 	g_autoptr(GBytes) reply = NULL;
-	guint64 ram_sum = 0;
 
-	guint64 max_ram = hr_core_get_config(device->core)->max_guest_ram_mb << 20;
-
-	if (hello == NULL)
+	if (hello == NULL ||
+	    !hr_device_check_ram_size(device, "hello", hello->name, hello->ram, hello->nr_ram,
+				      hello->ram_size, error))
 		return FALSE;
-	for (guint32 i = 0; i < hello->nr_ram; i++)
-		ram_sum += MIN(hello->ram[i].size, max_ram + 1);
-	/* what the guest may hold is bounded by its RAM, and that by the config */
-	if (ram_sum > max_ram || hello->ram_size > max_ram) {
-		g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
-			    "hello: %" G_GUINT64_FORMAT " MiB of RAM is more than max_guest_ram_mb %"
-			    G_GUINT64_FORMAT,
-			    MAX(ram_sum, hello->ram_size) >> 20, max_ram >> 20);
-		return FALSE;
-	}
-	if (ram_sum != hello->ram_size)
-		g_info("%s: RAM ranges sum to %" G_GUINT64_FORMAT " bytes, ram_size is %" G_GUINT64_FORMAT,
-		       hello->name, ram_sum, hello->ram_size);
+	/* the highest version both speak; from 2 on, every channel feature we have */
+	welcome.proto_version = MIN(hello->proto_version, VIRTIO_HUGEROOM_VERSION);
+	welcome.chan_features = welcome.proto_version >= 2 ? HR_CHAN_FEATURES : 0;
+	device->chan_offered = welcome.chan_features;
 	g_clear_handle_id(&device->hello_timeout_id, g_source_remove);
 	device->guest = hr_core_attach_device(device->core, device, hello,
 					       g_steal_pointer(&device->peer));
@@ -400,6 +475,8 @@ hr_device_handle_frame(HrDevice *device, HrChanFrame *frame, GError **error)
 	}
 	case HR_CHAN_DEVICE_STATE:
 		return hr_device_handle_state(device, frame->payload, error);
+	case HR_CHAN_LAYOUT:
+		return hr_device_handle_layout(device, frame->payload, error);
 	case HR_CHAN_HELLO:
 		g_set_error_literal(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
 				    "frame: a second HELLO");

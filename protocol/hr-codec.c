@@ -236,6 +236,8 @@ hr_chan_type_to_string(guint16 type)
 		return "device-state";
 	case HR_CHAN_SET_INTERVAL:
 		return "set-interval";
+	case HR_CHAN_LAYOUT:
+		return "layout";
 	default:
 		return NULL;
 	}
@@ -1434,6 +1436,93 @@ hr_chan_payload_check(GBytes *payload, const gchar *what, gsize want, GError **e
 	return TRUE;
 }
 
+/*
+ * A payload of a @fixed byte message, then as many ranges as its field at
+ * @nr_off says, 1-HR_CHAN_MAX_RAM (HELLO and LAYOUT rule 1).
+ */
+static gboolean
+hr_chan_ram_payload_check(const guint8 *buf, gsize len, const gchar *what, gsize fixed,
+			  gsize nr_off, guint32 *nr_ram, GError **error)
+{
+	guint32 nr;
+
+	if (len < fixed)
+		return hr_codec_fail(error,
+				     "%s: payload of %" G_GSIZE_FORMAT
+				     " bytes is shorter than the %" G_GSIZE_FORMAT " byte message",
+				     what, len, fixed);
+	memcpy(&nr, buf + nr_off, sizeof(nr));
+	nr = GUINT32_FROM_LE(nr);
+	if (nr == 0)
+		return hr_codec_fail(error, "%s: nr_ram is 0", what);
+	if (nr > HR_CHAN_MAX_RAM)
+		return hr_codec_fail(error, "%s: nr_ram %u exceeds %u", what, nr,
+				     (guint)HR_CHAN_MAX_RAM);
+	if (len != fixed + (gsize)nr * sizeof(struct hr_chan_ram_range))
+		return hr_codec_fail(error,
+				     "%s: payload of %" G_GSIZE_FORMAT " bytes differs from the %" G_GSIZE_FORMAT
+				     " bytes nr_ram %u needs",
+				     what, len, fixed + (gsize)nr * sizeof(struct hr_chan_ram_range), nr);
+	*nr_ram = nr;
+	return TRUE;
+}
+
+/*
+ * The @nr ranges at @buf, as HELLO rule 4 (and LAYOUT rule 2) wants them:
+ * not empty, no overflow, sorted, no overlap; every field a multiple of
+ * @align.
+ */
+static gboolean
+hr_chan_ram_decode(const guint8 *buf, guint32 nr, const gchar *what, guint64 align,
+		   HrRamRange *ram, GError **error)
+{
+	for (guint32 i = 0; i < nr; i++) {
+		struct hr_chan_ram_range wr;
+		HrRamRange *r = &ram[i];
+		memcpy(&wr, buf + i * sizeof(wr), sizeof(wr));
+		r->gpa = GUINT64_FROM_LE(wr.gpa);
+		r->size = GUINT64_FROM_LE(wr.size);
+		r->hva = GUINT64_FROM_LE(wr.hva);
+		if (r->size == 0)
+			return hr_codec_fail(error, "%s: ram[%u] size is 0", what, i);
+		if (r->gpa + r->size < r->gpa)
+			return hr_codec_fail(error,
+					     "%s: ram[%u] gpa 0x%" G_GINT64_MODIFIER
+					     "x + size 0x%" G_GINT64_MODIFIER "x overflows",
+					     what, i, r->gpa, r->size);
+		if (r->hva + r->size < r->hva)
+			return hr_codec_fail(error,
+					     "%s: ram[%u] hva 0x%" G_GINT64_MODIFIER
+					     "x + size 0x%" G_GINT64_MODIFIER "x overflows",
+					     what, i, r->hva, r->size);
+		if ((r->gpa | r->size | r->hva) % align != 0)
+			return hr_codec_fail(error,
+					     "%s: ram[%u] gpa 0x%" G_GINT64_MODIFIER
+					     "x, size 0x%" G_GINT64_MODIFIER "x or hva 0x%" G_GINT64_MODIFIER
+					     "x is not a multiple of %" G_GUINT64_FORMAT,
+					     what, i, r->gpa, r->size, r->hva, align);
+		if (i > 0 && r->gpa < ram[i - 1].gpa + ram[i - 1].size)
+			return hr_codec_fail(error,
+					     "%s: ram[%u] gpa 0x%" G_GINT64_MODIFIER
+					     "x is below the end of ram[%u] (ranges must be sorted, "
+					     "not overlap)",
+					     what, i, r->gpa, i - 1);
+	}
+	return TRUE;
+}
+
+static void
+hr_chan_ram_encode(guint8 *buf, const HrRamRange *ram, guint32 nr)
+{
+	for (guint32 i = 0; i < nr; i++) {
+		struct hr_chan_ram_range wr;
+		wr.gpa = GUINT64_TO_LE(ram[i].gpa);
+		wr.size = GUINT64_TO_LE(ram[i].size);
+		wr.hva = GUINT64_TO_LE(ram[i].hva);
+		memcpy(buf + i * sizeof(wr), &wr, sizeof(wr));
+	}
+}
+
 HrChanHello *
 hr_chan_hello_new(guint32 nr_ram)
 {
@@ -1462,36 +1551,13 @@ hr_chan_hello_decode(GBytes *payload, GError **error)
 	g_autoptr(HrChanHello) hello = NULL;
 	guint32 nr_ram;
 
-	if (len < sizeof(w)) {
-		hr_codec_fail(error,
-			      "hello: payload of %" G_GSIZE_FORMAT
-			      " bytes is shorter than the %" G_GSIZE_FORMAT " byte message",
-			      len,
-			      sizeof(w));
+	if (!hr_chan_ram_payload_check(buf, len, "hello", sizeof(w),
+				       offsetof(struct hr_chan_hello, nr_ram), &nr_ram, error))
 		return NULL;
-	}
 	memcpy(&w, buf, sizeof(w));
 	/* the device's highest version; the daemon picks one at or below */
 	if (GUINT32_FROM_LE(w.proto_version) < 1) {
 		hr_codec_fail(error, "hello: proto_version 0 is below 1");
-		return NULL;
-	}
-	nr_ram = GUINT32_FROM_LE(w.nr_ram);
-	if (nr_ram == 0) {
-		hr_codec_fail(error, "hello: nr_ram is 0");
-		return NULL;
-	}
-	if (nr_ram > HR_CHAN_MAX_RAM) {
-		hr_codec_fail(error, "hello: nr_ram %u exceeds %u", nr_ram, (guint)HR_CHAN_MAX_RAM);
-		return NULL;
-	}
-	if (len != sizeof(w) + (gsize)nr_ram * sizeof(struct hr_chan_ram_range)) {
-		hr_codec_fail(error,
-			      "hello: payload of %" G_GSIZE_FORMAT " bytes differs from the %" G_GSIZE_FORMAT
-			      " bytes nr_ram %u needs",
-			      len,
-			      sizeof(w) + (gsize)nr_ram * sizeof(struct hr_chan_ram_range),
-			      nr_ram);
 		return NULL;
 	}
 	if (memchr(w.name, '\0', sizeof(w.name)) == NULL) {
@@ -1504,46 +1570,8 @@ hr_chan_hello_decode(GBytes *payload, GError **error)
 	memcpy(hello->name, w.name, sizeof(hello->name));
 	hello->ram_size = GUINT64_FROM_LE(w.ram_size);
 	hello->guest_features = GUINT64_FROM_LE(w.guest_features);
-	for (guint32 i = 0; i < nr_ram; i++) {
-		struct hr_chan_ram_range wr;
-		HrRamRange *r = &hello->ram[i];
-		memcpy(&wr, buf + sizeof(w) + i * sizeof(wr), sizeof(wr));
-		r->gpa = GUINT64_FROM_LE(wr.gpa);
-		r->size = GUINT64_FROM_LE(wr.size);
-		r->hva = GUINT64_FROM_LE(wr.hva);
-		if (r->size == 0) {
-			hr_codec_fail(error, "hello: ram[%u] size is 0", i);
-			return NULL;
-		}
-		if (r->gpa + r->size < r->gpa) {
-			hr_codec_fail(error,
-				      "hello: ram[%u] gpa 0x%" G_GINT64_MODIFIER
-				      "x + size 0x%" G_GINT64_MODIFIER "x overflows",
-				      i,
-				      r->gpa,
-				      r->size);
-			return NULL;
-		}
-		if (r->hva + r->size < r->hva) {
-			hr_codec_fail(error,
-				      "hello: ram[%u] hva 0x%" G_GINT64_MODIFIER
-				      "x + size 0x%" G_GINT64_MODIFIER "x overflows",
-				      i,
-				      r->hva,
-				      r->size);
-			return NULL;
-		}
-		if (i > 0 && r->gpa < hello->ram[i - 1].gpa + hello->ram[i - 1].size) {
-			hr_codec_fail(error,
-				      "hello: ram[%u] gpa 0x%" G_GINT64_MODIFIER
-				      "x is below the end of ram[%u] (ranges must be sorted, "
-				      "not overlap)",
-				      i,
-				      r->gpa,
-				      i - 1);
-			return NULL;
-		}
-	}
+	if (!hr_chan_ram_decode(buf + sizeof(w), nr_ram, "hello", 1, hello->ram, error))
+		return NULL;
 	return g_steal_pointer(&hello);
 }
 
@@ -1561,13 +1589,53 @@ hr_chan_hello_encode(const HrChanHello *hello)
 	w.ram_size = GUINT64_TO_LE(hello->ram_size);
 	w.guest_features = GUINT64_TO_LE(hello->guest_features);
 	memcpy(buf, &w, sizeof(w));
-	for (guint32 i = 0; i < hello->nr_ram; i++) {
-		struct hr_chan_ram_range wr;
-		wr.gpa = GUINT64_TO_LE(hello->ram[i].gpa);
-		wr.size = GUINT64_TO_LE(hello->ram[i].size);
-		wr.hva = GUINT64_TO_LE(hello->ram[i].hva);
-		memcpy(buf + sizeof(w) + i * sizeof(wr), &wr, sizeof(wr));
-	}
+	hr_chan_ram_encode(buf + sizeof(w), hello->ram, hello->nr_ram);
+	return g_bytes_new_take(buf, len);
+}
+
+void
+hr_chan_layout_free(HrChanLayout *layout)
+{
+	if (layout == NULL)
+		return;
+	g_free(layout->ram);
+	g_free(layout);
+}
+
+HrChanLayout *
+hr_chan_layout_decode(GBytes *payload, GError **error)
+{
+	struct hr_chan_layout w;
+	gsize len = 0;
+	const guint8 *buf = g_bytes_get_data(payload, &len);
+	g_autoptr(HrChanLayout) layout = NULL;
+	guint32 nr_ram;
+
+	if (!hr_chan_ram_payload_check(buf, len, "layout", sizeof(w),
+				       offsetof(struct hr_chan_layout, nr_ram), &nr_ram, error))
+		return NULL;
+	memcpy(&w, buf, sizeof(w));
+	layout = g_new0(HrChanLayout, 1);
+	layout->nr_ram = nr_ram;
+	layout->ram_size = GUINT64_FROM_LE(w.ram_size);
+	layout->ram = g_new0(HrRamRange, nr_ram);
+	/* plugged memory is page granular, and so is any RAM QEMU has */
+	if (!hr_chan_ram_decode(buf + sizeof(w), nr_ram, "layout", 4096, layout->ram, error))
+		return NULL;
+	return g_steal_pointer(&layout);
+}
+
+GBytes *
+hr_chan_layout_encode(const HrChanLayout *layout)
+{
+	struct hr_chan_layout w = {0};
+	gsize len = sizeof(w) + (gsize)layout->nr_ram * sizeof(struct hr_chan_ram_range);
+	guint8 *buf = g_malloc0(len);
+
+	w.nr_ram = GUINT32_TO_LE(layout->nr_ram);
+	w.ram_size = GUINT64_TO_LE(layout->ram_size);
+	memcpy(buf, &w, sizeof(w));
+	hr_chan_ram_encode(buf + sizeof(w), layout->ram, layout->nr_ram);
 	return g_bytes_new_take(buf, len);
 }
 
@@ -1596,27 +1664,37 @@ hr_ram_contains(const HrRamRange *ram, guint32 nr_ram, guint64 gpa, guint64 size
 gboolean
 hr_chan_welcome_decode(GBytes *payload, HrChanWelcome *welcome, GError **error)
 {
-	struct hr_chan_welcome w;
-	if (!hr_chan_payload_check(payload, "welcome", sizeof(w), error))
-		return FALSE;
-	memcpy(&w, g_bytes_get_data(payload, NULL), sizeof(w));
-	welcome->proto_version = GUINT32_FROM_LE(w.proto_version);
-	welcome->status_interval_ms = GUINT32_FROM_LE(w.status_interval_ms);
+	struct hr_chan_welcome2 w = {0};
+	gsize len = g_bytes_get_size(payload);
+
+	if (len < sizeof(w.v1))
+		return hr_chan_payload_check(payload, "welcome", sizeof(w.v1), error);
+	memcpy(&w, g_bytes_get_data(payload, NULL), MIN(len, sizeof(w)));
+	welcome->proto_version = GUINT32_FROM_LE(w.v1.proto_version);
+	welcome->status_interval_ms = GUINT32_FROM_LE(w.v1.status_interval_ms);
+	welcome->chan_features = 0;
 	if (welcome->proto_version < 1 || welcome->proto_version > VIRTIO_HUGEROOM_VERSION)
 		return hr_codec_fail(error,
 				     "welcome: proto_version %u is not one this side speaks (1-%u)",
 				     welcome->proto_version,
 				     (guint)VIRTIO_HUGEROOM_VERSION);
+	/* version 1's is 8 bytes, version 2 appends the channel features */
+	if (!hr_chan_payload_check(payload, "welcome",
+				   welcome->proto_version == 1 ? sizeof(w.v1) : sizeof(w), error))
+		return FALSE;
+	if (welcome->proto_version >= 2)
+		welcome->chan_features = GUINT32_FROM_LE(w.chan_features);
 	return TRUE;
 }
 
 GBytes *
 hr_chan_welcome_encode(const HrChanWelcome *welcome)
 {
-	struct hr_chan_welcome w;
-	w.proto_version = GUINT32_TO_LE(welcome->proto_version);
-	w.status_interval_ms = GUINT32_TO_LE(welcome->status_interval_ms);
-	return g_bytes_new(&w, sizeof(w));
+	struct hr_chan_welcome2 w = {0};
+	w.v1.proto_version = GUINT32_TO_LE(welcome->proto_version);
+	w.v1.status_interval_ms = GUINT32_TO_LE(welcome->status_interval_ms);
+	w.chan_features = GUINT32_TO_LE(welcome->chan_features);
+	return g_bytes_new(&w, welcome->proto_version == 1 ? sizeof(w.v1) : sizeof(w));
 }
 
 gboolean
@@ -1652,6 +1730,7 @@ hr_chan_device_state_decode(GBytes *payload, HrChanDeviceState *state, GError **
 	state->num_held = GUINT32_FROM_LE(w.num_held);
 	state->driver_ok = GUINT32_FROM_LE(w.driver_ok);
 	state->discard_disabled = GUINT32_FROM_LE(w.discard_disabled);
+	state->chan_features = GUINT32_FROM_LE(w.chan_features);
 	if (state->driver_ok > 1)
 		return hr_codec_fail(error, "device-state: driver_ok %u is not 0 or 1",
 				     state->driver_ok);
@@ -1672,6 +1751,7 @@ hr_chan_device_state_encode(const HrChanDeviceState *state)
 	w.num_held = GUINT32_TO_LE(state->num_held);
 	w.driver_ok = GUINT32_TO_LE(state->driver_ok);
 	w.discard_disabled = GUINT32_TO_LE(state->discard_disabled);
+	w.chan_features = GUINT32_TO_LE(state->chan_features);
 	return g_bytes_new(&w, sizeof(w));
 }
 

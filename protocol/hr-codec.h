@@ -226,7 +226,14 @@ typedef struct {
 typedef struct {
 	guint32 proto_version;
 	guint32 status_interval_ms;
+	guint32 chan_features; /* HR_CHAN_F_*; 0 when proto_version is 1 */
 } HrChanWelcome;
+
+typedef struct {
+	guint32 nr_ram;
+	guint64 ram_size;
+	HrRamRange *ram; /* nr_ram, checked as SPEC 2.5.1 says */
+} HrChanLayout;
 
 typedef struct {
 	guint64 guest_features;
@@ -236,6 +243,7 @@ typedef struct {
 	guint32 num_held;
 	guint32 driver_ok;
 	guint32 discard_disabled;
+	guint32 chan_features; /* HR_CHAN_F_* the device uses */
 } HrChanDeviceState;
 
 /* One whole frame: the header's type and its payload. */
@@ -272,6 +280,14 @@ hr_chan_hello_uuid_to_string(const HrChanHello *hello);
 gboolean
 hr_ram_contains(const HrRamRange *ram, guint32 nr_ram, guint64 gpa, guint64 size);
 
+void
+hr_chan_layout_free(HrChanLayout *layout);
+HrChanLayout *
+hr_chan_layout_decode(GBytes *payload, GError **error);
+GBytes *
+hr_chan_layout_encode(const HrChanLayout *layout);
+
+/* 8 bytes for proto_version 1, 16 from 2 (SPEC 2.4) */
 gboolean
 hr_chan_welcome_decode(GBytes *payload, HrChanWelcome *welcome, GError **error);
 GBytes *
@@ -323,6 +339,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrCmd, hr_cmd_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrGuestMsg, hr_guest_msg_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrChanFrame, hr_chan_frame_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrChanHello, hr_chan_hello_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrChanLayout, hr_chan_layout_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrFrameReader, hr_frame_reader_free)
 
 G_END_DECLS

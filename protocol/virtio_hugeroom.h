@@ -41,7 +41,8 @@
 #define VIRTIO_ID_HUGEROOM		57
 #endif
 
-#define VIRTIO_HUGEROOM_VERSION		1
+/* Device <-> daemon protocol version (SPEC 2.7); 2 adds channel features. */
+#define VIRTIO_HUGEROOM_VERSION		2
 
 /* Feature bits. */
 #define VIRTIO_HUGEROOM_F_STATUS	0	/* status reports on statusq */
@@ -317,6 +318,10 @@ struct virtio_hugeroom_set_pcp {
 #define HR_CHAN_MAX_PAYLOAD	VIRTIO_HUGEROOM_MAX_MSG
 #define HR_CHAN_MAX_RAM		64		/* RAM ranges in a hello */
 
+/* Channel features (version 2): WELCOME offers, DEVICE_STATE accepts. */
+#define HR_CHAN_F_LAYOUT	(1u << 0)	/* LAYOUT instead of reconnect */
+#define HR_CHAN_FEATURES	HR_CHAN_F_LAYOUT /* all defined ones */
+
 enum hr_chan_type {
 	HR_CHAN_HELLO		= 1,	/* device -> daemon, first frame */
 	HR_CHAN_WELCOME		= 2,	/* daemon -> device */
@@ -324,6 +329,7 @@ enum hr_chan_type {
 	HR_CHAN_HOST_CMD	= 4,	/* daemon -> device: forward to cmdq */
 	HR_CHAN_DEVICE_STATE	= 5,	/* device -> daemon: counters */
 	HR_CHAN_SET_INTERVAL	= 6,	/* daemon -> device */
+	HR_CHAN_LAYOUT		= 7,	/* device -> daemon: guest RAM changed */
 };
 
 struct hr_chan_hdr {
@@ -355,6 +361,20 @@ struct hr_chan_welcome {
 	__le32 status_interval_ms;
 };
 
+/* WELCOME of proto_version 2 and later: version 1's, then these. */
+struct hr_chan_welcome2 {
+	struct hr_chan_welcome v1;
+	__le32 chan_features;	/* HR_CHAN_F_*: the daemon offers */
+	__le32 reserved;
+};
+
+/* LAYOUT (HR_CHAN_F_LAYOUT): this, then nr_ram hr_chan_ram_range. */
+struct hr_chan_layout {
+	__le32 nr_ram;
+	__le32 reserved;
+	__le64 ram_size;	/* guest RAM now: boot RAM + plugged memory */
+};
+
 struct hr_chan_set_interval {
 	__le32 status_interval_ms;
 	__le32 reserved;
@@ -369,7 +389,7 @@ struct hr_chan_device_state {
 	__le32 num_held;
 	__le32 driver_ok;
 	__le32 discard_disabled;
-	__le32 reserved;
+	__le32 chan_features;	/* HR_CHAN_F_* in use, within WELCOME's */
 };
 
 /* C11: the kernel (gnu11), QEMU and user space all have it. */
@@ -392,6 +412,8 @@ VIRTIO_HUGEROOM_ASSERT(sizeof(struct hr_chan_hdr) == 16, "chan hdr");
 VIRTIO_HUGEROOM_ASSERT(sizeof(struct hr_chan_ram_range) == 24, "ram");
 VIRTIO_HUGEROOM_ASSERT(sizeof(struct hr_chan_hello) == 104, "hello");
 VIRTIO_HUGEROOM_ASSERT(sizeof(struct hr_chan_welcome) == 8, "welcome");
+VIRTIO_HUGEROOM_ASSERT(sizeof(struct hr_chan_welcome2) == 16, "welcome2");
+VIRTIO_HUGEROOM_ASSERT(sizeof(struct hr_chan_layout) == 16, "layout");
 VIRTIO_HUGEROOM_ASSERT(sizeof(struct hr_chan_device_state) == 48, "state");
 /* The largest report fits VIRTIO_HUGEROOM_MAX_MSG. */
 VIRTIO_HUGEROOM_ASSERT(sizeof(struct virtio_hugeroom_status) +

@@ -50,6 +50,18 @@ decode_frame(HrChanFrame *frame)
 		hr_chan_device_state_decode(frame->payload, &state, &error);
 		break;
 	}
+	case HR_CHAN_LAYOUT: {
+		g_autoptr(HrChanLayout) layout = hr_chan_layout_decode(frame->payload, &error);
+		if (layout != NULL) {
+			g_assert(layout->nr_ram >= 1 && layout->nr_ram <= HR_CHAN_MAX_RAM);
+			for (guint32 i = 0; i < layout->nr_ram; i++) {
+				g_assert(layout->ram[i].size > 0 && layout->ram[i].size % 4096 == 0);
+				g_assert(i == 0 || layout->ram[i].gpa >= layout->ram[i - 1].gpa +
+									       layout->ram[i - 1].size);
+			}
+		}
+		break;
+	}
 	case HR_CHAN_SET_INTERVAL: {
 		guint32 ms;
 		hr_chan_set_interval_decode(frame->payload, &ms, &error);

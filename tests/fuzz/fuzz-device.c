@@ -5,7 +5,7 @@
  * qemu-patches/ by run-fuzz.sh and built against tests/fuzz/qemu-shim),
  * dispatched on hdr.type as the device does: STATUS from the statusq,
  * RESULT/PROGRESS/HOLD/RETURNED from the eventq, commands from the
- * daemon.  ASan sees every read beyond the message; an accepted message
+ * daemon; and every input as the daemon's WELCOME.  ASan sees every read beyond the message; an accepted message
  * must also have every property the device relies on afterwards.
  */
 #include "qemu/osdep.h"
@@ -95,6 +95,26 @@ check_cmd(const uint8_t *data, uint32_t len)
 	g_assert((uint32_t)ldl_le_p(&hdr->len) == len);
 }
 
+/* a WELCOME the device accepts has the length and features its version has */
+static void
+check_welcome(const uint8_t *data, uint32_t len)
+{
+	uint32_t version, features;
+	const char *err = virtio_hugeroom_check_welcome(data, len, &version, &features);
+
+	if (err != NULL) {
+		g_assert(version == (len < sizeof(struct hr_chan_welcome) ? 0 : (uint32_t)ldl_le_p(data)));
+		return;
+	}
+	g_assert(version >= 1 && version <= VIRTIO_HUGEROOM_VERSION);
+	g_assert(version == (uint32_t)ldl_le_p(data));
+	if (version == 1)
+		g_assert(len == sizeof(struct hr_chan_welcome) && features == 0);
+	else
+		g_assert(len == sizeof(struct hr_chan_welcome2) &&
+			 features == (uint32_t)ldl_le_p(data + 8));
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -103,6 +123,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The device never hands the checks more than a message can be. */
 	if (size > VIRTIO_HUGEROOM_MAX_MSG)
 		return 0;
+	/* Any bytes can come as the daemon's WELCOME. */
+	check_welcome(data, len);
 	/* Too short for a type: the statusq and the daemon still check it. */
 	if (size < sizeof(uint16_t)) {
 		check_status(data, len);

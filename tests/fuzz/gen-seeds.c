@@ -111,7 +111,9 @@ gen(const gchar *outdir, GError **error)
 	g_autofree gchar *d_cmd = g_build_filename(outdir, "cmd", NULL);
 	g_autofree gchar *d_guest = g_build_filename(outdir, "guest-cmd", NULL);
 	g_autofree gchar *d_chan = g_build_filename(outdir, "chan", NULL);
-	const gchar *dirs[] = {d_status, d_event, d_cmd, d_chan, d_guest};
+	/* fuzz-device's own: WELCOMEs (it reads the others' seeds too) */
+	g_autofree gchar *d_device = g_build_filename(outdir, "device", NULL);
+	const gchar *dirs[] = {d_status, d_event, d_cmd, d_chan, d_guest, d_device};
 	g_autoptr(HrStatus) s0 = make_status(0, 0);
 	g_autoptr(HrStatus) s1 = make_status(2, 4);
 	g_autoptr(HrStatus) s2 = make_status(4, 64);
@@ -157,9 +159,21 @@ gen(const gchar *outdir, GError **error)
 	g_autoptr(HrChanHello) hello = hr_chan_hello_new(2);
 	g_autoptr(GBytes) p_hello = NULL;
 	HrChanWelcome welcome = {.proto_version = 1, .status_interval_ms = 1000};
-	HrChanDeviceState state = {.driver_ok = 1, .num_held = 2, .msgs_relayed = 9};
+	HrChanWelcome welcome2 = {.proto_version = 2, .status_interval_ms = 1000,
+				  .chan_features = HR_CHAN_F_LAYOUT};
+	HrChanDeviceState state = {.driver_ok = 1, .num_held = 2, .msgs_relayed = 9,
+				   .chan_features = HR_CHAN_F_LAYOUT};
 	g_autoptr(GBytes) p_welcome = hr_chan_welcome_encode(&welcome);
+	g_autoptr(GBytes) p_welcome2 = hr_chan_welcome_encode(&welcome2);
 	g_autoptr(GBytes) p_state = hr_chan_device_state_encode(&state);
+	/* a pc-dimm plugged at 4 GiB + 2 GiB (SPEC 2.5.1) */
+	HrRamRange layout_ram[3] = {
+	    {.gpa = 0, .size = MiB(2048), .hva = 0x7f0000000000ULL},
+	    {.gpa = MiB(4096), .size = MiB(2048), .hva = 0x7f0080000000ULL},
+	    {.gpa = MiB(6144), .size = MiB(128), .hva = 0x7e0000000000ULL},
+	};
+	HrChanLayout layout = {.nr_ram = 3, .ram_size = MiB(4096 + 128), .ram = layout_ram};
+	g_autoptr(GBytes) p_layout = hr_chan_layout_encode(&layout);
 	g_autoptr(GBytes) p_interval = hr_chan_set_interval_encode(500);
 	g_autoptr(GPtrArray) session = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
 	g_autoptr(GPtrArray) cmds = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
@@ -286,8 +300,11 @@ gen(const gchar *outdir, GError **error)
 	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_GUEST_MSG, b_hold));
 	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_GUEST_MSG, b_result));
 	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_GUEST_MSG, b_ret));
+	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_LAYOUT, p_layout));
+	g_ptr_array_add(session, hr_chan_frame_encode(HR_CHAN_GUEST_MSG, b_hold));
 	/* the daemon's side: welcome, interval, commands */
 	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_WELCOME, p_welcome));
+	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_WELCOME, p_welcome2));
 	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_SET_INTERVAL, p_interval));
 	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_HOST_CMD, b_report));
 	g_ptr_array_add(cmds, hr_chan_frame_encode(HR_CHAN_HOST_CMD, b_evac_r));
@@ -297,7 +314,9 @@ gen(const gchar *outdir, GError **error)
 		g_autoptr(GBytes) s_bytes = chan_seed(1, session);
 		g_autoptr(GBytes) s_odd = chan_seed(13, session);
 		g_autoptr(GBytes) s_cmds = chan_seed(0, cmds);
-		if (!write_seed(d_chan, "session-whole", s_whole, error) ||
+		if (!write_seed(d_device, "welcome-v1", p_welcome, error) ||
+		    !write_seed(d_device, "welcome-v2", p_welcome2, error) ||
+		    !write_seed(d_chan, "session-whole", s_whole, error) ||
 		    !write_seed(d_chan, "session-bytewise", s_bytes, error) ||
 		    !write_seed(d_chan, "session-13", s_odd, error) ||
 		    !write_seed(d_chan, "daemon-side", s_cmds, error))

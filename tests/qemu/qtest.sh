@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the virtio-hugeroom qtests (qemu-patches/0010) in the QEMU that
+# Run the virtio-hugeroom qtests (the series' last patch) in the QEMU that
 # scripts/build-qemu.sh built from this series.
 . "$(dirname "$0")/../../scripts/lib.sh"
 
@@ -16,7 +16,7 @@ out=$(QTEST_QEMU_BINARY=$qemu "$dir/qos-test" --tap \
 printf '%s\n' "$out"
 # qos-test passes vacuously when a path matches nothing, and a skipped test
 # prints "ok ... # SKIP": insist on every test, each one run.
-expected=35
+expected=36
 n=$(printf '%s\n' "$out" | grep -c '^ok ' || true)
 [ "$n" -eq "$expected" ] || die "$n virtio-hugeroom qtests ran, expected exactly $expected"
 ! printf '%s\n' "$out" | grep -q '^not ok' || die "a qtest failed"

@@ -1242,7 +1242,7 @@ test_chan_hello_roundtrip(void)
 	g_autofree gchar *uuid = NULL;
 	g_assert_no_error(error);
 	g_assert_cmpuint(g_bytes_get_size(b), ==, 104 + 2 * 24);
-	g_assert_cmpuint(d->proto_version, ==, 1);
+	g_assert_cmpuint(d->proto_version, ==, VIRTIO_HUGEROOM_VERSION);
 	g_assert_cmpstr(d->name, ==, "guest-één");
 	g_assert_cmpmem(d->uuid, 16, h->uuid, 16);
 	g_assert_cmpuint(d->ram_size, ==, MiB(4096));
@@ -1361,6 +1361,84 @@ test_chan_welcome_roundtrip(void)
 	b = hr_chan_welcome_encode(&w);
 	g_assert_false(hr_chan_welcome_decode(b, &d, &error));
 	g_assert_nonnull(strstr(error->message, "welcome: proto_version 9 is not one this side speaks"));
+}
+
+/* version 2's WELCOME is 16 bytes and carries the channel features (SPEC 2.4) */
+static void
+test_chan_welcome_v2(void)
+{
+	HrChanWelcome w = {.proto_version = 2, .status_interval_ms = 250,
+			   .chan_features = HR_CHAN_F_LAYOUT};
+	HrChanWelcome d = {0};
+	g_autoptr(GBytes) b = hr_chan_welcome_encode(&w);
+	g_autoptr(GBytes) v1 = NULL;
+	g_autoptr(GBytes) short2 = g_bytes_new_from_bytes(b, 0, 8);
+	g_autoptr(GError) error = NULL;
+
+	g_assert_cmpuint(g_bytes_get_size(b), ==, 16);
+	g_assert_true(hr_chan_welcome_decode(b, &d, &error));
+	g_assert_cmpuint(d.proto_version, ==, 2);
+	g_assert_cmphex(d.chan_features, ==, HR_CHAN_F_LAYOUT);
+	/* 8 bytes are version 1's length, not version 2's */
+	g_assert_false(hr_chan_welcome_decode(short2, &d, &error));
+	g_assert_nonnull(strstr(error->message, "welcome: payload of 8 bytes is not 16"));
+	g_clear_error(&error);
+	/* version 1 has no features, whatever the caller asked */
+	w.proto_version = 1;
+	v1 = hr_chan_welcome_encode(&w);
+	g_assert_cmpuint(g_bytes_get_size(v1), ==, 8);
+	g_assert_true(hr_chan_welcome_decode(v1, &d, &error));
+	g_assert_cmphex(d.chan_features, ==, 0);
+}
+
+static void
+test_chan_layout(void)
+{
+	g_autoptr(HrChanLayout) l = g_new0(HrChanLayout, 1);
+	g_autoptr(HrChanLayout) d = NULL;
+	g_autoptr(GBytes) b = NULL;
+	g_autoptr(GError) error = NULL;
+
+	l->nr_ram = 2;
+	l->ram_size = MiB(1024) + MiB(4);
+	l->ram = g_new0(HrRamRange, 2);
+	l->ram[0] = (HrRamRange){.gpa = 0, .size = MiB(1024), .hva = 0x7f0000000000ULL};
+	l->ram[1] = (HrRamRange){.gpa = MiB(4096), .size = MiB(4), .hva = 0x7e0000200000ULL};
+	b = hr_chan_layout_encode(l);
+	g_assert_cmpuint(g_bytes_get_size(b), ==, 16 + 2 * 24);
+	d = hr_chan_layout_decode(b, &error);
+	g_assert_no_error(error);
+	g_assert_cmpuint(d->nr_ram, ==, 2);
+	g_assert_cmpuint(d->ram_size, ==, l->ram_size);
+	g_assert_cmpmem(d->ram, 2 * sizeof(HrRamRange), l->ram, 2 * sizeof(HrRamRange));
+	g_clear_pointer(&d, hr_chan_layout_free);
+	g_clear_pointer(&b, g_bytes_unref);
+
+	/* HELLO takes byte ranges, LAYOUT pages only */
+	l->ram[1].size = MiB(4) + 1;
+	b = hr_chan_layout_encode(l);
+	g_assert_null(hr_chan_layout_decode(b, &error));
+	g_assert_nonnull(strstr(error->message, "layout: ram[1] gpa 0x100000000, size 0x400001 "
+						"or hva 0x7e0000200000 is not a multiple of 4096"));
+	g_clear_error(&error);
+	g_clear_pointer(&b, g_bytes_unref);
+	b = g_bytes_new("0123456789abcde", 15);
+	g_assert_null(hr_chan_layout_decode(b, &error));
+	g_assert_nonnull(strstr(error->message, "layout: payload of 15 bytes is shorter than the 16"));
+}
+
+static void
+test_chan_device_state_features(void)
+{
+	HrChanDeviceState s = {.num_held = 3, .chan_features = HR_CHAN_F_LAYOUT};
+	HrChanDeviceState d = {0};
+	g_autoptr(GBytes) b = hr_chan_device_state_encode(&s);
+	g_autoptr(GError) error = NULL;
+
+	g_assert_true(hr_chan_device_state_decode(b, &d, &error));
+	g_assert_cmphex(d.chan_features, ==, HR_CHAN_F_LAYOUT);
+	/* the field was version 1's reserved, at the same place */
+	g_assert_cmpuint(((const guint8 *)g_bytes_get_data(b, NULL))[44], ==, HR_CHAN_F_LAYOUT);
 }
 
 static void
@@ -1545,8 +1623,8 @@ test_chan_reader_reject(void)
 	put_le16(a, offsetof(struct hr_chan_hdr, version), 1);
 	put_le16(a, offsetof(struct hr_chan_hdr, type), 0);
 	assert_reader_rejects(a, "frame: type 0 is unknown");
-	put_le16(a, offsetof(struct hr_chan_hdr, type), 7);
-	assert_reader_rejects(a, "frame: type 7 is unknown");
+	put_le16(a, offsetof(struct hr_chan_hdr, type), HR_CHAN_LAYOUT + 1);
+	assert_reader_rejects(a, "frame: type 8 is unknown");
 	put_le16(a, offsetof(struct hr_chan_hdr, type), HR_CHAN_GUEST_MSG);
 	/* oversize is refused from the header alone, before any payload */
 	put_le32(a, offsetof(struct hr_chan_hdr, len), HR_CHAN_MAX_PAYLOAD + 1);
@@ -1667,6 +1745,9 @@ main(int argc, char **argv)
 	g_test_add_func("/codec/chan/hello/newer-and-ranges", test_chan_hello_newer_and_ranges);
 	g_test_add_func("/codec/chan/ram-contains", test_chan_ram_contains);
 	g_test_add_func("/codec/chan/welcome/roundtrip", test_chan_welcome_roundtrip);
+	g_test_add_func("/codec/chan/welcome/v2", test_chan_welcome_v2);
+	g_test_add_func("/codec/chan/layout", test_chan_layout);
+	g_test_add_func("/codec/chan/device-state/features", test_chan_device_state_features);
 	g_test_add_func("/codec/chan/set-interval/roundtrip", test_chan_set_interval_roundtrip);
 	g_test_add_func("/codec/chan/device-state/roundtrip", test_chan_device_state_roundtrip);
 	g_test_add_func("/codec/chan/guest-msg-host-cmd", test_chan_guest_msg_host_cmd);

@@ -868,6 +868,199 @@ test_config_pcp(void)
 	g_rmdir(dir);
 }
 
+/* ---------------------------------------------------------------------- */
+/* LAYOUT (SPEC 2.5.1) */
+
+/*
+ * A device of protocol version @version with 1 GiB of RAM that holds the two
+ * blocks at 2 MiB and 600 MiB and takes up @chan_features; the WELCOME must
+ * have offered @offered.
+ */
+static FakeDevice *
+layout_device_up(Fixture *f, guint32 version, guint32 offered, guint32 chan_features)
+{
+	FakeDevice *dev = fake_connect(f);
+	g_autoptr(HrChanHello) hello = make_hello("vm1", 0x10);
+	g_autoptr(GBytes) hp = NULL;
+	g_autoptr(HrChanFrame) frame = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GBytes) a = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 0, 0, MiB(2), 1);
+	g_autoptr(GBytes) b = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 0, 0, MiB(600), 1);
+	HrChanWelcome welcome = {0};
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .num_held = 2,
+				   .chan_features = chan_features};
+	Wait w = {f, 2};
+
+	hello->proto_version = version;
+	hp = hr_chan_hello_encode(hello);
+	fake_send(dev, HR_CHAN_HELLO, hp);
+	frame = fake_recv(dev);
+	g_assert_cmpuint(frame->type, ==, HR_CHAN_WELCOME);
+	g_assert_true(hr_chan_welcome_decode(frame->payload, &welcome, &error));
+	g_assert_cmpuint(welcome.proto_version, ==, version);
+	g_assert_cmpuint(g_bytes_get_size(frame->payload), ==, version == 1 ? 8 : 16);
+	g_assert_cmphex(welcome.chan_features, ==, offered);
+	fake_send(dev, HR_CHAN_GUEST_MSG, a);
+	fake_send(dev, HR_CHAN_GUEST_MSG, b);
+	fake_send_state(dev, &state);
+	if (chan_features == 0 || (chan_features & ~offered) == 0)
+		wait_for(cond_held, &w, "the resync");
+	return dev;
+}
+
+/* [0, 512 MiB) and the plugged [4 GiB, 4 GiB + 1 GiB) */
+static HrChanLayout *
+make_layout(void)
+{
+	HrChanLayout *l = g_new0(HrChanLayout, 1);
+	l->nr_ram = 2;
+	l->ram_size = MiB(1536);
+	l->ram = g_new0(HrRamRange, 2);
+	l->ram[0] = (HrRamRange){.gpa = 0, .size = MiB(512), .hva = 0x7f0000000000ULL};
+	l->ram[1] = (HrRamRange){.gpa = MiB(4096), .size = MiB(1024), .hva = 0x7e0000000000ULL};
+	return l;
+}
+
+static gboolean
+cond_two_ranges(gpointer data)
+{
+	Wait *w = data;
+	HrGuest *g = first_guest(w->f);
+	return g != NULL && g->ram->len == 2;
+}
+
+/* the daemon takes the new layout on the same connection, and keeps what it held */
+static void
+test_layout(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = layout_device_up(f, VIRTIO_HUGEROOM_VERSION, HR_CHAN_F_LAYOUT,
+						     HR_CHAN_F_LAYOUT);
+	g_autoptr(HrChanLayout) layout = make_layout();
+	g_autoptr(GBytes) payload = hr_chan_layout_encode(layout);
+	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 9, 0, MiB(4096), 1);
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .num_held = 1,
+				   .chan_features = HR_CHAN_F_LAYOUT, .msgs_relayed = 1};
+	guint64 plugged = MiB(4096);
+	Wait w = {f, 0};
+	HrGuest *guest;
+	guint64 gpa = MiB(2);
+	(void)data;
+
+	guest = only_guest(f);
+	g_assert_cmpuint(guest->state.chan_features, ==, HR_CHAN_F_LAYOUT);
+	fake_send(dev, HR_CHAN_LAYOUT, payload);
+	wait_for(cond_two_ranges, &w, "the new layout");
+	g_assert_cmphex(g_array_index(guest->ram, HrRamRange, 1).gpa, ==, MiB(4096));
+	g_assert_cmpuint(guest->ram_size, ==, MiB(1536));
+	/* 600 MiB is no RAM any more: dropped; 2 MiB stays held */
+	g_assert_cmpuint(g_hash_table_size(guest->held), ==, 1);
+	g_assert_nonnull(g_hash_table_lookup(guest->held, &gpa));
+	/* the same connection, and guest messages may name the plugged RAM */
+	fake_send_state(dev, &state);
+	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	send_status(f, dev, 3);
+	g_assert_nonnull(g_hash_table_lookup(guest->held, &plugged));
+	g_assert_cmpuint(g_hash_table_size(guest->held), ==, 2);
+	g_assert_true(hr_guest_is_connected(guest));
+	g_assert_cmpuint(guest->rejected, ==, 0);
+}
+
+/* a bad LAYOUT closes the connection with a clear reason and changes nothing */
+static void
+assert_layout_refused(Fixture *f, guint32 chan_features, const HrChanLayout *layout,
+		      GBytes *raw, const gchar *needle)
+{
+	g_autoptr(FakeDevice) dev = layout_device_up(f, VIRTIO_HUGEROOM_VERSION, HR_CHAN_F_LAYOUT,
+						     chan_features);
+	g_autoptr(GBytes) payload = raw != NULL ? g_bytes_ref(raw) : hr_chan_layout_encode(layout);
+	Wait w = {f, 0};
+	HrGuest *guest = only_guest(f);
+	guint64 gpas[] = {MiB(2), MiB(600)};
+
+	fake_send(dev, HR_CHAN_LAYOUT, payload);
+	fake_wait_eof(dev);
+	wait_for(cond_disconnected, &w, "the disconnect");
+	g_assert_cmpuint(guest->rejected, ==, 1);
+	if (strstr(guest->last_reject_reason, needle) == NULL)
+		g_error("reason '%s' does not mention '%s'", guest->last_reject_reason, needle);
+	/* nothing lost: the layout and both held blocks stay */
+	g_assert_cmpuint(guest->ram->len, ==, 1);
+	g_assert_cmpuint(g_array_index(guest->ram, HrRamRange, 0).size, ==, MiB(1024));
+	g_assert_cmpuint(guest->ram_size, ==, MiB(1024));
+	g_assert_cmpuint(g_hash_table_size(guest->held), ==, 2);
+	for (guint i = 0; i < G_N_ELEMENTS(gpas); i++)
+		g_assert_nonnull(g_hash_table_lookup(guest->held, &gpas[i]));
+}
+
+static void
+test_layout_refused(Fixture *f, gconstpointer data)
+{
+	const gchar *which = data;
+	g_autoptr(HrChanLayout) l = make_layout();
+	g_autoptr(GBytes) raw = NULL;
+	guint32 features = HR_CHAN_F_LAYOUT;
+	const gchar *needle = NULL;
+
+	if (g_str_equal(which, "not-offered")) {
+		features = 0;
+		needle = "layout: HR_CHAN_F_LAYOUT is not in use";
+	} else if (g_str_equal(which, "overlap")) {
+		l->ram[1].gpa = MiB(256);
+		needle = "layout: ram[1] gpa 0x10000000 is below the end of ram[0]";
+	} else if (g_str_equal(which, "unsorted")) {
+		HrRamRange r = l->ram[0];
+		l->ram[0] = l->ram[1];
+		l->ram[1] = r;
+		needle = "layout: ram[1] gpa 0x0 is below the end of ram[0]";
+	} else if (g_str_equal(which, "unaligned")) {
+		l->ram[1].hva += 512;
+		needle = "is not a multiple of 4096";
+	} else if (g_str_equal(which, "overflow")) {
+		l->ram[1].gpa = G_MAXUINT64 - MiB(1) + 1;
+		needle = "layout: ram[1] gpa 0xfffffffffff00000 + size 0x40000000 overflows";
+	} else if (g_str_equal(which, "empty-range")) {
+		l->ram[1].size = 0;
+		needle = "layout: ram[1] size is 0";
+	} else if (g_str_equal(which, "too-much-ram")) {
+		l->ram[1].size = G_GUINT64_CONSTANT(32) << 40;
+		needle = "MiB of RAM is more than max_guest_ram_mb 16777216";
+	} else if (g_str_equal(which, "too-many-ranges") || g_str_equal(which, "no-ranges")) {
+		guint32 nr = g_str_equal(which, "no-ranges") ? 0 : HR_CHAN_MAX_RAM + 1;
+		struct hr_chan_layout w = {.nr_ram = GUINT32_TO_LE(nr)};
+		g_autofree guint8 *buf = g_malloc0(sizeof(w) + nr * sizeof(struct hr_chan_ram_range));
+		memcpy(buf, &w, sizeof(w));
+		raw = g_bytes_new(buf, sizeof(w) + nr * sizeof(struct hr_chan_ram_range));
+		needle = nr == 0 ? "layout: nr_ram is 0" : "layout: nr_ram 65 exceeds 64";
+	} else if (g_str_equal(which, "short")) {
+		g_autoptr(GBytes) whole = hr_chan_layout_encode(l);
+		raw = g_bytes_new_from_bytes(whole, 0, g_bytes_get_size(whole) - 1);
+		needle = "layout: payload of 63 bytes differs from the 64 bytes nr_ram 2 needs";
+	} else {
+		g_assert_not_reached();
+	}
+	assert_layout_refused(f, features, l, raw, needle);
+}
+
+/* a version 1 device is offered no features and may not take any up */
+static void
+test_layout_version1(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = layout_device_up(f, 1, 0, 0);
+	g_autoptr(FakeDevice) dev2 = NULL;
+	Wait w = {f, 0};
+	(void)data;
+
+	g_assert_cmpuint(only_guest(f)->proto_version, ==, 1);
+	g_clear_pointer(&dev, fake_free);
+	wait_for(cond_disconnected, &w, "the disconnect");
+	/* a features word it was not offered closes the connection */
+	dev2 = layout_device_up(f, 1, 0, HR_CHAN_F_LAYOUT);
+	fake_wait_eof(dev2);
+	wait_for(cond_disconnected, &w, "the disconnect");
+	g_assert_nonnull(strstr(only_guest(f)->last_reject_reason,
+				"device-state: chan_features 0x1 is not within 0x0 offered"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -890,6 +1083,19 @@ main(int argc, char **argv)
 	ADD("/daemon/reconnect", test_reconnect);
 	ADD("/daemon/resync", test_resync);
 	ADD("/daemon/second-daemon-refused", test_second_daemon_refused);
+	ADD("/daemon/layout", test_layout);
+	ADD("/daemon/layout/version1", test_layout_version1);
+	{
+		static const gchar *const bad[] = {"not-offered", "overlap", "unsorted",
+						   "unaligned", "overflow", "empty-range",
+						   "too-much-ram", "too-many-ranges", "no-ranges",
+						   "short"};
+		for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+			g_autofree gchar *path = g_strdup_printf("/daemon/layout/refused/%s", bad[i]);
+			g_test_add(path, Fixture, bad[i], fixture_setup, test_layout_refused,
+				   fixture_teardown);
+		}
+	}
 	ADD("/api/guests", test_api_guests);
 	ADD("/api/guest", test_api_guest);
 	ADD("/api/report", test_api_report);

@@ -293,7 +293,7 @@ fake_device_up_hello(Fixture *f, const HrChanHello *hello)
 	g_assert_false(dev->eof);
 	g_assert_cmpuint(frame->type, ==, HR_CHAN_WELCOME);
 	g_assert_true(hr_chan_welcome_decode(frame->payload, &welcome, &error));
-	g_assert_cmpuint(welcome.proto_version, ==, 1);
+	g_assert_cmpuint(welcome.proto_version, ==, MIN(hello->proto_version, VIRTIO_HUGEROOM_VERSION));
 	g_assert_cmpuint(welcome.status_interval_ms, ==, 250);
 	fake_send(dev, HR_CHAN_DEVICE_STATE, state_payload);
 	return dev;

@@ -466,5 +466,12 @@ class Tap:
         return 1 if self.failed else 0
 
 
+def stop_all(*procs):
+    """Stop each of the guests and daemons given that was started (None skipped)."""
+    for p in procs:
+        if p:
+            p.stop()
+
+
 def workdir(prefix):
     return tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("TMPDIR", "/tmp"))
