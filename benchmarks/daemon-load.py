@@ -8,7 +8,8 @@ baseline), then two loaded phases of equal length with the API clients.
 Prints for each: the daemon's CPU (% of one core, and per guest), its RSS
 and malloc's heap (in use, and free but kept: hugeroom_heap_*_bytes from
 /metrics) at the phase's end, and for the loaded phases wrk's requests
-served, requests/s, p50 and p99 and the connections the daemon accepted.
+served, requests/s, p50 and p99 and the connections the daemon accepted
+(the memory is read 3 s after wrk ends, once its last answers are gone).
 The first loaded phase sets malloc's high-water mark; growth is what the
 second adds (its end minus the first's): over 4 MiB of RSS, or any heap in
 use that keeps rising, is flagged as growth. Then the clients leave and
@@ -94,6 +95,7 @@ def daemon_metrics(s):
     for key, name in (("rss", "process_resident_memory_bytes"),
                       ("heap", "hugeroom_heap_in_use_bytes"),
                       ("heap_free", "hugeroom_heap_free_bytes"),
+                      ("mmapped", "hugeroom_heap_mmapped_bytes"),
                       ("conns", "hugeroom_api_connections_total")):
         m = re.search(r"^%s (\d+)$" % name, text, re.M)
         out[key] = int(m.group(1)) if m else None
@@ -151,6 +153,8 @@ def main():
         phases = []
         for _ in range(2):
             w = run_wrk(port, args, pid)
+            # the answers to wrk's last requests are let go of first
+            time.sleep(3)
             w["mem"] = daemon_metrics(s)
             phases.append(w)
         relay.terminate()
@@ -171,7 +175,8 @@ def main():
               + "".join("%9.1f us" % (c / args.guests * 1e6) for c in cpus))
         mems = [m_base] + [w["mem"] for w in phases]
         for key, label in (("rss", "RSS at end, MiB"), ("heap", "heap in use at end, MiB"),
-                           ("heap_free", "heap free (kept), MiB")):
+                           ("heap_free", "heap free (kept), MiB"),
+                           ("mmapped", "mmapped allocations, MiB")):
             print("%-28s" % label + "".join("%12s" % mib(m[key]) for m in mems))
         print("%-28s %12s" % ("RSS at start, MiB", mib(m_start["rss"])))
         for i, w in enumerate(phases, 1):
@@ -193,8 +198,9 @@ def main():
               "%+.1f MiB: %s"
               % (growth / 1048576, RSS_GROWTH_BOUND_KIB >> 10, heap_growth / 1048576,
                  "ok" if growth <= RSS_GROWTH_BOUND_KIB << 10 else "OVER"))
-        print("after the clients left: RSS %s MiB, heap in use %s MiB, free %s MiB"
-              % (mib(m_after["rss"]), mib(m_after["heap"]), mib(m_after["heap_free"])))
+        print("after the clients left: RSS %s MiB, heap in use %s MiB, free %s MiB, "
+              "mmapped %s MiB" % (mib(m_after["rss"]), mib(m_after["heap"]),
+                                  mib(m_after["heap_free"]), mib(m_after["mmapped"])))
         for i, w in enumerate(phases, 1):
             print("wrk, loaded %d:\n" % i + "\n".join("  " + l for l in w["text"].splitlines()),
                   flush=True)

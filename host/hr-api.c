@@ -965,8 +965,9 @@ hr_api_plan(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 
 /*
  * The daemon's own memory: its RSS, and what malloc holds (mallinfo2, over
- * all arenas): in use, and free but kept from the system. RSS that rises
- * while the heap in use does not is malloc's high-water mark, not a leak.
+ * all arenas): in use, free but kept from the system, and mapped on its
+ * own. RSS that rises while the heap in use does not is malloc's
+ * high-water mark, not a leak.
  */
 static void
 hr_api_process_metrics(GString *out)
@@ -985,16 +986,20 @@ hr_api_process_metrics(GString *out)
 			       "# HELP process_resident_memory_bytes resident memory of hugeroomd\n"
 			       "# TYPE process_resident_memory_bytes gauge\n"
 			       "process_resident_memory_bytes %" G_GUINT64_FORMAT "\n"
-			       "# HELP hugeroom_heap_in_use_bytes malloc's memory in use "
-			       "(mallinfo2 uordblks + hblkhd)\n"
+			       "# HELP hugeroom_heap_in_use_bytes malloc's memory in use in its "
+			       "arenas (mallinfo2 uordblks)\n"
 			       "# TYPE hugeroom_heap_in_use_bytes gauge\n"
 			       "hugeroom_heap_in_use_bytes %zu\n"
-			       "# HELP hugeroom_heap_free_bytes memory malloc holds free "
-			       "(mallinfo2 fordblks)\n"
+			       "# HELP hugeroom_heap_free_bytes memory malloc holds free in its "
+			       "arenas (mallinfo2 fordblks)\n"
 			       "# TYPE hugeroom_heap_free_bytes gauge\n"
-			       "hugeroom_heap_free_bytes %zu\n",
-			       pages * (guint64)sysconf(_SC_PAGESIZE), mi.uordblks + mi.hblkhd,
-			       mi.fordblks);
+			       "hugeroom_heap_free_bytes %zu\n"
+			       "# HELP hugeroom_heap_mmapped_bytes allocations malloc mapped "
+			       "on their own, touched or not (mallinfo2 hblkhd)\n"
+			       "# TYPE hugeroom_heap_mmapped_bytes gauge\n"
+			       "hugeroom_heap_mmapped_bytes %zu\n",
+			       pages * (guint64)sysconf(_SC_PAGESIZE), mi.uordblks, mi.fordblks,
+			       mi.hblkhd);
 }
 
 /* a host that cannot be read leaves out the nodes' metrics, not the others */
