@@ -222,6 +222,8 @@ def main():
             relay.terminate()
             relay.wait()
         s.close()
+        # a sanitized build's leak check at exit fails the exit status
+        print("daemon exit status %s" % s.daemon.returncode)
         if os.environ.get("HUGEROOM_KEEP") is not None:
             print("daemon log (and tool output): %s/daemon.log" % s.dir)
 
