@@ -1379,6 +1379,9 @@ hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTabl
 	if ((body != NULL && body->length > HR_API_MAX_BODY) ||
 	    soup_message_headers_get_content_length(soup_server_message_get_request_headers(msg)) >
 		HR_API_MAX_BODY) {
+		/* a client that sends that much is not kept */
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "Connection", "close");
 		hr_api_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "body_too_large",
 				   "the body is larger than the %d bytes the API takes",
 				   HR_API_MAX_BODY);
