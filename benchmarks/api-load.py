@@ -6,7 +6,11 @@ The daemon serves HTTPS with a bearer token (api_listen, a test CA);
 wrk runs from another process on loopback. First a baseline with no
 guest reporting, then the same with 100 simulated guests reporting every
 second: requests per second and p99 latency of the mixed read routes in
-both (and their ratio), then each read route alone under the 100 guests.
+both (and their ratio), each with connections kept alive and again with
+Connection: close on every request (a TLS handshake each: the daemon
+before keep-alive), with the connections the daemon accepted
+(hugeroom_api_connections_total); then each read route alone under the
+100 guests.
 Also the daemon's RSS before and after (growth), and the delivery latency
 of the event stream (GET /v1/events) while the load runs: for each status
 event, the time from the daemon's emission (its time_us) to a client's

@@ -10,10 +10,11 @@ and malloc's heap (in use, and free but kept: hugeroom_heap_*_bytes from
 /metrics) at the phase's end, and for the loaded phases wrk's requests
 served, requests/s, p50 and p99 and the connections the daemon accepted
 (the memory is read 3 s after wrk ends, once its last answers are gone).
+Then the clients leave and the figures are read 35 s later (the daemon
+trims malloc's free memory every 30 s).
 The first loaded phase sets malloc's high-water mark; growth is what the
 second adds (its end minus the first's): over 4 MiB of RSS, or any heap in
-use that keeps rising, is flagged as growth. Then the clients leave and
-the figures are read once more.
+use that keeps rising, is flagged as growth.
 
 The API listens on a Unix socket only; wrk speaks TCP, so socat relays
 127.0.0.1:PORT to it (the relay's cost is in the latencies, not in the
@@ -160,7 +161,8 @@ def main():
         relay.terminate()
         relay.wait()
         relay = None
-        time.sleep(3)
+        # the daemon gives malloc's free memory back every 30 s (hr-api.c)
+        time.sleep(35)
         m_after = daemon_metrics(s)
 
         print("hugeroomd load: %d simulated guests (64 GiB, status every 1 s), %d API clients, "
@@ -198,7 +200,7 @@ def main():
               "%+.1f MiB: %s"
               % (growth / 1048576, RSS_GROWTH_BOUND_KIB >> 10, heap_growth / 1048576,
                  "ok" if growth <= RSS_GROWTH_BOUND_KIB << 10 else "OVER"))
-        print("after the clients left: RSS %s MiB, heap in use %s MiB, free %s MiB, "
+        print("35 s after the clients left: RSS %s MiB, heap in use %s MiB, free %s MiB, "
               "mmapped %s MiB" % (mib(m_after["rss"]), mib(m_after["heap"]),
                                   mib(m_after["heap_free"]), mib(m_after["mmapped"])))
         for i, w in enumerate(phases, 1):
