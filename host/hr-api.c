@@ -10,9 +10,11 @@
 #include "hr-api.h"
 
 #include <libsoup/soup.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hr-api-auth.h"
 #include "hr-api-json.h"
@@ -31,6 +33,8 @@
 #define HR_API_REQUEST_TIMEOUT_S 10
 /* a connection that sends nothing for this long is closed (a stalled TLS handshake) */
 #define HR_API_IDLE_TIMEOUT_S 15
+/* a kept-alive connection with no new request for this long is closed */
+#define HR_API_KEEPALIVE_IDLE_S 10
 #define HR_API_REQUEST_TIMER_KEY "hr-api-request-timer"
 
 struct _HrApi {
@@ -51,6 +55,10 @@ struct _HrApi {
 	HrHostReader *host; /* the host's /proc and /sys, read in a thread */
 	JsonNode *host_json; /* GET /v1/host's answer from the snapshot host_json_serial */
 	guint64 host_json_serial;
+	GHashTable *idle;         /* HrApiConn set: kept alive, waiting for a request */
+	guint64 n_connections;    /* accepted */
+	guint64 n_reused;         /* answers on a connection after its first */
+	guint trim_id;
 };
 
 typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query,
@@ -956,6 +964,45 @@ hr_api_plan(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 	hr_api_with_host(api, msg, hr_api_plan_reply, g_memdup2(&req, sizeof(req)), g_free);
 }
 
+/*
+ * The daemon's own memory: its RSS, and what malloc holds (mallinfo2, over
+ * all arenas): in use, free but kept from the system, and mapped on its
+ * own. RSS that rises while the heap in use does not is malloc's
+ * high-water mark, not a leak.
+ */
+static void
+hr_api_process_metrics(GString *out)
+{
+	g_autofree gchar *statm = NULL;
+	guint64 pages = 0;
+	struct mallinfo2 mi = mallinfo2();
+
+	if (g_file_get_contents("/proc/self/statm", &statm, NULL, NULL)) {
+		gchar **fields = g_strsplit(statm, " ", 3);
+		if (fields[0] != NULL && fields[1] != NULL)
+			pages = g_ascii_strtoull(fields[1], NULL, 10);
+		g_strfreev(fields);
+	}
+	g_string_append_printf(out,
+			       "# HELP process_resident_memory_bytes resident memory of hugeroomd\n"
+			       "# TYPE process_resident_memory_bytes gauge\n"
+			       "process_resident_memory_bytes %" G_GUINT64_FORMAT "\n"
+			       "# HELP hugeroom_heap_in_use_bytes malloc's memory in use in its "
+			       "arenas (mallinfo2 uordblks)\n"
+			       "# TYPE hugeroom_heap_in_use_bytes gauge\n"
+			       "hugeroom_heap_in_use_bytes %zu\n"
+			       "# HELP hugeroom_heap_free_bytes memory malloc holds free in its "
+			       "arenas (mallinfo2 fordblks)\n"
+			       "# TYPE hugeroom_heap_free_bytes gauge\n"
+			       "hugeroom_heap_free_bytes %zu\n"
+			       "# HELP hugeroom_heap_mmapped_bytes allocations malloc mapped "
+			       "on their own, touched or not (mallinfo2 hblkhd)\n"
+			       "# TYPE hugeroom_heap_mmapped_bytes gauge\n"
+			       "hugeroom_heap_mmapped_bytes %zu\n",
+			       pages * (guint64)sysconf(_SC_PAGESIZE), mi.uordblks, mi.fordblks,
+			       mi.hblkhd);
+}
+
 /* a host that cannot be read leaves out the nodes' metrics, not the others */
 static void
 hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
@@ -969,6 +1016,7 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 		g_debug("no host metrics: %s", error->message);
 	hr_metrics_append(out, api->metrics, host, hr_host_reader_last_read_us(api->host));
 	hr_metrics_histogram_append(out, api->latency);
+	hr_api_process_metrics(out);
 	g_string_append_printf(out,
 			       "# HELP hugeroom_api_event_clients clients of /v1/events\n"
 			       "# TYPE hugeroom_api_event_clients gauge\n"
@@ -979,10 +1027,23 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 			       "# HELP hugeroom_api_event_clients_dropped_total clients dropped "
 			       "for falling behind\n"
 			       "# TYPE hugeroom_api_event_clients_dropped_total counter\n"
-			       "hugeroom_api_event_clients_dropped_total %" G_GUINT64_FORMAT "\n",
+			       "hugeroom_api_event_clients_dropped_total %" G_GUINT64_FORMAT "\n"
+			       "# HELP hugeroom_api_connections_total connections accepted on the "
+			       "API's sockets\n"
+			       "# TYPE hugeroom_api_connections_total counter\n"
+			       "hugeroom_api_connections_total %" G_GUINT64_FORMAT "\n"
+			       "# HELP hugeroom_api_connection_reuses_total answers on a "
+			       "connection after its first (keep-alive)\n"
+			       "# TYPE hugeroom_api_connection_reuses_total counter\n"
+			       "hugeroom_api_connection_reuses_total %" G_GUINT64_FORMAT "\n"
+			       "# HELP hugeroom_api_idle_connections connections kept open for "
+			       "their next request\n"
+			       "# TYPE hugeroom_api_idle_connections gauge\n"
+			       "hugeroom_api_idle_connections %u\n",
 			       hr_event_stream_get_n_clients(api->events),
 			       hr_event_stream_get_delivered(api->events),
-			       hr_event_stream_get_dropped(api->events));
+			       hr_event_stream_get_dropped(api->events), api->n_connections,
+			       api->n_reused, g_hash_table_size(api->idle));
 	len = out->len;
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
 	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE,
@@ -1271,6 +1332,9 @@ hr_api_message_role(HrApi *api, SoupServerMessage *msg)
 		if (why == NULL)
 			return GPOINTER_TO_INT(g_object_get_data(G_OBJECT(remote),
 								 HR_API_ROLE_KEY));
+		/* nothing it sends will be answered otherwise */
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "Connection", "close");
 		hr_api_reply_error(msg, SOUP_STATUS_FORBIDDEN, "forbidden",
 				   "%s: run it as root, as the user hugeroomd runs as, or as a "
 				   "member of api_group or api_read_group",
@@ -1310,20 +1374,15 @@ hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTabl
 	g_autoptr(GString) allow = g_string_new(NULL);
 	HrApiRole role;
 
-	/*
-	 * libsoup 3.2 closes a connection it was handed as a stream after its
-	 * first answer (it keeps one open only for its own listeners, and those
-	 * never notice an idle client leave: an fd per connection); saying so
-	 * spares clients a reset on their next request.
-	 */
-	soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
-				     "close");
 	role = hr_api_message_role(api, msg);
 	if (role == HR_API_ROLE_NONE)
 		return;
 	if ((body != NULL && body->length > HR_API_MAX_BODY) ||
 	    soup_message_headers_get_content_length(soup_server_message_get_request_headers(msg)) >
 		HR_API_MAX_BODY) {
+		/* a client that sends that much is not kept */
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
+					     "Connection", "close");
 		hr_api_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "body_too_large",
 				   "the body is larger than the %d bytes the API takes",
 				   HR_API_MAX_BODY);
@@ -1446,6 +1505,174 @@ hr_api_request_read_cb(SoupServerMessage *msg, gpointer user_data)
 	g_object_set_data(G_OBJECT(msg), HR_API_REQUEST_TIMER_KEY, NULL);
 }
 
+/*
+ * malloc keeps what a burst of answers freed (a /v1/guests of 1000 guests
+ * for 200 clients at once) as the process's high-water mark; this often,
+ * when it holds at least HR_API_TRIM_MIN free, it gives that back.
+ */
+#define HR_API_TRIM_S 30
+#define HR_API_TRIM_MIN (8 << 20)
+
+static gboolean
+hr_api_trim_cb(gpointer user_data)
+{
+	(void)user_data;
+	if (mallinfo2().fordblks >= HR_API_TRIM_MIN)
+		malloc_trim(0);
+	return G_SOURCE_CONTINUE;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Keep-alive */
+
+#define HR_API_CONN_KEY "hr-api-conn"
+
+/*
+ * One client connection, kept on its remote address (libsoup hands that
+ * very object to every message of a connection) from its accept to the
+ * end of its last connection in libsoup.
+ *
+ * libsoup 3.2 keeps a connection open after an answer only when the server
+ * has a listener of its own (request_finished() in soup-server.c tests
+ * priv->listeners), and then loses a connection whose client leaves while
+ * it is idle: the read of the next request fails with no one to tell, the
+ * connection is never disconnected, its fd and buffers stay (fixed in
+ * 3.3.0, "server: do not leak idle connections closed by the client").
+ * So the daemon keeps connections alive itself: once an answer is written,
+ * it takes the stream back from libsoup, waits for the next request (or
+ * the client's close) and hands the stream over again as a new connection,
+ * whose first read libsoup ends properly either way.
+ */
+typedef struct {
+	HrApi *api;
+	GIOStream *io; /* the socket, or TLS on it: what libsoup is handed */
+	GSocketAddress *local;
+	GSocketAddress *remote; /* held only while waiting for the next request */
+	GSource *readable;
+	guint idle_id;
+	guint64 answers;
+} HrApiConn;
+
+static void
+hr_api_conn_free(gpointer data)
+{
+	HrApiConn *conn = data;
+	g_object_unref(conn->io);
+	g_object_unref(conn->local);
+	g_free(conn);
+}
+
+/* stop waiting; the remote address (transfer full) keeps @conn alive */
+static GSocketAddress *
+hr_api_conn_unwait(HrApiConn *conn)
+{
+	if (conn->readable != NULL) {
+		g_source_destroy(conn->readable);
+		g_clear_pointer(&conn->readable, g_source_unref);
+	}
+	g_clear_handle_id(&conn->idle_id, g_source_remove);
+	g_hash_table_remove(conn->api->idle, conn);
+	return g_steal_pointer(&conn->remote);
+}
+
+static void
+hr_api_conn_hand(HrApiConn *conn, GSocketAddress *remote)
+{
+	g_autoptr(GError) error = NULL;
+	if (!soup_server_accept_iostream(conn->api->server, conn->io, conn->local, remote, &error))
+		g_warning("API connection dropped: %s", error->message);
+}
+
+/* a request came, or the client closed: libsoup reads either */
+static gboolean
+hr_api_conn_readable_cb(GObject *stream, gpointer user_data)
+{
+	g_autoptr(GSocketAddress) remote = hr_api_conn_unwait(user_data);
+	(void)stream;
+	hr_api_conn_hand(user_data, remote);
+	return G_SOURCE_REMOVE;
+}
+
+static void
+hr_api_conn_close(HrApiConn *conn)
+{
+	g_autoptr(GSocketAddress) remote = hr_api_conn_unwait(conn);
+	/* the close (TLS's close_notify) holds its own reference */
+	g_io_stream_close_async(conn->io, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
+}
+
+static gboolean
+hr_api_conn_idle_cb(gpointer user_data)
+{
+	HrApiConn *conn = user_data;
+	conn->idle_id = 0;
+	hr_api_conn_close(conn);
+	return G_SOURCE_REMOVE;
+}
+
+static void
+hr_api_conn_wait(HrApiConn *conn, GSocketAddress *remote)
+{
+	GInputStream *in = g_io_stream_get_input_stream(conn->io);
+
+	conn->remote = remote;
+	g_hash_table_add(conn->api->idle, conn);
+	/* a TLS stream is readable too when it holds decrypted bytes */
+	conn->readable = g_pollable_input_stream_create_source(G_POLLABLE_INPUT_STREAM(in), NULL);
+	g_source_set_callback(conn->readable, G_SOURCE_FUNC(hr_api_conn_readable_cb), conn, NULL);
+	g_source_attach(conn->readable, NULL);
+	conn->idle_id = g_timeout_add_seconds(HR_API_KEEPALIVE_IDLE_S, hr_api_conn_idle_cb, conn);
+}
+
+/* soup_server_message_is_keepalive() is libsoup's own: the same rules */
+static gboolean
+hr_api_message_keepalive(SoupServerMessage *msg)
+{
+	SoupMessageHeaders *request = soup_server_message_get_request_headers(msg);
+	SoupMessageHeaders *response = soup_server_message_get_response_headers(msg);
+
+	if (soup_message_headers_get_encoding(response) == SOUP_ENCODING_EOF)
+		return FALSE;
+	/* HTTP/1.0 keeps a connection only with Connection: Keep-Alive both ways */
+	if (soup_server_message_get_http_version(msg) == SOUP_HTTP_1_0)
+		return FALSE;
+	return !soup_message_headers_header_contains(request, "Connection", "close") &&
+	       !soup_message_headers_header_contains(response, "Connection", "close");
+}
+
+/*
+ * The answer is written whole: unless either side said Connection: close,
+ * the stream is taken back to wait for the next request. (A client that
+ * pipelines, sending its next request before this answer, would lose it
+ * in libsoup's read buffer; curl, wrk, browsers and Python do not.)
+ */
+static void
+hr_api_wrote_body_cb(SoupServerMessage *msg, gpointer user_data)
+{
+	HrApi *api = user_data;
+	GSocketAddress *remote = soup_server_message_get_remote_address(msg);
+	HrApiConn *conn = remote != NULL ? g_object_get_data(G_OBJECT(remote), HR_API_CONN_KEY)
+					 : NULL;
+	GIOStream *wrapper;
+
+	if (conn == NULL)
+		return;
+	if (conn->answers++ > 0)
+		api->n_reused++;
+	if (!hr_api_message_keepalive(msg))
+		return;
+	/* libsoup lets go of the address with its connection */
+	g_object_ref(remote);
+	wrapper = soup_server_message_steal_connection(msg);
+	if (wrapper == NULL) {
+		g_object_unref(remote);
+		return;
+	}
+	/* libsoup's wrapper around conn->io, which it leaves open */
+	g_object_unref(wrapper);
+	hr_api_conn_wait(conn, remote);
+}
+
 static void
 hr_api_request_started_cb(SoupServer *server, SoupServerMessage *msg, gpointer user_data)
 {
@@ -1459,6 +1686,7 @@ hr_api_request_started_cb(SoupServer *server, SoupServerMessage *msg, gpointer u
 	g_signal_connect(msg, "got-body", G_CALLBACK(hr_api_request_read_cb), user_data);
 	g_signal_connect(msg, "finished", G_CALLBACK(hr_api_request_read_cb), user_data);
 	g_signal_connect(msg, "disconnected", G_CALLBACK(hr_api_request_read_cb), user_data);
+	g_signal_connect(msg, "wrote-body", G_CALLBACK(hr_api_wrote_body_cb), user_data);
 }
 
 HrApi *
@@ -1472,6 +1700,8 @@ hr_api_new(HrCore *core, HrPrepare *prepare)
 	api->admin_gid = (gid_t)-1;
 	api->read_gid = (gid_t)-1;
 	api->events = hr_event_stream_new(core);
+	api->idle = g_hash_table_new(NULL, NULL);
+	api->trim_id = g_timeout_add_seconds(HR_API_TRIM_S, hr_api_trim_cb, api);
 	for (guint i = 0; i < G_N_ELEMENTS(routes); i++)
 		g_ptr_array_add(names, g_strdup_printf("%s %s", routes[i].info.method,
 						       routes[i].info.path));
@@ -1506,6 +1736,16 @@ hr_api_free(HrApi *api)
 		return;
 	hr_api_stop_service(&api->service);
 	hr_api_stop_service(&api->tcp_service);
+	while (g_hash_table_size(api->idle) > 0) {
+		GHashTableIter iter;
+		gpointer conn;
+
+		g_hash_table_iter_init(&iter, api->idle);
+		g_hash_table_iter_next(&iter, &conn, NULL);
+		hr_api_conn_close(conn);
+	}
+	g_hash_table_unref(api->idle);
+	g_clear_handle_id(&api->trim_id, g_source_remove);
 	g_clear_object(&api->socket);
 	hr_event_stream_free(api->events);
 	soup_server_disconnect(api->server);
@@ -1528,15 +1768,21 @@ static void
 hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRole role,
 	      gboolean tls, const gchar *refused)
 {
-	g_autoptr(GError) error = NULL;
 	g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
 	g_autoptr(GSocketAddress) remote =
 	    g_socket_connection_get_remote_address(connection, NULL);
+	HrApiConn *conn;
 
-	if (remote == NULL) {
+	if (local == NULL || remote == NULL) {
 		g_io_stream_close(io, NULL, NULL);
 		return;
 	}
+	conn = g_new0(HrApiConn, 1);
+	conn->api = api;
+	conn->io = g_object_ref(io);
+	conn->local = g_steal_pointer(&local);
+	g_object_set_data_full(G_OBJECT(remote), HR_API_CONN_KEY, conn, hr_api_conn_free);
+	api->n_connections++;
 	/* libsoup hands this very object to every message of the connection */
 	g_object_set_data(G_OBJECT(remote), HR_API_ROLE_KEY, GINT_TO_POINTER(role));
 	if (tls)
@@ -1545,8 +1791,7 @@ hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRol
 		g_object_set_data_full(G_OBJECT(remote), HR_API_REFUSED_KEY, g_strdup(refused),
 				       g_free);
 	g_socket_set_timeout(g_socket_connection_get_socket(connection), HR_API_IDLE_TIMEOUT_S);
-	if (!soup_server_accept_iostream(api->server, io, local, remote, &error))
-		g_warning("API connection dropped: %s", error->message);
+	hr_api_conn_hand(conn, remote);
 }
 
 /*

@@ -21,7 +21,7 @@
 #include "hr-peer.h"
 #include "hr-pcp.h"
 
-#define HR_DEVICE_READ_SIZE 65536
+#define HR_DEVICE_READ_SIZE 8192
 
 typedef enum {
 	HR_DEVICE_AWAIT_HELLO,

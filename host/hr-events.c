@@ -14,7 +14,8 @@ typedef struct {
 	GCancellable *cancellable;
 	GQueue outq; /* GBytes */
 	gsize queued;
-	gboolean writing;
+	guint writing;            /* the head of outq in the write under way */
+	GOutputVector *vectors;   /* their bytes, for the write */
 	guint32 types_mask;
 	gchar *guest;
 	guint8 buf[512]; /* what the client sends, read and ignored */
@@ -38,6 +39,7 @@ hr_event_client_unref(HrEventClient *client)
 	g_object_unref(client->io);
 	g_object_unref(client->cancellable);
 	g_queue_clear_full(&client->outq, (GDestroyNotify)g_bytes_unref);
+	g_free(client->vectors);
 	g_free(client->guest);
 	g_free(client);
 }
@@ -60,39 +62,51 @@ hr_event_client_close(HrEventClient *client, const gchar *why)
 static void
 hr_event_client_write_next(HrEventClient *client);
 
+/* events a write takes at most: one per main loop iteration would fall behind */
+#define HR_EVENTS_WRITE_BATCH 64
+
 static void
 hr_event_client_write_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 {
 	HrEventClient *client = user_data;
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GBytes) done = NULL;
+	guint n = client->writing;
 
-	client->writing = FALSE;
-	done = g_queue_pop_head(&client->outq);
-	if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(source), res, NULL, &error)) {
+	client->writing = 0;
+	g_clear_pointer(&client->vectors, g_free);
+	if (!g_output_stream_writev_all_finish(G_OUTPUT_STREAM(source), res, NULL, &error)) {
 		hr_event_client_close(client, error->message);
 	} else if (client->stream != NULL) {
-		client->queued -= g_bytes_get_size(done);
+		for (guint i = 0; i < n; i++) {
+			GBytes *done = g_queue_pop_head(&client->outq);
+			client->queued -= g_bytes_get_size(done);
+			g_bytes_unref(done);
+		}
 		hr_event_client_write_next(client);
 	}
 	hr_event_client_unref(client);
 }
 
+/* everything queued (up to a batch) in one write */
 static void
 hr_event_client_write_next(HrEventClient *client)
 {
 	GOutputStream *out = g_io_stream_get_output_stream(client->io);
-	GBytes *head = g_queue_peek_head(&client->outq);
-	gsize len;
-	gconstpointer data;
+	guint n = MIN(client->outq.length, HR_EVENTS_WRITE_BATCH);
+	GList *l = client->outq.head;
 
-	if (client->writing || head == NULL || client->stream == NULL)
+	if (client->writing > 0 || n == 0 || client->stream == NULL)
 		return;
-	data = g_bytes_get_data(head, &len);
-	client->writing = TRUE;
+	client->vectors = g_new(GOutputVector, n);
+	for (guint i = 0; i < n; i++, l = l->next) {
+		gsize len;
+		client->vectors[i].buffer = g_bytes_get_data(l->data, &len);
+		client->vectors[i].size = len;
+	}
+	client->writing = n;
 	client->refcount++;
-	g_output_stream_write_all_async(out, data, len, G_PRIORITY_DEFAULT, client->cancellable,
-					hr_event_client_write_cb, client);
+	g_output_stream_writev_all_async(out, client->vectors, n, G_PRIORITY_DEFAULT,
+					 client->cancellable, hr_event_client_write_cb, client);
 }
 
 static void

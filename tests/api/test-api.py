@@ -278,6 +278,112 @@ def test_slow_clients(env):
     expect(env.unix("GET", "/v1/guests"), 200)
 
 
+def curl_transfers(argsets):
+    """One curl for several transfers (--next between them): each one's status and how
+    many connections it opened (0: it reused the one before)."""
+    cmd = ["curl", "-sS", "--max-time", "20"]
+    for i, args in enumerate(argsets):
+        if i > 0:
+            cmd.append("--next")
+        cmd += ["-o", "/dev/null", "-w", "%{http_code} %{num_connects}\\n"] + args
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=40)
+    assert r.returncode == 0, r.stderr
+    return [tuple(map(int, line.split())) for line in r.stdout.splitlines()]
+
+
+def metrics(env, *names):
+    """The values of @names from one read of /metrics."""
+    _, _, text = env.unix("GET", "/metrics")
+    values = []
+    for name in names:
+        m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+        assert m, "no %s in /metrics" % name
+        values.append(float(m.group(1)))
+    return values
+
+
+def daemon_fds(env):
+    return len(os.listdir("/proc/%d/fd" % env.sim.daemon.pid))
+
+
+def raw_get(s, path):
+    """GET @path on the connected socket @s, its answer read whole (Content-Length)."""
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n" % path.encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, "the daemon closed the connection instead of answering"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+    while len(body) < length:
+        chunk = s.recv(65536)
+        assert chunk, "the answer was cut short"
+        body += chunk
+    assert re.search(rb"(?im)^connection: *close", head) is None, head
+    return int(head.split()[1])
+
+
+def test_keepalive(env):
+    """Connections persist on both sockets, each request keeps its own auth, a refused
+    peer's connection closes, and connections that clients leave or let idle end."""
+    unix = ["--unix-socket", env.sim.api_sock]
+    base = "http://localhost"
+    # the Unix socket: three requests, one connection
+    got = curl_transfers([unix + [base + p] for p in ("/v1/guests", "/v1/host", "/metrics")])
+    assert got == [(200, 1), (200, 0), (200, 0)], got
+    # a peer refused by its credentials gets its 403 and the connection closes
+    cmd = ["setpriv", "--reuid=%d" % OTHER_UID, "--regid=%d" % OTHER_GID, "--clear-groups"]
+    r = subprocess.run(cmd + ["curl", "-sS", "-o", "/dev/null", "-o", "/dev/null", "-w",
+                              "%{http_code} %{num_connects}\\n"] + unix
+                       + [base + "/v1/guests", base + "/v1/host"],
+                       capture_output=True, text=True, timeout=40)
+    assert r.stdout.split("\n")[:2] == ["403 1", "403 1"], (r.stdout, r.stderr)
+    # TLS: one handshake for all; the bearer token is checked on every request
+    tls = ["--cacert", env.ca]
+    read = ["-H", "Authorization: Bearer " + READ_TOKEN]
+    counters = ("hugeroom_api_connections_total", "hugeroom_api_connection_reuses_total")
+    c0, r0 = metrics(env, *counters)
+    got = curl_transfers([tls + read + [env.https + "/v1/guests"],
+                          tls + [env.https + "/v1/guests"],
+                          tls + read + ["-X", "POST", "-H", "Content-Type: application/json",
+                                        "--data-binary", '{"size": "2M"}',
+                                        env.https + "/v1/reservations"],
+                          tls + read + [env.https + "/v1/host"]])
+    assert got == [(200, 1), (401, 0), (403, 0), (200, 0)], got
+    # the metrics count it: that curl's connection and the second /metrics read's
+    c1, r1 = metrics(env, *counters)
+    assert (c1 - c0, r1 - r0) == (2, 3), (c1 - c0, r1 - r0)
+    # one connection left idle: the daemon closes it after 10 s
+    idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    idle.connect(env.sim.api_sock)
+    assert raw_get(idle, "/v1/guests") == 200
+    t_idle = time.time()
+    # twenty kept open hold one fd each; once their clients leave, none is left
+    fds0 = daemon_fds(env)
+    socks = []
+    for _ in range(20):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(env.sim.api_sock)
+        for _ in range(3):
+            assert raw_get(s, "/v1/host") == 200
+        socks.append(s)
+    assert daemon_fds(env) >= fds0 + 20, (daemon_fds(env), fds0)
+    assert metrics(env, "hugeroom_api_idle_connections")[0] >= 21
+    for s in socks:
+        s.close()
+    deadline = time.time() + 5
+    while daemon_fds(env) > fds0 and time.time() < deadline:
+        time.sleep(0.1)
+    assert daemon_fds(env) <= fds0, "the daemon kept %d fds of closed connections" % (
+        daemon_fds(env) - fds0)
+    idle.settimeout(20)
+    assert idle.recv(1) == b"", "the idle connection got data"
+    waited = time.time() - t_idle
+    assert 9 <= waited <= 14, "the idle connection closed after %.1f s" % waited
+    idle.close()
+
+
 def test_unix_access(env):
     # root: admin
     expect(env.unix("POST", "/v1/plan", {"size": "2M"}), 200)
@@ -455,7 +561,7 @@ def test_config_refused(env):
 
 def main():
     tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
-             test_metrics_promtool, test_slow_clients]
+             test_metrics_promtool, test_slow_clients, test_keepalive]
     if os.geteuid() != 0:
         print("1..0 # the access matrix runs curl as other users: needs root")
         return 1

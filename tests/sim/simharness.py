@@ -4,6 +4,7 @@
 import http.client
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -62,12 +63,14 @@ class SimSetup:
                     "qemu_executables=*\nlibvirt_uri=%s\n%s\n"
                     % (status_interval_ms, self.dir, libvirt_uri, extra_config))
         self.log = open(os.path.join(self.dir, "daemon.log"), "w")
+        # benchmarks run the daemon under a tool: HUGEROOM_DAEMON_WRAPPER="valgrind ..."
+        wrapper = shlex.split(os.environ.get("HUGEROOM_DAEMON_WRAPPER", ""))
         self.daemon = subprocess.Popen(
-            [self.daemon_bin, "-c", self.conf, "--vm-socket", self.vm_sock,
-             "--api-socket", self.api_sock, "-f"],
+            wrapper + [self.daemon_bin, "-c", self.conf, "--vm-socket", self.vm_sock,
+                       "--api-socket", self.api_sock, "-f"],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.sims = []
-        deadline = time.time() + 10
+        deadline = time.time() + (120 if wrapper else 10)
         while not os.path.exists(self.api_sock):
             if self.daemon.poll() is not None or time.time() > deadline:
                 raise RuntimeError("hugeroomd did not start: " + self.daemon_log())
