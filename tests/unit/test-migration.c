@@ -125,6 +125,42 @@ cond_pruned(gpointer data)
 	return TRUE;
 }
 
+/* the two QEMUs of the VM, their connections and guest entries */
+typedef struct {
+	FakeQemu *src_qemu, *dst_qemu;
+	FakeDevice *src, *dst;
+	HrGuest *sg, *dg;
+} Mig;
+
+/* both QEMUs run; the source is connected, holding nothing yet */
+static void
+mig_start(Fixture *f, Mig *m)
+{
+	m->src_qemu = fake_qemu_new();
+	m->dst_qemu = fake_qemu_new();
+	m->src = fake_device_resync_from(f, m->src_qemu, VM_NAME, VM_SEED, 0, 0);
+	m->sg = wait_held(f, m->src_qemu, 0);
+}
+
+/* the destination (re)connects, its resync listing @n blocks from FIRST */
+static void
+mig_dest_up(Fixture *f, Mig *m, guint n)
+{
+	m->dst = fake_device_resync_from(f, m->dst_qemu, VM_NAME, VM_SEED, FIRST, n);
+	m->dg = wait_held(f, m->dst_qemu, n);
+}
+
+static void
+mig_clear(Mig *m)
+{
+	g_clear_pointer(&m->src, fake_free);
+	g_clear_pointer(&m->dst, fake_free);
+	g_clear_pointer(&m->src_qemu, fake_qemu_free);
+	g_clear_pointer(&m->dst_qemu, fake_qemu_free);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Mig, mig_clear)
+
 /* a consumed reservation that owns @n blocks @guest holds from FIRST */
 static HrReservation *
 reservation_of(Fixture *f, FakeDevice *dev, HrGuest *guest, guint n)
@@ -195,46 +231,39 @@ assert_ledger(Fixture *f, HrGuest *guest, guint n)
 static void
 run_reservation_order(Fixture *f, gboolean source_first, gboolean dest_drops_first)
 {
-	g_autoptr(FakeQemu) src_qemu = fake_qemu_new();
-	g_autoptr(FakeQemu) dst_qemu = fake_qemu_new();
-	g_autoptr(FakeDevice) src = fake_device_resync_from(f, src_qemu, VM_NAME, VM_SEED, 0, 0);
-	g_autoptr(FakeDevice) dst = NULL;
-	HrGuest *sg, *dg;
+	g_auto(Mig) m = {0};
 	HrReservation *r;
 
-	sg = wait_held(f, src_qemu, 0);
-	r = reservation_of(f, src, sg, N_HELD);
-	wait_held(f, src_qemu, N_HELD);
-	fake_expect_silence(src, 200);
-	assert_holds(r, sg, N_HELD);
+	mig_start(f, &m);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	assert_holds(r, m.sg, N_HELD);
 
-	dst = fake_device_resync_from(f, dst_qemu, VM_NAME, VM_SEED, 0, 0);
-	dg = wait_held(f, dst_qemu, 0);
-	g_assert_true(dg != sg);
+	mig_dest_up(f, &m, 0);
+	g_assert_true(m.dg != m.sg);
 	if (!source_first) {
-		destination_drops(&dst, dg);
-		dst = fake_device_resync_from(f, dst_qemu, VM_NAME, VM_SEED, FIRST, N_HELD);
-		wait_held(f, dst_qemu, N_HELD);
-		fake_expect_silence(dst, 300);
-		source_exits(f, &src, sg);
+		destination_drops(&m.dst, m.dg);
+		mig_dest_up(f, &m, N_HELD);
+		fake_expect_silence(m.dst, 300);
+		source_exits(f, &m.src, m.sg);
 	} else {
 		if (dest_drops_first)
-			destination_drops(&dst, dg);
-		source_exits(f, &src, sg);
+			destination_drops(&m.dst, m.dg);
+		source_exits(f, &m.src, m.sg);
 		/* ticks run meanwhile (every 50 ms) */
-		if (dst != NULL) {
-			fake_expect_silence(dst, 300);
-			destination_drops(&dst, dg);
+		if (m.dst != NULL) {
+			fake_expect_silence(m.dst, 300);
+			destination_drops(&m.dst, m.dg);
 		} else {
 			run_loop(300);
 		}
-		dst = fake_device_resync_from(f, dst_qemu, VM_NAME, VM_SEED, FIRST, N_HELD);
-		wait_held(f, dst_qemu, N_HELD);
+		mig_dest_up(f, &m, N_HELD);
 	}
 	/* nothing is returned, and the reservation owns the blocks where they are */
-	fake_expect_silence(dst, 500);
-	g_assert_cmpuint(dg->orphans_returned, ==, 0);
-	assert_holds(r, dg, N_HELD);
+	fake_expect_silence(m.dst, 500);
+	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+	assert_holds(r, m.dg, N_HELD);
 }
 
 static void
@@ -268,37 +297,31 @@ test_source_exits_before_dest_loads(Fixture *f, gconstpointer data)
 static void
 test_source_pruned_before_resync(Fixture *f, gconstpointer data)
 {
-	g_autoptr(FakeQemu) src_qemu = fake_qemu_new();
-	g_autoptr(FakeQemu) dst_qemu = fake_qemu_new();
-	g_autoptr(FakeDevice) src = fake_device_resync_from(f, src_qemu, VM_NAME, VM_SEED, 0, 0);
-	g_autoptr(FakeDevice) dst = NULL;
+	g_auto(Mig) m = {0};
 	g_autoptr(GBytes) late = NULL;
 	Wait w = {f, NULL, 0};
-	HrGuest *sg, *dg;
 	guint64 id;
 	(void)data;
 
-	sg = wait_held(f, src_qemu, 0);
-	w.value = sg->id;
-	id = api_evacuation(f, src, sg, N_HELD);
-	wait_held(f, src_qemu, N_HELD);
-	fake_expect_silence(src, 200);
+	mig_start(f, &m);
+	w.value = m.sg->id;
+	id = api_evacuation(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
 
-	dst = fake_device_resync_from(f, dst_qemu, VM_NAME, VM_SEED, 0, 0);
-	dg = wait_held(f, dst_qemu, 0);
-	destination_drops(&dst, dg);
-	source_exits(f, &src, sg);
+	mig_dest_up(f, &m, 0);
+	destination_drops(&m.dst, m.dg);
+	source_exits(f, &m.src, m.sg);
 	wait_for(cond_pruned, &w, "the source's entry pruned");
 
 	/* held on the destination before it reconnected: one more, id 0 */
-	dst = fake_device_resync_from(f, dst_qemu, VM_NAME, VM_SEED, FIRST, N_HELD + 1);
-	wait_held(f, dst_qemu, N_HELD + 1);
+	mig_dest_up(f, &m, N_HELD + 1);
 	late = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, id, 0, FIRST + MiB(2) * (N_HELD + 1), 1);
-	fake_send(dst, HR_CHAN_GUEST_MSG, late);
-	wait_held(f, dst_qemu, N_HELD + 2);
-	fake_expect_silence(dst, 500);
-	g_assert_cmpuint(dg->orphans_returned, ==, 0);
-	assert_ledger(f, dg, N_HELD + 2);
+	fake_send(m.dst, HR_CHAN_GUEST_MSG, late);
+	wait_held(f, m.dst_qemu, N_HELD + 2);
+	fake_expect_silence(m.dst, 500);
+	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+	assert_ledger(f, m.dg, N_HELD + 2);
 }
 
 /*
@@ -309,30 +332,25 @@ test_source_pruned_before_resync(Fixture *f, gconstpointer data)
 static void
 test_dest_connects_after_source_gone(Fixture *f, gconstpointer data)
 {
-	g_autoptr(FakeQemu) src_qemu = fake_qemu_new();
-	g_autoptr(FakeQemu) dst_qemu = fake_qemu_new();
-	g_autoptr(FakeDevice) src = fake_device_resync_from(f, src_qemu, VM_NAME, VM_SEED, 0, 0);
-	g_autoptr(FakeDevice) dst = NULL;
+	g_auto(Mig) m = {0};
 	g_autoptr(GBytes) result = NULL;
-	HrGuest *sg, *dg;
 	guint64 id;
 	(void)data;
 
-	sg = wait_held(f, src_qemu, 0);
-	id = api_evacuation(f, src, sg, N_HELD);
+	mig_start(f, &m);
+	id = api_evacuation(f, m.src, m.sg, N_HELD);
 	result = make_result(VIRTIO_HUGEROOM_MSG_RESULT, id, VIRTIO_HUGEROOM_S_PARTIAL, 8, N_HELD,
 			     10);
-	fake_send(src, HR_CHAN_GUEST_MSG, result);
-	wait_held(f, src_qemu, N_HELD);
-	fake_expect_silence(src, 200);
-	source_exits(f, &src, sg);
+	fake_send(m.src, HR_CHAN_GUEST_MSG, result);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
 
-	dst = fake_device_resync_from(f, dst_qemu, VM_NAME, VM_SEED, FIRST, N_HELD);
-	dg = wait_held(f, dst_qemu, N_HELD);
-	g_assert_true(dg == sg);
-	fake_expect_silence(dst, 500);
-	g_assert_cmpuint(dg->orphans_returned, ==, 0);
-	assert_ledger(f, dg, N_HELD);
+	mig_dest_up(f, &m, N_HELD);
+	g_assert_true(m.dg == m.sg);
+	fake_expect_silence(m.dst, 500);
+	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+	assert_ledger(f, m.dg, N_HELD);
 }
 
 /*
@@ -342,22 +360,18 @@ test_dest_connects_after_source_gone(Fixture *f, gconstpointer data)
 static void
 test_restart_drops(Fixture *f, gconstpointer data)
 {
-	g_autoptr(FakeQemu) old_qemu = fake_qemu_new();
-	g_autoptr(FakeQemu) new_qemu = fake_qemu_new();
-	g_autoptr(FakeDevice) old = fake_device_resync_from(f, old_qemu, VM_NAME, VM_SEED, 0, 0);
-	g_autoptr(FakeDevice) dev = NULL;
-	HrGuest *g;
+	g_auto(Mig) m = {0};
 	HrReservation *r;
 	(void)data;
 
-	g = wait_held(f, old_qemu, 0);
-	r = reservation_of(f, old, g, N_HELD);
-	wait_held(f, old_qemu, N_HELD);
-	fake_expect_silence(old, 200);
-	source_exits(f, &old, g);
-	dev = fake_device_resync_from(f, new_qemu, VM_NAME, VM_SEED, 0, 0);
-	g_assert_true(wait_held(f, new_qemu, 0) == g);
-	fake_expect_silence(dev, 300);
+	mig_start(f, &m);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	mig_dest_up(f, &m, 0);
+	g_assert_true(m.dg == m.sg);
+	fake_expect_silence(m.dst, 300);
 	g_assert_cmpuint(r->holds->len, ==, 0);
 }
 
