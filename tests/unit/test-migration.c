@@ -161,6 +161,14 @@ mig_clear(Mig *m)
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Mig, mig_clear)
 
+/* the destination is asked for nothing back, nothing counts as an orphan */
+static void
+assert_nothing_returned(Mig *m)
+{
+	fake_expect_silence(m->dst, 500);
+	g_assert_cmpuint(m->dg->orphans_returned, ==, 0);
+}
+
 /* a consumed reservation that owns @n blocks @guest holds from FIRST */
 static HrReservation *
 reservation_of(Fixture *f, FakeDevice *dev, HrGuest *guest, guint n)
@@ -223,14 +231,24 @@ assert_ledger(Fixture *f, HrGuest *guest, guint n)
 /*
  * Source: holds N_HELD blocks for a reservation. Destination: connects
  * before the migration (empty resync), and reconnects once it loaded the
- * state (SPEC 1.7), its resync listing them. @source_first: the source
+ * state (SPEC 1.7), its resync listing them. source_first: the source
  * exits before that reconnect (else after the resync was reconciled);
- * @dest_drops_first: the destination's device drops its connection
+ * dest_drops_first: the destination's device drops its connection
  * before the source exits (else while its pre-migration view stands).
  */
+typedef struct {
+	gboolean source_first;
+	gboolean dest_drops_first;
+} Order;
+
+static const Order resync_then_source_exits = {FALSE, FALSE};
+static const Order source_exits_while_dest_reconnects = {TRUE, TRUE};
+static const Order source_exits_before_dest_loads = {TRUE, FALSE};
+
 static void
-run_reservation_order(Fixture *f, gboolean source_first, gboolean dest_drops_first)
+test_reservation_order(Fixture *f, gconstpointer data)
 {
+	const Order *order = data;
 	g_auto(Mig) m = {0};
 	HrReservation *r;
 
@@ -242,13 +260,13 @@ run_reservation_order(Fixture *f, gboolean source_first, gboolean dest_drops_fir
 
 	mig_dest_up(f, &m, 0);
 	g_assert_true(m.dg != m.sg);
-	if (!source_first) {
+	if (!order->source_first) {
 		destination_drops(&m.dst, m.dg);
 		mig_dest_up(f, &m, N_HELD);
 		fake_expect_silence(m.dst, 300);
 		source_exits(f, &m.src, m.sg);
 	} else {
-		if (dest_drops_first)
+		if (order->dest_drops_first)
 			destination_drops(&m.dst, m.dg);
 		source_exits(f, &m.src, m.sg);
 		/* ticks run meanwhile (every 50 ms) */
@@ -260,31 +278,9 @@ run_reservation_order(Fixture *f, gboolean source_first, gboolean dest_drops_fir
 		}
 		mig_dest_up(f, &m, N_HELD);
 	}
-	/* nothing is returned, and the reservation owns the blocks where they are */
-	fake_expect_silence(m.dst, 500);
-	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+	/* and the reservation owns the blocks where they are */
+	assert_nothing_returned(&m);
 	assert_holds(r, m.dg, N_HELD);
-}
-
-static void
-test_resync_then_source_exits(Fixture *f, gconstpointer data)
-{
-	(void)data;
-	run_reservation_order(f, FALSE, FALSE);
-}
-
-static void
-test_source_exits_while_dest_reconnects(Fixture *f, gconstpointer data)
-{
-	(void)data;
-	run_reservation_order(f, TRUE, TRUE);
-}
-
-static void
-test_source_exits_before_dest_loads(Fixture *f, gconstpointer data)
-{
-	(void)data;
-	run_reservation_order(f, TRUE, FALSE);
 }
 
 /*
@@ -319,8 +315,7 @@ test_source_pruned_before_resync(Fixture *f, gconstpointer data)
 	late = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, id, 0, FIRST + MiB(2) * (N_HELD + 1), 1);
 	fake_send(m.dst, HR_CHAN_GUEST_MSG, late);
 	wait_held(f, m.dst_qemu, N_HELD + 2);
-	fake_expect_silence(m.dst, 500);
-	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+	assert_nothing_returned(&m);
 	assert_ledger(f, m.dg, N_HELD + 2);
 }
 
@@ -348,8 +343,7 @@ test_dest_connects_after_source_gone(Fixture *f, gconstpointer data)
 
 	mig_dest_up(f, &m, N_HELD);
 	g_assert_true(m.dg == m.sg);
-	fake_expect_silence(m.dst, 500);
-	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+	assert_nothing_returned(&m);
 	assert_ledger(f, m.dg, N_HELD);
 }
 
@@ -395,15 +389,17 @@ main(int argc, char **argv)
 	g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
 	g_log_set_fatal_mask("HrGuest", G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
 
-#define ADD(path, fn) g_test_add(path, Fixture, NULL, mig_setup, fn, fixture_teardown)
-	ADD("/migration/reservation/resync-then-source-exits", test_resync_then_source_exits);
+#define ADD(path, data, fn) g_test_add(path, Fixture, data, mig_setup, fn, fixture_teardown)
+	ADD("/migration/reservation/resync-then-source-exits", &resync_then_source_exits,
+	    test_reservation_order);
 	ADD("/migration/reservation/source-exits-while-dest-reconnects",
-	    test_source_exits_while_dest_reconnects);
+	    &source_exits_while_dest_reconnects, test_reservation_order);
 	ADD("/migration/reservation/source-exits-before-dest-loads",
-	    test_source_exits_before_dest_loads);
-	ADD("/migration/api/source-pruned-before-resync", test_source_pruned_before_resync);
-	ADD("/migration/api/dest-connects-after-source-gone", test_dest_connects_after_source_gone);
-	ADD("/migration/restart-drops", test_restart_drops);
+	    &source_exits_before_dest_loads, test_reservation_order);
+	ADD("/migration/api/source-pruned-before-resync", NULL, test_source_pruned_before_resync);
+	ADD("/migration/api/dest-connects-after-source-gone", NULL,
+	    test_dest_connects_after_source_gone);
+	ADD("/migration/restart-drops", NULL, test_restart_drops);
 #undef ADD
 	return g_test_run();
 }
