@@ -303,6 +303,15 @@ hr_config_get_policies(GKeyFile *kf, HrConfig *config, GError **error)
 				    groups[i]);
 			return FALSE;
 		}
+		/* GKeyFile lets any bytes through in a group name; GPatternSpec asserts UTF-8 */
+		if (!g_utf8_validate(p->pattern, -1, NULL)) {
+			g_autofree gchar *shown = g_utf8_make_valid(groups[i], -1);
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+				    "[%s] is not valid UTF-8: write guest names and patterns in "
+				    "UTF-8",
+				    shown);
+			return FALSE;
+		}
 		if (g_key_file_has_key(kf, groups[i], "donor", NULL)) {
 			p->donor = g_key_file_get_boolean(kf, groups[i], "donor", &error_local);
 			if (error_local != NULL) {

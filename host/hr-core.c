@@ -214,9 +214,13 @@ hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, 
 
 	if (guest != NULL) {
 		g_info("%s (%s) reconnected from pid %d", guest->name, guest->uuid, pid);
-		if (!hr_peer_same_process(guest->peer, peer))
+		if (!hr_peer_same_process(guest->peer, peer)) {
 			/* a new QEMU process starts with no holds (SPEC 2.9) */
 			hr_guest_held_clear(guest);
+			/* but a migration's brings them: its resync tells */
+			g_free(guest->prev_key);
+			guest->prev_key = g_strdup(guest->key);
+		}
 		hr_guest_update_identity(guest, hello, peer);
 	} else {
 		guest = hr_guest_new(core->next_guest_id++, hello, peer);

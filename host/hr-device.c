@@ -20,6 +20,7 @@
 #include "hr-core.h"
 #include "hr-peer.h"
 #include "hr-pcp.h"
+#include "hr-record.h"
 
 #define HR_DEVICE_READ_SIZE 8192
 
@@ -144,6 +145,8 @@ hr_device_send(HrDevice *device, guint16 type, GBytes *payload)
 {
 	if (device->state == HR_DEVICE_CLOSED)
 		return;
+	hr_record_frame(FALSE, type, payload,
+			device->guest != NULL ? device->guest->state.guest_features : 0);
 	g_queue_push_tail(&device->outq, hr_chan_frame_encode(type, payload));
 	if (!device->writing)
 		hr_device_write_next(device);
@@ -451,6 +454,8 @@ hr_device_handle_frame(HrDevice *device, HrChanFrame *frame, GError **error)
 {
 	if (!hr_device_check_rate(device, error))
 		return FALSE;
+	hr_record_frame(TRUE, frame->type, frame->payload,
+			device->guest != NULL ? device->guest->state.guest_features : 0);
 	if (device->state == HR_DEVICE_AWAIT_HELLO) {
 		if (frame->type != HR_CHAN_HELLO) {
 			g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,

@@ -131,6 +131,7 @@ hr_guest_free(HrGuest *guest)
 	g_free(guest->name);
 	g_free(guest->uuid);
 	g_free(guest->key);
+	g_free(guest->prev_key);
 	hr_peer_free(guest->peer);
 	g_array_unref(guest->ram);
 	g_clear_pointer(&guest->connected_at, g_date_time_unref);
@@ -261,6 +262,23 @@ hr_guest_settle_uuid(GPtrArray *guests, HrGuest *guest)
 	guest->uuid_known = TRUE;
 }
 
+/*
+ * Is @guest, disconnected, one end of a live migration on this host: its
+ * QEMU runs, and so does (or did) another QEMU of the VM? The destination
+ * reconnects once it loaded the state, and what the source owned is to
+ * follow it there: keep it however long that takes.
+ */
+static gboolean
+hr_guest_migrating(GPtrArray *guests, HrGuest *guest)
+{
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *g = g_ptr_array_index(guests, i);
+		if (g != guest && hr_guest_same_vm(g, guest))
+			return hr_guest_process_alive(guest);
+	}
+	return FALSE;
+}
+
 guint
 hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointer user_data)
 {
@@ -273,7 +291,7 @@ hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointe
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		/* what it holds is somebody's until its QEMU is gone (then it is dropped) */
 		if (hr_guest_is_connected(guest) || guest->gone_at == 0 || guest->gone_at > before ||
-		    g_hash_table_size(guest->held) > 0)
+		    g_hash_table_size(guest->held) > 0 || hr_guest_migrating(guests, guest))
 			continue;
 		g_info("%s: forgotten, gone for more than %u s (guest_prune_s)", guest->name,
 		       after_s);

@@ -47,6 +47,13 @@ typedef struct {
 	 * reservation store records holds by it.
 	 */
 	gchar *key;
+	/*
+	 * The key of the QEMU process this entry had before a new process of
+	 * the VM took it over, until the executor has moved what that process
+	 * owned to @key (a migration's destination connecting only after its
+	 * source is gone brings the source's held blocks).
+	 */
+	gchar *prev_key;
 	HrPeer *peer; /* the QEMU process of the latest connection */
 	gint pid;     /* peer->pid */
 	guint32 proto_version;

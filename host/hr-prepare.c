@@ -286,6 +286,11 @@ submit(HrPrepare *p, HrGuest *guest, const HrRequestParams *params, GError **err
 	return request;
 }
 
+static void
+rekey_owner(HrPrepare *p, const gchar *from, HrGuest *to);
+static gboolean
+follow_migration(HrPrepare *p, HrGuest *gone);
+
 /* the core tells us of held sets that change and of guests it forgets */
 static void
 core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
@@ -298,6 +303,11 @@ core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 		note_api_request(p, event->guest, event->request);
 	else if (event->kind == HR_EVENT_GUEST_REMOVED)
 		hr_prepare_forget_guest(p, event->guest);
+	else if (event->kind == HR_EVENT_GUEST_CONNECTED && event->guest->prev_key != NULL) {
+		/* a new QEMU of the VM took the entry over: a migration's, maybe */
+		g_autofree gchar *prev = g_steal_pointer(&event->guest->prev_key);
+		rekey_owner(p, prev, event->guest);
+	}
 }
 
 static void
@@ -380,6 +390,9 @@ hr_prepare_forget_guest(HrPrepare *p, HrGuest *guest)
 	GHashTableIter iter;
 	Run *run;
 
+	/* what its process owned outlives the entry when the VM runs on elsewhere */
+	if (!hr_guest_is_connected(guest))
+		follow_migration(p, guest);
 	g_hash_table_remove(p->gstates, &guest->id);
 	g_hash_table_iter_init(&iter, p->runs);
 	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&run)) {
@@ -1793,14 +1806,20 @@ hold_stale(HrPrepare *p, HrReservationHold *h, gpointer data)
 	return !g_hash_table_contains(guest->held, &h->gpa) && find_hold_guest(p, h) == guest;
 }
 
-/* a hold of a live reservation whose QEMU is gone: its memory went with it */
+/*
+ * A hold of a live reservation whose QEMU is gone: its memory went with
+ * it, unless the VM runs on in another QEMU of this host (a live
+ * migration's source exits), where the hold follows the guest.
+ */
 static gboolean
 hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
 {
 	HrGuest *guest = find_hold_guest(p, h);
 	(void)data;
 	/* only a disconnected guest can have lost its process */
-	return (guest == NULL || !hr_guest_is_connected(guest)) && hold_process_gone(guest, h);
+	if ((guest != NULL && hr_guest_is_connected(guest)) || !hold_process_gone(guest, h))
+		return FALSE;
+	return guest == NULL || !follow_migration(p, guest);
 }
 
 /*
@@ -1813,6 +1832,66 @@ static gboolean
 migration_twin(HrGuest *guest, HrGuest *other)
 {
 	return other != guest && hr_guest_same_vm(guest, other);
+}
+
+/* what @from's QEMU process owned (holds, ledger) becomes @to's */
+static void
+rekey_owner(HrPrepare *p, const gchar *from, HrGuest *to)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		guint moved = 0;
+		for (guint j = 0; j < r->holds->len; j++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (g_strcmp0(h->guest_key, from) != 0)
+				continue;
+			g_free(h->guest_key);
+			h->guest_key = g_strdup(to->key);
+			moved++;
+		}
+		if (moved > 0) {
+			g_message("reservation %s: %u holds of %s are %s's now", r->id, moved, from,
+				  to->key);
+			hr_reservation_touch(p->store, r);
+		}
+	}
+	hr_reservation_store_ledger_rekey(p->store, from, to->key);
+}
+
+/*
+ * @gone is disconnected and its QEMU exited (or is forgotten): when the
+ * VM runs on in another QEMU of this host, what @gone's process owned
+ * went there with the guest (a live migration whose source exited before
+ * the destination's resync was reconciled, or that was pruned first, or
+ * a destination taking the guest back after a failed migration). FALSE
+ * when no other QEMU of the VM runs.
+ */
+static gboolean
+follow_migration(HrPrepare *p, HrGuest *gone)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	HrGuest *to = NULL;
+
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *other = g_ptr_array_index(guests, i);
+		if (other == gone || !hr_guest_same_vm(gone, other))
+			continue;
+		if (!hr_guest_is_connected(other) && !hr_peer_is_alive(other->peer))
+			continue;
+		/* a connected one first, then the one started last */
+		if (to == NULL || (hr_guest_is_connected(other) && !hr_guest_is_connected(to)) ||
+		    (hr_guest_is_connected(other) == hr_guest_is_connected(to) &&
+		     other->peer->starttime > to->peer->starttime))
+			to = other;
+	}
+	if (to == NULL)
+		return FALSE;
+	g_info("%s: QEMU pid %d is gone, the VM runs on in pid %d: what it owned follows",
+	       gone->name, gone->pid, to->pid);
+	rekey_owner(p, gone->key, to);
+	return TRUE;
 }
 
 /* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */

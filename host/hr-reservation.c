@@ -424,6 +424,36 @@ hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_k
 		hr_reservation_touch(store, NULL);
 }
 
+void
+hr_reservation_store_ledger_rekey(HrReservationStore *store, const gchar *from, const gchar *to)
+{
+	GHashTable *entries, *into;
+	GHashTableIter iter;
+	gpointer old_key, entry, since;
+
+	if (g_strcmp0(from, to) == 0 ||
+	    !g_hash_table_steal_extended(store->ledger, from, &old_key, (gpointer *)&entries))
+		return;
+	g_free(old_key);
+	into = g_hash_table_lookup(store->ledger, to);
+	if (into == NULL) {
+		g_hash_table_insert(store->ledger, g_strdup(to), entries);
+	} else {
+		g_hash_table_iter_init(&iter, entries);
+		while (g_hash_table_iter_next(&iter, &entry, &since)) {
+			g_hash_table_iter_steal(&iter);
+			if (g_hash_table_contains(into, entry)) {
+				g_free(entry);
+				g_free(since);
+			} else {
+				g_hash_table_insert(into, entry, since);
+			}
+		}
+		g_hash_table_unref(entries);
+	}
+	hr_reservation_touch(store, NULL);
+}
+
 guint
 hr_reservation_store_ledger_size(HrReservationStore *store)
 {

@@ -169,6 +169,9 @@ hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_k
 				 GHashTable *held, gboolean (*is_live)(guint64 request_id,
 								       gint64 since, gpointer data),
 				 gpointer data);
+/* @from's entries become @to's (a QEMU process that took the guest over); saves */
+void
+hr_reservation_store_ledger_rekey(HrReservationStore *store, const gchar *from, const gchar *to);
 guint
 hr_reservation_store_ledger_size(HrReservationStore *store);
 

@@ -6,6 +6,10 @@
 # Usage: run-fuzz.sh SRCDIR BUILDDIR GEN_SEEDS [TARGET...]
 # HR_FUZZ_SECONDS sets the time per target (default 10); HR_BUILD_ROOT is the
 # meson build dir (the config and API targets need its generated headers).
+# HR_FUZZ_MERGE=DIR fuzzes nothing: it minimises DIR/TARGET (inputs that
+# hugeroomd recorded, scripts/fuzz-corpus.sh) together with the checked-in
+# corpus into tests/fuzz/corpus/TARGET (libFuzzer -merge=1), which it
+# replaces.
 set -euo pipefail
 
 srcdir=$1
@@ -36,7 +40,7 @@ read -r -a daemon_flags <<<"$(pkg-config --cflags --libs gio-2.0 gio-unix-2.0 js
 # its generated hr-paths.h is in the build tree's host/
 daemon_srcs=()
 for f in api api-json api-auth client config core daemon device events guest json listeners \
-    metrics monitor pcp thpmap compact planner notify peer request reservation prepare socket virt; do
+    metrics monitor pcp thpmap compact planner notify peer record request reservation prepare socket virt; do
     daemon_srcs+=("$srcdir/host/hr-$f.c")
 done
 generated="${HR_BUILD_ROOT:?set HR_BUILD_ROOT to the meson build dir (its host/hr-paths.h)}/host"
@@ -102,6 +106,23 @@ for t in "${targets[@]}"; do
             "${flags[@]}" -o "$bin"
         ;;
     esac
+    if [ -n "${HR_FUZZ_MERGE:-}" ]; then
+        merged="$builddir/merged-$t"
+        rm -rf "$merged"
+        mkdir -p "$merged" "$srcdir/tests/fuzz/corpus/$t" "$HR_FUZZ_MERGE/$t"
+        if ! "$bin" -merge=1 -max_len=70000 "$merged" "$srcdir/tests/fuzz/corpus/$t" \
+            "$HR_FUZZ_MERGE/$t" >"$builddir/merge-$t.log" 2>&1; then
+            echo "FAIL: merging fuzz-$t's corpus; log $builddir/merge-$t.log"
+            tail -20 "$builddir/merge-$t.log"
+            status=1
+            continue
+        fi
+        rm -rf "$srcdir/tests/fuzz/corpus/$t"
+        mv "$merged" "$srcdir/tests/fuzz/corpus/$t"
+        echo "fuzz-$t: $(ls "$HR_FUZZ_MERGE/$t" | wc -l) recorded inputs, corpus now $(ls "$srcdir/tests/fuzz/corpus/$t" | wc -l)"
+        grep -E 'MERGE-OUTER: [0-9]+ new files' "$builddir/merge-$t.log" || true
+        continue
+    fi
     corpus="$builddir/corpus-$t"
     mkdir -p "$corpus"
     # the checked-in corpus (tests/fuzz/corpus) is read, never written

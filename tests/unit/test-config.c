@@ -73,6 +73,9 @@ test_unknown(void)
 			  "unknown key 'floor' in [guest:web*]");
 	assert_load_fails("[hugeroomd]\nrequest_timeout_s=0\n", "request_timeout_s=0 is not 1-86400");
 	assert_load_fails("[hugeroomd]\nvm_socket=run/vm.sock\n", "not an absolute path");
+	/* found by fuzz-config: GPatternSpec aborted on it at the first guest */
+	assert_load_fails("[guest:batch-?\xeb\xeb]\nbudget_blocks=64\n",
+			  "[guest:batch-?\xef\xbf\xbd\xef\xbf\xbd] is not valid UTF-8");
 }
 
 static void

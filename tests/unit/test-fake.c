@@ -12,8 +12,13 @@
 #include <gio/gunixsocketaddress.h>
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 struct _HttpCall {
 	SoupSession *session;
@@ -99,17 +104,125 @@ wait_for(CondFunc cond, gpointer data, const gchar *what)
 	}
 }
 
+/* the child: only async-signal-safe calls after fork() */
+static void G_GNUC_NORETURN
+fake_qemu_main(gint control)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	gchar path[sizeof(sa.sun_path)];
+	gssize n;
+
+	/* the parent sends the socket path, NUL-terminated, with each request */
+	while ((n = read(control, path, sizeof(path))) > 0) {
+		gchar cbuf[CMSG_SPACE(sizeof(gint))];
+		struct iovec iov = {.iov_base = path, .iov_len = 1};
+		struct msghdr msg = {.msg_iov = &iov,
+				     .msg_iovlen = 1,
+				     .msg_control = cbuf,
+				     .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+		gint fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		path[MIN((gsize)n, sizeof(path)) - 1] = '\0';
+		memcpy(sa.sun_path, path, sizeof(sa.sun_path));
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+			_exit(2);
+		cmsg->cmsg_level = SOL_SOCKET;
+		cmsg->cmsg_type = SCM_RIGHTS;
+		cmsg->cmsg_len = CMSG_LEN(sizeof(gint));
+		memcpy(CMSG_DATA(cmsg), &fd, sizeof(gint));
+		if (sendmsg(control, &msg, 0) != 1)
+			_exit(3);
+		close(fd);
+	}
+	_exit(0);
+}
+
+FakeQemu *
+fake_qemu_new(void)
+{
+	FakeQemu *qemu = g_new0(FakeQemu, 1);
+	gint sv[2];
+
+	g_assert_cmpint(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), ==, 0);
+	qemu->pid = fork();
+	g_assert_cmpint(qemu->pid, >=, 0);
+	if (qemu->pid == 0) {
+		close(sv[0]);
+		fake_qemu_main(sv[1]);
+	}
+	close(sv[1]);
+	qemu->control = sv[0];
+	return qemu;
+}
+
+/* the connection @qemu makes to the VM socket, its fd here */
+static gint
+fake_qemu_connect(FakeQemu *qemu, const gchar *path)
+{
+	gchar cbuf[CMSG_SPACE(sizeof(gint))];
+	gchar byte;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cmsg;
+	gint fd;
+
+	g_assert_cmpint(qemu->pid, >, 0);
+	g_assert_cmpint(write(qemu->control, path, strlen(path) + 1), ==, strlen(path) + 1);
+	g_assert_cmpint(recvmsg(qemu->control, &msg, MSG_CMSG_CLOEXEC), ==, 1);
+	cmsg = CMSG_FIRSTHDR(&msg);
+	g_assert_nonnull(cmsg);
+	g_assert_cmpint(cmsg->cmsg_type, ==, SCM_RIGHTS);
+	memcpy(&fd, CMSG_DATA(cmsg), sizeof(gint));
+	return fd;
+}
+
+void
+fake_qemu_exit(FakeQemu *qemu)
+{
+	gint status;
+
+	if (qemu->pid <= 0)
+		return;
+	kill(qemu->pid, SIGKILL);
+	g_assert_cmpint(waitpid(qemu->pid, &status, 0), ==, qemu->pid);
+	qemu->pid = 0;
+}
+
+void
+fake_qemu_free(FakeQemu *qemu)
+{
+	fake_qemu_exit(qemu);
+	close(qemu->control);
+	g_free(qemu);
+}
+
 FakeDevice *
 fake_connect(Fixture *f)
+{
+	return fake_connect_from(f, NULL);
+}
+
+FakeDevice *
+fake_connect_from(Fixture *f, FakeQemu *qemu)
 {
 	g_autoptr(GError) error = NULL;
 	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(f->config->vm_socket);
 	FakeDevice *dev = g_new0(FakeDevice, 1);
-	dev->socket = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM,
-				   G_SOCKET_PROTOCOL_DEFAULT, &error);
-	g_assert_no_error(error);
-	g_assert_true(g_socket_connect(dev->socket, addr, NULL, &error));
-	g_assert_no_error(error);
+
+	if (qemu != NULL) {
+		dev->socket = g_socket_new_from_fd(fake_qemu_connect(qemu, f->config->vm_socket),
+						   &error);
+		g_assert_no_error(error);
+		dev->qemu = qemu;
+	} else {
+		dev->socket = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM,
+					   G_SOCKET_PROTOCOL_DEFAULT, &error);
+		g_assert_no_error(error);
+		g_assert_true(g_socket_connect(dev->socket, addr, NULL, &error));
+		g_assert_no_error(error);
+	}
 	g_socket_set_blocking(dev->socket, FALSE);
 	dev->reader = hr_frame_reader_new();
 	dev->pcp = g_array_new(FALSE, FALSE, sizeof(guint32));
@@ -498,7 +611,14 @@ fake_send_state(FakeDevice *dev, const HrChanDeviceState *state)
 FakeDevice *
 fake_device_resync(Fixture *f, const gchar *name, guint8 uuid_seed, guint64 first, guint n)
 {
-	FakeDevice *dev = fake_connect(f);
+	return fake_device_resync_from(f, NULL, name, uuid_seed, first, n);
+}
+
+FakeDevice *
+fake_device_resync_from(Fixture *f, FakeQemu *qemu, const gchar *name, guint8 uuid_seed,
+			guint64 first, guint n)
+{
+	FakeDevice *dev = fake_connect_from(f, qemu);
 	g_autoptr(HrChanHello) hello = make_hello(name, uuid_seed);
 	g_autoptr(GBytes) hp = hr_chan_hello_encode(hello);
 	g_autoptr(HrChanFrame) welcome = NULL;

@@ -17,11 +17,31 @@ typedef struct {
 	HrDaemon *daemon;
 } Fixture;
 
+/*
+ * A child process standing for a QEMU process other than this test
+ * program: it connects to the VM socket when asked, so that the daemon
+ * sees its pid (SO_PEERCRED), and hands the connection over. It lives
+ * until fake_qemu_exit() or the test's end.
+ */
+typedef struct {
+	gint pid;
+	gint control; /* socketpair end: a byte asks for a connection, EOF ends it */
+} FakeQemu;
+
+FakeQemu *
+fake_qemu_new(void);
+/* the process exits (SIGKILL) and is reaped; its connections stay open until freed */
+void
+fake_qemu_exit(FakeQemu *qemu);
+void
+fake_qemu_free(FakeQemu *qemu);
+
 typedef struct {
 	GSocket *socket;
 	HrFrameReader *reader;
 	gboolean eof;
 	GArray *pcp; /* guint32 policies of the SET_PCPs answered on the side */
+	FakeQemu *qemu; /* the process that connected, or NULL: this test program */
 } FakeDevice;
 
 typedef gboolean (*CondFunc)(gpointer data);
@@ -71,9 +91,16 @@ FakeDevice *
 fake_device_up(Fixture *f, const gchar *name, guint8 uuid_seed);
 FakeDevice *
 fake_device_up_hello(Fixture *f, const HrChanHello *hello);
+/* a connection made by @qemu (NULL: this program) */
+FakeDevice *
+fake_connect_from(Fixture *f, FakeQemu *qemu);
 /* connect as @name, resync @n held blocks from @first, end it with a DEVICE_STATE */
 FakeDevice *
 fake_device_resync(Fixture *f, const gchar *name, guint8 uuid_seed, guint64 first, guint n);
+/* the same from @qemu's process */
+FakeDevice *
+fake_device_resync_from(Fixture *f, FakeQemu *qemu, const gchar *name, guint8 uuid_seed,
+			guint64 first, guint n);
 
 /* @uuid_seed 0: the all-zero UUID */
 HrChanHello *
@@ -109,5 +136,6 @@ JsonNode *
 http_finish(HttpCall *call, guint expect_status, gchar **text);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeDevice, fake_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(FakeQemu, fake_qemu_free)
 
 G_END_DECLS

@@ -160,6 +160,101 @@ def rss_anon_kb(pid):
     return proc_status(pid)["RssAnon"]
 
 
+def proc_starttime(pid):
+    """Field 22 of /proc/PID/stat (clock ticks since boot), None if gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def proc_cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().decode(errors="replace").rstrip("\0").split("\0")
+    except OSError:
+        return []
+
+
+# The QEMUs the harness started, one JSON file each, removed when the
+# guest stops.  boot-guest.sh starts QEMU under setsid, so a test killed
+# from outside (a meson timeout, a killed run) leaves it running,
+# reparented to init; the next harness start finds the file of an owner
+# that is gone and ends that QEMU, and only that one: the same pid, the
+# same start time and its own serial log path on its command line.
+PIDS_DIR = os.path.join(CACHE, "vm-pids")
+_swept = False
+
+
+def _pidfile(pid):
+    return os.path.join(PIDS_DIR, "%d-%d.json" % (os.getpid(), pid))
+
+
+def record_qemu(pid, marker):
+    os.makedirs(PIDS_DIR, exist_ok=True)
+    entry = {"pid": pid, "start": proc_starttime(pid), "marker": marker,
+             "owner": os.getpid(), "owner_start": proc_starttime(os.getpid())}
+    tmp = _pidfile(pid) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(entry, f)
+    os.rename(tmp, _pidfile(pid))
+
+
+def forget_qemu(pid):
+    try:
+        os.unlink(_pidfile(pid))
+    except FileNotFoundError:
+        pass
+
+
+def sweep_stale_qemus():
+    """End the QEMUs of harness runs that are gone; returns their pids."""
+    killed = []
+    try:
+        names = os.listdir(PIDS_DIR)
+    except FileNotFoundError:
+        return killed
+    for name in names:
+        path = os.path.join(PIDS_DIR, name)
+        try:
+            with open(path) as f:
+                e = json.load(f)
+            pid, owner = int(e["pid"]), int(e["owner"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if e.get("owner_start") is not None and \
+                proc_starttime(owner) == e["owner_start"]:
+            continue  # its harness still runs (another test, in parallel)
+        if e.get("start") is not None and proc_starttime(pid) == e["start"] and \
+                e.get("marker") and any(e["marker"] in a for a in proc_cmdline(pid)):
+            log("ending QEMU pid %d left by harness pid %d, which is gone" % (pid, owner))
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    return killed
+
+
+def _sweep_once():
+    global _swept
+    if not _swept:
+        _swept = True
+        sweep_stale_qemus()
+
+
+def _die_with_parent():
+    """preexec_fn: the child gets SIGKILL when the harness dies."""
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def wait_for(pred, timeout, what, interval=0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -189,8 +284,10 @@ class Daemon:
     def start(self):
         exe = os.path.join(build_dir(), "host", "hugeroomd")
         logf = open(self.logfile, "a")
+        # dies with the harness: a killed test leaves no daemon behind
         self.proc = subprocess.Popen([exe, "--config", self.conf, "--foreground", "--verbose"],
-                                     stdout=logf, stderr=subprocess.STDOUT)
+                                     stdout=logf, stderr=subprocess.STDOUT,
+                                     preexec_fn=_die_with_parent)
         wait_for(lambda: os.path.exists(self.api_sock) or self.proc.poll() is not None,
                  10, "hugeroomd to open %s" % self.api_sock)
         if self.proc.poll() is not None:
@@ -269,8 +366,10 @@ class Guest:
     def start(self, wait_ready=True):
         """Boot; wait_ready=False for a migration destination (-incoming),
         whose agent is already past @@READY."""
+        _sweep_once()
         out = run(self.args)
         self.pid = int(out.strip().splitlines()[-1])
+        record_qemu(self.pid, self.serial_log)
         wait_for(lambda: os.path.exists(self.serial_sock) or not self.alive(),
                  20, "QEMU to create its serial socket")
         if not self.alive():
@@ -420,6 +519,7 @@ class Guest:
             except Failure:
                 os.kill(self.pid, signal.SIGKILL)
                 wait_for(lambda: not self.alive(), 10, "QEMU to die")
+            forget_qemu(self.pid)
         if self.sock:
             self.sock.close()
             self.sock = None

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A live migration between two QEMU processes of one host, one daemon:
+ * the destination's resync brings the source's held blocks, and whatever
+ * order the daemon sees the events in (the destination's reconnect after
+ * it loaded the state, the source's disconnect and exit, the pruning of
+ * the source's entry), nothing a reservation or the API owns is given
+ * back as an orphan and nothing held is forgotten. Each QEMU is a child
+ * process (FakeQemu), so that the daemon sees two peers.
+ */
+
+#define G_LOG_DOMAIN "TestMigration"
+
+#include "hr-prepare.h"
+
+#include "test-fake.h"
+
+#define VM_NAME "vm"
+#define VM_SEED 0x20
+/* the blocks the source holds, and one more its evacuation holds later */
+#define FIRST MiB(64)
+#define N_HELD 2
+
+typedef struct {
+	Fixture *f;
+	FakeQemu *qemu;
+	guint64 value;
+} Wait;
+
+static HrCore *
+core(Fixture *f)
+{
+	return hr_daemon_get_core(f->daemon);
+}
+
+static HrReservationStore *
+store(Fixture *f)
+{
+	return hr_prepare_get_store(hr_daemon_get_prepare(f->daemon));
+}
+
+/* the guest entry of @qemu's process, or NULL */
+static HrGuest *
+guest_of(Fixture *f, FakeQemu *qemu)
+{
+	GPtrArray *guests = hr_core_get_guests(core(f));
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *g = g_ptr_array_index(guests, i);
+		if (g->pid == qemu->pid)
+			return g;
+	}
+	return NULL;
+}
+
+/* run the daemon's main loop for @ms */
+static void
+run_loop(guint ms)
+{
+	gint64 until = g_get_monotonic_time() + ms * 1000;
+	while (g_get_monotonic_time() < until) {
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+}
+
+static gboolean
+cond_ready(gpointer data)
+{
+	Wait *w = data;
+	HrGuest *g = guest_of(w->f, w->qemu);
+	return g != NULL && g->ready && g_hash_table_size(g->held) == w->value;
+}
+
+/* @qemu's guest is up with @n held (the resync done, or HOLDs seen) */
+static HrGuest *
+wait_held(Fixture *f, FakeQemu *qemu, guint n)
+{
+	Wait w = {f, qemu, n};
+	wait_for(cond_ready, &w, "the guest ready with its held blocks");
+	return guest_of(f, qemu);
+}
+
+static gboolean
+cond_gone(gpointer data)
+{
+	HrGuest *g = data;
+	return !hr_guest_is_connected(g) && g_hash_table_size(g->held) == 0;
+}
+
+/* the source's connection closes and its process exits; the daemon drops its held set */
+static void
+source_exits(Fixture *f, FakeDevice **dev, HrGuest *guest)
+{
+	FakeQemu *qemu = (*dev)->qemu;
+	(void)f;
+	g_clear_pointer(dev, fake_free);
+	fake_qemu_exit(qemu);
+	wait_for(cond_gone, guest, "the source's held set dropped (its QEMU exited)");
+}
+
+static gboolean
+cond_disconnected(gpointer data)
+{
+	return !hr_guest_is_connected(data);
+}
+
+/* the destination loaded the state: its device drops the connection (it reconnects) */
+static void
+destination_drops(FakeDevice **dev, HrGuest *guest)
+{
+	g_clear_pointer(dev, fake_free);
+	wait_for(cond_disconnected, guest, "the destination disconnected");
+}
+
+/* the guest of id @value is forgotten */
+static gboolean
+cond_pruned(gpointer data)
+{
+	Wait *w = data;
+	GPtrArray *guests = hr_core_get_guests(core(w->f));
+	for (guint i = 0; i < guests->len; i++) {
+		if (((HrGuest *)g_ptr_array_index(guests, i))->id == w->value)
+			return FALSE;
+	}
+	return TRUE;
+}
+
+/* the two QEMUs of the VM, their connections and guest entries */
+typedef struct {
+	FakeQemu *src_qemu, *dst_qemu;
+	FakeDevice *src, *dst;
+	HrGuest *sg, *dg;
+} Mig;
+
+/* both QEMUs run; the source is connected, holding nothing yet */
+static void
+mig_start(Fixture *f, Mig *m)
+{
+	m->src_qemu = fake_qemu_new();
+	m->dst_qemu = fake_qemu_new();
+	m->src = fake_device_resync_from(f, m->src_qemu, VM_NAME, VM_SEED, 0, 0);
+	m->sg = wait_held(f, m->src_qemu, 0);
+}
+
+/* the destination (re)connects, its resync listing @n blocks from FIRST */
+static void
+mig_dest_up(Fixture *f, Mig *m, guint n)
+{
+	m->dst = fake_device_resync_from(f, m->dst_qemu, VM_NAME, VM_SEED, FIRST, n);
+	m->dg = wait_held(f, m->dst_qemu, n);
+}
+
+static void
+mig_clear(Mig *m)
+{
+	g_clear_pointer(&m->src, fake_free);
+	g_clear_pointer(&m->dst, fake_free);
+	g_clear_pointer(&m->src_qemu, fake_qemu_free);
+	g_clear_pointer(&m->dst_qemu, fake_qemu_free);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Mig, mig_clear)
+
+/* the destination is asked for nothing back, nothing counts as an orphan */
+static void
+assert_nothing_returned(Mig *m)
+{
+	fake_expect_silence(m->dst, 500);
+	g_assert_cmpuint(m->dg->orphans_returned, ==, 0);
+}
+
+/* a consumed reservation that owns @n blocks @guest holds from FIRST */
+static HrReservation *
+reservation_of(Fixture *f, FakeDevice *dev, HrGuest *guest, guint n)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 4242, 0, FIRST, n);
+	HrReservation *r = hr_reservation_store_create(store(f), MiB(2) * n, 0, 0, FALSE, "vm2",
+						       &error);
+	g_assert_no_error(error);
+	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_IN_PROGRESS, NULL, NULL));
+	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_READY, NULL, NULL));
+	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_CONSUMED, NULL, NULL));
+	for (guint i = 0; i < n; i++)
+		hr_reservation_add_hold(r, guest->key, guest->name, FIRST + MiB(2) * i);
+	hr_reservation_touch(store(f), r);
+	/* the donation's HOLDs (its request is before the test) */
+	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	return r;
+}
+
+/* the reservation still owns its @n blocks, as @guest's */
+static void
+assert_holds(HrReservation *r, HrGuest *guest, guint n)
+{
+	g_assert_cmpuint(r->holds->len, ==, n);
+	for (guint i = 0; i < r->holds->len; i++) {
+		HrReservationHold *h = g_ptr_array_index(r->holds, i);
+		g_assert_cmpstr(h->guest_key, ==, guest->key);
+		g_assert_true(g_hash_table_contains(guest->held, &h->gpa));
+	}
+}
+
+/* an operator's evacuation on @guest holding @n blocks from FIRST; its id */
+static guint64
+api_evacuation(Fixture *f, FakeDevice *dev, HrGuest *guest, guint n)
+{
+	g_autoptr(GError) error = NULL;
+	HrRequestParams params = {.kind = HR_REQUEST_EVACUATE, .count = 8};
+	HrRequest *request = hr_core_submit(core(f), guest, &params, &error);
+	g_autoptr(HrCmd) cmd = NULL;
+	g_autoptr(GBytes) hold = NULL;
+
+	g_assert_no_error(error);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, request->id, 0, FIRST, n);
+	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	return request->id;
+}
+
+/* the destination holds @n blocks from FIRST, every one the API's */
+static void
+assert_ledger(Fixture *f, HrGuest *guest, guint n)
+{
+	g_assert_cmpuint(g_hash_table_size(guest->held), ==, n);
+	for (guint i = 0; i < n; i++)
+		g_assert_true(
+		    hr_reservation_store_ledger_has(store(f), guest->key, FIRST + MiB(2) * i, 0));
+}
+
+/*
+ * Source: holds N_HELD blocks for a reservation. Destination: connects
+ * before the migration (empty resync), and reconnects once it loaded the
+ * state (SPEC 1.7), its resync listing them. source_first: the source
+ * exits before that reconnect (else after the resync was reconciled);
+ * dest_drops_first: the destination's device drops its connection
+ * before the source exits (else while its pre-migration view stands).
+ */
+typedef struct {
+	gboolean source_first;
+	gboolean dest_drops_first;
+} Order;
+
+static const Order resync_then_source_exits = {FALSE, FALSE};
+static const Order source_exits_while_dest_reconnects = {TRUE, TRUE};
+static const Order source_exits_before_dest_loads = {TRUE, FALSE};
+
+static void
+test_reservation_order(Fixture *f, gconstpointer data)
+{
+	const Order *order = data;
+	g_auto(Mig) m = {0};
+	HrReservation *r;
+
+	mig_start(f, &m);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	assert_holds(r, m.sg, N_HELD);
+
+	mig_dest_up(f, &m, 0);
+	g_assert_true(m.dg != m.sg);
+	if (!order->source_first) {
+		destination_drops(&m.dst, m.dg);
+		mig_dest_up(f, &m, N_HELD);
+		fake_expect_silence(m.dst, 300);
+		source_exits(f, &m.src, m.sg);
+	} else {
+		if (order->dest_drops_first)
+			destination_drops(&m.dst, m.dg);
+		source_exits(f, &m.src, m.sg);
+		/* ticks run meanwhile (every 50 ms) */
+		if (m.dst != NULL) {
+			fake_expect_silence(m.dst, 300);
+			destination_drops(&m.dst, m.dg);
+		} else {
+			run_loop(300);
+		}
+		mig_dest_up(f, &m, N_HELD);
+	}
+	/* and the reservation owns the blocks where they are */
+	assert_nothing_returned(&m);
+	assert_holds(r, m.dg, N_HELD);
+}
+
+/*
+ * An operator's evacuation runs on the source when it migrates: what it
+ * held before, and what it holds on the destination (in the resync with
+ * id 0, and relayed later with its id), stay the operator's though the
+ * source exited and its entry was pruned (guest_prune_s 1) before the
+ * destination reconnected.
+ */
+static void
+test_source_pruned_before_resync(Fixture *f, gconstpointer data)
+{
+	g_auto(Mig) m = {0};
+	g_autoptr(GBytes) late = NULL;
+	Wait w = {f, NULL, 0};
+	guint64 id;
+	(void)data;
+
+	mig_start(f, &m);
+	w.value = m.sg->id;
+	id = api_evacuation(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+
+	mig_dest_up(f, &m, 0);
+	destination_drops(&m.dst, m.dg);
+	source_exits(f, &m.src, m.sg);
+	wait_for(cond_pruned, &w, "the source's entry pruned");
+
+	/* held on the destination before it reconnected: one more, id 0 */
+	mig_dest_up(f, &m, N_HELD + 1);
+	late = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, id, 0, FIRST + MiB(2) * (N_HELD + 1), 1);
+	fake_send(m.dst, HR_CHAN_GUEST_MSG, late);
+	wait_held(f, m.dst_qemu, N_HELD + 2);
+	assert_nothing_returned(&m);
+	assert_ledger(f, m.dg, N_HELD + 2);
+}
+
+/*
+ * The destination connects for the first time only after the source is
+ * gone: it takes the guest's entry over (a new QEMU of the VM) and its
+ * resync lists what the source held for the operator.
+ */
+static void
+test_dest_connects_after_source_gone(Fixture *f, gconstpointer data)
+{
+	g_auto(Mig) m = {0};
+	g_autoptr(GBytes) result = NULL;
+	guint64 id;
+	(void)data;
+
+	mig_start(f, &m);
+	id = api_evacuation(f, m.src, m.sg, N_HELD);
+	result = make_result(VIRTIO_HUGEROOM_MSG_RESULT, id, VIRTIO_HUGEROOM_S_PARTIAL, 8, N_HELD,
+			     10);
+	fake_send(m.src, HR_CHAN_GUEST_MSG, result);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+
+	mig_dest_up(f, &m, N_HELD);
+	g_assert_true(m.dg == m.sg);
+	assert_nothing_returned(&m);
+	assert_ledger(f, m.dg, N_HELD);
+}
+
+/*
+ * A VM restarted in a new QEMU (no migration) brings nothing: the holds
+ * of the old process go, and the new one is asked for nothing.
+ */
+static void
+test_restart_drops(Fixture *f, gconstpointer data)
+{
+	g_auto(Mig) m = {0};
+	HrReservation *r;
+	(void)data;
+
+	mig_start(f, &m);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	mig_dest_up(f, &m, 0);
+	g_assert_true(m.dg == m.sg);
+	fake_expect_silence(m.dst, 300);
+	g_assert_cmpuint(r->holds->len, ==, 0);
+}
+
+static void
+mig_setup(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	fixture_config(f, "hugeroom-mig-XXXXXX");
+	f->config->reservation_tick_ms = 50;
+	f->config->guest_prune_s = 1;
+	/* the reservations here own guest blocks only: never give them back on our own */
+	f->config->return_high_mark_mb = 0;
+	fixture_start(f);
+}
+
+int
+main(int argc, char **argv)
+{
+	g_test_init(&argc, &argv, NULL);
+	/* two QEMUs saying one UUID is a warning, and expected here */
+	g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+	g_log_set_fatal_mask("HrGuest", G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+
+#define ADD(path, data, fn) g_test_add(path, Fixture, data, mig_setup, fn, fixture_teardown)
+	ADD("/migration/reservation/resync-then-source-exits", &resync_then_source_exits,
+	    test_reservation_order);
+	ADD("/migration/reservation/source-exits-while-dest-reconnects",
+	    &source_exits_while_dest_reconnects, test_reservation_order);
+	ADD("/migration/reservation/source-exits-before-dest-loads",
+	    &source_exits_before_dest_loads, test_reservation_order);
+	ADD("/migration/api/source-pruned-before-resync", NULL, test_source_pruned_before_resync);
+	ADD("/migration/api/dest-connects-after-source-gone", NULL,
+	    test_dest_connects_after_source_gone);
+	ADD("/migration/restart-drops", NULL, test_restart_drops);
+#undef ADD
+	return g_test_run();
+}
