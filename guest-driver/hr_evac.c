@@ -801,6 +801,17 @@ void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
  * still take CANCEL, RETURN and REPORT while it runs.
  */
 
+/*
+ * The free pages of a block a pass will empty, claimed (see "Claiming
+ * holes" below): runs of pages we allocated, linked through the head
+ * page's lru, each run's length in its head's page_private().
+ */
+struct virtio_hugeroom_claim {
+	unsigned long pfn;
+	struct list_head runs;
+	unsigned int pages;
+};
+
 /* One running EVACUATE or CAPTURE. */
 struct virtio_hugeroom_run {
 	struct virtio_hugeroom *vh;
@@ -820,6 +831,9 @@ struct virtio_hugeroom_run {
 	bool no_discard;		/* NO_DISCARD or INVALID for a HOLD */
 	bool no_memory;			/* admission failed, or -ENOMEM */
 	bool budget_skipped;		/* a block was left for the budget */
+	/* the free pages of the blocks this pass will empty, claimed */
+	struct virtio_hugeroom_claim *claims;
+	unsigned int nr_claims;
 };
 
 /*
@@ -846,17 +860,23 @@ static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
 }
 
 /*
- * The one call of alloc_contig_range().  6.1 and 6.12 take a migratetype
+ * The one call of alloc_contig_range(), for a block or (claims) a run of
+ * free pages in one.  6.1 and 6.12 take a migratetype
  * (6.12 through the alloc_hooks() macro); 6.17 changes it to flags and is
  * refused in hr_compat.h.  GFP: may reclaim a little, never OOM,
  * never warn (SPEC 1.6.3.2 item 4).
  */
-static int virtio_hugeroom_contig_alloc(unsigned long pfn)
+static int virtio_hugeroom_contig_range(unsigned long start,
+					unsigned long end)
 {
-	return alloc_contig_range(pfn, pfn + pageblock_nr_pages,
-				  MIGRATE_MOVABLE,
+	return alloc_contig_range(start, end, MIGRATE_MOVABLE,
 				  GFP_KERNEL | __GFP_NOWARN |
 				  __GFP_RETRY_MAYFAIL);
+}
+
+static int virtio_hugeroom_contig_alloc(unsigned long pfn)
+{
+	return virtio_hugeroom_contig_range(pfn, pfn + pageblock_nr_pages);
 }
 
 /* Sum of the high watermarks of all populated zones. */
@@ -886,12 +906,12 @@ static unsigned long virtio_hugeroom_high_wmarks(void)
  * pressure trigger's give-back level, floor + 2 * margin + ahead (see
  * "Pressure trigger"), a margin above the level where the trigger gives
  * blocks back, so that it never gives back at once what was just taken.
- * @taken: the pages are already allocated.
+ * @need: the pages still to be taken (virtio_hugeroom_admit(): a block,
+ * or none with @taken, the pages are already allocated).
  */
-static bool virtio_hugeroom_admit(struct virtio_hugeroom *vh,
-				  struct zone *zone, bool taken)
+static bool virtio_hugeroom_admit_pages(struct virtio_hugeroom *vh,
+					struct zone *zone, unsigned long need)
 {
-	unsigned long need = taken ? 0 : pageblock_nr_pages;
 	unsigned long floor = virtio_hugeroom_high_wmarks() +
 			      (totalram_pages() >>
 			       VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT);
@@ -903,6 +923,13 @@ static bool virtio_hugeroom_admit(struct virtio_hugeroom *vh,
 		    READ_ONCE(vh->pressure_ahead) + need)
 		return false;
 	return avail >= 0 && (unsigned long)avail >= floor + need;
+}
+
+static bool virtio_hugeroom_admit(struct virtio_hugeroom *vh,
+				  struct zone *zone, bool taken)
+{
+	return virtio_hugeroom_admit_pages(vh, zone,
+					   taken ? 0 : pageblock_nr_pages);
 }
 
 static void virtio_hugeroom_run_fail(struct virtio_hugeroom_run *r,
@@ -1054,8 +1081,8 @@ static bool virtio_hugeroom_run_enough(struct virtio_hugeroom_run *r)
  * it (CHEAPEST only picks eligible blocks, but re-checks them).
  */
 static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
-				      unsigned long pfn, unsigned int *free,
-				      struct zone **zonep)
+				      unsigned long pfn, unsigned int released,
+				      unsigned int *free, struct zone **zonep)
 {
 	struct page *head = pfn_to_online_page(pfn);
 	struct page *last = pfn_to_online_page(pfn + pageblock_nr_pages - 1);
@@ -1085,7 +1112,10 @@ static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
 	    mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
 	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && *free < pageblock_nr_pages))
 		return VIRTIO_HUGEROOM_R_ZONE;
-	if (!virtio_hugeroom_admit(vh, zone, false))
+	/* Its claimed pages, just given back, count as taken already. */
+	if (!virtio_hugeroom_admit_pages(vh, zone, pageblock_nr_pages -
+					 min_t(unsigned int, released,
+					       pageblock_nr_pages)))
 		return VIRTIO_HUGEROOM_R_NOMEM;
 	*zonep = zone;
 	return -1;
@@ -1150,20 +1180,25 @@ static bool virtio_hugeroom_block_movable(unsigned long pfn)
 }
 
 /*
- * Try to free and take the block at @pfn.  Returns 1 if taken, 0 if it
- * failed (counted), -EAGAIN if it was left alone for the page budget (not
- * counted: SPEC 1.6.3.1).
+ * Try to free and take the block at @pfn, which had @chosen_free free
+ * pages when it was chosen (UINT_MAX: now, a block the host named), and
+ * whose @released claimed pages were just given back (they may still sit
+ * on a per-cpu list, which the free count does not see).  Returns 1 if
+ * taken, 0 if it failed (counted), -EAGAIN if it was left alone for the
+ * page budget (not counted: SPEC 1.6.3.1).
  */
 static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
-				      unsigned long pfn)
+				      unsigned long pfn,
+				      unsigned int chosen_free,
+				      unsigned int released)
 {
 	struct virtio_hugeroom *vh = r->vh;
 	unsigned int free = 0, used, tries;
 	struct zone *zone = NULL;
-	u64 ev0, ev1;
+	u64 ev0, ev1, moved;
 	int reason, rc;
 
-	reason = virtio_hugeroom_evac_check(vh, pfn, &free, &zone);
+	reason = virtio_hugeroom_evac_check(vh, pfn, released, &free, &zone);
 	if (reason >= 0) {
 		/* Every further block would break the admission rule too. */
 		if (reason == VIRTIO_HUGEROOM_R_NOMEM)
@@ -1171,8 +1206,11 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 		virtio_hugeroom_run_fail(r, reason);
 		return 0;
 	}
+	free = max(free, released);
 	used = pageblock_nr_pages - min_t(unsigned int, free,
 					  pageblock_nr_pages);
+	if (chosen_free > pageblock_nr_pages)
+		chosen_free = free;
 	if (r->budget_pages && r->c.migrated + used > r->budget_pages) {
 		r->budget_skipped = true;
 		return -EAGAIN;
@@ -1205,13 +1243,19 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 		cond_resched();
 	}
 	ev1 = virtio_hugeroom_pgmigrate(vh);
-	if (ev1 > ev0)
-		r->c.migrated += ev1 - ev0;
+	moved = ev1 > ev0 ? ev1 - ev0 : 0;
+	r->c.migrated += moved;
 	spin_lock(&vh->hold_lock);
 	vh->evac_pages_estimate += used;
-	if (ev1 > ev0)
-		vh->evac_pages_migrated += ev1 - ev0;
+	vh->evac_pages_migrated += moved;
+	if (!rc) {
+		vh->evac_taken_blocks++;
+		vh->evac_taken_used += pageblock_nr_pages - chosen_free;
+		vh->evac_taken_migrated += moved;
+	}
 	spin_unlock(&vh->hold_lock);
+	virtio_hugeroom_test_evac_rec(vh, pfn, chosen_free, free, moved,
+				      rc);
 
 	switch (rc) {
 	case 0:
@@ -1243,24 +1287,172 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 	return 0;
 }
 
+/*
+ * Claiming holes.  alloc_contig_range() takes its migration targets from
+ * the buddy allocator, which hands out free pages wherever they are: also
+ * in the holes of the blocks this pass empties later, whose pages then
+ * move twice (tests/vm evac-order: 1.21x the pages the occupancy said,
+ * asking for half the blocks of a guest whose blocks are half used).  So
+ * a pass first takes the free pages of the blocks it means to empty (one
+ * alloc_contig_range() per run of free pages: it isolates the pageblock
+ * only for the call and migrates nothing while the run is free), and
+ * gives a block's back right before emptying it; the targets are then the
+ * holes of blocks it keeps.  The claims are pages the donation takes
+ * anyway, only earlier: each must pass admission as if it were taken (a
+ * pass claims no more than admission would let it take), and they count
+ * as taken for the pressure trigger.
+ */
+static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
+					  struct virtio_hugeroom_claim *cl)
+{
+	struct page *page, *tmp;
+
+	list_for_each_entry_safe(page, tmp, &cl->runs, lru) {
+		unsigned long n = page_private(page);
+
+		list_del(&page->lru);
+		set_page_private(page, 0);
+		free_contig_range(page_to_pfn(page), n);
+	}
+	/* Taking the block counts all its pages again. */
+	WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken - cl->pages);
+	cl->pages = 0;
+}
+
+/*
+ * Claim the free pages of the block at @pfn into @cl.  False once
+ * admission refuses a claim: the blocks after it are not claimed.
+ */
+static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
+					struct virtio_hugeroom_claim *cl,
+					unsigned long pfn)
+{
+	struct page *head = pfn_to_online_page(pfn);
+	unsigned long i = 0, start;
+	unsigned int order;
+	struct zone *zone;
+
+	cl->pfn = pfn;
+	INIT_LIST_HEAD(&cl->runs);
+	cl->pages = 0;
+	/* Only what evac_check() would let through has holes worth it. */
+	if (!head || virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn)) !=
+		     VIRTIO_HUGEROOM_MT_MOVABLE)
+		return true;
+	zone = page_zone(head);
+#ifdef CONFIG_ZONE_DMA
+	if (zone_idx(zone) == ZONE_DMA)
+		return true;
+#endif
+	while (i < pageblock_nr_pages) {
+		start = i;
+		while (i < pageblock_nr_pages && PageBuddy(head + i)) {
+			order = virtio_hugeroom_buddy_order(head + i);
+			if (order >= VIRTIO_HUGEROOM_KERNEL_ORDERS)
+				break;
+			i = min(i + (1UL << order), pageblock_nr_pages);
+		}
+		if (i == start) {
+			i++;
+			continue;
+		}
+		if (!virtio_hugeroom_admit_pages(r->vh, zone, i - start))
+			return false;
+		if (virtio_hugeroom_contig_range(pfn + start, pfn + i))
+			continue;
+		set_page_private(head + start, i - start);
+		list_add(&head[start].lru, &cl->runs);
+		cl->pages += i - start;
+		WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken + i - start);
+	}
+	return true;
+}
+
+/*
+ * Claim the free pages of the blocks r->claims[0, @nr).pfn, no more than
+ * the blocks still wanted; r->nr_claims says how many were.  Migrations
+ * by the claims (pages allocated into a hole since it was counted) are
+ * the job's.
+ */
+static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
+				  unsigned int nr)
+{
+	u64 ev0 = virtio_hugeroom_pgmigrate(r->vh), ev1;
+	unsigned int want = r->count - min(r->count,
+					   r->c.freed + r->nr_pending);
+
+	r->nr_claims = 0;
+	if (!r->claims)
+		return;
+	nr = min(nr, want);
+	while (r->nr_claims < nr && !r->stop) {
+		struct virtio_hugeroom_claim *cl = &r->claims[r->nr_claims];
+
+		if (!virtio_hugeroom_claim_block(r, cl, cl->pfn))
+			break;
+		r->nr_claims++;
+		r->stop = virtio_hugeroom_run_check(r);
+		cond_resched();
+	}
+	ev1 = virtio_hugeroom_pgmigrate(r->vh);
+	if (ev1 > ev0)
+		r->c.migrated += ev1 - ev0;
+}
+
+/*
+ * Give back the claim of the block at @pfn, if any, and say how many
+ * pages it held.
+ */
+static unsigned int virtio_hugeroom_unclaim(struct virtio_hugeroom_run *r,
+					    unsigned long pfn)
+{
+	unsigned int i, pages;
+
+	for (i = 0; i < r->nr_claims; i++) {
+		if (r->claims[i].pfn == pfn && r->claims[i].pages) {
+			pages = r->claims[i].pages;
+			virtio_hugeroom_claim_release(r, &r->claims[i]);
+			return pages;
+		}
+	}
+	return 0;
+}
+
+static void virtio_hugeroom_unclaim_all(struct virtio_hugeroom_run *r)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->nr_claims; i++)
+		virtio_hugeroom_claim_release(r, &r->claims[i]);
+	r->nr_claims = 0;
+}
+
 /* Explicit form: the host's blocks, in its order, until count are freed. */
 static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 					  const __le64 *gpas, u32 nr)
 {
+	unsigned long pfn;
 	u32 i;
 
+	for (i = 0; r->claims && i < min_t(u32, nr, VIRTIO_HUGEROOM_MAX_CLAIMS);
+	     i++)
+		r->claims[i].pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
+	virtio_hugeroom_claim(r, min_t(u32, nr, VIRTIO_HUGEROOM_MAX_CLAIMS));
 	for (i = 0; i < nr; i++) {
 		if (virtio_hugeroom_run_enough(r) ||
 		    virtio_hugeroom_run_blocked(r))
-			return;
+			break;
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
-			return;
-		virtio_hugeroom_evac_block(r, PHYS_PFN(le64_to_cpu(gpas[i])));
+			break;
+		pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
+		virtio_hugeroom_evac_block(r, pfn, UINT_MAX,
+					   virtio_hugeroom_unclaim(r, pfn));
 		if (r->stop)
-			return;
+			break;
 		virtio_hugeroom_run_tick(r);
 	}
+	virtio_hugeroom_unclaim_all(r);
 }
 
 /*
@@ -1294,7 +1486,7 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 {
 	struct virtio_hugeroom_scan *s = &r->vh->evac_scan;
 	u64 deadline = r->budget_ns ? r->c.start_ns + r->budget_ns : U64_MAX;
-	unsigned int i, stale_sweeps = 0;
+	unsigned int i, nr, stale_sweeps = 0;
 	bool progress, stale;
 	u64 sweeps;
 
@@ -1316,27 +1508,42 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 		}
 		progress = false;
 		stale = false;
+		nr = min_t(unsigned int, s->done->nr_cands,
+			   VIRTIO_HUGEROOM_MAX_CLAIMS);
+		for (i = 0; r->claims && i < nr; i++)
+			r->claims[i].pfn = s->done->cand[i].pfn;
+		virtio_hugeroom_claim(r, nr);
+		if (r->stop)
+			goto out;
 		for (i = 0; i < s->done->nr_cands; i++) {
+			const struct virtio_hugeroom_cand *c = &s->done->cand[i];
+			unsigned int released;
+
 			if (virtio_hugeroom_run_enough(r) ||
 			    virtio_hugeroom_run_blocked(r))
 				goto out;
 			r->stop = virtio_hugeroom_run_check(r);
 			if (r->stop)
 				goto out;
-			if (virtio_hugeroom_cand_stale(&s->done->cand[i])) {
+			/* A claimed block cannot have filled up. */
+			released = virtio_hugeroom_unclaim(r, c->pfn);
+			if (!released && virtio_hugeroom_cand_stale(c)) {
 				stale = true;
 				continue;
 			}
-			if (virtio_hugeroom_evac_block(r, s->done->cand[i].pfn) > 0)
+			if (virtio_hugeroom_evac_block(r, c->pfn, c->free,
+						       released) > 0)
 				progress = true;
 			if (r->stop)
 				goto out;
 			virtio_hugeroom_run_tick(r);
 		}
+		virtio_hugeroom_unclaim_all(r);
 		stale_sweeps = progress ? 0 : stale_sweeps + stale;
 	} while ((progress || stale) && !virtio_hugeroom_run_enough(r) &&
 		 stale_sweeps < VIRTIO_HUGEROOM_STALE_SWEEPS);
 out:
+	virtio_hugeroom_unclaim_all(r);
 	s->ranges = NULL;
 	s->nr_ranges = 0;
 }
@@ -1403,6 +1610,10 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 
 	INIT_LIST_HEAD(&r.pending);
 	INIT_LIST_HEAD(&r.refused);
+	virtio_hugeroom_test_evac_start(vh);
+	/* Without it, a pass claims nothing: as before, only dearer. */
+	r.claims = kvmalloc_array(VIRTIO_HUGEROOM_MAX_CLAIMS,
+				  sizeof(*r.claims), GFP_KERNEL | __GFP_NOWARN);
 	r.last_progress_ns = r.c.start_ns;
 	if (le16_to_cpu(hdr->type) == VIRTIO_HUGEROOM_CMD_CAPTURE) {
 		const struct virtio_hugeroom_capture *cap = vh->job_cmd;
@@ -1423,6 +1634,7 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 			virtio_hugeroom_evac_explicit(&r, (const void *)(ev + 1),
 						      le32_to_cpu(ev->nr_gpas));
 	}
+	kvfree(r.claims);
 	virtio_hugeroom_run_flush(&r);
 	virtio_hugeroom_run_release(&r);
 
