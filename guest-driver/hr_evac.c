@@ -1302,6 +1302,11 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
  * pass claims no more than admission would let it take), and they count
  * as taken for the pressure trigger.
  */
+static bool claim_holes = true;
+module_param(claim_holes, bool, 0644);
+MODULE_PARM_DESC(claim_holes,
+		 "EVACUATE claims the free pages of the blocks it will empty before it migrates (default Y)");
+
 static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
 					  struct virtio_hugeroom_claim *cl)
 {
@@ -1358,6 +1363,7 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 		}
 		if (!virtio_hugeroom_admit_pages(r->vh, zone, i - start))
 			return false;
+		r->vh->evac_claim_calls++;
 		if (virtio_hugeroom_contig_range(pfn + start, pfn + i))
 			continue;
 		set_page_private(head + start, i - start);
@@ -1377,13 +1383,14 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 				  unsigned int nr)
 {
-	u64 ev0 = virtio_hugeroom_pgmigrate(r->vh), ev1;
+	u64 ev0, ev1, t0 = ktime_get_ns();
 	unsigned int want = r->count - min(r->count,
 					   r->c.freed + r->nr_pending);
 
 	r->nr_claims = 0;
-	if (!r->claims)
+	if (!r->claims || !READ_ONCE(claim_holes))
 		return;
+	ev0 = virtio_hugeroom_pgmigrate(r->vh);
 	nr = min(nr, want);
 	while (r->nr_claims < nr && !r->stop) {
 		struct virtio_hugeroom_claim *cl = &r->claims[r->nr_claims];
@@ -1397,6 +1404,9 @@ static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 	ev1 = virtio_hugeroom_pgmigrate(r->vh);
 	if (ev1 > ev0)
 		r->c.migrated += ev1 - ev0;
+	spin_lock(&r->vh->hold_lock);
+	r->vh->evac_claim_ns += ktime_get_ns() - t0;
+	spin_unlock(&r->vh->hold_lock);
 }
 
 /*

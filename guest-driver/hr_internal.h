@@ -318,6 +318,9 @@ struct virtio_hugeroom {
 	u64 evac_taken_blocks;
 	u64 evac_taken_used;
 	u64 evac_taken_migrated;
+	/* claiming holes (hr_evac.c): time, alloc_contig_range() calls */
+	u64 evac_claim_ns;
+	u64 evac_claim_calls;
 	struct mutex return_lock;
 
 	/*

@@ -108,6 +108,9 @@ class Run(ht.Run):
         self.ok(0 < count and len(rngs) <= 253,
                 'a donation to ask for: %d of %d blocks in %d ranges' %
                 (count, len(backed), len(rngs)))
+        claim = os.environ.get('HR_EVAC_ORDER_CLAIM', '1')
+        g.cmd('sh echo %s >/sys/module/virtio_hugeroom/parameters/claim_holes'
+              % claim)
         vm0 = g.vmstat()
         res, holds, _, _ = self.command(evacuate_ranges(5001, count, rngs),
                                         5001, timeout=1500)
@@ -149,6 +152,15 @@ class Run(ht.Run):
                  '(%d holes pages), %d into the other %d blocks' %
                  (into_rest, len(rest), sum(backed[a] for a in rest),
                   into_others, len(others)))
+        st = {f[0]: f[1:] for f in (x.split() for x in g.debugfs('status'))
+              if f}
+        hrvm.log('claim_holes=%s: %s ms claiming, %s alloc_contig_range() '
+                 'calls; evac_taken used %s migrated %s' %
+                 (claim, int(st['evac_claim_ns'][0]) // 1000000,
+                  st['evac_claim_calls'][0], st['evac_taken_used'][0],
+                  st['evac_taken_migrated'][0]))
+        for e in log:
+            hrvm.log('block %#x chosen_free %d free %d migrated %d rc %d' % e)
         ratio = res['migrated'] / max(minimum, 1)
         self.ok(res['freed'] == count and ratio <= MAX_RATIO,
                 'pages migrated per block given %.1f, %.3fx the snapshot\'s '
