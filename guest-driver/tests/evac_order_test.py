@@ -15,6 +15,10 @@ in after it was chosen, and so were migrated twice).
 Checks, as TAP: the RESULT is S_OK with count blocks; every block taken
 lies in the ranges; pages migrated per block given stay within
 MAX_RATIO of the snapshot's minimum; memfill's checksums match.
+
+HR_EVAC_ORDER_CLAIM=0 runs it with the driver's claim_holes off (the
+behaviour before it): measured 1.21x and 1.23x, and check 5 fails; with
+it, 1.005x and 1.000x.
 """
 import os
 import struct
@@ -159,9 +163,9 @@ class Run(ht.Run):
                  (claim, int(st['evac_claim_ns'][0]) // 1000000,
                   st['evac_claim_calls'][0], st['evac_taken_used'][0],
                   st['evac_taken_migrated'][0]))
-        for e in log:
-            hrvm.log('block %#x chosen_free %d free %d migrated %d rc %d' % e)
         ratio = res['migrated'] / max(minimum, 1)
+        for e in log if ratio > MAX_RATIO else ():
+            hrvm.log('block %#x chosen_free %d free %d migrated %d rc %d' % e)
         self.ok(res['freed'] == count and ratio <= MAX_RATIO,
                 'pages migrated per block given %.1f, %.3fx the snapshot\'s '
                 'minimum (<= %.2fx)' %
