@@ -321,7 +321,7 @@ struct virtio_hugeroom {
 	/* claiming holes (hr_evac.c): time, alloc_contig_range() calls */
 	u64 evac_claim_ns;
 	u64 evac_claim_calls;
-	struct mutex return_lock;
+	struct mutex return_lock;	/* see above */
 
 	/*
 	 * The pressure trigger, a delayed work queued while blocks are held
