@@ -96,6 +96,7 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "evac_taken_migrated %llu\n", vh->evac_taken_migrated);
 	seq_printf(m, "evac_claim_ns %llu\nevac_claim_calls %llu\n",
 		   vh->evac_claim_ns, vh->evac_claim_calls);
+	seq_printf(m, "evac_claim_failed %llu\n", vh->evac_claim_failed);
 	spin_unlock(&vh->hold_lock);
 	seq_printf(m, "pressure_polls %llu\npressure_idle_ns %llu\n",
 		   READ_ONCE(vh->pressure_polls),

@@ -610,13 +610,9 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 			unsigned long free, last, floor, margin, ahead = 0;
 			unsigned int want;
 
-			if (!populated_zone(zone))
+			/* A ZONE_DMA block is never held (R_ZONE). */
+			if (!virtio_hugeroom_zone_blocks(zone))
 				continue;
-#ifdef CONFIG_ZONE_DMA
-			/* Never held (R_ZONE). */
-			if (zid == ZONE_DMA)
-				continue;
-#endif
 			free = zone_page_state(zone, NR_FREE_PAGES);
 			last = i < VIRTIO_HUGEROOM_MAX_ZONES ?
 			       vh->pressure_last[i] : 0;
@@ -1336,6 +1332,7 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 	unsigned long i = 0, start;
 	unsigned int order;
 	struct zone *zone;
+	int rc;
 
 	cl->pfn = pfn;
 	INIT_LIST_HEAD(&cl->runs);
@@ -1345,10 +1342,8 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 		     VIRTIO_HUGEROOM_MT_MOVABLE)
 		return true;
 	zone = page_zone(head);
-#ifdef CONFIG_ZONE_DMA
-	if (zone_idx(zone) == ZONE_DMA)
+	if (!virtio_hugeroom_zone_blocks(zone))
 		return true;
-#endif
 	while (i < pageblock_nr_pages) {
 		start = i;
 		while (i < pageblock_nr_pages && PageBuddy(head + i)) {
@@ -1364,8 +1359,14 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 		if (!virtio_hugeroom_admit_pages(r->vh, zone, i - start))
 			return false;
 		r->vh->evac_claim_calls++;
-		if (virtio_hugeroom_contig_range(pfn + start, pfn + i))
+		rc = virtio_hugeroom_contig_range(pfn + start, pfn + i);
+		if (rc) {
+			r->vh->evac_claim_failed++;
+			dev_dbg(&r->vh->vdev->dev,
+				"claim 0x%llx+%lu: %d\n",
+				(u64)PFN_PHYS(pfn + start), i - start, rc);
 			continue;
+		}
 		set_page_private(head + start, i - start);
 		list_add(&head[start].lru, &cl->runs);
 		cl->pages += i - start;

@@ -318,9 +318,10 @@ struct virtio_hugeroom {
 	u64 evac_taken_blocks;
 	u64 evac_taken_used;
 	u64 evac_taken_migrated;
-	/* claiming holes (hr_evac.c): time, alloc_contig_range() calls */
+	/* claiming holes (hr_evac.c): time, alloc_contig_range() calls, failed */
 	u64 evac_claim_ns;
 	u64 evac_claim_calls;
+	u64 evac_claim_failed;
 	struct mutex return_lock;	/* see above */
 
 	/*
@@ -445,6 +446,19 @@ int virtio_hugeroom_oom_notify(struct notifier_block *nb,
 			       unsigned long dummy, void *parm);
 int virtio_hugeroom_memory_notify(struct notifier_block *nb,
 				  unsigned long action, void *arg);
+
+/*
+ * May @zone hold blocks: populated and not ZONE_DMA (EVACUATE refuses
+ * ZONE_DMA blocks with R_ZONE)?
+ */
+static inline bool virtio_hugeroom_zone_blocks(struct zone *zone)
+{
+#ifdef CONFIG_ZONE_DMA
+	if (zone_idx(zone) == ZONE_DMA)
+		return false;
+#endif
+	return populated_zone(zone);
+}
 
 /* hr_debugfs.c */
 void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh);

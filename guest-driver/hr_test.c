@@ -467,12 +467,8 @@ static int virtio_hugeroom_occupancy_show(struct seq_file *m, void *unused)
 			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
 			unsigned long pfn;
 
-			if (!populated_zone(zone))
+			if (!virtio_hugeroom_zone_blocks(zone))
 				continue;
-#ifdef CONFIG_ZONE_DMA
-			if (zid == ZONE_DMA)
-				continue;
-#endif
 			for (pfn = ALIGN(zone->zone_start_pfn,
 					 pageblock_nr_pages);
 			     pfn + pageblock_nr_pages <= zone_end_pfn(zone);

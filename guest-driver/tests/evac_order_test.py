@@ -159,10 +159,10 @@ class Run(ht.Run):
         st = {f[0]: f[1:] for f in (x.split() for x in g.debugfs('status'))
               if f}
         hrvm.log('claim_holes=%s: %s ms claiming, %s alloc_contig_range() '
-                 'calls; evac_taken used %s migrated %s' %
+                 'calls (%s failed); evac_taken used %s migrated %s' %
                  (claim, int(st['evac_claim_ns'][0]) // 1000000,
-                  st['evac_claim_calls'][0], st['evac_taken_used'][0],
-                  st['evac_taken_migrated'][0]))
+                  st['evac_claim_calls'][0], st['evac_claim_failed'][0],
+                  st['evac_taken_used'][0], st['evac_taken_migrated'][0]))
         ratio = res['migrated'] / max(minimum, 1)
         for e in log if ratio > MAX_RATIO else ():
             hrvm.log('block %#x chosen_free %d free %d migrated %d rc %d' % e)
