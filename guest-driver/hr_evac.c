@@ -1303,6 +1303,56 @@ module_param(claim_holes, bool, 0644);
 MODULE_PARM_DESC(claim_holes,
 		 "EVACUATE claims the free pages of the blocks it will empty before it migrates (default Y)");
 
+
+/*
+ * A claimed page is in use, and 6.1's alloc_contig_range() refuses to
+ * isolate a pageblock with a page in use that is neither on an LRU nor
+ * movable (has_unmovable_pages() looks at the whole pageblock there, at
+ * the range only on 6.12): the second claim of a block failed -EBUSY.
+ * So claimed pages are movable_ops pages, as balloon pages are, whose
+ * isolation always fails: compaction and alloc_contig_range() leave them
+ * where they are, and isolating their pageblock works.
+ */
+static bool virtio_hugeroom_claim_isolate(struct page *page,
+					  isolate_mode_t mode)
+{
+	return false;
+}
+
+static int virtio_hugeroom_claim_migrate(struct page *dst, struct page *src,
+					 enum migrate_mode mode)
+{
+	return -EAGAIN;
+}
+
+static void virtio_hugeroom_claim_putback(struct page *page)
+{
+}
+
+static const struct movable_operations virtio_hugeroom_claim_mops = {
+	.isolate_page = virtio_hugeroom_claim_isolate,
+	.migrate_page = virtio_hugeroom_claim_migrate,
+	.putback_page = virtio_hugeroom_claim_putback,
+};
+
+/* Mark (@movable) or unmark the @n claimed pages at @pfn. */
+static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n,
+				       bool movable)
+{
+	unsigned long i;
+
+	for (i = 0; i < n; i++) {
+		struct page *page = pfn_to_page(pfn + i);
+
+		lock_page(page);
+		if (movable)
+			__SetPageMovable(page, &virtio_hugeroom_claim_mops);
+		else
+			__ClearPageMovable(page);
+		unlock_page(page);
+	}
+}
+
 static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
 					  struct virtio_hugeroom_claim *cl)
 {
@@ -1313,6 +1363,8 @@ static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
 
 		list_del(&page->lru);
 		set_page_private(page, 0);
+		virtio_hugeroom_claim_mark(page_to_pfn(page), n, false);
+		/* Freeing clears the mapping __ClearPageMovable() leaves. */
 		free_contig_range(page_to_pfn(page), n);
 	}
 	/* Taking the block counts all its pages again. */
@@ -1367,6 +1419,7 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 				(u64)PFN_PHYS(pfn + start), i - start, rc);
 			continue;
 		}
+		virtio_hugeroom_claim_mark(pfn + start, i - start, true);
 		set_page_private(head + start, i - start);
 		list_add(&head[start].lru, &cl->runs);
 		cl->pages += i - start;

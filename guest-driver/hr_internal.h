@@ -51,6 +51,7 @@
 #include <linux/kernel.h>
 #include <linux/ktime.h>
 #include <linux/memory.h>
+#include <linux/migrate.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
 #include <linux/module.h>
@@ -59,6 +60,7 @@
 #include <linux/oom.h>
 #include <linux/pageblock-flags.h>
 #include <linux/page-flags.h>
+#include <linux/pagemap.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 #include <linux/shrinker.h>

@@ -115,6 +115,8 @@ class Run(ht.Run):
         claim = os.environ.get('HR_EVAC_ORDER_CLAIM', '1')
         g.cmd('sh echo %s >/sys/module/virtio_hugeroom/parameters/claim_holes'
               % claim)
+        g.cmd("sh echo 'module virtio_hugeroom +p' "
+              ">/sys/kernel/debug/dynamic_debug/control || true")
         vm0 = g.vmstat()
         res, holds, _, _ = self.command(evacuate_ranges(5001, count, rngs),
                                         5001, timeout=1500)
@@ -164,6 +166,10 @@ class Run(ht.Run):
                   st['evac_claim_calls'][0], st['evac_claim_failed'][0],
                   st['evac_taken_used'][0], st['evac_taken_migrated'][0]))
         ratio = res['migrated'] / max(minimum, 1)
+        claims = [x for x in g.cmd('sh dmesg | grep " claim 0x" | head -5 '
+                                   '|| true')]
+        for x in claims:
+            hrvm.log('failed claim: %s' % x)
         for e in log if ratio > MAX_RATIO else ():
             hrvm.log('block %#x chosen_free %d free %d migrated %d rc %d' % e)
         self.ok(res['freed'] == count and ratio <= MAX_RATIO,
