@@ -806,6 +806,7 @@ struct virtio_hugeroom_claim {
 	unsigned long pfn;
 	struct list_head runs;
 	unsigned int pages;
+	unsigned int used;		/* its in-use pages when planned */
 };
 
 /* One running EVACUATE or CAPTURE. */
@@ -830,6 +831,12 @@ struct virtio_hugeroom_run {
 	/* the free pages of the blocks this pass will empty, claimed */
 	struct virtio_hugeroom_claim *claims;
 	unsigned int nr_claims;
+	bool claimed;			/* this pass has looked at claims */
+	/* what this command's migrations and claims cost */
+	u64 mig_ns;
+	u64 mig_pages;
+	u64 claim_ns;
+	u64 claim_calls;
 };
 
 /*
@@ -1191,7 +1198,7 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 	struct virtio_hugeroom *vh = r->vh;
 	unsigned int free = 0, used, tries;
 	struct zone *zone = NULL;
-	u64 ev0, ev1, moved;
+	u64 ev0, ev1, moved, t0;
 	int reason, rc;
 
 	reason = virtio_hugeroom_evac_check(vh, pfn, released, &free, &zone);
@@ -1222,6 +1229,7 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 	}
 
 	ev0 = virtio_hugeroom_pgmigrate(vh);
+	t0 = ktime_get_ns();
 	for (tries = 1; ; tries++) {
 		rc = virtio_hugeroom_contig_alloc(pfn);
 		if (rc != -EBUSY || tries == VIRTIO_HUGEROOM_EVAC_TRIES)
@@ -1241,6 +1249,8 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 	ev1 = virtio_hugeroom_pgmigrate(vh);
 	moved = ev1 > ev0 ? ev1 - ev0 : 0;
 	r->c.migrated += moved;
+	r->mig_ns += ktime_get_ns() - t0;
+	r->mig_pages += moved;
 	spin_lock(&vh->hold_lock);
 	vh->evac_pages_estimate += used;
 	vh->evac_pages_migrated += moved;
@@ -1298,20 +1308,20 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
  * pass claims no more than admission would let it take), and they count
  * as taken for the pressure trigger.
  */
-static bool claim_holes = true;
-module_param(claim_holes, bool, 0644);
+/* 0: never; 1: where it pays (measured); 2: always */
+static unsigned int claim_holes = 1;
+module_param(claim_holes, uint, 0644);
 MODULE_PARM_DESC(claim_holes,
-		 "EVACUATE claims the free pages of the blocks it will empty before it migrates (default Y)");
-
+		 "EVACUATE claims the free pages of the blocks it empties before migrating: 0 never, 1 where cheaper than migrating twice (default), 2 always");
 
 /*
- * A claimed page is in use, and 6.1's alloc_contig_range() refuses to
- * isolate a pageblock with a page in use that is neither on an LRU nor
- * movable (has_unmovable_pages() looks at the whole pageblock there, at
- * the range only on 6.12): the second claim of a block failed -EBUSY.
- * So claimed pages are movable_ops pages, as balloon pages are, whose
- * isolation always fails: compaction and alloc_contig_range() leave them
- * where they are, and isolating their pageblock works.
+ * A claimed page is in use, and alloc_contig_range() refuses to isolate
+ * a pageblock with a page in use that is neither on an LRU nor movable
+ * (has_unmovable_pages() looks at the whole pageblock, on 6.1 and 6.12):
+ * the second claim of a block failed -EBUSY.  So claimed pages are
+ * movable_ops pages, as balloon pages are, whose isolation always fails:
+ * compaction and alloc_contig_range() leave them where they are, and
+ * isolating their pageblock works.
  */
 static bool virtio_hugeroom_claim_isolate(struct page *page,
 					  isolate_mode_t mode)
@@ -1373,85 +1383,151 @@ static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
 }
 
 /*
- * Claim the free pages of the block at @pfn into @cl.  False once
- * admission refuses a claim: the blocks after it are not claimed.
+ * The next run of free pages in the block at @head from @*i: its start,
+ * and @*i past it (pageblock_nr_pages: none left).  Lockless, a hint.
  */
-static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
-					struct virtio_hugeroom_claim *cl,
-					unsigned long pfn)
+static unsigned long virtio_hugeroom_next_run(struct page *head,
+					      unsigned long *i)
 {
-	struct page *head = pfn_to_online_page(pfn);
-	unsigned long i = 0, start;
+	unsigned long start;
 	unsigned int order;
-	struct zone *zone;
-	int rc;
 
-	cl->pfn = pfn;
-	INIT_LIST_HEAD(&cl->runs);
-	cl->pages = 0;
-	/* Only what evac_check() would let through has holes worth it. */
-	if (!head || virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn)) !=
-		     VIRTIO_HUGEROOM_MT_MOVABLE)
-		return true;
-	zone = page_zone(head);
-	if (!virtio_hugeroom_zone_blocks(zone))
-		return true;
-	while (i < pageblock_nr_pages) {
-		start = i;
-		while (i < pageblock_nr_pages && PageBuddy(head + i)) {
-			order = virtio_hugeroom_buddy_order(head + i);
+	for (; *i < pageblock_nr_pages; (*i)++) {
+		start = *i;
+		while (*i < pageblock_nr_pages && PageBuddy(head + *i)) {
+			order = virtio_hugeroom_buddy_order(head + *i);
 			if (order >= VIRTIO_HUGEROOM_KERNEL_ORDERS)
 				break;
-			i = min(i + (1UL << order), pageblock_nr_pages);
+			*i = min(*i + (1UL << order), pageblock_nr_pages);
 		}
-		if (i == start) {
-			i++;
-			continue;
-		}
-		if (!virtio_hugeroom_admit_pages(r->vh, zone, i - start))
+		if (*i > start)
+			return start;
+	}
+	return pageblock_nr_pages;
+}
+
+/* Free pages and runs of them in the block at @head. */
+static unsigned int virtio_hugeroom_count_runs(struct page *head,
+					       unsigned int *free)
+{
+	unsigned long i = 0, start;
+	unsigned int runs = 0;
+
+	*free = 0;
+	while ((start = virtio_hugeroom_next_run(head, &i)) <
+	       pageblock_nr_pages) {
+		*free += i - start;
+		runs++;
+	}
+	return runs;
+}
+
+/*
+ * Claim the free pages of the block at @cl->pfn.  False once admission
+ * refuses a claim: no further block is claimed.
+ */
+static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
+					struct virtio_hugeroom_claim *cl)
+{
+	unsigned long pfn = cl->pfn, i = 0, start, n;
+	struct page *head = pfn_to_page(pfn);
+	struct zone *zone = page_zone(head);
+	u64 t0;
+	int rc;
+
+	while ((start = virtio_hugeroom_next_run(head, &i)) <
+	       pageblock_nr_pages) {
+		n = i - start;
+		if (!virtio_hugeroom_admit_pages(r->vh, zone, n))
 			return false;
-		r->vh->evac_claim_calls++;
+		t0 = ktime_get_ns();
 		rc = virtio_hugeroom_contig_range(pfn + start, pfn + i);
+		r->claim_ns += ktime_get_ns() - t0;
+		r->claim_calls++;
 		if (rc) {
 			r->vh->evac_claim_failed++;
-			dev_dbg(&r->vh->vdev->dev,
-				"claim 0x%llx+%lu: %d\n",
-				(u64)PFN_PHYS(pfn + start), i - start, rc);
+			dev_dbg(&r->vh->vdev->dev, "claim 0x%llx+%lu: %d\n",
+				(u64)PFN_PHYS(pfn + start), n, rc);
 			continue;
 		}
-		virtio_hugeroom_claim_mark(pfn + start, i - start, true);
-		set_page_private(head + start, i - start);
+		virtio_hugeroom_claim_mark(pfn + start, n, true);
+		set_page_private(head + start, n);
 		list_add(&head[start].lru, &cl->runs);
-		cl->pages += i - start;
-		WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken + i - start);
+		cl->pages += n;
+		WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken + n);
 	}
 	return true;
 }
 
 /*
- * Claim the free pages of the blocks r->claims[0, @nr).pfn, no more than
- * the blocks still wanted; r->nr_claims says how many were.  Migrations
- * by the claims (pages allocated into a hole since it was counted) are
- * the job's.
+ * Is claiming the block of @cl worth it?  Its holes get pages moved in
+ * (and then moved again) with the chance that the pages migrated before
+ * its turn, @before, take of all free pages, @free_all; a claim costs an
+ * alloc_contig_range() per run of free pages, which on a host short of
+ * CPU (each call waits for every CPU: an RCU grace period, per-cpu
+ * drains) costs more than migrating the pages it saves.  Both costs as
+ * measured in this command: per migrated page, and per claim call (the
+ * first claim is always made, to measure it).
+ */
+static bool virtio_hugeroom_claim_pays(struct virtio_hugeroom_run *r,
+				       struct virtio_hugeroom_claim *cl,
+				       u64 before, u64 free_all)
+{
+	struct page *head = pfn_to_online_page(cl->pfn);
+	unsigned int free, runs;
+	u64 gain, cost;
+
+	/* Only what evac_check() would let through has holes worth it. */
+	if (!head || !virtio_hugeroom_zone_blocks(page_zone(head)) ||
+	    virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(cl->pfn)) !=
+	    VIRTIO_HUGEROOM_MT_MOVABLE)
+		return false;
+	runs = virtio_hugeroom_count_runs(head, &free);
+	if (!runs || !free_all)
+		return false;
+	if (!r->claim_calls || READ_ONCE(claim_holes) == 2)
+		return true;
+	gain = div64_u64((u64)free * min(before, free_all) *
+			 div64_u64(r->mig_ns, r->mig_pages), free_all);
+	cost = div64_u64(r->claim_ns * runs, r->claim_calls);
+	return gain > cost;
+}
+
+/*
+ * The blocks r->claims[0, @nr).pfn are those the pass empties next, in
+ * its order, .used their in-use pages: claim the free pages of those
+ * it pays to (no more than the blocks still wanted), the last first
+ * (their holes are the likeliest to fill).  r->nr_claims says how many
+ * were looked at.  Nothing before the command has migrated a few pages,
+ * the measure of what a migration costs.  Migrations by the claims
+ * (pages allocated into a hole since it was counted) are the job's.
  */
 static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 				  unsigned int nr)
 {
-	u64 ev0, ev1, t0 = ktime_get_ns();
+	u64 ev0, ev1, t0 = ktime_get_ns(), before = 0, free_all;
+	u64 calls0 = r->claim_calls;
 	unsigned int want = r->count - min(r->count,
 					   r->c.freed + r->nr_pending);
+	unsigned int i;
+	bool admitted = true;
 
-	r->nr_claims = 0;
-	if (!r->claims || !READ_ONCE(claim_holes))
-		return;
 	ev0 = virtio_hugeroom_pgmigrate(r->vh);
 	nr = min(nr, want);
-	while (r->nr_claims < nr && !r->stop) {
-		struct virtio_hugeroom_claim *cl = &r->claims[r->nr_claims];
+	for (i = 0; i < nr; i++) {
+		INIT_LIST_HEAD(&r->claims[i].runs);
+		r->claims[i].pages = 0;
+		before += r->claims[i].used;
+	}
+	r->nr_claims = nr;
+	free_all = global_zone_page_state(NR_FREE_PAGES);
+	for (i = nr; i-- > 0 && admitted && !r->stop; ) {
+		struct virtio_hugeroom_claim *cl = &r->claims[i];
 
-		if (!virtio_hugeroom_claim_block(r, cl, cl->pfn))
-			break;
-		r->nr_claims++;
+		before -= cl->used;
+		if (!virtio_hugeroom_claim_pays(r, cl, before, free_all))
+			continue;
+		admitted = virtio_hugeroom_claim_block(r, cl);
 		r->stop = virtio_hugeroom_run_check(r);
 		cond_resched();
 	}
@@ -1460,7 +1536,23 @@ static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 		r->c.migrated += ev1 - ev0;
 	spin_lock(&r->vh->hold_lock);
 	r->vh->evac_claim_ns += ktime_get_ns() - t0;
+	r->vh->evac_claim_calls += r->claim_calls - calls0;
 	spin_unlock(&r->vh->hold_lock);
+}
+
+/*
+ * Does the pass look at claims before its next block?  Once, as soon as
+ * this command has migrated enough pages to know what a migration costs
+ * (the first blocks of the pass, emptied before any claim, are those
+ * whose holes had the least time to fill).
+ */
+static bool virtio_hugeroom_claim_due(struct virtio_hugeroom_run *r)
+{
+	if (r->claimed || !r->claims || !READ_ONCE(claim_holes) ||
+	    r->mig_pages < VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES)
+		return false;
+	r->claimed = true;
+	return true;
 }
 
 /*
@@ -1496,12 +1588,8 @@ static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 					  const __le64 *gpas, u32 nr)
 {
 	unsigned long pfn;
-	u32 i;
+	u32 i, k, n;
 
-	for (i = 0; r->claims && i < min_t(u32, nr, VIRTIO_HUGEROOM_MAX_CLAIMS);
-	     i++)
-		r->claims[i].pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
-	virtio_hugeroom_claim(r, min_t(u32, nr, VIRTIO_HUGEROOM_MAX_CLAIMS));
 	for (i = 0; i < nr; i++) {
 		if (virtio_hugeroom_run_enough(r) ||
 		    virtio_hugeroom_run_blocked(r))
@@ -1509,6 +1597,19 @@ static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
 			break;
+		if (virtio_hugeroom_claim_due(r)) {
+			n = min_t(u32, nr - i, VIRTIO_HUGEROOM_MAX_CLAIMS);
+			for (k = 0; k < n; k++) {
+				struct page *head;
+
+				pfn = PHYS_PFN(le64_to_cpu(gpas[i + k]));
+				head = pfn_to_online_page(pfn);
+				r->claims[k].pfn = pfn;
+				r->claims[k].used = head ? pageblock_nr_pages -
+					virtio_hugeroom_block_free(head, pfn) : 0;
+			}
+			virtio_hugeroom_claim(r, n);
+		}
 		pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
 		virtio_hugeroom_evac_block(r, pfn, UINT_MAX,
 					   virtio_hugeroom_unclaim(r, pfn));
@@ -1572,16 +1673,10 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 		}
 		progress = false;
 		stale = false;
-		nr = min_t(unsigned int, s->done->nr_cands,
-			   VIRTIO_HUGEROOM_MAX_CLAIMS);
-		for (i = 0; r->claims && i < nr; i++)
-			r->claims[i].pfn = s->done->cand[i].pfn;
-		virtio_hugeroom_claim(r, nr);
-		if (r->stop)
-			goto out;
+		r->claimed = false;
 		for (i = 0; i < s->done->nr_cands; i++) {
 			const struct virtio_hugeroom_cand *c = &s->done->cand[i];
-			unsigned int released;
+			unsigned int released, k;
 
 			if (virtio_hugeroom_run_enough(r) ||
 			    virtio_hugeroom_run_blocked(r))
@@ -1589,6 +1684,18 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 			r->stop = virtio_hugeroom_run_check(r);
 			if (r->stop)
 				goto out;
+			if (virtio_hugeroom_claim_due(r)) {
+				nr = min_t(unsigned int, s->done->nr_cands - i,
+					   VIRTIO_HUGEROOM_MAX_CLAIMS);
+				for (k = 0; k < nr; k++) {
+					r->claims[k].pfn = c[k].pfn;
+					r->claims[k].used = pageblock_nr_pages -
+							    c[k].free;
+				}
+				virtio_hugeroom_claim(r, nr);
+				if (r->stop)
+					goto out;
+			}
 			/* A claimed block cannot have filled up. */
 			released = virtio_hugeroom_unclaim(r, c->pfn);
 			if (!released && virtio_hugeroom_cand_stale(c)) {

@@ -120,6 +120,8 @@
 #define VIRTIO_HUGEROOM_STALE_SWEEPS	8
 /* Blocks a pass claims the free pages of before it migrates (hr_evac.c). */
 #define VIRTIO_HUGEROOM_MAX_CLAIMS	VIRTIO_HUGEROOM_MAX_CANDIDATES
+/* Pages a command migrates before it weighs claims against migrations. */
+#define VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES	256
 /*
  * Admission keeps MemAvailable this far above the high watermarks: 1/32 of
  * the guest's memory, room for page cache and bursts without reclaim.
