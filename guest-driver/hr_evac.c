@@ -1782,9 +1782,6 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 	INIT_LIST_HEAD(&r.pending);
 	INIT_LIST_HEAD(&r.refused);
 	virtio_hugeroom_test_evac_start(vh);
-	/* Without it, a pass claims nothing: as before, only dearer. */
-	r.claims = kvmalloc_array(VIRTIO_HUGEROOM_MAX_CLAIMS,
-				  sizeof(*r.claims), GFP_KERNEL | __GFP_NOWARN);
 	r.last_progress_ns = r.c.start_ns;
 	if (le16_to_cpu(hdr->type) == VIRTIO_HUGEROOM_CMD_CAPTURE) {
 		const struct virtio_hugeroom_capture *cap = vh->job_cmd;
@@ -1798,6 +1795,10 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 		r.count = le32_to_cpu(ev->count);
 		r.budget_ns = (u64)le32_to_cpu(ev->budget_ms) * NSEC_PER_MSEC;
 		r.budget_pages = le64_to_cpu(ev->budget_pages);
+		/* Without it, a pass claims nothing (as before claims). */
+		r.claims = kvmalloc_array(VIRTIO_HUGEROOM_MAX_CLAIMS,
+					  sizeof(*r.claims),
+					  GFP_KERNEL | __GFP_NOWARN);
 		if (le16_to_cpu(ev->hdr.flags) & VIRTIO_HUGEROOM_EVAC_F_CHEAPEST)
 			virtio_hugeroom_evac_cheapest(&r, (const void *)(ev + 1),
 						      le32_to_cpu(ev->nr_ranges));
