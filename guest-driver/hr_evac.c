@@ -1356,9 +1356,10 @@ static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n,
 
 		lock_page(page);
 		if (movable)
-			__SetPageMovable(page, &virtio_hugeroom_claim_mops);
+			VIRTIO_HUGEROOM_SET_MOVABLE(page,
+						    &virtio_hugeroom_claim_mops);
 		else
-			__ClearPageMovable(page);
+			VIRTIO_HUGEROOM_CLEAR_MOVABLE(page);
 		unlock_page(page);
 	}
 }
@@ -1374,7 +1375,7 @@ static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
 		list_del(&page->lru);
 		set_page_private(page, 0);
 		virtio_hugeroom_claim_mark(page_to_pfn(page), n, false);
-		/* Freeing clears the mapping __ClearPageMovable() leaves. */
+		/* Freeing clears the mapping unmarking leaves. */
 		free_contig_range(page_to_pfn(page), n);
 	}
 	/* Taking the block counts all its pages again. */
