@@ -43,5 +43,9 @@
  */
 #define VIRTIO_HUGEROOM_SET_OFFLINE(page)	__PASTE(__, SetPageOffline)(page)
 #define VIRTIO_HUGEROOM_CLEAR_OFFLINE(page)	__PASTE(__, ClearPageOffline)(page)
+/* The same for marking claimed pages movable_ops pages (hr_evac.c). */
+#define VIRTIO_HUGEROOM_SET_MOVABLE(page, mops) \
+	__PASTE(__, SetPageMovable)(page, mops)
+#define VIRTIO_HUGEROOM_CLEAR_MOVABLE(page)	__PASTE(__, ClearPageMovable)(page)
 
 #endif /* _HR_COMPAT_H */

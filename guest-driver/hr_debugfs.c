@@ -91,6 +91,12 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 		seq_printf(m, " %llu", vh->evac_failed[i]);
 	seq_printf(m, "\nevac_pages_estimate %llu\n", vh->evac_pages_estimate);
 	seq_printf(m, "evac_pages_migrated %llu\n", vh->evac_pages_migrated);
+	seq_printf(m, "evac_taken_blocks %llu\nevac_taken_used %llu\n",
+		   vh->evac_taken_blocks, vh->evac_taken_used);
+	seq_printf(m, "evac_taken_migrated %llu\n", vh->evac_taken_migrated);
+	seq_printf(m, "evac_claim_ns %llu\nevac_claim_calls %llu\n",
+		   vh->evac_claim_ns, vh->evac_claim_calls);
+	seq_printf(m, "evac_claim_failed %llu\n", vh->evac_claim_failed);
 	spin_unlock(&vh->hold_lock);
 	seq_printf(m, "pressure_polls %llu\npressure_idle_ns %llu\n",
 		   READ_ONCE(vh->pressure_polls),

@@ -610,13 +610,9 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 			unsigned long free, last, floor, margin, ahead = 0;
 			unsigned int want;
 
-			if (!populated_zone(zone))
+			/* A ZONE_DMA block is never held (R_ZONE). */
+			if (!virtio_hugeroom_zone_blocks(zone))
 				continue;
-#ifdef CONFIG_ZONE_DMA
-			/* Never held (R_ZONE). */
-			if (zid == ZONE_DMA)
-				continue;
-#endif
 			free = zone_page_state(zone, NR_FREE_PAGES);
 			last = i < VIRTIO_HUGEROOM_MAX_ZONES ?
 			       vh->pressure_last[i] : 0;
@@ -801,6 +797,18 @@ void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
  * still take CANCEL, RETURN and REPORT while it runs.
  */
 
+/*
+ * The free pages of a block a pass will empty, claimed (see "Claiming
+ * holes" below): runs of pages we allocated, linked through the head
+ * page's lru, each run's length in its head's page_private().
+ */
+struct virtio_hugeroom_claim {
+	unsigned long pfn;
+	struct list_head runs;
+	unsigned int pages;
+	unsigned int used;		/* its in-use pages when planned */
+};
+
 /* One running EVACUATE or CAPTURE. */
 struct virtio_hugeroom_run {
 	struct virtio_hugeroom *vh;
@@ -820,6 +828,15 @@ struct virtio_hugeroom_run {
 	bool no_discard;		/* NO_DISCARD or INVALID for a HOLD */
 	bool no_memory;			/* admission failed, or -ENOMEM */
 	bool budget_skipped;		/* a block was left for the budget */
+	/* the free pages of the blocks this pass will empty, claimed */
+	struct virtio_hugeroom_claim *claims;
+	unsigned int nr_claims;
+	bool claimed;			/* this pass has looked at claims */
+	/* what this command's migrations and claims cost */
+	u64 mig_ns;
+	u64 mig_pages;
+	u64 claim_ns;
+	u64 claim_calls;
 };
 
 /*
@@ -846,17 +863,23 @@ static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
 }
 
 /*
- * The one call of alloc_contig_range().  6.1 and 6.12 take a migratetype
+ * The one call of alloc_contig_range(), for a block or (claims) a run of
+ * free pages in one.  6.1 and 6.12 take a migratetype
  * (6.12 through the alloc_hooks() macro); 6.17 changes it to flags and is
  * refused in hr_compat.h.  GFP: may reclaim a little, never OOM,
  * never warn (SPEC 1.6.3.2 item 4).
  */
-static int virtio_hugeroom_contig_alloc(unsigned long pfn)
+static int virtio_hugeroom_contig_range(unsigned long start,
+					unsigned long end)
 {
-	return alloc_contig_range(pfn, pfn + pageblock_nr_pages,
-				  MIGRATE_MOVABLE,
+	return alloc_contig_range(start, end, MIGRATE_MOVABLE,
 				  GFP_KERNEL | __GFP_NOWARN |
 				  __GFP_RETRY_MAYFAIL);
+}
+
+static int virtio_hugeroom_contig_alloc(unsigned long pfn)
+{
+	return virtio_hugeroom_contig_range(pfn, pfn + pageblock_nr_pages);
 }
 
 /* Sum of the high watermarks of all populated zones. */
@@ -886,12 +909,12 @@ static unsigned long virtio_hugeroom_high_wmarks(void)
  * pressure trigger's give-back level, floor + 2 * margin + ahead (see
  * "Pressure trigger"), a margin above the level where the trigger gives
  * blocks back, so that it never gives back at once what was just taken.
- * @taken: the pages are already allocated.
+ * @need: the pages still to be taken (virtio_hugeroom_admit(): a block,
+ * or none with @taken, the pages are already allocated).
  */
-static bool virtio_hugeroom_admit(struct virtio_hugeroom *vh,
-				  struct zone *zone, bool taken)
+static bool virtio_hugeroom_admit_pages(struct virtio_hugeroom *vh,
+					struct zone *zone, unsigned long need)
 {
-	unsigned long need = taken ? 0 : pageblock_nr_pages;
 	unsigned long floor = virtio_hugeroom_high_wmarks() +
 			      (totalram_pages() >>
 			       VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT);
@@ -903,6 +926,13 @@ static bool virtio_hugeroom_admit(struct virtio_hugeroom *vh,
 		    READ_ONCE(vh->pressure_ahead) + need)
 		return false;
 	return avail >= 0 && (unsigned long)avail >= floor + need;
+}
+
+static bool virtio_hugeroom_admit(struct virtio_hugeroom *vh,
+				  struct zone *zone, bool taken)
+{
+	return virtio_hugeroom_admit_pages(vh, zone,
+					   taken ? 0 : pageblock_nr_pages);
 }
 
 static void virtio_hugeroom_run_fail(struct virtio_hugeroom_run *r,
@@ -1054,8 +1084,8 @@ static bool virtio_hugeroom_run_enough(struct virtio_hugeroom_run *r)
  * it (CHEAPEST only picks eligible blocks, but re-checks them).
  */
 static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
-				      unsigned long pfn, unsigned int *free,
-				      struct zone **zonep)
+				      unsigned long pfn, unsigned int released,
+				      unsigned int *free, struct zone **zonep)
 {
 	struct page *head = pfn_to_online_page(pfn);
 	struct page *last = pfn_to_online_page(pfn + pageblock_nr_pages - 1);
@@ -1085,7 +1115,10 @@ static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
 	    mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
 	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && *free < pageblock_nr_pages))
 		return VIRTIO_HUGEROOM_R_ZONE;
-	if (!virtio_hugeroom_admit(vh, zone, false))
+	/* Its claimed pages, just given back, count as taken already. */
+	if (!virtio_hugeroom_admit_pages(vh, zone, pageblock_nr_pages -
+					 min_t(unsigned int, released,
+					       pageblock_nr_pages)))
 		return VIRTIO_HUGEROOM_R_NOMEM;
 	*zonep = zone;
 	return -1;
@@ -1150,20 +1183,25 @@ static bool virtio_hugeroom_block_movable(unsigned long pfn)
 }
 
 /*
- * Try to free and take the block at @pfn.  Returns 1 if taken, 0 if it
- * failed (counted), -EAGAIN if it was left alone for the page budget (not
- * counted: SPEC 1.6.3.1).
+ * Try to free and take the block at @pfn, which had @chosen_free free
+ * pages when it was chosen (UINT_MAX: now, a block the host named), and
+ * whose @released claimed pages were just given back (they may still sit
+ * on a per-cpu list, which the free count does not see).  Returns 1 if
+ * taken, 0 if it failed (counted), -EAGAIN if it was left alone for the
+ * page budget (not counted: SPEC 1.6.3.1).
  */
 static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
-				      unsigned long pfn)
+				      unsigned long pfn,
+				      unsigned int chosen_free,
+				      unsigned int released)
 {
 	struct virtio_hugeroom *vh = r->vh;
 	unsigned int free = 0, used, tries;
 	struct zone *zone = NULL;
-	u64 ev0, ev1;
+	u64 ev0, ev1, moved, t0;
 	int reason, rc;
 
-	reason = virtio_hugeroom_evac_check(vh, pfn, &free, &zone);
+	reason = virtio_hugeroom_evac_check(vh, pfn, released, &free, &zone);
 	if (reason >= 0) {
 		/* Every further block would break the admission rule too. */
 		if (reason == VIRTIO_HUGEROOM_R_NOMEM)
@@ -1171,8 +1209,11 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 		virtio_hugeroom_run_fail(r, reason);
 		return 0;
 	}
+	free = max(free, released);
 	used = pageblock_nr_pages - min_t(unsigned int, free,
 					  pageblock_nr_pages);
+	if (chosen_free > pageblock_nr_pages)
+		chosen_free = free;
 	if (r->budget_pages && r->c.migrated + used > r->budget_pages) {
 		r->budget_skipped = true;
 		return -EAGAIN;
@@ -1188,6 +1229,7 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 	}
 
 	ev0 = virtio_hugeroom_pgmigrate(vh);
+	t0 = ktime_get_ns();
 	for (tries = 1; ; tries++) {
 		rc = virtio_hugeroom_contig_alloc(pfn);
 		if (rc != -EBUSY || tries == VIRTIO_HUGEROOM_EVAC_TRIES)
@@ -1205,13 +1247,21 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 		cond_resched();
 	}
 	ev1 = virtio_hugeroom_pgmigrate(vh);
-	if (ev1 > ev0)
-		r->c.migrated += ev1 - ev0;
+	moved = ev1 > ev0 ? ev1 - ev0 : 0;
+	r->c.migrated += moved;
+	r->mig_ns += ktime_get_ns() - t0;
+	r->mig_pages += moved;
 	spin_lock(&vh->hold_lock);
 	vh->evac_pages_estimate += used;
-	if (ev1 > ev0)
-		vh->evac_pages_migrated += ev1 - ev0;
+	vh->evac_pages_migrated += moved;
+	if (!rc) {
+		vh->evac_taken_blocks++;
+		vh->evac_taken_used += pageblock_nr_pages - chosen_free;
+		vh->evac_taken_migrated += moved;
+	}
 	spin_unlock(&vh->hold_lock);
+	virtio_hugeroom_test_evac_rec(vh, pfn, chosen_free, free, moved,
+				      rc);
 
 	switch (rc) {
 	case 0:
@@ -1243,24 +1293,332 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 	return 0;
 }
 
+/*
+ * Claiming holes.  alloc_contig_range() takes its migration targets from
+ * the buddy allocator, which hands out free pages wherever they are: also
+ * in the holes of the blocks this pass empties later, whose pages then
+ * move twice (tests/vm evac-order: 1.21x the pages the occupancy said,
+ * asking for half the blocks of a guest whose blocks are half used).  So
+ * a pass first takes the free pages of the blocks it means to empty (one
+ * alloc_contig_range() per run of free pages: it isolates the pageblock
+ * only for the call and migrates nothing while the run is free), and
+ * gives a block's back right before emptying it; the targets are then the
+ * holes of blocks it keeps.  The claims are pages the donation takes
+ * anyway, only earlier: each must pass admission as if it were taken (a
+ * pass claims no more than admission would let it take), and they count
+ * as taken for the pressure trigger.
+ */
+/* 0: never; 1: where it pays (measured); 2: always */
+static unsigned int claim_holes = 1;
+module_param(claim_holes, uint, 0644);
+MODULE_PARM_DESC(claim_holes,
+		 "EVACUATE claims the free pages of the blocks it empties before migrating: 0 never, 1 where cheaper than migrating twice (default), 2 always");
+
+/*
+ * A claimed page is in use, and alloc_contig_range() refuses to isolate
+ * a pageblock with a page in use that is neither on an LRU nor movable
+ * (has_unmovable_pages() looks at the whole pageblock, on 6.1 and 6.12):
+ * the second claim of a block failed -EBUSY.  So claimed pages are
+ * movable_ops pages, as balloon pages are, whose isolation always fails:
+ * compaction and alloc_contig_range() leave them where they are, and
+ * isolating their pageblock works.
+ */
+static bool virtio_hugeroom_claim_isolate(struct page *page,
+					  isolate_mode_t mode)
+{
+	return false;
+}
+
+static int virtio_hugeroom_claim_migrate(struct page *dst, struct page *src,
+					 enum migrate_mode mode)
+{
+	return -EAGAIN;
+}
+
+static void virtio_hugeroom_claim_putback(struct page *page)
+{
+}
+
+static const struct movable_operations virtio_hugeroom_claim_mops = {
+	.isolate_page = virtio_hugeroom_claim_isolate,
+	.migrate_page = virtio_hugeroom_claim_migrate,
+	.putback_page = virtio_hugeroom_claim_putback,
+};
+
+/* Mark (@movable) or unmark the @n claimed pages at @pfn. */
+static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n,
+				       bool movable)
+{
+	unsigned long i;
+
+	for (i = 0; i < n; i++) {
+		struct page *page = pfn_to_page(pfn + i);
+
+		lock_page(page);
+		if (movable)
+			VIRTIO_HUGEROOM_SET_MOVABLE(page,
+						    &virtio_hugeroom_claim_mops);
+		else
+			VIRTIO_HUGEROOM_CLEAR_MOVABLE(page);
+		unlock_page(page);
+	}
+}
+
+static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
+					  struct virtio_hugeroom_claim *cl)
+{
+	struct page *page, *tmp;
+
+	list_for_each_entry_safe(page, tmp, &cl->runs, lru) {
+		unsigned long n = page_private(page);
+
+		list_del(&page->lru);
+		set_page_private(page, 0);
+		virtio_hugeroom_claim_mark(page_to_pfn(page), n, false);
+		/* Freeing clears the mapping unmarking leaves. */
+		free_contig_range(page_to_pfn(page), n);
+	}
+	/* Taking the block counts all its pages again. */
+	WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken - cl->pages);
+	cl->pages = 0;
+}
+
+/*
+ * The next run of free pages in the block at @head from @*i: its start,
+ * and @*i past it (pageblock_nr_pages: none left).  Lockless, a hint.
+ */
+static unsigned long virtio_hugeroom_next_run(struct page *head,
+					      unsigned long *i)
+{
+	unsigned long start;
+	unsigned int order;
+
+	for (; *i < pageblock_nr_pages; (*i)++) {
+		start = *i;
+		while (*i < pageblock_nr_pages && PageBuddy(head + *i)) {
+			order = virtio_hugeroom_buddy_order(head + *i);
+			if (order >= VIRTIO_HUGEROOM_KERNEL_ORDERS)
+				break;
+			*i = min(*i + (1UL << order), pageblock_nr_pages);
+		}
+		if (*i > start)
+			return start;
+	}
+	return pageblock_nr_pages;
+}
+
+/* Free pages and runs of them in the block at @head. */
+static unsigned int virtio_hugeroom_count_runs(struct page *head,
+					       unsigned int *free)
+{
+	unsigned long i = 0, start;
+	unsigned int runs = 0;
+
+	*free = 0;
+	while ((start = virtio_hugeroom_next_run(head, &i)) <
+	       pageblock_nr_pages) {
+		*free += i - start;
+		runs++;
+	}
+	return runs;
+}
+
+/*
+ * Claim the free pages of the block at @cl->pfn.  False once admission
+ * refuses a claim: no further block is claimed.
+ */
+static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
+					struct virtio_hugeroom_claim *cl)
+{
+	unsigned long pfn = cl->pfn, i = 0, start, n;
+	struct page *head = pfn_to_page(pfn);
+	struct zone *zone = page_zone(head);
+	u64 t0;
+	int rc;
+
+	while ((start = virtio_hugeroom_next_run(head, &i)) <
+	       pageblock_nr_pages) {
+		n = i - start;
+		if (!virtio_hugeroom_admit_pages(r->vh, zone, n))
+			return false;
+		t0 = ktime_get_ns();
+		rc = virtio_hugeroom_contig_range(pfn + start, pfn + i);
+		r->claim_ns += ktime_get_ns() - t0;
+		r->claim_calls++;
+		if (rc) {
+			r->vh->evac_claim_failed++;
+			dev_dbg(&r->vh->vdev->dev, "claim 0x%llx+%lu: %d\n",
+				(u64)PFN_PHYS(pfn + start), n, rc);
+			continue;
+		}
+		virtio_hugeroom_claim_mark(pfn + start, n, true);
+		set_page_private(head + start, n);
+		list_add(&head[start].lru, &cl->runs);
+		cl->pages += n;
+		WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken + n);
+	}
+	return true;
+}
+
+/*
+ * Is claiming the block of @cl worth it?  Its holes get pages moved in
+ * (and then moved again) with the chance that the pages migrated before
+ * its turn, @before, take of all free pages, @free_all; a claim costs an
+ * alloc_contig_range() per run of free pages, which on a host short of
+ * CPU (each call waits for every CPU: an RCU grace period, per-cpu
+ * drains) costs more than migrating the pages it saves.  Both costs as
+ * measured in this command: per migrated page, and per claim call (the
+ * first claim is always made, to measure it).
+ */
+static bool virtio_hugeroom_claim_pays(struct virtio_hugeroom_run *r,
+				       struct virtio_hugeroom_claim *cl,
+				       u64 before, u64 free_all)
+{
+	struct page *head = pfn_to_online_page(cl->pfn);
+	unsigned int free, runs;
+	u64 gain, cost;
+
+	/* Only what evac_check() would let through has holes worth it. */
+	if (!head || !virtio_hugeroom_zone_blocks(page_zone(head)) ||
+	    virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(cl->pfn)) !=
+	    VIRTIO_HUGEROOM_MT_MOVABLE)
+		return false;
+	runs = virtio_hugeroom_count_runs(head, &free);
+	if (!runs || !free_all)
+		return false;
+	if (!r->claim_calls || READ_ONCE(claim_holes) == 2)
+		return true;
+	gain = div64_u64((u64)free * min(before, free_all) *
+			 div64_u64(r->mig_ns, r->mig_pages), free_all);
+	cost = div64_u64(r->claim_ns * runs, r->claim_calls);
+	return gain > cost;
+}
+
+/*
+ * The blocks r->claims[0, @nr).pfn are those the pass empties next, in
+ * its order, .used their in-use pages: claim the free pages of those
+ * it pays to (no more than the blocks still wanted), the last first
+ * (their holes are the likeliest to fill).  r->nr_claims says how many
+ * were looked at.  Nothing before the command has migrated a few pages,
+ * the measure of what a migration costs.  Migrations by the claims
+ * (pages allocated into a hole since it was counted) are the job's.
+ */
+static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
+				  unsigned int nr)
+{
+	u64 ev0, ev1, t0 = ktime_get_ns(), before = 0, free_all;
+	u64 calls0 = r->claim_calls;
+	unsigned int want = r->count - min(r->count,
+					   r->c.freed + r->nr_pending);
+	unsigned int i;
+	bool admitted = true;
+
+	ev0 = virtio_hugeroom_pgmigrate(r->vh);
+	nr = min(nr, want);
+	for (i = 0; i < nr; i++) {
+		INIT_LIST_HEAD(&r->claims[i].runs);
+		r->claims[i].pages = 0;
+		before += r->claims[i].used;
+	}
+	r->nr_claims = nr;
+	free_all = global_zone_page_state(NR_FREE_PAGES);
+	for (i = nr; i-- > 0 && admitted && !r->stop; ) {
+		struct virtio_hugeroom_claim *cl = &r->claims[i];
+
+		before -= cl->used;
+		if (!virtio_hugeroom_claim_pays(r, cl, before, free_all))
+			continue;
+		admitted = virtio_hugeroom_claim_block(r, cl);
+		r->stop = virtio_hugeroom_run_check(r);
+		cond_resched();
+	}
+	ev1 = virtio_hugeroom_pgmigrate(r->vh);
+	if (ev1 > ev0)
+		r->c.migrated += ev1 - ev0;
+	spin_lock(&r->vh->hold_lock);
+	r->vh->evac_claim_ns += ktime_get_ns() - t0;
+	r->vh->evac_claim_calls += r->claim_calls - calls0;
+	spin_unlock(&r->vh->hold_lock);
+}
+
+/*
+ * Does the pass look at claims before its next block?  Once, as soon as
+ * this command has migrated enough pages to know what a migration costs
+ * (the first blocks of the pass, emptied before any claim, are those
+ * whose holes had the least time to fill).
+ */
+static bool virtio_hugeroom_claim_due(struct virtio_hugeroom_run *r)
+{
+	if (r->claimed || !r->claims || !READ_ONCE(claim_holes) ||
+	    r->mig_pages < VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES)
+		return false;
+	r->claimed = true;
+	return true;
+}
+
+/*
+ * Give back the claim of the block at @pfn, if any, and say how many
+ * pages it held.
+ */
+static unsigned int virtio_hugeroom_unclaim(struct virtio_hugeroom_run *r,
+					    unsigned long pfn)
+{
+	unsigned int i, pages;
+
+	for (i = 0; i < r->nr_claims; i++) {
+		if (r->claims[i].pfn == pfn && r->claims[i].pages) {
+			pages = r->claims[i].pages;
+			virtio_hugeroom_claim_release(r, &r->claims[i]);
+			return pages;
+		}
+	}
+	return 0;
+}
+
+static void virtio_hugeroom_unclaim_all(struct virtio_hugeroom_run *r)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->nr_claims; i++)
+		virtio_hugeroom_claim_release(r, &r->claims[i]);
+	r->nr_claims = 0;
+}
+
 /* Explicit form: the host's blocks, in its order, until count are freed. */
 static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 					  const __le64 *gpas, u32 nr)
 {
-	u32 i;
+	unsigned long pfn;
+	u32 i, k, n;
 
 	for (i = 0; i < nr; i++) {
 		if (virtio_hugeroom_run_enough(r) ||
 		    virtio_hugeroom_run_blocked(r))
-			return;
+			break;
 		r->stop = virtio_hugeroom_run_check(r);
 		if (r->stop)
-			return;
-		virtio_hugeroom_evac_block(r, PHYS_PFN(le64_to_cpu(gpas[i])));
+			break;
+		if (virtio_hugeroom_claim_due(r)) {
+			n = min_t(u32, nr - i, VIRTIO_HUGEROOM_MAX_CLAIMS);
+			for (k = 0; k < n; k++) {
+				struct page *head;
+
+				pfn = PHYS_PFN(le64_to_cpu(gpas[i + k]));
+				head = pfn_to_online_page(pfn);
+				r->claims[k].pfn = pfn;
+				r->claims[k].used = head ? pageblock_nr_pages -
+					virtio_hugeroom_block_free(head, pfn) : 0;
+			}
+			virtio_hugeroom_claim(r, n);
+		}
+		pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
+		virtio_hugeroom_evac_block(r, pfn, UINT_MAX,
+					   virtio_hugeroom_unclaim(r, pfn));
 		if (r->stop)
-			return;
+			break;
 		virtio_hugeroom_run_tick(r);
 	}
+	virtio_hugeroom_unclaim_all(r);
 }
 
 /*
@@ -1294,7 +1652,7 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 {
 	struct virtio_hugeroom_scan *s = &r->vh->evac_scan;
 	u64 deadline = r->budget_ns ? r->c.start_ns + r->budget_ns : U64_MAX;
-	unsigned int i, stale_sweeps = 0;
+	unsigned int i, nr, stale_sweeps = 0;
 	bool progress, stale;
 	u64 sweeps;
 
@@ -1316,27 +1674,48 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 		}
 		progress = false;
 		stale = false;
+		r->claimed = false;
 		for (i = 0; i < s->done->nr_cands; i++) {
+			const struct virtio_hugeroom_cand *c = &s->done->cand[i];
+			unsigned int released, k;
+
 			if (virtio_hugeroom_run_enough(r) ||
 			    virtio_hugeroom_run_blocked(r))
 				goto out;
 			r->stop = virtio_hugeroom_run_check(r);
 			if (r->stop)
 				goto out;
-			if (virtio_hugeroom_cand_stale(&s->done->cand[i])) {
+			if (virtio_hugeroom_claim_due(r)) {
+				nr = min_t(unsigned int, s->done->nr_cands - i,
+					   VIRTIO_HUGEROOM_MAX_CLAIMS);
+				for (k = 0; k < nr; k++) {
+					r->claims[k].pfn = c[k].pfn;
+					r->claims[k].used = pageblock_nr_pages -
+							    c[k].free;
+				}
+				virtio_hugeroom_claim(r, nr);
+				if (r->stop)
+					goto out;
+			}
+			/* A claimed block cannot have filled up. */
+			released = virtio_hugeroom_unclaim(r, c->pfn);
+			if (!released && virtio_hugeroom_cand_stale(c)) {
 				stale = true;
 				continue;
 			}
-			if (virtio_hugeroom_evac_block(r, s->done->cand[i].pfn) > 0)
+			if (virtio_hugeroom_evac_block(r, c->pfn, c->free,
+						       released) > 0)
 				progress = true;
 			if (r->stop)
 				goto out;
 			virtio_hugeroom_run_tick(r);
 		}
+		virtio_hugeroom_unclaim_all(r);
 		stale_sweeps = progress ? 0 : stale_sweeps + stale;
 	} while ((progress || stale) && !virtio_hugeroom_run_enough(r) &&
 		 stale_sweeps < VIRTIO_HUGEROOM_STALE_SWEEPS);
 out:
+	virtio_hugeroom_unclaim_all(r);
 	s->ranges = NULL;
 	s->nr_ranges = 0;
 }
@@ -1403,6 +1782,7 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 
 	INIT_LIST_HEAD(&r.pending);
 	INIT_LIST_HEAD(&r.refused);
+	virtio_hugeroom_test_evac_start(vh);
 	r.last_progress_ns = r.c.start_ns;
 	if (le16_to_cpu(hdr->type) == VIRTIO_HUGEROOM_CMD_CAPTURE) {
 		const struct virtio_hugeroom_capture *cap = vh->job_cmd;
@@ -1416,6 +1796,10 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 		r.count = le32_to_cpu(ev->count);
 		r.budget_ns = (u64)le32_to_cpu(ev->budget_ms) * NSEC_PER_MSEC;
 		r.budget_pages = le64_to_cpu(ev->budget_pages);
+		/* Without it, a pass claims nothing (as before claims). */
+		r.claims = kvmalloc_array(VIRTIO_HUGEROOM_MAX_CLAIMS,
+					  sizeof(*r.claims),
+					  GFP_KERNEL | __GFP_NOWARN);
 		if (le16_to_cpu(ev->hdr.flags) & VIRTIO_HUGEROOM_EVAC_F_CHEAPEST)
 			virtio_hugeroom_evac_cheapest(&r, (const void *)(ev + 1),
 						      le32_to_cpu(ev->nr_ranges));
@@ -1423,6 +1807,7 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 			virtio_hugeroom_evac_explicit(&r, (const void *)(ev + 1),
 						      le32_to_cpu(ev->nr_gpas));
 	}
+	kvfree(r.claims);
 	virtio_hugeroom_run_flush(&r);
 	virtio_hugeroom_run_release(&r);
 

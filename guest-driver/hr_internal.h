@@ -51,6 +51,7 @@
 #include <linux/kernel.h>
 #include <linux/ktime.h>
 #include <linux/memory.h>
+#include <linux/migrate.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
 #include <linux/module.h>
@@ -59,6 +60,7 @@
 #include <linux/oom.h>
 #include <linux/pageblock-flags.h>
 #include <linux/page-flags.h>
+#include <linux/pagemap.h>
 #include <linux/scatterlist.h>
 #include <linux/seq_file.h>
 #include <linux/shrinker.h>
@@ -116,6 +118,10 @@
 /* A candidate with this many fewer free pages than its sweep counted. */
 #define VIRTIO_HUGEROOM_STALE_PAGES	32
 #define VIRTIO_HUGEROOM_STALE_SWEEPS	8
+/* Blocks a pass claims the free pages of before it migrates (hr_evac.c). */
+#define VIRTIO_HUGEROOM_MAX_CLAIMS	VIRTIO_HUGEROOM_MAX_CANDIDATES
+/* Pages a command migrates before it weighs claims against migrations. */
+#define VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES	256
 /*
  * Admission keeps MemAvailable this far above the high watermarks: 1/32 of
  * the guest's memory, room for page cache and bursts without reclaim.
@@ -170,6 +176,19 @@ struct virtio_hugeroom_cand {
 	u8 zid;
 	u8 mt;			/* enum virtio_hugeroom_mt */
 };
+
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+/* One block an EVACUATE tried, for debugfs evac_log (a test aid). */
+struct virtio_hugeroom_evac_rec {
+	unsigned long pfn;
+	u32 migrated;
+	u16 chosen_free;	/* free pages when chosen */
+	u16 free;		/* free pages just before the attempt */
+	s8 rc;			/* alloc_contig_range(): 0 taken */
+};
+
+#define VIRTIO_HUGEROOM_EVAC_LOG	8192
+#endif
 
 struct virtio_hugeroom_sweep_zone {
 	int nid;
@@ -294,7 +313,20 @@ struct virtio_hugeroom {
 	u64 evac_failed[VIRTIO_HUGEROOM_NR_REASONS];
 	u64 evac_pages_estimate;	/* in-use pages of attempted blocks */
 	u64 evac_pages_migrated;	/* pgmigrate_success deltas */
-	struct mutex return_lock;
+	/*
+	 * Of the blocks taken: how many, their in-use pages when chosen (the
+	 * CHEAPEST sweep's count, or the check's for a named block), and the
+	 * pages migrated to empty them.  migrated / used above 1 means pages
+	 * moved into them after they were chosen (and were moved twice).
+	 */
+	u64 evac_taken_blocks;
+	u64 evac_taken_used;
+	u64 evac_taken_migrated;
+	/* claiming holes (hr_evac.c): time, alloc_contig_range() calls, failed */
+	u64 evac_claim_ns;
+	u64 evac_claim_calls;
+	u64 evac_claim_failed;
+	struct mutex return_lock;	/* see above */
 
 	/*
 	 * The pressure trigger, a delayed work queued while blocks are held
@@ -356,6 +388,9 @@ struct virtio_hugeroom {
 	struct mutex pin_lock;
 	struct page **pins;
 	unsigned int nr_pins;
+	/* debugfs evac_log: the blocks the last job tried, under hold_lock */
+	struct virtio_hugeroom_evac_rec *evac_log;
+	unsigned int nr_evac_log;
 #endif
 
 	struct dentry *debugfs;
@@ -416,6 +451,19 @@ int virtio_hugeroom_oom_notify(struct notifier_block *nb,
 int virtio_hugeroom_memory_notify(struct notifier_block *nb,
 				  unsigned long action, void *arg);
 
+/*
+ * May @zone hold blocks: populated and not ZONE_DMA (EVACUATE refuses
+ * ZONE_DMA blocks with R_ZONE)?
+ */
+static inline bool virtio_hugeroom_zone_blocks(struct zone *zone)
+{
+#ifdef CONFIG_ZONE_DMA
+	if (zone_idx(zone) == ZONE_DMA)
+		return false;
+#endif
+	return populated_zone(zone);
+}
+
 /* hr_debugfs.c */
 void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh);
 
@@ -428,6 +476,10 @@ int virtio_hugeroom_test_init(struct virtio_hugeroom *vh);
 void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh);
 void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 				  struct dentry *dir);
+void virtio_hugeroom_test_evac_start(struct virtio_hugeroom *vh);
+void virtio_hugeroom_test_evac_rec(struct virtio_hugeroom *vh,
+				   unsigned long pfn, unsigned int chosen_free,
+				   unsigned int free, u64 migrated, int rc);
 #else
 static inline void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
 {
@@ -454,6 +506,17 @@ static inline void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh)
 
 static inline void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 						struct dentry *dir)
+{
+}
+
+static inline void virtio_hugeroom_test_evac_start(struct virtio_hugeroom *vh)
+{
+}
+
+static inline void
+virtio_hugeroom_test_evac_rec(struct virtio_hugeroom *vh, unsigned long pfn,
+			      unsigned int chosen_free, unsigned int free,
+			      u64 migrated, int rc)
 {
 }
 #endif /* CONFIG_VIRTIO_HUGEROOM_TEST */

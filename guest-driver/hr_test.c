@@ -399,12 +399,111 @@ static const struct file_operations virtio_hugeroom_fault_fops = {
 	.llseek = noop_llseek,
 };
 
+/*
+ * "evac_log", a test aid: the blocks the last EVACUATE tried to empty
+ * (the first VIRTIO_HUGEROOM_EVAC_LOG), one a line: gpa, free pages when
+ * the block was chosen, free pages just before alloc_contig_range(),
+ * pages migrated, its result (0: taken).  A test compares what each
+ * block cost with what the occupancy it was chosen by said.
+ */
+void virtio_hugeroom_test_evac_start(struct virtio_hugeroom *vh)
+{
+	spin_lock(&vh->hold_lock);
+	vh->nr_evac_log = 0;
+	spin_unlock(&vh->hold_lock);
+}
+
+void virtio_hugeroom_test_evac_rec(struct virtio_hugeroom *vh,
+				   unsigned long pfn, unsigned int chosen_free,
+				   unsigned int free, u64 migrated, int rc)
+{
+	struct virtio_hugeroom_evac_rec *e;
+
+	spin_lock(&vh->hold_lock);
+	if (vh->nr_evac_log < VIRTIO_HUGEROOM_EVAC_LOG) {
+		e = &vh->evac_log[vh->nr_evac_log++];
+		e->pfn = pfn;
+		e->chosen_free = chosen_free;
+		e->free = free;
+		e->migrated = min_t(u64, migrated, U32_MAX);
+		e->rc = rc;
+	}
+	spin_unlock(&vh->hold_lock);
+}
+
+static int virtio_hugeroom_evac_log_show(struct seq_file *m, void *unused)
+{
+	struct virtio_hugeroom *vh = m->private;
+	struct virtio_hugeroom_evac_rec e;
+	unsigned int i;
+
+	for (i = 0; ; i++) {
+		spin_lock(&vh->hold_lock);
+		if (i >= vh->nr_evac_log) {
+			spin_unlock(&vh->hold_lock);
+			break;
+		}
+		e = vh->evac_log[i];
+		spin_unlock(&vh->hold_lock);
+		seq_printf(m, "0x%llx %u %u %u %d\n", (u64)PFN_PHYS(e.pfn),
+			   e.chosen_free, e.free, e.migrated, e.rc);
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_evac_log);
+
+/*
+ * "occupancy", a test aid: every online pageblock outside ZONE_DMA, one a
+ * line: gpa, free pages (the lockless count the sweep uses), migratetype
+ * (the wire's MT_*).  A test picks "host-backed" blocks and the minimum
+ * number of pages to migrate from it, as the host does from a STATUS.
+ */
+static int virtio_hugeroom_occupancy_show(struct seq_file *m, void *unused)
+{
+	int nid, zid;
+
+	for_each_online_node(nid) {
+		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
+			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
+			unsigned long pfn;
+
+			if (!virtio_hugeroom_zone_blocks(zone))
+				continue;
+			for (pfn = ALIGN(zone->zone_start_pfn,
+					 pageblock_nr_pages);
+			     pfn + pageblock_nr_pages <= zone_end_pfn(zone);
+			     pfn += pageblock_nr_pages) {
+				struct page *head = pfn_to_online_page(pfn);
+
+				if (!head || page_zone(head) != zone)
+					continue;
+				seq_printf(m, "0x%llx %u %u\n",
+					   (u64)PFN_PHYS(pfn),
+					   virtio_hugeroom_block_free(head, pfn),
+					   virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(pfn)));
+				cond_resched();
+			}
+		}
+	}
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_occupancy);
+
 int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
 {
 	mutex_init(&vh->pin_lock);
+	vh->evac_log = kvcalloc(VIRTIO_HUGEROOM_EVAC_LOG,
+				sizeof(*vh->evac_log), GFP_KERNEL);
+	if (!vh->evac_log)
+		return -ENOMEM;
 	/* Virtqueue buffers must be in the linear map: kmalloc. */
 	vh->inject = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
-	return vh->inject ? 0 : -ENOMEM;
+	if (!vh->inject) {
+		kvfree(vh->evac_log);
+		vh->evac_log = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 /* After the device is stopped. */
@@ -413,6 +512,8 @@ void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh)
 	virtio_hugeroom_unpin(vh);
 	kfree(vh->inject);
 	vh->inject = NULL;
+	kvfree(vh->evac_log);
+	vh->evac_log = NULL;
 }
 
 void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
@@ -426,4 +527,8 @@ void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 			    &virtio_hugeroom_pin_fops);
 	debugfs_create_file("fault_inject", 0200, dir, vh,
 			    &virtio_hugeroom_fault_fops);
+	debugfs_create_file("evac_log", 0400, dir, vh,
+			    &virtio_hugeroom_evac_log_fops);
+	debugfs_create_file("occupancy", 0400, dir, vh,
+			    &virtio_hugeroom_occupancy_fops);
 }

@@ -83,6 +83,10 @@ def main():
             guests.append(g)
             g.start()
             hrhost.set_oom_score_adj(g.pid, 1000)
+            # the driver's claim_holes (guest-driver/README.md), to compare
+            if os.environ.get("HR_HEADLINE_CLAIM_HOLES"):
+                g.cmd("sh echo %s >/sys/module/virtio_hugeroom/parameters/claim_holes"
+                      % os.environ["HR_HEADLINE_CLAIM_HOLES"])
         for i, g in enumerate(guests):
             # the guest's kernel and initramfs take a few hundred MiB
             touch = min(TOUCH_MIB, (g.meminfo()["MemAvailable"] >> 10) - 128)
@@ -130,6 +134,16 @@ def main():
                "prepare %d MiB ended ready in full in %.1f s (exit %d): %s"
                % (vm_mib, took, p.returncode, r.get("reason")), p.stderr)
         rss1 = rss_total(guests)
+        for g in guests:
+            st = {f[0]: f[1:] for f in (x.split() for x in g.debugfs("status")) if f}
+            taken = int(st["evac_taken_blocks"][0])
+            hrvm.log("%s: %d blocks taken, %s pages migrated for them, %s in use when "
+                     "chosen (%.1f and %.1f per block); claims %s calls in %d ms"
+                     % (g.name, taken, st["evac_taken_migrated"][0],
+                        st["evac_taken_used"][0],
+                        int(st["evac_taken_migrated"][0]) / max(taken, 1),
+                        int(st["evac_taken_used"][0]) / max(taken, 1),
+                        st["evac_claim_calls"][0], int(st["evac_claim_ns"][0]) // 1000000))
         given_kb = sum(s.get("blocks_held", 0) for s in r["steps"]
                        if s["kind"] == "donate") * 2048
         daemon.ctl("consume", rid)
