@@ -348,6 +348,59 @@ test_dest_connects_after_source_gone(Fixture *f, gconstpointer data)
 }
 
 /*
+ * The destination connects for the first time only after the source,
+ * holding blocks for a reservation, is gone (it connects late, or the
+ * daemon restarted mid-migration): the ticks in between keep the holds
+ * (migration_grace_s), and the destination, taking the entry over or, once
+ * the source's entry is pruned, as a new one, adopts them.
+ */
+static void
+test_dest_late(Fixture *f, gconstpointer data)
+{
+	gboolean pruned = GPOINTER_TO_INT(data);
+	g_auto(Mig) m = {0};
+	Wait w = {f, NULL, 0};
+	HrReservation *r;
+
+	mig_start(f, &m);
+	w.value = m.sg->id;
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	if (pruned)
+		wait_for(cond_pruned, &w, "the source's entry pruned");
+	else
+		run_loop(300);
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+
+	mig_dest_up(f, &m, N_HELD);
+	g_assert_true(pruned || m.dg == m.sg);
+	assert_nothing_returned(&m);
+	assert_holds(r, m.dg, N_HELD);
+}
+
+/* after migration_grace_s a gone QEMU's holds are dropped: their memory went with it */
+static void
+test_grace_ends(Fixture *f, gconstpointer data)
+{
+	g_auto(Mig) m = {0};
+	HrReservation *r;
+	(void)data;
+
+	f->config->migration_grace_s = 1;
+	mig_start(f, &m);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	run_loop(500);
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+	run_loop(1000);
+	g_assert_cmpuint(r->holds->len, ==, 0);
+}
+
+/*
  * A VM restarted in a new QEMU (no migration) brings nothing: the holds
  * of the old process go, and the new one is asked for nothing.
  */
@@ -399,6 +452,11 @@ main(int argc, char **argv)
 	ADD("/migration/api/source-pruned-before-resync", NULL, test_source_pruned_before_resync);
 	ADD("/migration/api/dest-connects-after-source-gone", NULL,
 	    test_dest_connects_after_source_gone);
+	ADD("/migration/reservation/dest-connects-after-source-gone", GINT_TO_POINTER(FALSE),
+	    test_dest_late);
+	ADD("/migration/reservation/dest-connects-after-source-pruned", GINT_TO_POINTER(TRUE),
+	    test_dest_late);
+	ADD("/migration/reservation/grace-ends", NULL, test_grace_ends);
 	ADD("/migration/restart-drops", NULL, test_restart_drops);
 #undef ADD
 	return g_test_run();
