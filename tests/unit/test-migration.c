@@ -169,24 +169,35 @@ assert_nothing_returned(Mig *m)
 	g_assert_cmpuint(m->dg->orphans_returned, ==, 0);
 }
 
+static void
+reservation_add(Fixture *f, FakeDevice *dev, HrReservation *r, HrGuest *guest, guint n);
+
 /* a consumed reservation that owns @n blocks @guest holds from FIRST */
 static HrReservation *
 reservation_of(Fixture *f, FakeDevice *dev, HrGuest *guest, guint n)
 {
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 4242, 0, FIRST, n);
 	HrReservation *r = hr_reservation_store_create(store(f), MiB(2) * n, 0, 0, FALSE, "vm2",
 						       &error);
 	g_assert_no_error(error);
 	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_IN_PROGRESS, NULL, NULL));
 	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_READY, NULL, NULL));
 	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_CONSUMED, NULL, NULL));
+	reservation_add(f, dev, r, guest, n);
+	return r;
+}
+
+/* @r's holds of @n blocks @guest holds from FIRST, and the donation's HOLDs */
+static void
+reservation_add(Fixture *f, FakeDevice *dev, HrReservation *r, HrGuest *guest, guint n)
+{
+	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 4242, 0, FIRST, n);
+
 	for (guint i = 0; i < n; i++)
 		hr_reservation_add_hold(r, guest->key, guest->name, FIRST + MiB(2) * i);
 	hr_reservation_touch(store(f), r);
 	/* the donation's HOLDs (its request is before the test) */
 	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
-	return r;
 }
 
 /* the reservation still owns its @n blocks, as @guest's */
@@ -406,6 +417,38 @@ test_grace_ends(Fixture *f, gconstpointer data)
 }
 
 /*
+ * A cancelled reservation's holds in a source that is gone are not
+ * dropped while no QEMU can be asked for them: the late destination
+ * brings them and is asked for them back as the reservation's, not as
+ * orphans.
+ */
+static void
+test_ended_returns_to_dest(Fixture *f, gconstpointer data)
+{
+	g_auto(Mig) m = {0};
+	g_autoptr(HrCmd) ret = NULL;
+	g_autoptr(GError) error = NULL;
+	HrReservation *r;
+	(void)data;
+
+	mig_start(f, &m);
+	r = hr_reservation_store_create(store(f), MiB(2) * N_HELD, 0, 0, FALSE, "vm2", &error);
+	g_assert_no_error(error);
+	reservation_add(f, m.src, r, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_CANCELLED, NULL, NULL));
+	run_loop(500);
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+
+	mig_dest_up(f, &m, N_HELD);
+	ret = fake_expect_cmd(m.dst, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, N_HELD);
+	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+}
+
+/*
  * A VM restarted in a new QEMU (no migration) brings nothing: the holds
  * of the old process go, and the new one is asked for nothing.
  */
@@ -462,6 +505,7 @@ main(int argc, char **argv)
 	ADD("/migration/reservation/dest-connects-after-source-pruned", GINT_TO_POINTER(TRUE),
 	    test_dest_late);
 	ADD("/migration/reservation/grace-ends", NULL, test_grace_ends);
+	ADD("/migration/reservation/ended-returns-to-dest", NULL, test_ended_returns_to_dest);
 	ADD("/migration/restart-drops", NULL, test_restart_drops);
 #undef ADD
 	return g_test_run();
