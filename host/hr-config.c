@@ -44,6 +44,7 @@ static const HrConfigKey hr_config_keys[] = {
     KEY(host_root, STR, FALSE),
     KEY(reservation_tick_ms, U32, FALSE),
     KEY(reservation_ttl_s, U32, TRUE),
+    KEY(migration_grace_s, U32, TRUE),
     KEY(return_high_mark_mb, U64, TRUE),
     KEY(guest_floor_mb, U64, TRUE),
     KEY(hold_in_pool, U32, TRUE), /* reservations planned after it */
@@ -155,6 +156,7 @@ hr_config_new(void)
 	config->host_root = g_strdup("/");
 	config->reservation_tick_ms = 250;
 	config->reservation_ttl_s = 600;
+	config->migration_grace_s = 30;
 	config->return_high_mark_mb = 4096;
 	config->guest_floor_mb = 256;
 	config->hold_in_pool = TRUE;
@@ -645,6 +647,10 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 	if (!hr_config_get_uint(kf, "reservation_ttl_s", 1, 86400 * 30, FALSE, &v, error))
 		goto fail;
 	config->reservation_ttl_s = v;
+	v = config->migration_grace_s;
+	if (!hr_config_get_uint(kf, "migration_grace_s", 0, 3600, TRUE, &v, error))
+		goto fail;
+	config->migration_grace_s = v;
 	v = config->return_high_mark_mb;
 	if (!hr_config_get_uint(kf, "return_high_mark_mb", 0, G_MAXUINT32, TRUE, &v, error))
 		goto fail;

@@ -56,6 +56,7 @@ typedef struct {
 	gchar *host_root;	     /* "/", or a tree with proc/ and sys/ (tests) */
 	guint reservation_tick_ms;   /* how often live reservations are driven */
 	guint reservation_ttl_s;     /* a ready reservation not consumed by then expires */
+	guint migration_grace_s;     /* a gone QEMU's holds wait this long for its VM's other QEMU */
 	guint64 return_high_mark_mb; /* give holds back when a node has this much free; 0: never */
 	guint64 guest_floor_mb;	     /* default floor of a guest */
 	gboolean hold_in_pool;	     /* hold a reservation's blocks in the node's hugetlb pool */

@@ -118,6 +118,8 @@ struct _HrPrepare {
 	GPtrArray *ops;	     /* Op in flight */
 	GPtrArray *interrupted; /* Interrupted */
 	GHashTable *guest_index; /* HrGuest.key -> HrGuest, while a pass over all holds runs */
+	/* HrReservationHold.guest_key of a QEMU seen gone -> since when (monotonic us) */
+	GHashTable *gone_since;
 	gboolean reconcile_all; /* a held set changed: reconcile at the next tick */
 	GCancellable *cancellable;
 	guint tick_id;
@@ -336,6 +338,7 @@ hr_prepare_new(HrCore *core)
 	hr_planner_params_init(&p->params);
 	p->runs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)run_free);
 	p->gstates = guest_table_new((GDestroyNotify)guest_plan_state_free);
+	p->gone_since = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	p->ops = g_ptr_array_new();
 	p->interrupted = g_ptr_array_new_with_free_func((GDestroyNotify)interrupted_free);
 	p->measures = g_ptr_array_new_with_free_func((GDestroyNotify)measure_free);
@@ -380,6 +383,7 @@ hr_prepare_free(HrPrepare *p)
 	g_object_unref(p->cancellable);
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
+	g_hash_table_unref(p->gone_since);
 	hr_reservation_store_free(p->store);
 	g_free(p);
 }
@@ -886,6 +890,55 @@ hold_process_gone(HrGuest *guest, HrReservationHold *h)
 	return h->guest_key != NULL && !hr_peer_key_alive(h->guest_key);
 }
 
+/*
+ * @h's QEMU is gone but less than migration_grace_s ago (counted from when
+ * this daemon first saw it gone): the VM may run on in a migration's
+ * destination that has not connected yet (it connects late, or the daemon
+ * restarted mid-migration), whose resync will bring the block. Until then
+ * the hold is the reservation's still, but nobody can be asked to RETURN
+ * it, and its memory is not in any running QEMU (the host counts it free
+ * already): it is neither returned nor dropped, nor given return room.
+ */
+static gboolean
+hold_in_grace(HrPrepare *p, HrGuest *guest, HrReservationHold *h)
+{
+	gint64 now = g_get_monotonic_time();
+	gint64 *since;
+
+	if (h->guest_key == NULL || !hold_process_gone(guest, h))
+		return FALSE;
+	since = g_hash_table_lookup(p->gone_since, h->guest_key);
+	if (since == NULL) {
+		since = g_memdup2(&now, sizeof(now));
+		g_hash_table_insert(p->gone_since, g_strdup(h->guest_key), since);
+	}
+	return now - *since < (gint64)p->config->migration_grace_s * G_USEC_PER_SEC;
+}
+
+/* forget when QEMUs went that no hold names any more */
+static void
+gone_since_prune(HrPrepare *p)
+{
+	g_autoptr(GHashTable) named = g_hash_table_new(g_str_hash, g_str_equal);
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	GHashTableIter iter;
+	const gchar *key;
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		for (guint j = 0; j < r->holds->len; j++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (h->guest_key != NULL)
+				g_hash_table_add(named, h->guest_key);
+		}
+	}
+	g_hash_table_iter_init(&iter, p->gone_since);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&key, NULL)) {
+		if (!g_hash_table_contains(named, key))
+			g_hash_table_iter_remove(&iter);
+	}
+}
+
 /* a RETURN that did not give everything back: the rest are still holds */
 static void
 return_notify(HrRequest *request, gpointer user_data)
@@ -949,6 +1002,10 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 		GArray *gpas;
 
 		g_ptr_array_index(r->holds, i) = NULL;
+		if (hold_in_grace(p, guest, h)) {
+			g_ptr_array_add(keep, h);
+			continue;
+		}
 		if ((guest != NULL && guest->ready && !g_hash_table_contains(guest->held, &h->gpa)) ||
 		    hold_process_gone(guest, h)) {
 			dropped++;
@@ -1043,8 +1100,13 @@ return_by_high_mark(HrPrepare *p, const HrHostState *host)
 		HrReservation *r = g_ptr_array_index(list, i);
 		if (r->state != HR_RESERVATION_CONSUMED)
 			continue;
-		for (guint h = 0; h < r->holds->len; h++)
-			g_ptr_array_add(holds, r);
+		guest_index_begin(p);
+		for (guint h = 0; h < r->holds->len; h++) {
+			HrReservationHold *hold = g_ptr_array_index(r->holds, h);
+			if (!hold_in_grace(p, find_hold_guest(p, hold), hold))
+				g_ptr_array_add(holds, r);
+		}
+		guest_index_end(p);
 	}
 	if (holds->len == 0)
 		return;
@@ -1809,7 +1871,8 @@ hold_stale(HrPrepare *p, HrReservationHold *h, gpointer data)
 /*
  * A hold of a live reservation whose QEMU is gone: its memory went with
  * it, unless the VM runs on in another QEMU of this host (a live
- * migration's source exits), where the hold follows the guest.
+ * migration's source exits), where the hold follows the guest, or may yet
+ * (hold_in_grace: a destination that has not connected).
  */
 static gboolean
 hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
@@ -1819,7 +1882,9 @@ hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
 	/* only a disconnected guest can have lost its process */
 	if ((guest != NULL && hr_guest_is_connected(guest)) || !hold_process_gone(guest, h))
 		return FALSE;
-	return guest == NULL || !follow_migration(p, guest);
+	if (guest != NULL && follow_migration(p, guest))
+		return FALSE;
+	return !hold_in_grace(p, guest, h);
 }
 
 /*
@@ -1894,6 +1959,43 @@ follow_migration(HrPrepare *p, HrGuest *gone)
 	return TRUE;
 }
 
+/* give @h, a hold of @r that a twin's process owned, to @guest, where its block is now */
+static void
+adopt_hold(HrPrepare *p, HrReservation *r, HrReservationHold *h, HrGuest *guest)
+{
+	g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration from %s, still "
+	       "reservation %s's",
+	       guest->name, h->gpa, h->guest_key, r->id);
+	g_free(h->guest_key);
+	h->guest_key = g_strdup(guest->key);
+	hr_reservation_touch(p->store, r);
+}
+
+/*
+ * @gpa, which @guest holds, was held for a reservation by a QEMU of the
+ * same name that is gone and whose entry is not known (pruned, or before
+ * a restart of the daemon), within migration_grace_s: the migration's
+ * source. Only a migration brings held blocks into a new QEMU (SPEC 2.9).
+ */
+static gboolean
+adopt_unknown_source(HrPrepare *p, HrGuest *guest, guint64 gpa)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint j = 0; j < list->len; j++) {
+		HrReservation *r = g_ptr_array_index(list, j);
+		for (guint k = 0; k < r->holds->len; k++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, k);
+			if (h->gpa != gpa || g_strcmp0(h->guest_name, guest->name) != 0 ||
+			    find_hold_guest(p, h) != NULL || !hold_in_grace(p, NULL, h))
+				continue;
+			adopt_hold(p, r, h, guest);
+			return TRUE;
+		}
+	}
+	return FALSE;
+}
+
 /* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */
 static gboolean
 adopt_twin_record(HrPrepare *p, HrGuest *guest, guint64 gpa)
@@ -1918,17 +2020,12 @@ adopt_twin_record(HrPrepare *p, HrGuest *guest, guint64 gpa)
 				HrReservationHold *h = g_ptr_array_index(r->holds, k);
 				if (h->gpa != gpa || g_strcmp0(h->guest_key, other->key) != 0)
 					continue;
-				g_free(h->guest_key);
-				h->guest_key = g_strdup(guest->key);
-				hr_reservation_touch(p->store, r);
-				g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration "
-				       "from pid %d, still reservation %s's",
-				       guest->name, gpa, other->pid, r->id);
+				adopt_hold(p, r, h, guest);
 				return TRUE;
 			}
 		}
 	}
-	return FALSE;
+	return adopt_unknown_source(p, guest, gpa);
 }
 
 /* the API request @twin ran when its device went away, or still runs */
@@ -2511,6 +2608,7 @@ hr_prepare_tick(HrPrepare *p)
 
 	reconcile_guests(p);
 	drop_holds(p, hold_gone, NULL, "their QEMU is gone");
+	gone_since_prune(p);
 	for (guint i = 0; i < list->len && !work; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
 		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&

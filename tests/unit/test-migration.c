@@ -169,24 +169,35 @@ assert_nothing_returned(Mig *m)
 	g_assert_cmpuint(m->dg->orphans_returned, ==, 0);
 }
 
+static void
+reservation_add(Fixture *f, FakeDevice *dev, HrReservation *r, HrGuest *guest, guint n);
+
 /* a consumed reservation that owns @n blocks @guest holds from FIRST */
 static HrReservation *
 reservation_of(Fixture *f, FakeDevice *dev, HrGuest *guest, guint n)
 {
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 4242, 0, FIRST, n);
 	HrReservation *r = hr_reservation_store_create(store(f), MiB(2) * n, 0, 0, FALSE, "vm2",
 						       &error);
 	g_assert_no_error(error);
 	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_IN_PROGRESS, NULL, NULL));
 	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_READY, NULL, NULL));
 	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_CONSUMED, NULL, NULL));
+	reservation_add(f, dev, r, guest, n);
+	return r;
+}
+
+/* @r's holds of @n blocks @guest holds from FIRST, and the donation's HOLDs */
+static void
+reservation_add(Fixture *f, FakeDevice *dev, HrReservation *r, HrGuest *guest, guint n)
+{
+	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 4242, 0, FIRST, n);
+
 	for (guint i = 0; i < n; i++)
 		hr_reservation_add_hold(r, guest->key, guest->name, FIRST + MiB(2) * i);
 	hr_reservation_touch(store(f), r);
 	/* the donation's HOLDs (its request is before the test) */
 	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
-	return r;
 }
 
 /* the reservation still owns its @n blocks, as @guest's */
@@ -348,6 +359,96 @@ test_dest_connects_after_source_gone(Fixture *f, gconstpointer data)
 }
 
 /*
+ * The destination connects for the first time only after the source,
+ * holding blocks for a reservation, is gone (it connects late, or the
+ * daemon restarted mid-migration): the ticks in between keep the holds
+ * (migration_grace_s), and the destination, taking the entry over or, once
+ * the source's entry is pruned, as a new one, adopts them.
+ */
+static void
+test_dest_late(Fixture *f, gconstpointer data)
+{
+	gboolean pruned = GPOINTER_TO_INT(data);
+	g_auto(Mig) m = {0};
+	Wait w = {f, NULL, 0};
+	HrReservation *r;
+
+	mig_start(f, &m);
+	w.value = m.sg->id;
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	if (pruned)
+		wait_for(cond_pruned, &w, "the source's entry pruned");
+	else
+		run_loop(300);
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+
+	mig_dest_up(f, &m, N_HELD);
+	g_assert_true(pruned || m.dg == m.sg);
+	assert_nothing_returned(&m);
+	assert_holds(r, m.dg, N_HELD);
+}
+
+static gboolean
+cond_no_holds(gpointer data)
+{
+	return ((HrReservation *)data)->holds->len == 0;
+}
+
+/* after migration_grace_s a gone QEMU's holds are dropped: their memory went with it */
+static void
+test_grace_ends(Fixture *f, gconstpointer data)
+{
+	g_auto(Mig) m = {0};
+	HrReservation *r;
+	(void)data;
+
+	f->config->migration_grace_s = 2;
+	mig_start(f, &m);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	run_loop(1000);
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+	wait_for(cond_no_holds, r, "the holds dropped after migration_grace_s");
+}
+
+/*
+ * A cancelled reservation's holds in a source that is gone are not
+ * dropped while no QEMU can be asked for them: the late destination
+ * brings them and is asked for them back as the reservation's, not as
+ * orphans.
+ */
+static void
+test_ended_returns_to_dest(Fixture *f, gconstpointer data)
+{
+	g_auto(Mig) m = {0};
+	g_autoptr(HrCmd) ret = NULL;
+	g_autoptr(GError) error = NULL;
+	HrReservation *r;
+	(void)data;
+
+	mig_start(f, &m);
+	r = hr_reservation_store_create(store(f), MiB(2) * N_HELD, 0, 0, FALSE, "vm2", &error);
+	g_assert_no_error(error);
+	reservation_add(f, m.src, r, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_CANCELLED, NULL, NULL));
+	run_loop(500);
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+
+	mig_dest_up(f, &m, N_HELD);
+	ret = fake_expect_cmd(m.dst, VIRTIO_HUGEROOM_CMD_RETURN);
+	g_assert_cmpuint(ret->nr_gpas, ==, N_HELD);
+	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+}
+
+/*
  * A VM restarted in a new QEMU (no migration) brings nothing: the holds
  * of the old process go, and the new one is asked for nothing.
  */
@@ -399,6 +500,12 @@ main(int argc, char **argv)
 	ADD("/migration/api/source-pruned-before-resync", NULL, test_source_pruned_before_resync);
 	ADD("/migration/api/dest-connects-after-source-gone", NULL,
 	    test_dest_connects_after_source_gone);
+	ADD("/migration/reservation/dest-connects-after-source-gone", GINT_TO_POINTER(FALSE),
+	    test_dest_late);
+	ADD("/migration/reservation/dest-connects-after-source-pruned", GINT_TO_POINTER(TRUE),
+	    test_dest_late);
+	ADD("/migration/reservation/grace-ends", NULL, test_grace_ends);
+	ADD("/migration/reservation/ended-returns-to-dest", NULL, test_ended_returns_to_dest);
 	ADD("/migration/restart-drops", NULL, test_restart_drops);
 #undef ADD
 	return g_test_run();

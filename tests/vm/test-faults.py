@@ -8,7 +8,9 @@ pressing this shared host's memory. Its state_dir is a small tmpfs.
 
 After each fault the daemon must serve, every guest's held set must be
 what the device says it holds (QMP), and what the reservations own:
-nothing held that no reservation owns, no hold of a guest that is gone.
+nothing held that no reservation owns, no hold of a guest that is gone
+(once migration_grace_s, 5 s here, passed: a gone QEMU's holds wait that
+long for a migration destination of its VM).
 
  1. hugeroomd SIGKILLed while a reservation's donation runs, restarted;
  2. SIGKILL of fb's QEMU after it donated (its holds go with it);
@@ -84,7 +86,7 @@ class Faults:
     def config(self, daemon):
         with open(daemon.conf, "a") as f:
             f.write("state_dir=%s\nhost_root=%s\nhold_in_pool=false\nhost_backing=thp\n"
-                    "return_high_mark_mb=0\nreservation_tick_ms=100\n"
+                    "return_high_mark_mb=0\nreservation_tick_ms=100\nmigration_grace_s=5\n"
                     # fa gives at most 64 blocks: fb donates too
                     "[guest:fa]\nfloor_mb=64\nbudget_blocks=64\n"
                     "[guest:*]\nfloor_mb=64\n" % (self.state, self.root))
