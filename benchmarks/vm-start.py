@@ -163,6 +163,9 @@ class Bench:
             hrhost.set_oom_score_adj(g.pid, 1000)
             if case in ("balloon", "fpr"):
                 g.cmd("sh modprobe virtio_balloon")
+            if case == "hugeroom" and a.claim_holes is not None:
+                g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/claim_holes"
+                      % a.claim_holes)
         for i, g in enumerate(self.guests):
             avail = g.meminfo()["MemAvailable"] >> 10
             if a.touch > avail - 64:
@@ -662,6 +665,9 @@ def parse_args(argv):
     ap.add_argument("--fpr-wait", type=int, default=30,
                     help="at most this long for free page reporting (s)")
     ap.add_argument("--kernel", default="6.12")
+    ap.add_argument("--claim-holes", type=int, choices=(0, 1, 2), default=None,
+                    help="the guest driver's claim_holes for the hugeroom case "
+                         "(0 never, 1 where it pays: the default, 2 always)")
     ap.add_argument("--json", default="vm-start.json")
     ap.add_argument("--png", default="vm-start.png")
     ap.add_argument("--demo", action="store_true",
