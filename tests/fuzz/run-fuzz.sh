@@ -36,13 +36,18 @@ fi
 "$gen_seeds" "$builddir/seeds"
 read -r -a glib_flags <<<"$(pkg-config --cflags --libs glib-2.0)"
 read -r -a daemon_flags <<<"$(pkg-config --cflags --libs gio-2.0 gio-unix-2.0 json-glib-1.0 libsoup-3.0)"
-# the daemon's library as host/meson.build builds it (without libvirt);
+# the daemon's library as host/meson.build builds it (without libvirt),
+# its source list read from there so that a new file cannot be missed;
 # its generated hr-paths.h is in the build tree's host/
 daemon_srcs=()
-for f in api api-json api-auth client config core daemon device events guest json listeners \
-    metrics monitor pcp thpmap compact planner notify peer record request reservation prepare socket virt; do
-    daemon_srcs+=("$srcdir/host/hr-$f.c")
-done
+while read -r f; do
+    daemon_srcs+=("$srcdir/host/$f")
+done < <(sed -n "/^libhugeroom = static_library(/,/^  c_args/s/^  '\(hr-[a-z-]*\.c\)',\$/\1/p" \
+    "$srcdir/host/meson.build")
+[ ${#daemon_srcs[@]} -gt 20 ] || {
+    echo "run-fuzz.sh: read ${#daemon_srcs[@]} sources of libhugeroom from host/meson.build" >&2
+    exit 1
+}
 generated="${HR_BUILD_ROOT:?set HR_BUILD_ROOT to the meson build dir (its host/hr-paths.h)}/host"
 # the API's target runs the daemon over a copy of this host
 export HR_FUZZ_HOST_FIXTURE=$srcdir/tests/unit/fixtures/proc/host-6.18.44
