@@ -1910,6 +1910,10 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 		g_prefix_error(error, "api_read_group: ");
 		return FALSE;
 	}
+	/* HTTPS first: once the socket's file exists, every API listener
+	 * takes connections (clients and tests wait for that file) */
+	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
+		return FALSE;
 	/* with groups, anyone reaches the socket and the peer check decides */
 	socket = hr_socket_listen_unix(config->api_socket,
 				       api->admin_gid != (gid_t)-1 || api->read_gid != (gid_t)-1
@@ -1923,9 +1927,6 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 		g_prefix_error(error, "cannot serve HTTP on %s: ", config->api_socket);
 		return FALSE;
 	}
-	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
-		return FALSE;
-
 	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_incoming_cb), api);
 	g_socket_service_start(service);
 	api->service = g_steal_pointer(&service);
