@@ -1072,6 +1072,9 @@ hr_api_base_socket(GIOStream *io)
 					  : NULL;
 }
 
+static GSocket *
+hr_api_message_socket(SoupServerMessage *msg);
+
 static void
 hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
@@ -1087,10 +1090,11 @@ hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **arg
 				   error->message);
 		return;
 	}
+	/* an event stream's client is quiet for as long as it listens, and
+	 * the stream between events and pings: no HR_API_IDLE_TIMEOUT_S */
+	socket = hr_api_message_socket(msg);
 	/* the stream is ours from here: libsoup sends nothing more on it */
 	io = soup_server_message_steal_connection(msg);
-	socket = hr_api_base_socket(io);
-	/* an event stream is quiet between events and pings */
 	if (socket != NULL)
 		g_socket_set_timeout(socket, 0);
 	hr_event_stream_add_client(api->events, io, mask, guest);
@@ -1552,6 +1556,20 @@ typedef struct {
 	guint idle_id;
 	guint64 answers;
 } HrApiConn;
+
+/*
+ * The socket under @msg's connection: what libsoup steals is its own
+ * wrapper of the stream it was handed, which does not tell its socket
+ */
+static GSocket *
+hr_api_message_socket(SoupServerMessage *msg)
+{
+	GSocketAddress *remote = soup_server_message_get_remote_address(msg);
+	HrApiConn *conn = remote != NULL ? g_object_get_data(G_OBJECT(remote), HR_API_CONN_KEY)
+					 : NULL;
+
+	return conn != NULL ? hr_api_base_socket(conn->io) : NULL;
+}
 
 static void
 hr_api_conn_free(gpointer data)
