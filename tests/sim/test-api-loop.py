@@ -18,9 +18,9 @@ a read on the main loop fails:
 
 * the longest CPU time the main thread spent in one turn of its loop, as
   the daemon measures it (hugeroom_main_loop_stall_cpu_max_seconds), stays
-  below half of the CPU time of one host read (the daemon's other threads'
-  CPU time over the run, per read); a read on the main loop makes that
-  turn the read's own cost. CPU time, not wall-clock time: on a loaded
+  below half of the CPU time of one host read (at most the daemon's CPU
+  time over the run, per read, wherever the read runs); a read on the
+  main loop makes that turn the read's own cost. CPU time, not wall-clock time: on a loaded
   machine a sanitizer's build serves the sampler's cheap route (GET
   /v1/guests) slower than it asks, so its latencies, printed with the
   read's wall-clock time (hugeroom_host_read_seconds), grow whatever the
@@ -187,7 +187,7 @@ def main():
                  len(latencies)),
               flush=True)
         tck = os.sysconf("SC_CLK_TCK")
-        read_cpu = (all_ticks - main_ticks) / tck / max(1, len(set(read_s)))
+        read_cpu = all_ticks / tck / max(1, len(set(read_s)))
         print("# daemon CPU %.2f s, of it the main thread %.2f s; one read's CPU %.1f ms; "
               "the main loop's longest turn %.2f ms CPU (%.2f ms before the run)"
               % (all_ticks / tck, main_ticks / tck, read_cpu * 1e3,
