@@ -1072,6 +1072,9 @@ hr_api_base_socket(GIOStream *io)
 					  : NULL;
 }
 
+static GSocket *
+hr_api_message_socket(SoupServerMessage *msg);
+
 static void
 hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
@@ -1087,10 +1090,11 @@ hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **arg
 				   error->message);
 		return;
 	}
+	/* an event stream's client is quiet for as long as it listens, and
+	 * the stream between events and pings: no HR_API_IDLE_TIMEOUT_S */
+	socket = hr_api_message_socket(msg);
 	/* the stream is ours from here: libsoup sends nothing more on it */
 	io = soup_server_message_steal_connection(msg);
-	socket = hr_api_base_socket(io);
-	/* an event stream is quiet between events and pings */
 	if (socket != NULL)
 		g_socket_set_timeout(socket, 0);
 	hr_event_stream_add_client(api->events, io, mask, guest);
@@ -1553,6 +1557,20 @@ typedef struct {
 	guint64 answers;
 } HrApiConn;
 
+/*
+ * The socket under @msg's connection: what libsoup steals is its own
+ * wrapper of the stream it was handed, which does not tell its socket
+ */
+static GSocket *
+hr_api_message_socket(SoupServerMessage *msg)
+{
+	GSocketAddress *remote = soup_server_message_get_remote_address(msg);
+	HrApiConn *conn = remote != NULL ? g_object_get_data(G_OBJECT(remote), HR_API_CONN_KEY)
+					 : NULL;
+
+	return conn != NULL ? hr_api_base_socket(conn->io) : NULL;
+}
+
 static void
 hr_api_conn_free(gpointer data)
 {
@@ -1910,6 +1928,10 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 		g_prefix_error(error, "api_read_group: ");
 		return FALSE;
 	}
+	/* HTTPS first: once the socket's file exists, every API listener
+	 * takes connections (clients and tests wait for that file) */
+	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
+		return FALSE;
 	/* with groups, anyone reaches the socket and the peer check decides */
 	socket = hr_socket_listen_unix(config->api_socket,
 				       api->admin_gid != (gid_t)-1 || api->read_gid != (gid_t)-1
@@ -1923,9 +1945,6 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 		g_prefix_error(error, "cannot serve HTTP on %s: ", config->api_socket);
 		return FALSE;
 	}
-	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
-		return FALSE;
-
 	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_incoming_cb), api);
 	g_socket_service_start(service);
 	api->service = g_steal_pointer(&service);

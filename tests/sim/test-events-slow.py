@@ -9,7 +9,9 @@ nothing, with a small receive buffer. The daemon queues the slow client's
 events until the next would take it past HR_EVENTS_MAX_QUEUED (4 MiB),
 then closes it, logs how far behind it was and counts it in
 hugeroom_api_event_clients_dropped_total; the reading client keeps getting
-events and the API keeps answering.
+events and the API keeps answering, also once the reading client has
+said nothing for longer than an idle API connection may (the daemon
+closed every event stream after 15 s of it).
 """
 
 import os
@@ -25,6 +27,7 @@ from hrvm import Tap  # noqa: E402
 from simharness import SimSetup, UnixHTTPConnection  # noqa: E402
 
 MAX_QUEUED = 4 << 20  # host/hr-events.h
+IDLE_TIMEOUT_S = 15  # HR_API_IDLE_TIMEOUT_S, host/hr-api.c
 GUESTS = 64
 INTERVAL_MS = 20
 
@@ -64,6 +67,7 @@ def main():
         s.start_guests(GUESTS, 1, extra=["--interval-ms", str(INTERVAL_MS)])
         s.wait_statuses(GUESTS)
         fast, head = events_client(s.api_sock)
+        fast_since = time.monotonic()
         check(head.startswith(b"HTTP/1.1 200"), "the reading client gets the stream",
               head.decode(errors="replace"))
         received = [0]
@@ -120,6 +124,12 @@ def main():
               % (received[0] - before))
         check(s.daemon.poll() is None and len(s.api("GET", "/v1/guests")["guests"]) == GUESTS,
               "the daemon goes on answering", s.daemon_log())
+        time.sleep(max(0.0, fast_since + IDLE_TIMEOUT_S + 2 - time.monotonic()))
+        before = received[0]
+        time.sleep(1)
+        check(reader.is_alive() and received[0] > before,
+              "the reading client still gets events after %.0f s without a word to the "
+              "daemon (%d bytes in 1 s)" % (time.monotonic() - fast_since, received[0] - before))
         stop.set()
         reader.join()
     except Exception as e:  # a crash is a failure, with the daemon's log
