@@ -475,6 +475,10 @@ class Guest:
         """Lines of /sys/kernel/debug/virtio_hugeroom/NAME."""
         return self.cmd("sh cat /sys/kernel/debug/virtio_hugeroom/%s" % name)
 
+    def driver_status(self):
+        """debugfs status as {key: [its values]}, one key a line."""
+        return {f[0]: f[1:] for f in (x.split() for x in self.debugfs("status")) if f}
+
     def fresh_status(self):
         """Lines of debugfs status after a whole pageblock sweep that started
         now.  Without a report period the driver sweeps only a slice of
@@ -482,11 +486,7 @@ class Guest:
         candidates of the last complete sweep: ask for reports until
         scan_sweeps has moved by two."""
         d = "/sys/kernel/debug/virtio_hugeroom"
-        s0 = 0
-        for line in self.debugfs("status"):
-            f = line.split()
-            if len(f) == 2 and f[0] == "scan_sweeps":
-                s0 = int(f[1])
+        s0 = int(self.driver_status().get("scan_sweeps", ["0"])[0])
         # A subshell: "exit" in the agent's own eval would end the agent.
         self.cmd("sh (i=0; while [ $i -lt 400 ]; do echo 1 >%s/report_now || exit 1; "
                  "s=$(sed -n 's/^scan_sweeps //p' %s/status); [ $s -ge %d ] && exit 0; "

@@ -135,7 +135,7 @@ def main():
                % (vm_mib, took, p.returncode, r.get("reason")), p.stderr)
         rss1 = rss_total(guests)
         for g in guests:
-            st = {f[0]: f[1:] for f in (x.split() for x in g.debugfs("status")) if f}
+            st = g.driver_status()
             taken = int(st["evac_taken_blocks"][0])
             hrvm.log("%s: %d blocks taken, %s pages migrated for them, %s in use when "
                      "chosen (%.1f and %.1f per block); claims %s calls in %d ms"

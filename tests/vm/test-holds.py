@@ -312,11 +312,10 @@ def free_blocks(h):
 def returned_for_pressure(g):
     """Blocks the guest's driver has given back for its own memory
     pressure since it loaded (debugfs status)."""
-    for line in g.debugfs("status"):
-        f = line.split()
-        if len(f) == 2 and f[0] == "blocks_returned_pressure":
-            return int(f[1])
-    raise hrvm.Failure("debugfs status has no blocks_returned_pressure")
+    st = g.driver_status()
+    if "blocks_returned_pressure" not in st:
+        raise hrvm.Failure("debugfs status has no blocks_returned_pressure")
+    return int(st["blocks_returned_pressure"][0])
 
 
 def check_integrity_and_rss(h):
