@@ -29,6 +29,7 @@ hr_planner_params_init(HrPlannerParams *params)
 	params->guest_request_ms = 20;
 	params->defer_base_ms = 1000;
 	params->defer_max_shift = 6;
+	params->balance_milli = 20;
 }
 
 const gchar *
@@ -190,50 +191,68 @@ heap_less(const HeapEntry *a, const HeapEntry *b)
 }
 
 static void
-heap_push(GArray *heap, HeapEntry entry)
+heap_swap(HeapEntry *h, guint i, guint j)
 {
-	HeapEntry *h;
-	guint i;
+	HeapEntry tmp = h[i];
 
-	g_array_append_val(heap, entry);
-	h = (HeapEntry *)heap->data;
-	i = heap->len - 1;
+	h[i] = h[j];
+	h[j] = tmp;
+}
+
+static void
+heap_sift_up(HeapEntry *h, guint i)
+{
 	while (i > 0) {
 		guint parent = (i - 1) / 2;
-		HeapEntry tmp;
 		if (!heap_less(&h[i], &h[parent]))
 			break;
-		tmp = h[i];
-		h[i] = h[parent];
-		h[parent] = tmp;
+		heap_swap(h, i, parent);
 		i = parent;
 	}
+}
+
+static void
+heap_sift_down(HeapEntry *h, guint len, guint i)
+{
+	for (;;) {
+		guint l = 2 * i + 1, r = l + 1, m = i;
+		if (l < len && heap_less(&h[l], &h[m]))
+			m = l;
+		if (r < len && heap_less(&h[r], &h[m]))
+			m = r;
+		if (m == i)
+			break;
+		heap_swap(h, i, m);
+		i = m;
+	}
+}
+
+static void
+heap_push(GArray *heap, HeapEntry entry)
+{
+	g_array_append_val(heap, entry);
+	heap_sift_up((HeapEntry *)heap->data, heap->len - 1);
+}
+
+static HeapEntry
+heap_remove_at(GArray *heap, guint i)
+{
+	HeapEntry *h = (HeapEntry *)heap->data;
+	HeapEntry out = h[i];
+
+	h[i] = h[heap->len - 1];
+	g_array_set_size(heap, heap->len - 1);
+	if (i < heap->len) {
+		heap_sift_down(h, heap->len, i);
+		heap_sift_up(h, i);
+	}
+	return out;
 }
 
 static HeapEntry
 heap_pop(GArray *heap)
 {
-	HeapEntry *h = (HeapEntry *)heap->data;
-	HeapEntry top = h[0];
-	guint i = 0;
-
-	h[0] = h[heap->len - 1];
-	g_array_set_size(heap, heap->len - 1);
-	for (;;) {
-		guint l = 2 * i + 1, r = l + 1, m = i;
-		HeapEntry tmp;
-		if (l < heap->len && heap_less(&h[l], &h[m]))
-			m = l;
-		if (r < heap->len && heap_less(&h[r], &h[m]))
-			m = r;
-		if (m == i)
-			break;
-		tmp = h[i];
-		h[i] = h[m];
-		h[m] = tmp;
-		i = m;
-	}
-	return top;
+	return heap_remove_at(heap, 0);
 }
 
 static guint64
@@ -264,6 +283,58 @@ stream_peek(const HrPlanGuest *g, GuestRun *run, guint s)
 	}
 	run->cursor[s] = i;
 	return i;
+}
+
+/*
+ * The least loaded of the guest streams in the heap's subtree at @i whose
+ * key is at most @limit (a heap keeps those at its top), as a heap index
+ * in *@best; *@best_ns is that guest's planned evacuation time.
+ */
+static void
+find_less_loaded(const GArray *heap, const GuestRun *runs, guint i, guint64 limit, guint *best,
+		 guint64 *best_ns)
+{
+	const HeapEntry *f;
+
+	if (i >= heap->len)
+		return;
+	f = &g_array_index(heap, HeapEntry, i);
+	if (f->key > limit)
+		return;
+	if (f->stream != STREAM_COMPACT && runs[f->run].cap > 0 && runs[f->run].used_ns < *best_ns) {
+		*best = i;
+		*best_ns = runs[f->run].used_ns;
+	}
+	find_less_loaded(heap, runs, 2 * i + 1, limit, best, best_ns);
+	find_less_loaded(heap, runs, 2 * i + 2, limit, best, best_ns);
+}
+
+/*
+ * The next stream to take from: the cheapest, unless another guest's next
+ * candidate costs at most balance_milli / 1000 more per benefit and that
+ * guest has less evacuation work planned. Guests evacuate in parallel, so
+ * spreading near-equal work over them shortens the preparation at a
+ * bounded cost: without it, donors whose blocks cost the same (as after
+ * the same workload) were asked one after another, the first for all it
+ * could give.
+ */
+static HeapEntry
+pop_balanced(GArray *heap, const GuestRun *runs, const HrPlannerParams *params)
+{
+	HeapEntry e = heap_pop(heap), f;
+	guint best = G_MAXUINT;
+	guint64 best_ns;
+
+	if (e.stream == STREAM_COMPACT || params->balance_milli == 0)
+		return e;
+	best_ns = runs[e.run].used_ns;
+	find_less_loaded(heap, runs, 0, e.key + e.key * params->balance_milli / MILLI, &best,
+			 &best_ns);
+	if (best == G_MAXUINT)
+		return e;
+	f = heap_remove_at(heap, best);
+	heap_push(heap, e);
+	return f;
 }
 
 static void
@@ -392,7 +463,7 @@ merge_run(const NodeCtx *ctx, Merge *m)
 	}
 
 	while (m->gain < ctx->need_milli && heap->len > 0) {
-		HeapEntry e = heap_pop(heap);
+		HeapEntry e = pop_balanced(heap, ctx->runs, params);
 		GuestRun *run;
 		const HrPlanCandidate *c;
 		guint64 ns;

@@ -33,7 +33,11 @@
  *     every eligible guest at once, within each guest's budget (blocks
  *     the host may hold from it, minus those it holds), its floor
  *     (free memory it must keep) and the deadline (a guest works through
- *     its blocks one after another; guests work in parallel).
+ *     its blocks one after another; guests work in parallel). Where
+ *     another guest's next candidate costs at most balance_milli / 1000
+ *     more per benefit than the cheapest, the guest with less work planned
+ *     gets it: near-equal work is spread over guests that evacuate in
+ *     parallel instead of going to one after the other.
  *  4. COMPACT after the donations, when some donated blocks were
  *     4 KiB-backed; it then also does step 2's work (one scan, not two).
  *
@@ -140,6 +144,7 @@ typedef struct {
 	guint guest_request_ms;	       /* fixed latency of one evacuation request: 20 */
 	guint defer_base_ms;	       /* first deferral after a failure: 1000 */
 	guint defer_max_shift;	       /* 6: at most 64 times the base */
+	guint balance_milli;	       /* extra cost per benefit taken to spread work over guests: 20 */
 } HrPlannerParams;
 
 void

@@ -390,18 +390,49 @@ test_deadline_spreads(void)
 
 	hr_planner_params_init(&params);
 	for (guint i = 0; i < 32; i++) {
-		/* equal costs: without a deadline the first guest gives everything */
 		a[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 312, .backing = HR_THP_BLOCK_THP};
 		b[i] = (HrPlanCandidate){.gpa = BLOCKS(i), .free_pages = 312, .backing = HR_THP_BLOCK_THP};
 	}
 	g[0] = guest(1, 0, a, 32);
 	g[1] = guest(2, 0, b, 32);
 
+	/* not spreading (balance 0): the first guest gives everything */
+	params.balance_milli = 0;
 	plan = hr_planner_plan(&req, &in, &params);
 	g_assert_cmpuint(plan->steps->len, ==, 1);
 	g_assert_cmpuint(step(plan, 0)->picks->len, ==, 20);
 	/* 20 x 200 pages x 5 us + 20 ms */
 	g_assert_cmpuint(plan->est_ms, ==, 40);
+
+	/* the default: equal costs spread over both, which work in parallel */
+	hr_planner_params_init(&params);
+	g_clear_pointer(&plan, hr_plan_free);
+	plan = hr_planner_plan(&req, &in, &params);
+	g_assert_cmpuint(plan->steps->len, ==, 2);
+	g_assert_cmpuint(step(plan, 0)->picks->len, ==, 10);
+	g_assert_cmpuint(step(plan, 1)->picks->len, ==, 10);
+	g_assert_cmpuint(plan->cost_pages, ==, 20 * 200);
+	g_assert_cmpuint(plan->est_ms, ==, 30);
+
+	/* within 2%: the second guest's blocks cost 202 pages, still shared */
+	for (guint i = 0; i < 32; i++)
+		b[i].free_pages = 310;
+	g_clear_pointer(&plan, hr_plan_free);
+	plan = hr_planner_plan(&req, &in, &params);
+	g_assert_cmpuint(plan->steps->len, ==, 2);
+	g_assert_cmpuint(step(plan, 0)->picks->len, ==, 10);
+	g_assert_cmpuint(step(plan, 1)->picks->len, ==, 10);
+
+	/* 10% dearer (220 pages): the guests' cost comes first, one gives all */
+	for (guint i = 0; i < 32; i++)
+		b[i].free_pages = 292;
+	g_clear_pointer(&plan, hr_plan_free);
+	plan = hr_planner_plan(&req, &in, &params);
+	g_assert_cmpuint(plan->steps->len, ==, 1);
+	g_assert_cmpuint(step(plan, 0)->guest_id, ==, 1);
+	g_assert_cmpuint(step(plan, 0)->picks->len, ==, 20);
+	for (guint i = 0; i < 32; i++)
+		b[i].free_pages = 312;
 
 	/* 30 ms: 20 ms latency + 10 ms = 2000 pages = 10 blocks per guest */
 	req.deadline_ms = 30;
