@@ -609,6 +609,34 @@ rm_rf(const gchar *dir)
 	g_assert_cmpint(system(cmd), ==, 0);
 }
 
+/* a temporary state directory and its state file's path; removed (and unmounted) after */
+typedef struct {
+	gchar *dir;
+	gchar *path;
+	gchar *filler; /* small_disk_mount() */
+	gboolean mounted;
+} StateDir;
+
+static void
+state_dir_init(StateDir *d)
+{
+	d->dir = tmp_state_dir();
+	d->path = g_build_filename(d->dir, "reservations.json", NULL);
+}
+
+static void
+state_dir_clear(StateDir *d)
+{
+	if (d->mounted)
+		g_assert_cmpint(umount(d->dir), ==, 0);
+	rm_rf(d->dir);
+	g_free(d->dir);
+	g_free(d->path);
+	g_free(d->filler);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(StateDir, state_dir_clear)
+
 static void
 test_store_max(void)
 {
@@ -636,12 +664,11 @@ test_store_max(void)
 	g_assert_null(hr_reservation_store_find(store, "r2"));
 }
 
-/* a version 1 file (holds by guest UUID) is read and written back as version 2 */
+/* a version 1 file (holds by guest UUID) is read and written back as the current version */
 static void
 test_store_migrate(void)
 {
-	g_autofree gchar *dir = tmp_state_dir();
-	g_autofree gchar *path = g_build_filename(dir, "reservations.json", NULL);
+	g_auto(StateDir) d = {0};
 	g_autofree gchar *text = NULL;
 	g_autoptr(GError) error = NULL;
 	const gchar *v1 =
@@ -655,9 +682,10 @@ test_store_migrate(void)
 	HrReservationHold *h;
 	HrReservation *r;
 
-	g_assert_true(g_file_set_contents(path, v1, -1, NULL));
+	state_dir_init(&d);
+	g_assert_true(g_file_set_contents(d.path, v1, -1, NULL));
 	{
-		g_autoptr(HrReservationStore) store = hr_reservation_store_new(path);
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
 		g_assert_true(hr_reservation_store_load(store, &error));
 		g_assert_no_error(error);
 		r = hr_reservation_store_find(store, "r1");
@@ -669,17 +697,16 @@ test_store_migrate(void)
 		g_assert_cmpuint(h->gpa, ==, MiB(64));
 	}
 	/* nothing set aside; the file on disk is the current version now */
-	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+	g_assert_true(g_file_get_contents(d.path, &text, NULL, NULL));
 	g_assert_nonnull(strstr(text, "\"version\" : 3"));
 	g_assert_nonnull(strstr(text, "\"guest_key\" : null"));
 	{
-		g_autoptr(HrReservationStore) again = hr_reservation_store_new(path);
+		g_autoptr(HrReservationStore) again = hr_reservation_store_new(d.path);
 		g_assert_true(hr_reservation_store_load(again, &error));
 		g_assert_no_error(error);
 		h = g_ptr_array_index(hr_reservation_store_find(again, "r1")->holds, 0);
 		g_assert_cmpstr(h->guest_uuid, ==, "10111213-1415-1617-1819-1a1b1c1d1e1f");
 	}
-	rm_rf(dir);
 }
 
 /* a file of version 2: a hold named by its guest key, no gone times */
@@ -698,15 +725,15 @@ test_store_migrate(void)
 static void
 test_store_v2(void)
 {
-	g_autofree gchar *dir = tmp_state_dir();
-	g_autofree gchar *path = g_build_filename(dir, "reservations.json", NULL);
+	g_auto(StateDir) d = {0};
 	g_autofree gchar *text = NULL;
 	g_autoptr(GError) error = NULL;
 	HrReservationHold *h;
 
-	g_assert_true(g_file_set_contents(path, V2_FILE, -1, NULL));
+	state_dir_init(&d);
+	g_assert_true(g_file_set_contents(d.path, V2_FILE, -1, NULL));
 	{
-		g_autoptr(HrReservationStore) store = hr_reservation_store_new(path);
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
 		g_assert_true(hr_reservation_store_load(store, &error));
 		g_assert_no_error(error);
 		h = g_ptr_array_index(hr_reservation_store_find(store, "r1")->holds, 0);
@@ -717,10 +744,9 @@ test_store_v2(void)
 		/* no gone time in it: the clock starts now */
 		g_assert_cmpint(hr_reservation_store_gone_for(store, V2_KEY), <, G_USEC_PER_SEC);
 	}
-	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+	g_assert_true(g_file_get_contents(d.path, &text, NULL, NULL));
 	g_assert_nonnull(strstr(text, "\"version\" : 3"));
 	g_assert_nonnull(strstr(text, "\"guest_uuid\" : \"" V2_UUID "\""));
-	rm_rf(dir);
 }
 
 /*
@@ -730,15 +756,15 @@ test_store_v2(void)
 static void
 test_store_gone_persisted(void)
 {
-	g_autofree gchar *dir = tmp_state_dir();
-	g_autofree gchar *path = g_build_filename(dir, "reservations.json", NULL);
+	g_auto(StateDir) d = {0};
 	g_autofree gchar *text = NULL;
 	g_autoptr(GError) error = NULL;
 	g_autoptr(GRegex) boot = g_regex_new("\"boot_id\" : \"[^\"]*\"", 0, 0, NULL);
 	g_autofree gchar *other_boot = NULL;
 
+	state_dir_init(&d);
 	{
-		g_autoptr(HrReservationStore) store = hr_reservation_store_new(path);
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
 		HrReservation *r = hr_reservation_store_create(store, MiB(2), 0, 0, FALSE, "t", NULL);
 		hr_reservation_add_hold(r, V2_KEY, "vm1", MiB(64));
 		hr_reservation_touch(store, r);
@@ -746,7 +772,7 @@ test_store_gone_persisted(void)
 		g_usleep(300000);
 	}
 	{
-		g_autoptr(HrReservationStore) store = hr_reservation_store_new(path);
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
 		gint64 gone;
 		g_assert_true(hr_reservation_store_load(store, &error));
 		g_assert_no_error(error);
@@ -760,14 +786,14 @@ test_store_gone_persisted(void)
 				==, V2_UUID);
 	}
 	/* the same file from another boot */
-	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+	g_assert_true(g_file_get_contents(d.path, &text, NULL, NULL));
 	other_boot = g_regex_replace_literal(boot, text, -1, 0,
 					     "\"boot_id\" : \"00000000-0000-0000-0000-000000000000\"",
 					     0, NULL);
 	g_assert_cmpstr(other_boot, !=, text);
-	g_assert_true(g_file_set_contents(path, other_boot, -1, NULL));
+	g_assert_true(g_file_set_contents(d.path, other_boot, -1, NULL));
 	{
-		g_autoptr(HrReservationStore) store = hr_reservation_store_new(path);
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
 		g_assert_true(hr_reservation_store_load(store, &error));
 		g_assert_cmpint(hr_reservation_store_gone_for(store, V2_KEY), ==, G_MAXINT64);
 		/* and no hold names it: it is forgotten */
@@ -775,47 +801,29 @@ test_store_gone_persisted(void)
 		hr_reservation_store_gone_prune(store);
 		g_assert_cmpint(hr_reservation_store_gone_for(store, V2_KEY), <, G_USEC_PER_SEC);
 	}
-	rm_rf(dir);
 }
 
-/* A state directory on a tmpfs of 256 KiB, and a file that can fill it. */
-typedef struct {
-	gchar *dir;
-	gchar *path;
-	gchar *filler;
-} SmallDisk;
-
+/* a state directory on a tmpfs of 256 KiB, and a file that can fill it */
 static void
-small_disk_mount(SmallDisk *d)
+small_disk_mount(StateDir *d)
 {
-	d->dir = tmp_state_dir();
-	d->path = g_build_filename(d->dir, "reservations.json", NULL);
+	state_dir_init(d);
 	d->filler = g_build_filename(d->dir, "filler", NULL);
 	if (mount("hugeroom-test", d->dir, "tmpfs", 0, "size=256k") != 0)
 		g_error("cannot mount a small tmpfs on %s (the test needs root): %s", d->dir,
 			g_strerror(errno));
+	d->mounted = TRUE;
 }
 
 /* fill the file system to the last byte */
 static void
-small_disk_fill(SmallDisk *d)
+small_disk_fill(StateDir *d)
 {
 	g_autofree gchar *cmd = g_strdup_printf("dd if=/dev/zero of='%s' bs=4k 2>/dev/null",
 						d->filler);
 	g_assert_cmpint(system(cmd), !=, 0);
 }
 
-static void
-small_disk_clear(SmallDisk *d)
-{
-	g_assert_cmpint(umount(d->dir), ==, 0);
-	rm_rf(d->dir);
-	g_free(d->dir);
-	g_free(d->path);
-	g_free(d->filler);
-}
-
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SmallDisk, small_disk_clear)
 
 /* on a full disk: 20 changes of @r, each too big to be written */
 static void
@@ -845,7 +853,7 @@ assert_saved_whole(const gchar *path)
 static void
 test_store_full_disk(void)
 {
-	g_auto(SmallDisk) d = {0};
+	g_auto(StateDir) d = {0};
 	g_autofree gchar *before = NULL;
 	g_autofree gchar *after = NULL;
 	g_autofree gchar *why = NULL;
@@ -888,7 +896,7 @@ test_store_full_disk(void)
 static void
 test_store_full_disk_retry(void)
 {
-	g_auto(SmallDisk) d = {0};
+	g_auto(StateDir) d = {0};
 	g_autoptr(HrReservationStore) store = NULL;
 	g_autofree gchar *why = NULL;
 	HrReservation *r;

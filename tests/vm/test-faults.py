@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -185,18 +184,8 @@ class Faults:
 
     def metric(self, name):
         """An unlabelled metric of the daemon's /metrics, or None."""
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(30)
-        sock.connect(self.daemon.api_sock)
-        sock.sendall(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        data = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        sock.close()
-        for line in data.decode().splitlines():
+        _, text = hrvm.http(self.daemon.api_sock, "GET", "/metrics")
+        for line in text.decode().splitlines():
             if line.startswith(name + " "):
                 return float(line.split()[1])
         return None
