@@ -195,6 +195,25 @@ hr_guest_update_identity(HrGuest *guest, const HrChanHello *hello, HrPeer *peer)
 	g_array_append_vals(guest->ram, hello->ram, hello->nr_ram);
 }
 
+const gchar *
+hr_guest_vm_uuid(const HrGuest *guest)
+{
+	return hr_uuid_is_null(guest->uuid_bytes) ? NULL : guest->uuid;
+}
+
+gchar *
+hr_guest_key_dup_uuid(const gchar *key)
+{
+	const gchar *at = key != NULL ? strchr(key, '@') : NULL;
+	g_autofree gchar *identity = NULL;
+
+	/* "name:NAME@...": a VM without a UUID */
+	if (at == NULL || g_str_has_prefix(key, "name:"))
+		return NULL;
+	identity = g_strndup(key, at - key);
+	return g_uuid_string_is_valid(identity) ? g_steal_pointer(&identity) : NULL;
+}
+
 /* the same VM as @hello says it is: its UUID, or without one its name */
 static gboolean
 hr_guest_same_identity(HrGuest *guest, const HrChanHello *hello)

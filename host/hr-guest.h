@@ -148,6 +148,12 @@ hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointe
 /* the same VM, in this or another QEMU process: a non-zero UUID and the name alike */
 gboolean
 hr_guest_same_vm(const HrGuest *a, const HrGuest *b);
+/* @guest's VM UUID as its HELLO said, or NULL for a VM started without one (all zero) */
+const gchar *
+hr_guest_vm_uuid(const HrGuest *guest);
+/* the VM UUID an HrGuest.key was made with, NULL for a VM without one (free it) */
+gchar *
+hr_guest_key_dup_uuid(const gchar *key);
 /* does @str name @guest: its known UUID (any case) or its name? */
 gboolean
 hr_guest_has_name(HrGuest *guest, const gchar *str);

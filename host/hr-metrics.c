@@ -422,7 +422,9 @@ hr_metrics_host(GString *out, HrMetrics *m, const HrHostState *host, gint64 read
 static void
 hr_metrics_reservations(GString *out, HrMetrics *m)
 {
-	GPtrArray *list = hr_reservation_store_list(hr_prepare_get_store(m->prepare));
+	HrReservationStore *store = hr_prepare_get_store(m->prepare);
+	GPtrArray *list = hr_reservation_store_list(store);
+	g_autofree gchar *stale = hr_reservation_store_dup_save_error(store);
 	guint64 n[HR_RESERVATION_N_STATES] = {0};
 
 	for (guint i = 0; i < list->len; i++) {
@@ -435,6 +437,15 @@ hr_metrics_reservations(GString *out, HrMetrics *m)
 		g_string_append_printf(out, "hugeroom_reservations{state=\"%s\"} %" G_GUINT64_FORMAT
 					    "\n",
 				       hr_reservation_state_to_string(st), n[st]);
+	hr_metrics_metric_head(out, "hugeroom_state_write_failures_total", "counter",
+			       "writes of the state file (reservations.json) that failed; each is "
+			       "retried");
+	g_string_append_printf(out, "hugeroom_state_write_failures_total %" G_GUINT64_FORMAT "\n",
+			       hr_reservation_store_save_failures(store));
+	hr_metrics_metric_head(out, "hugeroom_state_file_stale", "gauge",
+			       "1 while the state file on disk is older than the daemon's state "
+			       "(its latest write failed; a restart now would lose the difference)");
+	g_string_append_printf(out, "hugeroom_state_file_stale %d\n", stale != NULL);
 }
 
 void

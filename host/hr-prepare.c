@@ -118,8 +118,6 @@ struct _HrPrepare {
 	GPtrArray *ops;	     /* Op in flight */
 	GPtrArray *interrupted; /* Interrupted */
 	GHashTable *guest_index; /* HrGuest.key -> HrGuest, while a pass over all holds runs */
-	/* HrReservationHold.guest_key of a QEMU seen gone -> since when (monotonic us) */
-	GHashTable *gone_since;
 	gboolean reconcile_all; /* a held set changed: reconcile at the next tick */
 	GCancellable *cancellable;
 	guint tick_id;
@@ -338,7 +336,6 @@ hr_prepare_new(HrCore *core)
 	hr_planner_params_init(&p->params);
 	p->runs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)run_free);
 	p->gstates = guest_table_new((GDestroyNotify)guest_plan_state_free);
-	p->gone_since = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	p->ops = g_ptr_array_new();
 	p->interrupted = g_ptr_array_new_with_free_func((GDestroyNotify)interrupted_free);
 	p->measures = g_ptr_array_new_with_free_func((GDestroyNotify)measure_free);
@@ -383,7 +380,6 @@ hr_prepare_free(HrPrepare *p)
 	g_object_unref(p->cancellable);
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
-	g_hash_table_unref(p->gone_since);
 	hr_reservation_store_free(p->store);
 	g_free(p);
 }
@@ -892,7 +888,7 @@ hold_process_gone(HrGuest *guest, HrReservationHold *h)
 
 /*
  * @h's QEMU is gone but less than migration_grace_s ago (counted from when
- * this daemon first saw it gone): the VM may run on in a migration's
+ * a daemon first saw it gone: the store keeps that across restarts): the VM may run on in a migration's
  * destination that has not connected yet (it connects late, or the daemon
  * restarted mid-migration), whose resync will bring the block. Until then
  * the hold is the reservation's still, but nobody can be asked to RETURN
@@ -902,41 +898,10 @@ hold_process_gone(HrGuest *guest, HrReservationHold *h)
 static gboolean
 hold_in_grace(HrPrepare *p, HrGuest *guest, HrReservationHold *h)
 {
-	gint64 now = g_get_monotonic_time();
-	gint64 *since;
-
 	if (h->guest_key == NULL || !hold_process_gone(guest, h))
 		return FALSE;
-	since = g_hash_table_lookup(p->gone_since, h->guest_key);
-	if (since == NULL) {
-		since = g_memdup2(&now, sizeof(now));
-		g_hash_table_insert(p->gone_since, g_strdup(h->guest_key), since);
-	}
-	return now - *since < (gint64)p->config->migration_grace_s * G_USEC_PER_SEC;
-}
-
-/* forget when QEMUs went that no hold names any more */
-static void
-gone_since_prune(HrPrepare *p)
-{
-	g_autoptr(GHashTable) named = g_hash_table_new(g_str_hash, g_str_equal);
-	GPtrArray *list = hr_reservation_store_list(p->store);
-	GHashTableIter iter;
-	const gchar *key;
-
-	for (guint i = 0; i < list->len; i++) {
-		HrReservation *r = g_ptr_array_index(list, i);
-		for (guint j = 0; j < r->holds->len; j++) {
-			HrReservationHold *h = g_ptr_array_index(r->holds, j);
-			if (h->guest_key != NULL)
-				g_hash_table_add(named, h->guest_key);
-		}
-	}
-	g_hash_table_iter_init(&iter, p->gone_since);
-	while (g_hash_table_iter_next(&iter, (gpointer *)&key, NULL)) {
-		if (!g_hash_table_contains(named, key))
-			g_hash_table_iter_remove(&iter);
-	}
+	return hr_reservation_store_gone_for(p->store, h->guest_key) <
+	       (gint64)p->config->migration_grace_s * G_USEC_PER_SEC;
 }
 
 /* a RETURN that did not give everything back: the rest are still holds */
@@ -1912,8 +1877,7 @@ rekey_owner(HrPrepare *p, const gchar *from, HrGuest *to)
 			HrReservationHold *h = g_ptr_array_index(r->holds, j);
 			if (g_strcmp0(h->guest_key, from) != 0)
 				continue;
-			g_free(h->guest_key);
-			h->guest_key = g_strdup(to->key);
+			hr_reservation_hold_set_key(h, to->key);
 			moved++;
 		}
 		if (moved > 0) {
@@ -1966,16 +1930,30 @@ adopt_hold(HrPrepare *p, HrReservation *r, HrReservationHold *h, HrGuest *guest)
 	g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration from %s, still "
 	       "reservation %s's",
 	       guest->name, h->gpa, h->guest_key, r->id);
-	g_free(h->guest_key);
-	h->guest_key = g_strdup(guest->key);
+	hr_reservation_hold_set_key(h, guest->key);
 	hr_reservation_touch(p->store, r);
 }
 
 /*
+ * Was @h held by a QEMU of @guest's VM: the same UUID where both have one
+ * (names can be reused by another VM, or be copied), else the same name?
+ */
+static gboolean
+hold_of_vm(HrReservationHold *h, HrGuest *guest)
+{
+	const gchar *uuid = hr_guest_vm_uuid(guest);
+
+	if (h->guest_uuid != NULL && uuid != NULL)
+		return g_ascii_strcasecmp(h->guest_uuid, uuid) == 0;
+	return g_strcmp0(h->guest_name, guest->name) == 0;
+}
+
+/*
  * @gpa, which @guest holds, was held for a reservation by a QEMU of the
- * same name that is gone and whose entry is not known (pruned, or before
- * a restart of the daemon), within migration_grace_s: the migration's
- * source. Only a migration brings held blocks into a new QEMU (SPEC 2.9).
+ * same VM (hold_of_vm) that is gone and whose entry is not known (pruned,
+ * or before a restart of the daemon), within migration_grace_s: the
+ * migration's source. Only a migration brings held blocks into a new QEMU
+ * (SPEC 2.9).
  */
 static gboolean
 adopt_unknown_source(HrPrepare *p, HrGuest *guest, guint64 gpa)
@@ -1986,7 +1964,7 @@ adopt_unknown_source(HrPrepare *p, HrGuest *guest, guint64 gpa)
 		HrReservation *r = g_ptr_array_index(list, j);
 		for (guint k = 0; k < r->holds->len; k++) {
 			HrReservationHold *h = g_ptr_array_index(r->holds, k);
-			if (h->gpa != gpa || g_strcmp0(h->guest_name, guest->name) != 0 ||
+			if (h->gpa != gpa || !hold_of_vm(h, guest) ||
 			    find_hold_guest(p, h) != NULL || !hold_in_grace(p, NULL, h))
 				continue;
 			adopt_hold(p, r, h, guest);
@@ -2608,7 +2586,7 @@ hr_prepare_tick(HrPrepare *p)
 
 	reconcile_guests(p);
 	drop_holds(p, hold_gone, NULL, "their QEMU is gone");
-	gone_since_prune(p);
+	hr_reservation_store_gone_prune(p->store);
 	for (guint i = 0; i < list->len && !work; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
 		work = r->state != HR_RESERVATION_CANCELLED && r->state != HR_RESERVATION_FAILED &&

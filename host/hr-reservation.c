@@ -7,13 +7,24 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "hr-guest.h"
 #include "hr-json.h"
 
 #define BLOCK_BYTES (G_GUINT64_CONSTANT(2) * 1024 * 1024)
-#define FILE_VERSION 2
-/* version 1 named a hold's guest by UUID, which guests without -uuid share */
+/*
+ * 3: holds name their VM's UUID, and the file keeps when the QEMUs its
+ * holds name were seen gone ("gone", by CLOCK_BOOTTIME of "boot_id").
+ * 2: holds are named by HrGuest.key; the ledger.
+ * 1 named a hold's guest by UUID, which guests without -uuid share.
+ */
+#define FILE_VERSION 3
 #define FILE_VERSION_MIN 1
+#define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+/* a state file that could not be written is tried again after 1 s, 2 s, ... 30 s */
+#define WRITE_RETRY_MIN_US G_USEC_PER_SEC
+#define WRITE_RETRY_MAX_US (30 * G_USEC_PER_SEC)
 
 G_DEFINE_QUARK(hr-reservation-error-quark, hr_reservation_error)
 
@@ -27,14 +38,34 @@ struct _HrReservationStore {
 	gint load_version; /* of the file loaded, 0: none */
 	/* guest key -> (entry "b:GPA" or "r:REQUEST_ID" -> gint64 *since, wall us) */
 	GHashTable *ledger;
+	/*
+	 * guest key of a QEMU process holds name -> gint64 *: when it was first
+	 * seen gone, CLOCK_BOOTTIME us; 0: before this boot (over)
+	 */
+	GHashTable *gone;
+	gchar *boot_id; /* this boot's, or NULL when unknown */
 
-	/* the writer thread's; under lock */
+	/*
+	 * The writer thread's; under lock. A failed write keeps its text as
+	 * @retry and the thread writes it again after @backoff_us (doubling
+	 * up to WRITE_RETRY_MAX_US, back to WRITE_RETRY_MIN_US once a write
+	 * succeeds), or at once when a change brings a newer state: the file
+	 * on disk never stays stale for want of a change.
+	 */
 	GMutex lock;
-	GCond idle;
-	GThread *writer;      /* runs while there is text to write */
+	GCond idle;	      /* a write ended, or the thread did */
+	GCond wake;	      /* a newer state, or the store is freed */
+	GThread *writer;      /* runs while there is text to write or retry */
 	gchar *pending;	      /* the latest state not written yet */
 	gsize pending_len;
+	gboolean writing;     /* a write runs, without the lock */
+	gchar *retry;	      /* the latest state, whose write failed */
+	gsize retry_len;
+	gint64 retry_at;      /* monotonic us */
+	gint64 backoff_us;    /* the wait after the next failure */
+	gboolean stopping;    /* freed: no more waiting to retry */
 	guint64 save_failures;
+	guint64 episode_failures; /* failures since the latest write that succeeded */
 	gchar *save_error;    /* the latest write's, NULL when it succeeded */
 };
 
@@ -158,6 +189,15 @@ hr_reservation_hold_free(HrReservationHold *hold)
 	g_free(hold);
 }
 
+void
+hr_reservation_hold_set_key(HrReservationHold *hold, const gchar *guest_key)
+{
+	g_free(hold->guest_key);
+	hold->guest_key = g_strdup(guest_key);
+	g_free(hold->guest_uuid);
+	hold->guest_uuid = hr_guest_key_dup_uuid(guest_key);
+}
+
 static HrReservation *
 hr_reservation_new(void)
 {
@@ -189,8 +229,13 @@ hr_reservation_store_new(const gchar *path)
 	store->max = G_MAXUINT;
 	store->ledger = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
 					      (GDestroyNotify)g_hash_table_unref);
+	store->gone = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	if (g_file_get_contents(BOOT_ID_PATH, &store->boot_id, NULL, NULL))
+		g_strstrip(store->boot_id);
 	g_mutex_init(&store->lock);
 	g_cond_init(&store->idle);
+	g_cond_init(&store->wake);
+	store->backoff_us = WRITE_RETRY_MIN_US;
 	return store;
 }
 
@@ -200,16 +245,23 @@ hr_reservation_store_set_max(HrReservationStore *store, guint max)
 	store->max = MAX(max, 1);
 }
 
+static void
+hr_reservation_store_stop_writer(HrReservationStore *store);
+
 void
 hr_reservation_store_free(HrReservationStore *store)
 {
 	if (store == NULL)
 		return;
-	hr_reservation_store_flush(store);
+	hr_reservation_store_stop_writer(store);
 	g_mutex_clear(&store->lock);
 	g_cond_clear(&store->idle);
+	g_cond_clear(&store->wake);
+	g_free(store->retry);
 	g_free(store->save_error);
 	g_hash_table_unref(store->ledger);
+	g_hash_table_unref(store->gone);
+	g_free(store->boot_id);
 	g_free(store->path);
 	g_ptr_array_unref(store->list);
 	g_free(store);
@@ -492,6 +544,89 @@ hr_reservation_ledger_add_json(HrReservationStore *store, JsonBuilder *b)
 }
 
 /* ---------------------------------------------------------------------- */
+/* When QEMUs were seen gone (migration grace) */
+
+/*
+ * CLOCK_BOOTTIME: every process of one boot reads the same clock, so a
+ * restarted daemon goes on counting where the previous one was; unlike
+ * the wall clock it is never stepped (NTP, an admin's date), which would
+ * cut a grace short or stretch it, and unlike CLOCK_MONOTONIC it counts
+ * a suspend, which is time the destination had. It means nothing in
+ * another boot: the file names its boot.
+ */
+static gint64
+boottime_us(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+		return g_get_monotonic_time();
+	return (gint64)ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
+}
+
+gint64
+hr_reservation_store_gone_for(HrReservationStore *store, const gchar *guest_key)
+{
+	gint64 now = boottime_us();
+	gint64 *since = g_hash_table_lookup(store->gone, guest_key);
+
+	if (since == NULL) {
+		since = g_memdup2(&now, sizeof(now));
+		g_hash_table_insert(store->gone, g_strdup(guest_key), since);
+		hr_reservation_touch(store, NULL);
+	}
+	return *since == 0 ? G_MAXINT64 : now - *since;
+}
+
+void
+hr_reservation_store_gone_prune(HrReservationStore *store)
+{
+	g_autoptr(GHashTable) named = g_hash_table_new(g_str_hash, g_str_equal);
+	GHashTableIter iter;
+	const gchar *key;
+	guint gone = 0;
+
+	if (g_hash_table_size(store->gone) == 0)
+		return;
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		for (guint j = 0; j < r->holds->len; j++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (h->guest_key != NULL)
+				g_hash_table_add(named, h->guest_key);
+		}
+	}
+	g_hash_table_iter_init(&iter, store->gone);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&key, NULL)) {
+		if (!g_hash_table_contains(named, key)) {
+			g_hash_table_iter_remove(&iter);
+			gone++;
+		}
+	}
+	if (gone > 0)
+		hr_reservation_touch(store, NULL);
+}
+
+static void
+hr_reservation_gone_add_json(HrReservationStore *store, JsonBuilder *b)
+{
+	GHashTableIter iter;
+	const gchar *key;
+	gint64 *since;
+
+	add_str(b, "boot_id", store->boot_id);
+	json_builder_set_member_name(b, "gone");
+	json_builder_begin_array(b);
+	g_hash_table_iter_init(&iter, store->gone);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&key, (gpointer *)&since)) {
+		json_builder_begin_object(b);
+		add_str(b, "guest_key", key);
+		hr_json_add_int(b, "since_boottime_us", *since);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+}
+
+/* ---------------------------------------------------------------------- */
 /* Persistence */
 
 static gchar *
@@ -510,6 +645,7 @@ hr_reservation_store_to_data(HrReservationStore *store, gsize *len)
 		hr_reservation_add_json(g_ptr_array_index(store->list, i), b, TRUE);
 	json_builder_end_array(b);
 	hr_reservation_ledger_add_json(store, b);
+	hr_reservation_gone_add_json(store, b);
 	json_builder_end_object(b);
 	root = json_builder_get_root(b);
 	json_generator_set_root(gen, root);
@@ -540,41 +676,111 @@ hr_reservation_write(const gchar *path, const gchar *text, gsize len, GError **e
 	return TRUE;
 }
 
+/* under lock: what the latest write of the state, @ok or with @error, means */
+static void
+hr_reservation_store_written(HrReservationStore *store, gboolean ok, const GError *error)
+{
+	if (ok) {
+		if (store->save_error != NULL)
+			g_message("%s written again, after %" G_GUINT64_FORMAT " failed writes: "
+				  "it holds the daemon's state",
+				  store->path, store->episode_failures);
+		g_clear_pointer(&store->save_error, g_free);
+		g_clear_pointer(&store->retry, g_free);
+		store->episode_failures = 0;
+		store->backoff_us = WRITE_RETRY_MIN_US;
+		return;
+	}
+	store->save_failures++;
+	store->episode_failures++;
+	/* once per episode: the retries say nothing new until one succeeds */
+	if (store->save_error == NULL)
+		g_warning("%s; the daemon tries again every %d s at most until it succeeds, and a "
+			  "restart meanwhile loses what changed since the last write "
+			  "(hugeroom_state_file_stale is 1 until then)",
+			  error->message, (gint)(WRITE_RETRY_MAX_US / G_USEC_PER_SEC));
+	else
+		g_debug("%s (failure %" G_GUINT64_FORMAT " in a row)", error->message,
+			store->episode_failures);
+	g_free(store->save_error);
+	store->save_error = g_strdup(error->message);
+}
+
 gboolean
 hr_reservation_store_save(HrReservationStore *store, GError **error)
 {
 	g_autofree gchar *text = NULL;
+	g_autoptr(GError) local = NULL;
 	gsize len = 0;
+	gboolean ok;
 
 	if (store->path == NULL)
 		return TRUE;
 	hr_reservation_store_flush(store);
 	text = hr_reservation_store_to_data(store, &len);
-	return hr_reservation_write(store->path, text, len, error);
+	ok = hr_reservation_write(store->path, text, len, &local);
+	g_mutex_lock(&store->lock);
+	/* a newer state handed to the writer since is its to write */
+	if (ok && store->pending == NULL && !store->writing)
+		hr_reservation_store_written(store, TRUE, NULL);
+	g_mutex_unlock(&store->lock);
+	if (!ok)
+		g_propagate_error(error, g_steal_pointer(&local));
+	return ok;
+}
+
+/*
+ * Under lock: wait for a newer state or the retry's time; FALSE: stop.
+ * @retrying: what is pending is the retry, with no change since.
+ */
+static gboolean
+hr_reservation_writer_wait(HrReservationStore *store, gboolean *retrying)
+{
+	*retrying = FALSE;
+	while (store->pending == NULL) {
+		if (store->retry == NULL || store->stopping)
+			return FALSE;
+		if (g_get_monotonic_time() >= store->retry_at) {
+			store->pending = g_steal_pointer(&store->retry);
+			store->pending_len = store->retry_len;
+			*retrying = TRUE;
+			break;
+		}
+		g_cond_wait_until(&store->wake, &store->lock, store->retry_at);
+	}
+	return TRUE;
 }
 
 static gpointer
 hr_reservation_writer(gpointer data)
 {
 	HrReservationStore *store = data;
+	gboolean retrying;
 
 	g_mutex_lock(&store->lock);
-	while (store->pending != NULL) {
+	while (hr_reservation_writer_wait(store, &retrying)) {
 		g_autofree gchar *text = g_steal_pointer(&store->pending);
 		gsize len = store->pending_len;
 		g_autoptr(GError) error = NULL;
 		gboolean ok;
 
+		/* what it superseded needs no retry */
+		g_clear_pointer(&store->retry, g_free);
+		store->writing = TRUE;
 		g_mutex_unlock(&store->lock);
 		ok = hr_reservation_write(store->path, text, len, &error);
-		if (!ok)
-			g_warning("%s", error->message);
 		g_mutex_lock(&store->lock);
-		g_clear_pointer(&store->save_error, g_free);
-		if (!ok) {
-			store->save_failures++;
-			store->save_error = g_strdup(error->message);
+		store->writing = FALSE;
+		hr_reservation_store_written(store, ok, error);
+		/* writes a change asked for come as they come; only retries back off */
+		if (!ok && retrying)
+			store->backoff_us = MIN(store->backoff_us * 2, WRITE_RETRY_MAX_US);
+		if (!ok && store->pending == NULL) {
+			store->retry = g_steal_pointer(&text);
+			store->retry_len = len;
+			store->retry_at = g_get_monotonic_time() + store->backoff_us;
 		}
+		g_cond_broadcast(&store->idle);
 	}
 	store->writer = NULL;
 	g_cond_broadcast(&store->idle);
@@ -600,6 +806,9 @@ hr_reservation_store_save_async(HrReservationStore *store)
 		store->writer = g_thread_new("hr-save", hr_reservation_writer, store);
 		/* it ends on its own; flush() waits for it by the condition */
 		g_thread_unref(store->writer);
+	} else {
+		/* waiting to retry: the newer state goes now */
+		g_cond_signal(&store->wake);
 	}
 	g_mutex_unlock(&store->lock);
 }
@@ -608,8 +817,27 @@ void
 hr_reservation_store_flush(HrReservationStore *store)
 {
 	g_mutex_lock(&store->lock);
+	while (store->pending != NULL || store->writing)
+		g_cond_wait(&store->idle, &store->lock);
+	g_mutex_unlock(&store->lock);
+}
+
+/* the last chance of a stale file is one more write; then the thread ends */
+static void
+hr_reservation_store_stop_writer(HrReservationStore *store)
+{
+	g_mutex_lock(&store->lock);
+	if (store->retry != NULL && store->pending == NULL) {
+		store->pending = g_steal_pointer(&store->retry);
+		store->pending_len = store->retry_len;
+	}
+	store->stopping = TRUE;
+	g_cond_signal(&store->wake);
 	while (store->writer != NULL)
 		g_cond_wait(&store->idle, &store->lock);
+	if (store->save_error != NULL)
+		g_warning("%s is stale: the daemon's latest state could not be written (%s)",
+			  store->path, store->save_error);
 	g_mutex_unlock(&store->lock);
 }
 
@@ -728,6 +956,37 @@ hr_reservation_ledger_load(HrReservationStore *store, JsonObject *o, GError **er
 }
 
 static gboolean
+hr_reservation_gone_load(HrReservationStore *store, JsonObject *o, GError **error)
+{
+	g_autofree gchar *boot_id = NULL;
+	gint64 now = boottime_us();
+	gboolean same_boot;
+	JsonArray *list;
+
+	if (!get_str(o, "boot_id", TRUE, &boot_id, error) || !get_array(o, "gone", &list, error))
+		return FALSE;
+	/* unknown either side: the clock tells (a time ahead of it is another boot's) */
+	same_boot = boot_id == NULL || store->boot_id == NULL || g_strcmp0(boot_id, store->boot_id) == 0;
+	for (guint i = 0; i < json_array_get_length(list); i++) {
+		JsonNode *node = json_array_get_element(list, i);
+		g_autofree gchar *key = NULL;
+		gint64 since = 0;
+
+		if (!JSON_NODE_HOLDS_OBJECT(node))
+			return corrupt(error, "gone %u: not an object", i);
+		if (!get_str(json_node_get_object(node), "guest_key", FALSE, &key, error) ||
+		    !get_int(json_node_get_object(node), "since_boottime_us", 0, G_MAXINT64, &since,
+			     error))
+			return FALSE;
+		/* a QEMU of an earlier boot is gone since before this one: its grace is over */
+		if (!same_boot || since > now)
+			since = 0;
+		g_hash_table_insert(store->gone, g_steal_pointer(&key), g_memdup2(&since, sizeof(since)));
+	}
+	return TRUE;
+}
+
+static gboolean
 load_step(JsonNode *node, HrReservation *r, GError **error)
 {
 	JsonObject *o;
@@ -798,6 +1057,9 @@ load_hold(JsonNode *node, HrReservation *r, gint version, GError **error)
 		return corrupt(error, "a hold names no guest (guest_key and guest_uuid are null)");
 	if (version == 1 && !get_str(o, "guest_uuid", FALSE, &h->guest_uuid, error))
 		return FALSE;
+	/* version 2 kept a hold's VM UUID in its key only */
+	if (version == 2 && h->guest_uuid == NULL)
+		h->guest_uuid = hr_guest_key_dup_uuid(h->guest_key);
 	if (!get_str(o, "guest", FALSE, &h->guest_name, error) ||
 	    !get_str(o, "gpa", FALSE, &gpa, error) ||
 	    !get_int(o, "held_us", 0, G_MAXINT64, &h->held_at, error))
@@ -915,8 +1177,10 @@ hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize l
 		if (!load_reservation(json_array_get_element(list, i), store, version, error))
 			return FALSE;
 	}
-	/* version 1 has no ledger */
+	/* version 1 has no ledger, 2 no gone */
 	if (version >= 2 && !hr_reservation_ledger_load(store, o, error))
+		return FALSE;
+	if (version >= 3 && !hr_reservation_gone_load(store, o, error))
 		return FALSE;
 	store->load_version = version;
 	return TRUE;
@@ -1098,7 +1362,7 @@ hr_reservation_add_hold(HrReservation *r, const gchar *guest_key, const gchar *g
 			guint64 gpa)
 {
 	HrReservationHold *h = g_new0(HrReservationHold, 1);
-	h->guest_key = g_strdup(guest_key);
+	hr_reservation_hold_set_key(h, guest_key);
 	h->guest_name = g_strdup(guest_name);
 	h->gpa = gpa;
 	h->held_at = g_get_real_time();

@@ -33,8 +33,12 @@
  *
  * The store persists itself as JSON, atomically (a temporary file, fsync,
  * rename) after every change, in a thread, so a daemon restart keeps every
- * reservation, its steps in flight and its holds. A file of version 1
- * (holds named by guest UUID) is migrated on load. A file that cannot be parsed is moved aside to
+ * reservation, its steps in flight, its holds and how long ago the QEMUs
+ * they name were seen gone (the migration grace goes on). A write that
+ * fails is tried again on its own, backing off from 1 s to 30 s, so the
+ * file is not left stale when no change follows. Files of versions 1
+ * (holds named by guest UUID) and 2 (holds without their VM's UUID, no
+ * gone times) are migrated on load. A file that cannot be parsed is moved aside to
  * FILE.corrupt-TIMESTAMP and the store starts empty with an error that
  * says so; it never takes the daemon down.
  */
@@ -89,7 +93,13 @@ typedef struct {
 /* A guest block held on behalf of a reservation. */
 typedef struct {
 	gchar *guest_key;  /* HrGuest.key: the guest bound to its QEMU process */
-	gchar *guest_uuid; /* only from a version 1 file, until a guest adopts the hold */
+	/*
+	 * The VM's UUID (its HELLO's), NULL for a VM without one: a migration's
+	 * destination adopts the hold by it, by name without. A hold from a
+	 * version 1 file has no key and names its guest by this alone, until a
+	 * guest adopts it.
+	 */
+	gchar *guest_uuid;
 	gchar *guest_name;
 	guint64 gpa;
 	gint64 held_at; /* wall clock, us */
@@ -175,6 +185,18 @@ hr_reservation_store_ledger_rekey(HrReservationStore *store, const gchar *from, 
 guint
 hr_reservation_store_ledger_size(HrReservationStore *store);
 
+/*
+ * How long ago (us) the QEMU process of @guest_key was first seen gone,
+ * the first call starting the clock: saved with the reservations, so a
+ * restarted daemon goes on with a migration grace where it was.
+ * G_MAXINT64 for a process of an earlier boot.
+ */
+gint64
+hr_reservation_store_gone_for(HrReservationStore *store, const gchar *guest_key);
+/* forget the gone processes no hold names any more; saves when some went */
+void
+hr_reservation_store_gone_prune(HrReservationStore *store);
+
 /* @path: the JSON file; NULL keeps everything in memory only (tests) */
 HrReservationStore *
 hr_reservation_store_new(const gchar *path);
@@ -192,15 +214,16 @@ hr_reservation_store_save(HrReservationStore *store, GError **error);
 /*
  * Every change below saves in a thread, off the main loop: the latest
  * state is written once the write in progress is done. A failed write
- * (a full disk) leaves the previous file as it was; it is logged, counted
- * and kept here until a later write succeeds.
+ * (a full disk) leaves the previous file as it was; it is logged (once
+ * until a write succeeds again), counted, and written again after 1 s,
+ * 2 s, ... 30 s at most, or at once with the next change, until it is.
  */
 guint64
 hr_reservation_store_save_failures(HrReservationStore *store);
 /* the error of the latest write if it failed, else NULL (free it) */
 gchar *
 hr_reservation_store_dup_save_error(HrReservationStore *store);
-/* wait for the writes in progress (tests, shutdown) */
+/* wait for the writes in progress, not for a retry's time (tests, shutdown) */
 void
 hr_reservation_store_flush(HrReservationStore *store);
 /*
@@ -256,6 +279,9 @@ hr_reservation_store_promised(HrReservationStore *store, gint node, const HrRese
 
 void
 hr_reservation_hold_free(HrReservationHold *hold);
+/* @hold is @guest_key's now (a QEMU process of its VM that took it over) */
+void
+hr_reservation_hold_set_key(HrReservationHold *hold, const gchar *guest_key);
 void
 hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);
 

@@ -397,6 +397,98 @@ cond_no_holds(gpointer data)
 	return ((HrReservation *)data)->holds->len == 0;
 }
 
+/* a VM's destination as it connects: what it is called and says it is */
+typedef struct {
+	const gchar *name;
+	guint8 uuid_seed;
+	gboolean adopts; /* the gone source's holds */
+} Dest;
+
+static const Dest other_uuid = {VM_NAME, VM_SEED + 0x40, FALSE};
+static const Dest renamed = {"vm-renamed", VM_SEED, TRUE};
+
+/*
+ * A QEMU connects after the source, holding blocks for a reservation, is
+ * gone and its entry pruned, listing blocks at the same addresses: it
+ * adopts the holds when it is the same VM by UUID (whatever its name),
+ * never when its UUID is another's though its name is the same (a name
+ * reused, or copied): those blocks are nobody's, and given back.
+ */
+static void
+test_dest_other_vm(Fixture *f, gconstpointer data)
+{
+	const Dest *dest = data;
+	g_auto(Mig) m = {0};
+	Wait w = {f, NULL, 0};
+	g_autofree gchar *src_key = NULL;
+	HrReservation *r;
+
+	mig_start(f, &m);
+	w.value = m.sg->id;
+	src_key = g_strdup(m.sg->key);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	source_exits(f, &m.src, m.sg);
+	wait_for(cond_pruned, &w, "the source's entry pruned");
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+
+	m.dst = fake_device_resync_from(f, m.dst_qemu, dest->name, dest->uuid_seed, FIRST, N_HELD);
+	m.dg = wait_held(f, m.dst_qemu, N_HELD);
+	if (dest->adopts) {
+		assert_nothing_returned(&m);
+		assert_holds(r, m.dg, N_HELD);
+		return;
+	}
+	{
+		g_autoptr(HrCmd) ret = fake_expect_cmd(m.dst, VIRTIO_HUGEROOM_CMD_RETURN);
+		g_assert_cmpuint(ret->nr_gpas, ==, N_HELD);
+	}
+	g_assert_cmpuint(m.dg->orphans_returned, ==, N_HELD);
+	for (guint i = 0; i < r->holds->len; i++)
+		g_assert_cmpstr(((HrReservationHold *)g_ptr_array_index(r->holds, i))->guest_key,
+				==, src_key);
+}
+
+/*
+ * The daemon restarts during a gone source's grace: the grace goes on
+ * from when the previous daemon saw the source gone (the state file keeps
+ * it), neither dropped at the restart nor counted again from it.
+ */
+static void
+test_grace_survives_restart(Fixture *f, gconstpointer data)
+{
+	const gint64 grace = 4 * G_USEC_PER_SEC;
+	g_auto(Mig) m = {0};
+	HrReservation *r;
+	gint64 exited, restarted, dropped;
+	(void)data;
+
+	f->config->migration_grace_s = grace / G_USEC_PER_SEC;
+	mig_start(f, &m);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+	exited = g_get_monotonic_time();
+	source_exits(f, &m.src, m.sg);
+	run_loop(1500);
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+
+	hr_daemon_free(f->daemon);
+	fixture_start(f);
+	restarted = g_get_monotonic_time();
+	r = hr_reservation_store_find(store(f), "r1");
+	g_assert_nonnull(r);
+	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+	wait_for(cond_no_holds, r, "the holds dropped after migration_grace_s");
+	dropped = g_get_monotonic_time();
+	g_test_message("dropped %.1f s after the source exited, %.1f s after the restart",
+		       (dropped - exited) / 1e6, (dropped - restarted) / 1e6);
+	/* the grace went on: neither cut short nor counted again from the restart */
+	g_assert_cmpint(dropped - exited, >=, grace);
+	g_assert_cmpint(dropped - restarted, <, grace - G_USEC_PER_SEC);
+}
+
 /* after migration_grace_s a gone QEMU's holds are dropped: their memory went with it */
 static void
 test_grace_ends(Fixture *f, gconstpointer data)
@@ -505,6 +597,9 @@ main(int argc, char **argv)
 	ADD("/migration/reservation/dest-connects-after-source-pruned", GINT_TO_POINTER(TRUE),
 	    test_dest_late);
 	ADD("/migration/reservation/grace-ends", NULL, test_grace_ends);
+	ADD("/migration/reservation/grace-survives-restart", NULL, test_grace_survives_restart);
+	ADD("/migration/reservation/same-name-other-uuid", &other_uuid, test_dest_other_vm);
+	ADD("/migration/reservation/same-uuid-renamed", &renamed, test_dest_other_vm);
 	ADD("/migration/reservation/ended-returns-to-dest", NULL, test_ended_returns_to_dest);
 	ADD("/migration/restart-drops", NULL, test_restart_drops);
 #undef ADD

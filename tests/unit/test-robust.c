@@ -609,6 +609,34 @@ rm_rf(const gchar *dir)
 	g_assert_cmpint(system(cmd), ==, 0);
 }
 
+/* a temporary state directory and its state file's path; removed (and unmounted) after */
+typedef struct {
+	gchar *dir;
+	gchar *path;
+	gchar *filler; /* small_disk_mount() */
+	gboolean mounted;
+} StateDir;
+
+static void
+state_dir_init(StateDir *d)
+{
+	d->dir = tmp_state_dir();
+	d->path = g_build_filename(d->dir, "reservations.json", NULL);
+}
+
+static void
+state_dir_clear(StateDir *d)
+{
+	if (d->mounted)
+		g_assert_cmpint(umount(d->dir), ==, 0);
+	rm_rf(d->dir);
+	g_free(d->dir);
+	g_free(d->path);
+	g_free(d->filler);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(StateDir, state_dir_clear)
+
 static void
 test_store_max(void)
 {
@@ -636,12 +664,11 @@ test_store_max(void)
 	g_assert_null(hr_reservation_store_find(store, "r2"));
 }
 
-/* a version 1 file (holds by guest UUID) is read and written back as version 2 */
+/* a version 1 file (holds by guest UUID) is read and written back as the current version */
 static void
 test_store_migrate(void)
 {
-	g_autofree gchar *dir = tmp_state_dir();
-	g_autofree gchar *path = g_build_filename(dir, "reservations.json", NULL);
+	g_auto(StateDir) d = {0};
 	g_autofree gchar *text = NULL;
 	g_autoptr(GError) error = NULL;
 	const gchar *v1 =
@@ -655,9 +682,10 @@ test_store_migrate(void)
 	HrReservationHold *h;
 	HrReservation *r;
 
-	g_assert_true(g_file_set_contents(path, v1, -1, NULL));
+	state_dir_init(&d);
+	g_assert_true(g_file_set_contents(d.path, v1, -1, NULL));
 	{
-		g_autoptr(HrReservationStore) store = hr_reservation_store_new(path);
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
 		g_assert_true(hr_reservation_store_load(store, &error));
 		g_assert_no_error(error);
 		r = hr_reservation_store_find(store, "r1");
@@ -668,46 +696,139 @@ test_store_migrate(void)
 		g_assert_cmpstr(h->guest_uuid, ==, "10111213-1415-1617-1819-1a1b1c1d1e1f");
 		g_assert_cmpuint(h->gpa, ==, MiB(64));
 	}
-	/* nothing set aside; the file on disk is version 2 now */
-	g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
-	g_assert_nonnull(strstr(text, "\"version\" : 2"));
+	/* nothing set aside; the file on disk is the current version now */
+	g_assert_true(g_file_get_contents(d.path, &text, NULL, NULL));
+	g_assert_nonnull(strstr(text, "\"version\" : 3"));
 	g_assert_nonnull(strstr(text, "\"guest_key\" : null"));
 	{
-		g_autoptr(HrReservationStore) again = hr_reservation_store_new(path);
+		g_autoptr(HrReservationStore) again = hr_reservation_store_new(d.path);
 		g_assert_true(hr_reservation_store_load(again, &error));
 		g_assert_no_error(error);
 		h = g_ptr_array_index(hr_reservation_store_find(again, "r1")->holds, 0);
 		g_assert_cmpstr(h->guest_uuid, ==, "10111213-1415-1617-1819-1a1b1c1d1e1f");
 	}
-	rm_rf(dir);
 }
 
-/* a full state disk: a clear error, the previous file intact, and recovery */
+/* a file of version 2: a hold named by its guest key, no gone times */
+#define V2_FILE                                                                                   \
+	"{\"version\":2,\"next_id\":2,\"reservations\":[{\"id\":\"r1\",\"bytes\":4194304,"            \
+	"\"need_blocks\":2,\"node\":0,\"planned_node\":0,\"strict\":false,\"requester\":null,"     \
+	"\"state\":\"consumed\",\"reason\":null,\"partial\":false,\"obtained\":2,"                 \
+	"\"created_us\":1,\"deadline_us\":0,\"updated_us\":1,\"finished_us\":1,"                    \
+	"\"blocks_returned\":0,\"steps\":[],\"holds\":[{\"guest_key\":\"" V2_KEY "\","               \
+	"\"guest_uuid\":null,\"guest\":\"vm1\",\"gpa\":\"0x4000000\",\"held_us\":5}]}],"            \
+	"\"ledger\":[]}"
+#define V2_UUID "10111213-1415-1617-1819-1a1b1c1d1e1f"
+#define V2_KEY V2_UUID "@pid:1:1"
+
+/* a version 2 file loads as before; its hold gets the UUID its key was made with */
 static void
-test_store_full_disk(void)
+test_store_v2(void)
 {
-	g_autofree gchar *dir = tmp_state_dir();
-	g_autofree gchar *path = g_build_filename(dir, "reservations.json", NULL);
-	g_autofree gchar *filler = g_build_filename(dir, "filler", NULL);
-	g_autofree gchar *before = NULL;
-	g_autofree gchar *after = NULL;
-	g_autofree gchar *why = NULL;
-	g_autofree gchar *cmd = NULL;
-	g_autoptr(HrReservationStore) store = NULL;
-	HrReservation *r;
+	g_auto(StateDir) d = {0};
+	g_autofree gchar *text = NULL;
+	g_autoptr(GError) error = NULL;
+	HrReservationHold *h;
 
-	if (mount("hugeroom-test", dir, "tmpfs", 0, "size=256k") != 0)
-		g_error("cannot mount a small tmpfs on %s (the test needs root): %s", dir,
+	state_dir_init(&d);
+	g_assert_true(g_file_set_contents(d.path, V2_FILE, -1, NULL));
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
+		g_assert_true(hr_reservation_store_load(store, &error));
+		g_assert_no_error(error);
+		h = g_ptr_array_index(hr_reservation_store_find(store, "r1")->holds, 0);
+		g_assert_cmpstr(h->guest_key, ==, V2_KEY);
+		g_assert_cmpstr(h->guest_uuid, ==, V2_UUID);
+		g_assert_cmpstr(h->guest_name, ==, "vm1");
+		g_assert_cmpuint(h->gpa, ==, MiB(64));
+		/* no gone time in it: the clock starts now */
+		g_assert_cmpint(hr_reservation_store_gone_for(store, V2_KEY), <, G_USEC_PER_SEC);
+	}
+	g_assert_true(g_file_get_contents(d.path, &text, NULL, NULL));
+	g_assert_nonnull(strstr(text, "\"version\" : 3"));
+	g_assert_nonnull(strstr(text, "\"guest_uuid\" : \"" V2_UUID "\""));
+}
+
+/*
+ * When a QEMU was seen gone is saved: a store loaded again goes on
+ * counting from then, not from the load; one of another boot is over.
+ */
+static void
+test_store_gone_persisted(void)
+{
+	g_auto(StateDir) d = {0};
+	g_autofree gchar *text = NULL;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GRegex) boot = g_regex_new("\"boot_id\" : \"[^\"]*\"", 0, 0, NULL);
+	g_autofree gchar *other_boot = NULL;
+
+	state_dir_init(&d);
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
+		HrReservation *r = hr_reservation_store_create(store, MiB(2), 0, 0, FALSE, "t", NULL);
+		hr_reservation_add_hold(r, V2_KEY, "vm1", MiB(64));
+		hr_reservation_touch(store, r);
+		g_assert_cmpint(hr_reservation_store_gone_for(store, V2_KEY), <, G_USEC_PER_SEC);
+		g_usleep(300000);
+	}
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
+		gint64 gone;
+		g_assert_true(hr_reservation_store_load(store, &error));
+		g_assert_no_error(error);
+		gone = hr_reservation_store_gone_for(store, V2_KEY);
+		g_test_message("gone for %" G_GINT64_FORMAT " us after a reload", gone);
+		g_assert_cmpint(gone, >=, 300000);
+		g_assert_cmpint(gone, <, 5 * G_USEC_PER_SEC);
+		g_assert_cmpstr(((HrReservationHold *)g_ptr_array_index(
+				     hr_reservation_store_find(store, "r1")->holds, 0))
+				    ->guest_uuid,
+				==, V2_UUID);
+	}
+	/* the same file from another boot */
+	g_assert_true(g_file_get_contents(d.path, &text, NULL, NULL));
+	other_boot = g_regex_replace_literal(boot, text, -1, 0,
+					     "\"boot_id\" : \"00000000-0000-0000-0000-000000000000\"",
+					     0, NULL);
+	g_assert_cmpstr(other_boot, !=, text);
+	g_assert_true(g_file_set_contents(d.path, other_boot, -1, NULL));
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(d.path);
+		g_assert_true(hr_reservation_store_load(store, &error));
+		g_assert_cmpint(hr_reservation_store_gone_for(store, V2_KEY), ==, G_MAXINT64);
+		/* and no hold names it: it is forgotten */
+		g_ptr_array_set_size(hr_reservation_store_find(store, "r1")->holds, 0);
+		hr_reservation_store_gone_prune(store);
+		g_assert_cmpint(hr_reservation_store_gone_for(store, V2_KEY), <, G_USEC_PER_SEC);
+	}
+}
+
+/* a state directory on a tmpfs of 256 KiB, and a file that can fill it */
+static void
+small_disk_mount(StateDir *d)
+{
+	state_dir_init(d);
+	d->filler = g_build_filename(d->dir, "filler", NULL);
+	if (mount("hugeroom-test", d->dir, "tmpfs", 0, "size=256k") != 0)
+		g_error("cannot mount a small tmpfs on %s (the test needs root): %s", d->dir,
 			g_strerror(errno));
-	store = hr_reservation_store_new(path);
-	r = hr_reservation_store_create(store, MiB(2), 0, 0, FALSE, "before", NULL);
-	hr_reservation_store_flush(store);
-	g_assert_true(g_file_get_contents(path, &before, NULL, NULL));
-	g_assert_cmpuint(hr_reservation_store_save_failures(store), ==, 0);
+	d->mounted = TRUE;
+}
 
-	/* fill the file system to the last byte */
-	cmd = g_strdup_printf("dd if=/dev/zero of='%s' bs=4k 2>/dev/null", filler);
+/* fill the file system to the last byte */
+static void
+small_disk_fill(StateDir *d)
+{
+	g_autofree gchar *cmd = g_strdup_printf("dd if=/dev/zero of='%s' bs=4k 2>/dev/null",
+						d->filler);
 	g_assert_cmpint(system(cmd), !=, 0);
+}
+
+
+/* on a full disk: 20 changes of @r, each too big to be written */
+static void
+grow_on_full_disk(HrReservationStore *store, HrReservation *r)
+{
 	for (guint i = 0; i < 20; i++) {
 		HrReservationStep *s = hr_reservation_add_step(r, "compact", 0);
 		s->detail = g_strnfill(200, 'x');
@@ -715,30 +836,97 @@ test_store_full_disk(void)
 	}
 	hr_reservation_store_flush(store);
 	g_assert_cmpuint(hr_reservation_store_save_failures(store), >, 0);
+}
+
+/* the state file at @path holds r1 with its 20 steps */
+static void
+assert_saved_whole(const gchar *path)
+{
+	g_autoptr(HrReservationStore) again = hr_reservation_store_new(path);
+	g_autoptr(GError) error = NULL;
+	g_assert_true(hr_reservation_store_load(again, &error));
+	g_assert_no_error(error);
+	g_assert_cmpuint(hr_reservation_store_find(again, "r1")->steps->len, ==, 20);
+}
+
+/* a full state disk: a clear error, the previous file intact, and recovery */
+static void
+test_store_full_disk(void)
+{
+	g_auto(StateDir) d = {0};
+	g_autofree gchar *before = NULL;
+	g_autofree gchar *after = NULL;
+	g_autofree gchar *why = NULL;
+	g_autoptr(HrReservationStore) store = NULL;
+	HrReservation *r;
+
+	small_disk_mount(&d);
+	store = hr_reservation_store_new(d.path);
+	r = hr_reservation_store_create(store, MiB(2), 0, 0, FALSE, "before", NULL);
+	hr_reservation_store_flush(store);
+	g_assert_true(g_file_get_contents(d.path, &before, NULL, NULL));
+	g_assert_cmpuint(hr_reservation_store_save_failures(store), ==, 0);
+
+	small_disk_fill(&d);
+	grow_on_full_disk(store, r);
 	why = hr_reservation_store_dup_save_error(store);
 	g_test_message("%s", why);
 	g_assert_nonnull(strstr(why, "cannot save reservations"));
 	g_assert_nonnull(strstr(why, "free space"));
-	g_assert_true(g_file_get_contents(path, &after, NULL, NULL));
+	g_assert_true(g_file_get_contents(d.path, &after, NULL, NULL));
 	g_assert_cmpstr(after, ==, before);
 
 	/* room again: the next change is written whole */
-	g_assert_cmpint(g_unlink(filler), ==, 0);
+	g_assert_cmpint(g_unlink(d.filler), ==, 0);
 	hr_reservation_touch(store, r);
 	hr_reservation_store_flush(store);
 	g_clear_pointer(&why, g_free);
 	why = hr_reservation_store_dup_save_error(store);
 	g_assert_null(why);
-	{
-		g_autoptr(HrReservationStore) again = hr_reservation_store_new(path);
-		g_autoptr(GError) error = NULL;
-		g_assert_true(hr_reservation_store_load(again, &error));
-		g_assert_no_error(error);
-		g_assert_cmpuint(hr_reservation_store_find(again, "r1")->steps->len, ==, 20);
-	}
+	assert_saved_whole(d.path);
 	g_clear_pointer(&store, hr_reservation_store_free);
-	g_assert_cmpint(umount(dir), ==, 0);
-	rm_rf(dir);
+}
+
+/*
+ * A write that failed is tried again on its own, while the disk is full
+ * (1 s after the last failure, then 2 s after that) and once there is room
+ * again: with no further change the file holds the latest state, and the
+ * failures stop.
+ */
+static void
+test_store_full_disk_retry(void)
+{
+	g_auto(StateDir) d = {0};
+	g_autoptr(HrReservationStore) store = NULL;
+	g_autofree gchar *why = NULL;
+	HrReservation *r;
+	guint64 failures;
+	gint64 until;
+
+	small_disk_mount(&d);
+	store = hr_reservation_store_new(d.path);
+	r = hr_reservation_store_create(store, MiB(2), 0, 0, FALSE, "before", NULL);
+	hr_reservation_store_flush(store);
+	small_disk_fill(&d);
+	grow_on_full_disk(store, r);
+	/* nothing changes from here on */
+	failures = hr_reservation_store_save_failures(store);
+	g_usleep(1500000);
+	g_assert_cmpuint(hr_reservation_store_save_failures(store), ==, failures + 1);
+	g_assert_cmpint(g_unlink(d.filler), ==, 0);
+
+	until = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+	while ((why = hr_reservation_store_dup_save_error(store)) != NULL &&
+	       g_get_monotonic_time() < until) {
+		g_clear_pointer(&why, g_free);
+		g_usleep(50000);
+	}
+	g_assert_null(why);
+	assert_saved_whole(d.path);
+	failures = hr_reservation_store_save_failures(store);
+	g_usleep(1500000);
+	g_assert_cmpuint(hr_reservation_store_save_failures(store), ==, failures);
+	g_clear_pointer(&store, hr_reservation_store_free);
 }
 
 int
@@ -774,7 +962,10 @@ main(int argc, char **argv)
 	ADD("/robust/reconcile/gone-holds-dropped", NULL, test_gone_holds_dropped);
 	g_test_add_func("/robust/store/max", test_store_max);
 	g_test_add_func("/robust/store/migrate-v1", test_store_migrate);
+	g_test_add_func("/robust/store/v2", test_store_v2);
+	g_test_add_func("/robust/store/gone-persisted", test_store_gone_persisted);
 	g_test_add_func("/robust/store/full-disk", test_store_full_disk);
+	g_test_add_func("/robust/store/full-disk-retry", test_store_full_disk_retry);
 #undef ADD
 	return g_test_run();
 }

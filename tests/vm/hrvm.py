@@ -36,6 +36,26 @@ def log(msg):
     print("# " + msg, flush=True)
 
 
+def http(sock, method, path, body=None):
+    """One HTTP/1.1 request on the daemon's API socket: (status, body bytes)."""
+    data = json.dumps(body).encode() if body is not None else b""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(60)
+    s.connect(sock)
+    s.sendall(("%s %s HTTP/1.1\r\nHost: hugeroomd\r\nContent-Type: "
+               "application/json\r\nContent-Length: %d\r\nConnection: close"
+               "\r\n\r\n" % (method, path, len(data))).encode() + data)
+    out = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        out += d
+    s.close()
+    head, _, answer = out.partition(b"\r\n\r\n")
+    return int(head.split()[1]), answer
+
+
 def run(cmd, **kw):
     """Run a command, return stdout; raise with its stderr on failure."""
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

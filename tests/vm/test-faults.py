@@ -18,8 +18,10 @@ long for a migration destination of its VM).
  4. a driver that stops answering (fault_inject sweep_delay_ms): its
     request times out and is cancelled, the daemon keeps serving;
  5. a full state disk: the API keeps answering, the error names the file,
-    the previous file stays whole, and it is written once there is room;
-    that daemon runs under valgrind: no error, nothing definitely lost.
+    the previous file stays whole, /metrics says it is stale, and once
+    there is room the daemon's retry writes it with no further change to
+    prompt it; that daemon runs under valgrind: no error, nothing
+    definitely lost.
 """
 
 import json
@@ -180,6 +182,14 @@ class Faults:
     def reservation(self, rid):
         return self.daemon.ctl_json("reservation", rid)
 
+    def metric(self, name):
+        """An unlabelled metric of the daemon's /metrics, or None."""
+        _, text = hrvm.http(self.daemon.api_sock, "GET", "/metrics")
+        for line in text.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
 
 def fault_daemon_kill(f):
     tap = f.tap
@@ -290,16 +300,33 @@ def fault_full_disk(f):
         after = fh.read()
     tap.ok(after == before and "free space" in f.daemon.log(),
            "full disk: the error says what to do and the previous file is whole")
+    # everything the reservation does happens on the full disk: it settles and
+    # gives its holds back; then nothing changes
+    hrvm.wait_for(lambda: f.reservation(rid)["state"] not in ("created", "in-progress") and
+                  not f.reservation(rid).get("holds"), 120,
+                  "the reservation to settle and hold nothing", interval=1)
+    settled = f.reservation(rid)["state"]
+    time.sleep(3)
+    tap.ok(f.metric("hugeroom_state_file_stale") == 1 and
+           f.metric("hugeroom_state_write_failures_total") > 0,
+           "full disk: /metrics says the state file is stale (%s failed writes)"
+           % f.metric("hugeroom_state_write_failures_total"))
     os.unlink(filler)
-    hrvm.wait_for(lambda: f.reservation(rid)["state"] not in ("created", "in-progress"), 120,
-                  "the reservation to settle", interval=1)
-    f.ctl_quiet("release", rid)
 
     def saved():
         with open(path) as fh:
-            return rid in fh.read()
+            text = fh.read()
+        try:
+            rs = json.loads(text)["reservations"]
+        except ValueError:
+            return False
+        return any(r["id"] == rid and r["state"] == settled for r in rs)
+    # no change comes to prompt a write: the daemon's retry writes it
     hrvm.wait_for(saved, 60, "the state file to be written again", interval=1)
-    tap.ok(True, "full disk: with room again the state file holds %s" % rid)
+    tap.ok(f.metric("hugeroom_state_file_stale") == 0,
+           "full disk: with room again and no change the retry wrote %s (%s) to the state "
+           "file" % (rid, settled))
+    f.ctl_quiet("release", rid)
     f.check("full disk")
     proc = f.daemon.proc
     f.daemon.stop()

@@ -19,7 +19,6 @@ device has the feature off (pcp=off).  Checks:
 
 import json
 import os
-import socket
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,22 +33,8 @@ INT_MAX = 2 ** 31 - 1
 
 def api(sock, method, path, body):
     """One HTTP/1.1 request on the daemon's API socket: (status, JSON)."""
-    data = json.dumps(body).encode()
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(60)
-    s.connect(sock)
-    s.sendall(("%s %s HTTP/1.1\r\nHost: hugeroomd\r\nContent-Type: "
-               "application/json\r\nContent-Length: %d\r\nConnection: close"
-               "\r\n\r\n" % (method, path, len(data))).encode() + data)
-    out = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        out += d
-    s.close()
-    head, _, body = out.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(body or b"null")
+    status, answer = hrvm.http(sock, method, path, body)
+    return status, json.loads(answer or b"null")
 
 
 def ctl_fails(daemon, *args):
