@@ -323,6 +323,9 @@ class Bench:
         for s in r["steps"]:
             kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
         r["step_kinds"] = kinds
+        # the executor's plans, for who was asked when
+        r["plans"] = [ln.split(": plan ", 1)[1] for ln in self.daemon.log().splitlines()
+                      if "reservation %s: plan " % rid in ln][:20]
 
     def hugeroom_finish(self, r):
         rid = r.get("reservation_id")

@@ -19,6 +19,7 @@
 #define POOL_RETRY_US G_USEC_PER_SEC
 #define FLOOR_SLACK_PAGES BLOCK_PAGES
 #define POOL_MAX_EMPTY_GROWS 3
+#define MAPS_WAIT_US (5 * G_USEC_PER_SEC)
 /*
  * Guests up to this size have a stale host THP map read again with the
  * snapshot a decision waits for; larger ones (about 1.5 us per 2 MiB
@@ -88,6 +89,7 @@ typedef struct {
 	guint pool_grows;	   /* grows in it */
 	GHashTable *strikes; /* guest id -> donations that freed little host memory */
 	gchar *why_not;	     /* why the guests that were not asked were not */
+	gint64 maps_wait_until; /* monotonic us: plan without the maps still being read */
 } Run;
 
 /* One compaction or evacuation in flight. */
@@ -2234,6 +2236,27 @@ start_plan_steps(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPl
  * does not have comes from donors, whose freed host THPs the next grow
  * takes. Ready when the pool holds the whole need.
  */
+/*
+ * The steps a plan starts run to their end before the next plan, so a
+ * donor whose host map is still being read when the plan is made would sit
+ * out all of them (the headline's second donor did, 34 s of 54). Wait for
+ * the maps a bounded time: they take well under a second per 10 GiB.
+ */
+static gboolean
+wait_for_maps(HrReservation *r, Run *run, const Input *in)
+{
+	gint64 now = g_get_monotonic_time();
+
+	if (in->maps_pending == 0)
+		return FALSE;
+	if (run->maps_wait_until == 0) {
+		run->maps_wait_until = now + MAPS_WAIT_US;
+		g_debug("reservation %s: waiting up to %d ms for %u donors' host maps", r->id,
+			(int)(MAPS_WAIT_US / 1000), in->maps_pending);
+	}
+	return now < run->maps_wait_until;
+}
+
 static void
 drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 	   const HrHostState *host)
@@ -2271,6 +2294,8 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 	if (remaining == 0)
 		return;
 	in = build_input(p, host, r, run, TRUE);
+	if (wait_for_maps(r, run, in))
+		return;
 	req.bytes = remaining * HR_PLAN_BLOCK_BYTES;
 	req.node = r->planned_node;
 	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
@@ -2374,6 +2399,8 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	 * does not discard) are not asked again for this reservation.
 	 */
 	in = build_input(p, host, r, run, run->held_total < run->donate_cap);
+	if (wait_for_maps(r, run, in))
+		return;
 	req.bytes = r->need_blocks * HR_PLAN_BLOCK_BYTES;
 	req.node = r->planned_node;
 	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;

@@ -16,6 +16,10 @@ Setting (takes /tmp/hr-bigmem.lock exclusively: it uses the whole host):
 
 Checks:
  1. prepare SIZE --wait ends ready in full (exit 0); consume;
+ 1b. both donors (alike, so near-equal in cost) were asked at once and
+    alike: the first donation step of each started within 3 s of the
+    other's and asked at least 0.8 times as many blocks (donations run in
+    parallel: work given to one donor first makes the preparation longer);
  2. the new VM (memory-backend-ram,prealloc=on, THP-advised) gets >= 95%
     of its RAM in host huge pages (AnonHugePages / Rss);
  3. /proc/vmstat oom_kill did not move and both donors are alive;
@@ -133,6 +137,18 @@ def main():
         tap.ok(p.returncode == 0 and r["state"] == "ready" and not r["partial"],
                "prepare %d MiB ended ready in full in %.1f s (exit %d): %s"
                % (vm_mib, took, p.returncode, r.get("reason")), p.stderr)
+        first = {}
+        for s in r["steps"]:
+            if (s["kind"] == "donate" and s.get("started_us") and
+                    s["started_us"] < first.get(s["guest"], (1 << 62, 0))[0]):
+                first[s["guest"]] = (s["started_us"], s.get("blocks_asked", 0))
+        starts = [t for t, _ in first.values()] or [0]
+        asked = [n for _, n in first.values()] or [0]
+        apart = (max(starts) - min(starts)) / 1e6
+        tap.ok(sorted(first) == sorted(g.name for g in guests) and apart <= 3.0 and
+               min(asked) >= 0.8 * max(asked),
+               "both donors were asked at once and alike (first donations %.1f s apart, "
+               "%s blocks asked)" % (apart, " and ".join(str(n) for n in asked)))
         rss1 = rss_total(guests)
         for g in guests:
             st = g.driver_status()
