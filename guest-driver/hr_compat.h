@@ -2,14 +2,16 @@
 /*
  * virtio-hugeroom guest driver: kernel-version and kernel-feature shims.
  *
- * One out-of-tree module serves Debian's 6.1 and 6.12 kernels.  Kernel
+ * One out-of-tree module serves Debian's 6.1 and 6.12 kernels and the
+ * newest one unstable has (7.x).  Kernel
  * interfaces that differ between them are told apart here and in Kbuild,
  * by feature tests on the kernel's headers (VIRTIO_HUGEROOM_HAVE_*, set by
  * Kbuild), never by LINUX_VERSION_CODE: a distribution kernel may carry an
  * interface of a later release.  Interfaces only one file uses stay next
  * to their use, marked by their VIRTIO_HUGEROOM_HAVE_* test: the two
- * shrinker APIs (hr_evac.c), virtio_find_vqs() (hr_dev.c), the PCP high
- * bounds (hr_report.c).
+ * shrinker APIs, alloc_contig_range()'s flags and movable_ops for the
+ * hole claims (hr_evac.c), virtio_find_vqs() (hr_dev.c), the PCP high
+ * bounds and the pageblock isolation bit (hr_report.c).
  *
  * Locking: none; macros and build-time checks only.
  */
@@ -21,12 +23,6 @@
 
 #ifndef CONFIG_SPARSEMEM
 #error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
-#endif
-
-/* 6.17 changed two interfaces the driver uses; see the Kbuild tests. */
-#if defined(VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT) || \
-	defined(VIRTIO_HUGEROOM_HAVE_ACR_FLAGS)
-#error "6.17 pageblock bits or alloc_contig_range() flags: review _block_mt(), _contig_alloc()"
 #endif
 
 /*
@@ -43,9 +39,20 @@
  */
 #define VIRTIO_HUGEROOM_SET_OFFLINE(page)	__PASTE(__, SetPageOffline)(page)
 #define VIRTIO_HUGEROOM_CLEAR_OFFLINE(page)	__PASTE(__, ClearPageOffline)(page)
-/* The same for marking claimed pages movable_ops pages (hr_evac.c). */
+/*
+ * The same for marking claimed pages movable_ops pages (hr_evac.c), on
+ * kernels that let a driver do it (__SetPageMovable(), until 6.16).
+ */
+#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
 #define VIRTIO_HUGEROOM_SET_MOVABLE(page, mops) \
 	__PASTE(__, SetPageMovable)(page, mops)
 #define VIRTIO_HUGEROOM_CLEAR_MOVABLE(page)	__PASTE(__, ClearPageMovable)(page)
+#endif
+
+/* Can EVACUATE claim holes (module param claim_holes, hr_evac.c)? */
+static inline bool virtio_hugeroom_claims_supported(void)
+{
+	return IS_ENABLED(VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE);
+}
 
 #endif /* _HR_COMPAT_H */
