@@ -55,11 +55,12 @@ if [ -n "$root" ]; then
     # In the root, with the sources on /hr-build (a mount of this build's
     # own directory, private to the command).
     hr_in_root "$root" --bind "$tmp/src" /hr-build \
-        make -C "$kdir" M=/hr-build/guest-driver "${make_args[@]}" modules
+        make -C "$kdir" M=/hr-build/guest-driver W=1 "${make_args[@]}" modules
 else
-    make -C "$kdir" M="$tmp/src/guest-driver" "${make_args[@]}" modules
+    make -C "$kdir" M="$tmp/src/guest-driver" W=1 "${make_args[@]}" modules
 fi >"$tmp/build.log" 2>&1 ||
     { cat "$tmp/build.log" >&2; die "module build failed for $kver"; }
+# W=1: the extra warnings too (the kernel's for new code); none may show.
 if grep -q 'warning:' "$tmp/build.log"; then
     grep 'warning:' "$tmp/build.log" >&2
     die "module build for $kver has warnings"

@@ -3,7 +3,7 @@
 #   . "$(dirname "$0")/lib.sh"
 # Provides: HUGEROOM_CACHE, HR_REPO, info, warn, die, apt_get, need_root,
 #           ensure_apt_sources, pkgs_missing, with_lock, hr_in_root,
-#           hr_kernel_unpacked, hr_unpack_kernel.
+#           hr_kernel_unpacked, hr_unpack_kernel, hr_series_kver.
 
 set -euo pipefail
 
@@ -208,4 +208,19 @@ hr_unpack_kernel() {
     touch "$dest.tmp/.done"
     rm -rf "$dest"
     mv "$dest.tmp" "$dest"
+}
+
+# hr_series_kver SERIES: the cached kernel release of a test series: "6.12"
+# and "6.1" from scripts/fetch-kernels.sh, "sid" (the newest Debian has)
+# from scripts/fetch-newest-kernel.sh.  Fails loudly if there is none.
+hr_series_kver() {
+    local series=$1 kver
+    if [ "$series" = sid ]; then
+        kver=$(bash "$HR_SCRIPTS/fetch-newest-kernel.sh" | awk 'NF == 3 { print $1 }')
+    else
+        kver=$(bash "$HR_SCRIPTS/fetch-kernels.sh" | awk -v s="$series" \
+            'index($1, s ".") == 1 || index($1, s "-") == 1 { print $1; exit }')
+    fi
+    [ -n "$kver" ] || die "no $series kernel in the cache"
+    printf '%s\n' "$kver"
 }
