@@ -49,6 +49,16 @@
 #define VIRTIO_HUGEROOM_CLEAR_MOVABLE(page)	__PASTE(__, ClearPageMovable)(page)
 #endif
 
+/*
+ * A movable_ops page (zsmalloc's) since 6.17 has a page flag and no
+ * mapping; until then its mapping is set, which the caller tests.
+ */
+#ifdef VIRTIO_HUGEROOM_HAVE_PAGE_HAS_MOVABLE_OPS
+#define VIRTIO_HUGEROOM_MOVABLE_OPS(page)	page_has_movable_ops(page)
+#else
+#define VIRTIO_HUGEROOM_MOVABLE_OPS(page)	false
+#endif
+
 /* Can EVACUATE claim holes (module param claim_holes, hr_evac.c)? */
 static inline bool virtio_hugeroom_claims_supported(void)
 {

@@ -1169,10 +1169,12 @@ static bool virtio_hugeroom_block_movable(unsigned long pfn)
 			if (PageLRU(head)) {
 				if (folio_maybe_dma_pinned(page_folio(head)))
 					return false;
-			} else if (!READ_ONCE(head->mapping)) {
+			} else if (!READ_ONCE(head->mapping) &&
+				   !VIRTIO_HUGEROOM_MOVABLE_OPS(head)) {
 				/*
 				 * Neither on an LRU nor movable_ops (whose
-				 * mapping is set, see __PageMovable()).
+				 * mapping is set until 6.16, see
+				 * __PageMovable(); a page flag since).
 				 */
 				return false;
 			}
