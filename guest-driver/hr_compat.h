@@ -20,6 +20,7 @@
 
 #include <linux/log2.h>
 #include <linux/mmzone.h>
+#include <linux/page-flags.h>
 
 #ifndef CONFIG_SPARSEMEM
 #error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
@@ -53,16 +54,23 @@
  * A movable_ops page (zsmalloc's) since 6.17 has a page flag and no
  * mapping; until then its mapping is set, which the caller tests.
  */
+static inline bool virtio_hugeroom_movable_ops(const struct page *page)
+{
 #ifdef VIRTIO_HUGEROOM_HAVE_PAGE_HAS_MOVABLE_OPS
-#define VIRTIO_HUGEROOM_MOVABLE_OPS(page)	page_has_movable_ops(page)
+	return page_has_movable_ops(page);
 #else
-#define VIRTIO_HUGEROOM_MOVABLE_OPS(page)	false
+	return false;
 #endif
+}
 
 /* Can EVACUATE claim holes (module param claim_holes, hr_evac.c)? */
 static inline bool virtio_hugeroom_claims_supported(void)
 {
-	return IS_ENABLED(VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE);
+#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
+	return true;
+#else
+	return false;
+#endif
 }
 
 #endif /* _HR_COMPAT_H */

@@ -1170,7 +1170,7 @@ static bool virtio_hugeroom_block_movable(unsigned long pfn)
 				if (folio_maybe_dma_pinned(page_folio(head)))
 					return false;
 			} else if (!READ_ONCE(head->mapping) &&
-				   !VIRTIO_HUGEROOM_MOVABLE_OPS(head)) {
+				   !virtio_hugeroom_movable_ops(head)) {
 				/*
 				 * Neither on an LRU nor movable_ops (whose
 				 * mapping is set until 6.16, see
