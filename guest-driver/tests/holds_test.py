@@ -309,6 +309,20 @@ class Run:
                 'driver negotiated EVACUATE, HOLD, DEFLATE_ON_OOM (%#x)' %
                 feats)
 
+        # Hole claims need movable_ops for a driver's pages, which 6.17
+        # took away: on the newest kernel (sid) the driver has none, says
+        # so at probe, claim_holes reads 0 and refuses other values.
+        has = 0 if self.series == 'sid' else 1
+        par = '/sys/module/virtio_hugeroom/parameters/claim_holes'
+        out = g.cmd('sh cat %s; echo 2 >%s 2>/dev/null; echo rc=$?; cat %s; '
+                    'echo %d >%s' % (par, par, par, has, par))
+        note = g.cmd('sh dmesg | grep -c "no hole claims" || true')
+        want = ([str(has), 'rc=0', '2'] if has else ['0', 'rc=1', '0'])
+        self.ok(self.field('evac_claims_supported') == [str(has)] and
+                out == want and note == [str(1 - has)],
+                'hole claims %s on %s (claim_holes %s, probe note %s)' %
+                ('on' if has else 'off', self.series, out, note))
+
         # Make every guest page resident in QEMU, then free it again, so
         # that a discarded block shows up in RssAnon.
         mi = g.meminfo()
