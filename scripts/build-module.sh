@@ -7,7 +7,8 @@
 # Needs the matching linux-headers-KVER unpacked in the cache
 # (scripts/fetch-kernels.sh does it), or, for the newest kernel, installed
 # in the sid root named by $HUGEROOM_CACHE/kernels/KVER/build-root
-# (scripts/fetch-newest-kernel.sh), whose toolchain then builds it.  Builds out of tree in $HUGEROOM_CACHE/module/KVER/<key>/, keyed by
+# (scripts/fetch-newest-kernel.sh), whose toolchain then builds it.
+# Builds out of tree in $HUGEROOM_CACHE/module/KVER/<key>/, keyed by
 # the sources, so the two kernels' objects never mix in guest-driver/, an
 # unchanged driver is not rebuilt, and builds from different checkouts at
 # the same time do not trample each other.  Prints the path of

@@ -396,12 +396,22 @@ class Run:
                 all(p & ~(BLOCK - 1) != c for p in pins)][:3]
         a_held = sorted(self.held)[0]
         gpas = [pinned or free[2], a_held] + free[:2]
+        cand_of = {int(f[1], 16): ' '.join(f) for f in
+                   (line.split() for line in g.debugfs('status'))
+                   if f and f[0] == 'candidate'}
         res, holds, _, _ = self.command(evacuate(1002, 2, gpas), 1002)
-        self.ok(res['failed'][R_UNMOVABLE] == (1 if pinned else 0) and
-                res['failed'][R_HELD] == 1 and res['freed'] == 2 and
-                holds == free[:2] and res['status'] == S_OK,
-                'explicit: pinned block R_UNMOVABLE, held block R_HELD, '
-                'the next two held in order', str(res))
+        if not self.ok(res['failed'][R_UNMOVABLE] == (1 if pinned else 0) and
+                       res['failed'][R_HELD] == 1 and res['freed'] == 2 and
+                       holds == free[:2] and res['status'] == S_OK,
+                       'explicit: pinned block R_UNMOVABLE, held block '
+                       'R_HELD, the next two held in order', str(res)):
+            # what the report said of the two free blocks, what they are now
+            hrvm.log('chosen: %s' % [cand_of.get(c) for c in free[:2]])
+            for line in g.cmd('sh grep -E "^candidate (%s) " '
+                              '/sys/kernel/debug/virtio_hugeroom/status; '
+                              'dmesg | tail -n 8 || true' %
+                              '|'.join('%#x' % c for c in free[:2])):
+                hrvm.log(line)
         g.cmd('sh echo 0 >/sys/kernel/debug/virtio_hugeroom/pin_unmovable')
 
         # ---- CAPTURE ----
