@@ -13,17 +13,38 @@
  * hole claims (hr_evac.c), virtio_find_vqs() (hr_dev.c), the PCP high
  * bounds and the pageblock isolation bit (hr_report.c).
  *
- * Locking: none; macros and build-time checks only.
+ * Locking: none; macros, inline helpers and build-time checks only.
  */
 #ifndef _HR_COMPAT_H
 #define _HR_COMPAT_H
 
+#include <linux/gfp.h>
 #include <linux/log2.h>
 #include <linux/mmzone.h>
+#include <linux/pageblock-flags.h>
 #include <linux/page-flags.h>
 
 #ifndef CONFIG_SPARSEMEM
 #error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
+#endif
+
+/*
+ * The Kbuild greps, checked against what the headers define where they
+ * can be, so a grep that stops matching fails the build instead of
+ * choosing the other interface: MIGRATE_MOVABLE (1) passed as flags would
+ * be ACR_FLAGS_CMA.  And every kernel has one of the two movable_ops
+ * interfaces.
+ */
+#if defined(ACR_FLAGS_NONE) != defined(VIRTIO_HUGEROOM_HAVE_ACR_FLAGS)
+#error "Kbuild's acr_flags_t test disagrees with gfp.h's ACR_FLAGS_NONE"
+#endif
+#if defined(PAGEBLOCK_MIGRATETYPE_MASK) != \
+	defined(VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT)
+#error "Kbuild's PB_migrate_isolate test disagrees with PAGEBLOCK_MIGRATETYPE_MASK"
+#endif
+#if !defined(VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE) && \
+	!defined(VIRTIO_HUGEROOM_HAVE_PAGE_HAS_MOVABLE_OPS)
+#error "neither __SetPageMovable() nor page_has_movable_ops(): review the Kbuild tests"
 #endif
 
 /*
