@@ -26,6 +26,8 @@ else
     echo "not ok $n - the build is for $kver (vermagic $vm)"; rc=1
 fi
 echo "# $(readelf -p .comment "$test" 2>/dev/null | grep -o 'GCC: .*' | sort -u | head -1)"
+echo "# features: $(grep -oh 'VIRTIO_HUGEROOM_HAVE_[A-Z_]*' "$(dirname "$test")"/.*.o.cmd |
+    sort -u | sed 's/VIRTIO_HUGEROOM_HAVE_//' | tr '\n' ' ')"
 n=$((n + 1))
 # Kernel interfaces by feature tests (guest-driver/Kbuild), which see what
 # a distribution backported; a version number does not.
