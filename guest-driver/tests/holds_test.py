@@ -320,7 +320,7 @@ class Run:
         want = ([str(has), 'rc=0', '2'] if has else ['0', 'rc=1', '0'])
         self.ok(self.field('evac_claims_supported') == [str(has)] and
                 out == want and note == [str(1 - has)],
-                'hole claims %s on %s (claim_holes %s, probe note %s)' %
+                'hole claims %s for %s (claim_holes %s, probe note %s)' %
                 ('on' if has else 'off', self.series, out, note))
 
         # Make every guest page resident in QEMU, then free it again, so
