@@ -2,31 +2,49 @@
 /*
  * virtio-hugeroom guest driver: kernel-version and kernel-feature shims.
  *
- * One out-of-tree module serves Debian's 6.1 and 6.12 kernels.  Kernel
+ * One out-of-tree module serves Debian's 6.1 and 6.12 kernels and the
+ * newest one unstable has (7.x).  Kernel
  * interfaces that differ between them are told apart here and in Kbuild,
  * by feature tests on the kernel's headers (VIRTIO_HUGEROOM_HAVE_*, set by
  * Kbuild), never by LINUX_VERSION_CODE: a distribution kernel may carry an
  * interface of a later release.  Interfaces only one file uses stay next
  * to their use, marked by their VIRTIO_HUGEROOM_HAVE_* test: the two
- * shrinker APIs (hr_evac.c), virtio_find_vqs() (hr_dev.c), the PCP high
- * bounds (hr_report.c).
+ * shrinker APIs, alloc_contig_range()'s flags and movable_ops for the
+ * hole claims (hr_evac.c), virtio_find_vqs() (hr_dev.c), the PCP high
+ * bounds and the pageblock isolation bit (hr_report.c).
  *
- * Locking: none; macros and build-time checks only.
+ * Locking: none; macros, inline helpers and build-time checks only.
  */
 #ifndef _HR_COMPAT_H
 #define _HR_COMPAT_H
 
+#include <linux/gfp.h>
 #include <linux/log2.h>
 #include <linux/mmzone.h>
+#include <linux/pageblock-flags.h>
+#include <linux/page-flags.h>
 
 #ifndef CONFIG_SPARSEMEM
 #error "virtio_hugeroom reads pageblock flags from the SPARSEMEM usemap"
 #endif
 
-/* 6.17 changed two interfaces the driver uses; see the Kbuild tests. */
-#if defined(VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT) || \
-	defined(VIRTIO_HUGEROOM_HAVE_ACR_FLAGS)
-#error "6.17 pageblock bits or alloc_contig_range() flags: review _block_mt(), _contig_alloc()"
+/*
+ * The Kbuild greps, checked against what the headers define where they
+ * can be, so a grep that stops matching fails the build instead of
+ * choosing the other interface: MIGRATE_MOVABLE (1) passed as flags would
+ * be ACR_FLAGS_CMA.  And every kernel has one of the two movable_ops
+ * interfaces.
+ */
+#if defined(ACR_FLAGS_NONE) != defined(VIRTIO_HUGEROOM_HAVE_ACR_FLAGS)
+#error "Kbuild's acr_flags_t test disagrees with gfp.h's ACR_FLAGS_NONE"
+#endif
+#if defined(PAGEBLOCK_MIGRATETYPE_MASK) != \
+	defined(VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT)
+#error "Kbuild's PB_migrate_isolate test disagrees with PAGEBLOCK_MIGRATETYPE_MASK"
+#endif
+#if !defined(VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE) && \
+	!defined(VIRTIO_HUGEROOM_HAVE_PAGE_HAS_MOVABLE_OPS)
+#error "neither __SetPageMovable() nor page_has_movable_ops(): review the Kbuild tests"
 #endif
 
 /*
@@ -43,9 +61,37 @@
  */
 #define VIRTIO_HUGEROOM_SET_OFFLINE(page)	__PASTE(__, SetPageOffline)(page)
 #define VIRTIO_HUGEROOM_CLEAR_OFFLINE(page)	__PASTE(__, ClearPageOffline)(page)
-/* The same for marking claimed pages movable_ops pages (hr_evac.c). */
+/*
+ * The same for marking claimed pages movable_ops pages (hr_evac.c), on
+ * kernels that let a driver do it (__SetPageMovable(), until 6.16).
+ */
+#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
 #define VIRTIO_HUGEROOM_SET_MOVABLE(page, mops) \
 	__PASTE(__, SetPageMovable)(page, mops)
 #define VIRTIO_HUGEROOM_CLEAR_MOVABLE(page)	__PASTE(__, ClearPageMovable)(page)
+#endif
+
+/*
+ * A movable_ops page (zsmalloc's) since 6.17 has a page flag and no
+ * mapping; until then its mapping is set, which the caller tests.
+ */
+static inline bool virtio_hugeroom_movable_ops(const struct page *page)
+{
+#ifdef VIRTIO_HUGEROOM_HAVE_PAGE_HAS_MOVABLE_OPS
+	return page_has_movable_ops(page);
+#else
+	return false;
+#endif
+}
+
+/* Can EVACUATE claim holes (module param claim_holes, hr_evac.c)? */
+static inline bool virtio_hugeroom_claims_supported(void)
+{
+#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
+	return true;
+#else
+	return false;
+#endif
+}
 
 #endif /* _HR_COMPAT_H */

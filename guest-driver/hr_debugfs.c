@@ -97,6 +97,8 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "evac_claim_ns %llu\nevac_claim_calls %llu\n",
 		   vh->evac_claim_ns, vh->evac_claim_calls);
 	seq_printf(m, "evac_claim_failed %llu\n", vh->evac_claim_failed);
+	seq_printf(m, "evac_claims_supported %d\n",
+		   virtio_hugeroom_claims_supported());
 	spin_unlock(&vh->hold_lock);
 	seq_printf(m, "pressure_polls %llu\npressure_idle_ns %llu\n",
 		   READ_ONCE(vh->pressure_polls),

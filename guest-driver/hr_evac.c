@@ -865,16 +865,22 @@ static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
 /*
  * The one call of alloc_contig_range(), for a block or (claims) a run of
  * free pages in one.  6.1 and 6.12 take a migratetype
- * (6.12 through the alloc_hooks() macro); 6.17 changes it to flags and is
- * refused in hr_compat.h.  GFP: may reclaim a little, never OOM,
- * never warn (SPEC 1.6.3.2 item 4).
+ * (6.12 through the alloc_hooks() macro), 6.17 and later flags, where
+ * ACR_FLAGS_NONE is what MIGRATE_MOVABLE was (ACR_FLAGS_CMA: MIGRATE_CMA).
+ * GFP: may reclaim a little, never OOM, never warn (SPEC 1.6.3.2 item 4).
  */
 static int virtio_hugeroom_contig_range(unsigned long start,
 					unsigned long end)
 {
+#ifdef VIRTIO_HUGEROOM_HAVE_ACR_FLAGS
+	return alloc_contig_range(start, end, ACR_FLAGS_NONE,
+				  GFP_KERNEL | __GFP_NOWARN |
+				  __GFP_RETRY_MAYFAIL);
+#else
 	return alloc_contig_range(start, end, MIGRATE_MOVABLE,
 				  GFP_KERNEL | __GFP_NOWARN |
 				  __GFP_RETRY_MAYFAIL);
+#endif
 }
 
 static int virtio_hugeroom_contig_alloc(unsigned long pfn)
@@ -1163,10 +1169,12 @@ static bool virtio_hugeroom_block_movable(unsigned long pfn)
 			if (PageLRU(head)) {
 				if (folio_maybe_dma_pinned(page_folio(head)))
 					return false;
-			} else if (!READ_ONCE(head->mapping)) {
+			} else if (!READ_ONCE(head->mapping) &&
+				   !virtio_hugeroom_movable_ops(head)) {
 				/*
 				 * Neither on an LRU nor movable_ops (whose
-				 * mapping is set, see __PageMovable()).
+				 * mapping is set until 6.16, see
+				 * __PageMovable(); a page flag since).
 				 */
 				return false;
 			}
@@ -1308,11 +1316,44 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
  * pass claims no more than admission would let it take), and they count
  * as taken for the pressure trigger.
  */
-/* 0: never; 1: where it pays (measured); 2: always */
+/*
+ * 0: never; 1: where it pays (measured); 2: always.  Kernels without
+ * movable_ops for a driver's pages (6.17 and later, see below) have no
+ * claims: there the parameter reads 0 and refuses anything else.
+ */
+#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
 static unsigned int claim_holes = 1;
-module_param(claim_holes, uint, 0644);
+#else
+static unsigned int claim_holes;
+#endif
+
+static int virtio_hugeroom_claim_holes_set(const char *val,
+					   const struct kernel_param *kp)
+{
+	unsigned int v;
+	int rc = kstrtouint(val, 0, &v);
+
+	if (rc)
+		return rc;
+	if (v > 2)
+		return -EINVAL;
+	if (v && !virtio_hugeroom_claims_supported()) {
+		pr_notice_once("virtio_hugeroom: claim_holes: this kernel has no movable_ops for driver pages, hole claims stay off\n");
+		return -EOPNOTSUPP;
+	}
+	WRITE_ONCE(claim_holes, v);
+	return 0;
+}
+
+static const struct kernel_param_ops virtio_hugeroom_claim_holes_ops = {
+	.set = virtio_hugeroom_claim_holes_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(claim_holes, &virtio_hugeroom_claim_holes_ops, &claim_holes,
+		0644);
 MODULE_PARM_DESC(claim_holes,
-		 "EVACUATE claims the free pages of the blocks it empties before migrating: 0 never, 1 where cheaper than migrating twice (default), 2 always");
+		 "EVACUATE claims the free pages of the blocks it empties before migrating: 0 never, 1 where cheaper than migrating twice (default), 2 always (0 only on kernels without driver movable_ops)");
 
 /*
  * A claimed page is in use, and alloc_contig_range() refuses to isolate
@@ -1321,8 +1362,14 @@ MODULE_PARM_DESC(claim_holes,
  * the second claim of a block failed -EBUSY.  So claimed pages are
  * movable_ops pages, as balloon pages are, whose isolation always fails:
  * compaction and alloc_contig_range() leave them where they are, and
- * isolating their pageblock works.
+ * isolating their pageblock works.  6.17 took __SetPageMovable() away:
+ * movable_ops are the core's, for page types it knows (balloon's
+ * PageOffline, zsmalloc), one set per type.  A claimed page would make
+ * the second claim of its block fail, so there are no claims there
+ * (VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE, a feature test in Kbuild);
+ * EVACUATE migrates as without claim_holes.
  */
+#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
 static bool virtio_hugeroom_claim_isolate(struct page *page,
 					  isolate_mode_t mode)
 {
@@ -1363,6 +1410,14 @@ static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n,
 		unlock_page(page);
 	}
 }
+#else
+/* Never called: claim_due() says no on these kernels. */
+static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n,
+				       bool movable)
+{
+	WARN_ON_ONCE(movable);
+}
+#endif
 
 static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
 					  struct virtio_hugeroom_claim *cl)
@@ -1549,7 +1604,8 @@ static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
  */
 static bool virtio_hugeroom_claim_due(struct virtio_hugeroom_run *r)
 {
-	if (r->claimed || !r->claims || !READ_ONCE(claim_holes) ||
+	if (!virtio_hugeroom_claims_supported() ||
+	    r->claimed || !r->claims || !READ_ONCE(claim_holes) ||
 	    r->mig_pages < VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES)
 		return false;
 	r->claimed = true;

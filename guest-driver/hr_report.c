@@ -17,10 +17,10 @@
  *
  * Pageblock migratetype: get_pfnblock_flags_mask() is not exported, so the
  * scanner reads the pageblock bits from the section usemap itself, exactly as
- * mm/page_alloc.c does for SPARSEMEM kernels.  The layout is stable from
- * 6.1 to 6.16; 6.17 moved isolation into a bit of its own, so kernels with
- * that bit (a feature test, see Kbuild and hr_compat.h) are refused at
- * build time until the reader is reviewed.
+ * mm/page_alloc.c does for SPARSEMEM kernels.  Until 6.16 isolation is a
+ * migratetype (MIGRATE_ISOLATE in the migratetype bits); since 6.17 it is
+ * a bit of its own next to them, which the kernel's reader turns into
+ * MIGRATE_ISOLATE (a feature test, VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT).
  *
  * Locks: the report sweep, building and sending run under report_lock
  * (a mutex, held while waiting for the device; sleeps).  zone->lock is
@@ -127,7 +127,14 @@ int virtio_hugeroom_block_mt(unsigned long pfn)
 	}
 	word = READ_ONCE(section_to_usemap(ms)[BIT_WORD(bitidx)]);
 	rcu_read_unlock();
-	return (word >> (bitidx % BITS_PER_LONG)) & MIGRATETYPE_MASK;
+	word >>= bitidx % BITS_PER_LONG;
+#ifdef VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT
+	if (word & PAGEBLOCK_ISO_MASK)
+		return MIGRATE_ISOLATE;
+	return word & PAGEBLOCK_MIGRATETYPE_MASK;
+#else
+	return word & MIGRATETYPE_MASK;
+#endif
 }
 
 /* Buddy order of a PageBuddy page, or an invalid order if it raced. */

@@ -39,9 +39,9 @@ resolve_kver() {
 }
 
 fetch_one() {
-    local kver=$1 dest=$KDIR/$1 deb pkg=linux-image-$1
-    if [ -f "$dest/.done" ] && [ -e "$dest/vmlinuz" ] && [ -d "$dest/lib/modules/$kver" ]; then
-        info "kernel $kver already unpacked in $dest"
+    local kver=$1 deb pkg=linux-image-$1
+    if hr_kernel_unpacked "$kver"; then
+        info "kernel $kver already unpacked in $KDIR/$kver"
     else
         mkdir -p "$KDIR/debs"
         deb=$(ls "$KDIR/debs/${pkg}_"*.deb 2>/dev/null | sort -V | tail -1 || true)
@@ -53,24 +53,7 @@ fetch_one() {
                 die "apt-get download $pkg failed; run 'apt-get update' (scripts/lib.sh ensure_apt_sources) and rerun"
             deb=$(ls "$KDIR/debs/${pkg}_"*.deb | sort -V | tail -1)
         fi
-        info "unpacking $(basename "$deb") into $dest"
-        rm -rf "$dest.tmp"
-        mkdir -p "$dest.tmp"
-        dpkg-deb -x "$deb" "$dest.tmp"
-        # Debian 12 images install into /lib/modules (usr-merge not yet applied).
-        local mdir=$dest.tmp/lib/modules/$kver
-        if [ ! -d "$mdir" ] && [ -d "$dest.tmp/usr/lib/modules/$kver" ]; then
-            mkdir -p "$dest.tmp/lib/modules"
-            mv "$dest.tmp/usr/lib/modules/$kver" "$mdir"
-        fi
-        [ -d "$mdir" ] || die "$deb has no lib/modules/$kver"
-        [ -f "$dest.tmp/boot/vmlinuz-$kver" ] || die "$deb has no boot/vmlinuz-$kver"
-        depmod -b "$dest.tmp" "$kver" ||
-            die "depmod -b $dest.tmp $kver failed (is kmod installed? run scripts/install-deps.sh)"
-        ln -sf "boot/vmlinuz-$kver" "$dest.tmp/vmlinuz"
-        touch "$dest.tmp/.done"
-        rm -rf "$dest"
-        mv "$dest.tmp" "$dest"
+        hr_unpack_kernel "$kver" "$deb"
     fi
     fetch_headers "$kver"
 }

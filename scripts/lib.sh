@@ -2,7 +2,8 @@
 # Shared helpers for hugeroom's setup/build scripts. Source it:
 #   . "$(dirname "$0")/lib.sh"
 # Provides: HUGEROOM_CACHE, HR_REPO, info, warn, die, apt_get, need_root,
-#           ensure_apt_sources, pkgs_missing, with_lock.
+#           ensure_apt_sources, pkgs_missing, with_lock, hr_in_root,
+#           hr_kernel_unpacked, hr_unpack_kernel, hr_series_kver.
 
 set -euo pipefail
 
@@ -10,6 +11,9 @@ HUGEROOM_CACHE=${HUGEROOM_CACHE:-/var/cache/hugeroom}
 HR_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 HR_REPO=$(cd "$HR_SCRIPTS/.." && pwd)
 export HUGEROOM_CACHE
+# The Debian unstable root the newest kernel's module is built in
+# (scripts/fetch-newest-kernel.sh).
+HR_SID_ROOT=$HUGEROOM_CACHE/sid-root
 
 info() { printf '[%s] %s\n' "${HR_PROG:-$(basename "$0")}" "$*" >&2; }
 warn() { printf '[%s] WARNING: %s\n' "${HR_PROG:-$(basename "$0")}" "$*" >&2; }
@@ -141,4 +145,82 @@ _hr_apt_update() {
     fi
     rm -f "$log"
     die "apt-get update failed (see above); fix network/sources and rerun"
+}
+
+# hr_in_root ROOT [--bind DIR MNT] CMD...: run CMD chrooted into ROOT, with
+# /proc and /dev and DIR (on /MNT) mounted in a mount namespace of its own,
+# so nothing stays mounted when it ends, however it ends.
+hr_in_root() {
+    local root=$1 bind='' mnt=''
+    shift
+    if [ "${1:-}" = --bind ]; then
+        bind=$2 mnt=$3
+        shift 3
+        mkdir -p "$root/$mnt"
+    fi
+    unshare --mount --propagation private -- /bin/sh -ec '
+        root=$1 bind=$2 mnt=$3; shift 3
+        mount -t proc proc "$root/proc"
+        mount --rbind /dev "$root/dev"
+        [ -z "$bind" ] || mount --bind "$bind" "$root/$mnt"
+        exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+            HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+    ' hr-in-root "$root" "$bind" "$mnt" "$@"
+}
+
+# hr_kernel_unpacked KVER: true if the image of KVER is unpacked in the cache.
+hr_kernel_unpacked() {
+    local dest=$HUGEROOM_CACHE/kernels/$1
+    [ -f "$dest/.done" ] && [ -e "$dest/vmlinuz" ] && [ -d "$dest/lib/modules/$1" ]
+}
+
+# hr_unpack_kernel KVER DEB...: unpack the image package(s) DEB of KVER into
+# $HUGEROOM_CACHE/kernels/KVER/{vmlinuz,boot/,lib/modules/KVER/} and run
+# depmod there.  Images of Debian 13 and later install into /usr/lib/modules
+# (usr-merge); the cache keeps one layout, lib/modules.  Since 7.x the
+# image package is empty and depends on linux-binary-KVER (vmlinuz) and
+# linux-modules-KVER, so it takes them all.
+hr_unpack_kernel() {
+    local kver=$1 dest=$HUGEROOM_CACHE/kernels/$1 deb
+    shift
+    rm -rf "$dest.tmp"
+    mkdir -p "$dest.tmp"
+    for deb in "$@"; do
+        info "unpacking $(basename "$deb") into $dest"
+        dpkg-deb -x "$deb" "$dest.tmp"
+    done
+    deb="$*"
+    local mdir=$dest.tmp/lib/modules/$kver
+    if [ ! -d "$mdir" ] && [ -d "$dest.tmp/usr/lib/modules/$kver" ]; then
+        mkdir -p "$dest.tmp/lib/modules"
+        mv "$dest.tmp/usr/lib/modules/$kver" "$mdir"
+    fi
+    [ -d "$mdir" ] || die "$deb has no lib/modules/$kver"
+    # 7.x keeps the image in the modules directory, not in /boot.
+    if [ ! -e "$dest.tmp/boot/vmlinuz-$kver" ] && [ -f "$mdir/vmlinuz" ]; then
+        mkdir -p "$dest.tmp/boot"
+        ln -s "../lib/modules/$kver/vmlinuz" "$dest.tmp/boot/vmlinuz-$kver"
+    fi
+    [ -f "$dest.tmp/boot/vmlinuz-$kver" ] || die "$deb has no boot/vmlinuz-$kver"
+    depmod -b "$dest.tmp" "$kver" ||
+        die "depmod -b $dest.tmp $kver failed (is kmod installed? run scripts/install-deps.sh)"
+    ln -sf "boot/vmlinuz-$kver" "$dest.tmp/vmlinuz"
+    touch "$dest.tmp/.done"
+    rm -rf "$dest"
+    mv "$dest.tmp" "$dest"
+}
+
+# hr_series_kver SERIES: the cached kernel release of a test series: "6.12"
+# and "6.1" from scripts/fetch-kernels.sh, "sid" (the newest Debian has)
+# from scripts/fetch-newest-kernel.sh.  Fails loudly if there is none.
+hr_series_kver() {
+    local series=$1 kver
+    if [ "$series" = sid ]; then
+        kver=$(bash "$HR_SCRIPTS/fetch-newest-kernel.sh" | awk 'NF == 3 { print $1 }')
+    else
+        kver=$(bash "$HR_SCRIPTS/fetch-kernels.sh" | awk -v s="$series" \
+            'index($1, s ".") == 1 || index($1, s "-") == 1 { print $1; exit }')
+    fi
+    [ -n "$kver" ] || die "no $series kernel in the cache"
+    printf '%s\n' "$kver"
 }

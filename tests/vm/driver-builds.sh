@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
 # The module users load carries no test aid; the test build carries them;
 # and the driver picks kernel interfaces by feature tests, not versions:
-#   tests/vm/driver-builds.sh 6.12|6.1
+#   tests/vm/driver-builds.sh 6.12|6.1|sid
 # Builds both variants of the driver for the given kernel series and looks
 # for the debugfs names of the test aids (pin_unmovable, inject, fault_inject) in
 # each .ko: none may be in the user build, all must be in the test build
 # (else the tests would load a module without them and skip).
 . "$(dirname "$0")/../../scripts/lib.sh"
 
-series=${1:?series (6.12 or 6.1)}
-kver=$(bash "$HR_SCRIPTS/fetch-kernels.sh" | awk -v s="$series" \
-    'index($1, s ".") == 1 || index($1, s "-") == 1 { print $1; exit }')
-[ -n "$kver" ] || die "no $series kernel in the cache"
+series=${1:?series (6.12, 6.1 or sid)}
+kver=$(hr_series_kver "$series")
 user=$(bash "$HR_SCRIPTS/build-module.sh" "$kver" | tail -n1)
 test=$(bash "$HR_SCRIPTS/build-module.sh" --test "$kver" | tail -n1)
 
 aids=(pin_unmovable inject fault_inject)
 echo "TAP version 13"
-echo "1..$((2 * ${#aids[@]} + 1))"
+echo "1..$((2 * ${#aids[@]} + 2))"
 n=1 rc=0
+# Built against that release's own headers (and, for sid, by its gcc in
+# the sid root: scripts/build-module.sh fails on any W=1 warning).
+vm=$(modinfo -F vermagic "$test")
+if [ "${vm%% *}" = "$kver" ]; then
+    echo "ok $n - the build is for $kver (vermagic $vm)"
+else
+    echo "not ok $n - the build is for $kver (vermagic $vm)"; rc=1
+fi
+echo "# $(readelf -p .comment "$test" 2>/dev/null | grep -o 'GCC: .*' | sort -u | head -1)"
+echo "# features: $(grep -oh 'VIRTIO_HUGEROOM_HAVE_[A-Z_]*' "$(dirname "$test")"/.*.o.cmd |
+    sort -u | sed 's/VIRTIO_HUGEROOM_HAVE_//' | tr '\n' ' ')"
+n=$((n + 1))
 # Kernel interfaces by feature tests (guest-driver/Kbuild), which see what
 # a distribution backported; a version number does not.
 if grep -Hn 'LINUX_VERSION_CODE\|KERNEL_VERSION(' "$HR_REPO"/guest-driver/*.[ch] |

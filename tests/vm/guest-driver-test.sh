@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
 # Run the driver's in-guest TAP test (guest-driver/tests/guest-test.sh) in a
 # real guest of the given kernel series, with or without the device:
-#   tests/vm/guest-driver-test.sh 6.12|6.1 device|nodevice
+#   tests/vm/guest-driver-test.sh 6.12|6.1|sid device|nodevice
 # Passes only if the guest printed a TAP plan, every line is "ok" and the
 # test script exited 0.
 . "$(dirname "$0")/../../scripts/lib.sh"
 
-series=${1:?series (6.12 or 6.1)}
+series=${1:?series (6.12, 6.1 or sid)}
 mode=${2:?device or nodevice}
-kver=$(bash "$HR_SCRIPTS/fetch-kernels.sh" | awk -v s="$series" \
-    'index($1, s ".") == 1 || index($1, s "-") == 1 { print $1; exit }')
-[ -n "$kver" ] || die "no $series kernel in the cache"
+kver=$(hr_series_kver "$series")
 ko=$(bash "$HR_SCRIPTS/build-module.sh" --test "$kver" | tail -n1)
 qemu=$(bash "$HR_SCRIPTS/build-qemu.sh" | tail -n1)
 

@@ -98,7 +98,15 @@ def kernels():
 
 
 def pick_kernel(series):
-    """The cached kernel whose version starts with series ("6.12", "6.1")."""
+    """The cached kernel whose version starts with series ("6.12", "6.1"),
+    or for "sid" the newest Debian has (scripts/fetch-newest-kernel.sh,
+    which makes the sid root it is built in; fails if it cannot)."""
+    if series == "sid":
+        out = run(["bash", os.path.join(SCRIPTS, "fetch-newest-kernel.sh")])
+        parts = out.split()
+        if len(parts) != 3:
+            raise Failure("fetch-newest-kernel.sh printed %r" % out)
+        return parts[0], (parts[1], parts[2])
     for kver, paths in kernels().items():
         if kver.startswith(series + ".") or kver.startswith(series + "-"):
             return kver, paths
