@@ -10,7 +10,9 @@
 # the virtio-hugeroom qtests that exist at that step, insisting on their
 # exact number (QTESTS below) and that none is skipped.
 #
-# Usage: tests/qemu/series-steps.sh
+# Usage: tests/qemu/series-steps.sh [FIRST]
+#   FIRST: number of the first step to check (default 1, every step); the
+#   steps before it are neither built nor tested.
 # Prints one line per step and exits non-zero if any step fails.
 # Cache: $HUGEROOM_CACHE/qemu-steps/src    git clone of the pristine source;
 #            each step is a commit on top of tag "base", checked out with
@@ -33,9 +35,9 @@ declare -A QTESTS=(
     [0004-hw-virtio-add-virtio-hugeroom-device.patch]=2
     [0005-qapi-add-query-hugeroom.patch]=7
     [0006-hw-virtio-virtio-hugeroom-hold-and-return-blocks.patch]=19
-    [0007-hw-virtio-virtio-hugeroom-connect-to-the-daemon.patch]=21
-    [0008-hw-virtio-virtio-hugeroom-relay-guest-messages-to-th.patch]=25
-    [0009-hw-virtio-virtio-hugeroom-relay-the-daemon-s-command.patch]=28
+    [0007-hw-virtio-virtio-hugeroom-connect-to-the-daemon.patch]=20
+    [0008-hw-virtio-virtio-hugeroom-relay-guest-messages-to-th.patch]=24
+    [0009-hw-virtio-virtio-hugeroom-relay-the-daemon-s-command.patch]=27
     [0010-hw-virtio-virtio-hugeroom-migrate-the-held-set.patch]=32
     [0011-hw-virtio-virtio-hugeroom-send-the-guest-RAM-layout-.patch]=35
     [0012-hw-virtio-add-a-RAM-discard-blocker-for-the-virtio-h.patch]=36
@@ -58,7 +60,7 @@ setup() {
     if ! [ -f "$S/build/build.ninja" ] || [ "$(cat "$S/.flags" 2>/dev/null)" != "$(flags_hash)" ]; then
         rm -rf "$S/build" "$S/.flags"
         mkdir -p "$S/build" "$S/logs"
-        info "configuring $S/build (the first build of every step is a full QEMU build)"
+        info "configuring $S/build (its first build is all of QEMU)"
         (cd "$S/build" && ../src/configure "${CONFIGURE_FLAGS[@]}") >"$S/logs/configure.log" 2>&1 ||
             { tail -30 "$S/logs/configure.log" >&2; die "QEMU configure failed; log $S/logs/configure.log"; }
         flags_hash >"$S/.flags"
@@ -124,7 +126,7 @@ step() {
 }
 
 main() {
-    local t0 rc=0 i=0 patch
+    local first=${1:-1} t0 rc=0 i=0 patch
     local -a commits plist
     t0=$(date +%s)
     need_root
@@ -136,11 +138,12 @@ main() {
         die "${#plist[@]} patches in $PATCH_DIR but QTESTS in $0 names ${#QTESTS[@]}"
     mapfile -t commits < <(step_commits)
     for patch in "${plist[@]}"; do
-        step "$patch" "${commits[$i]}" || rc=1
         i=$((i + 1))
+        [ "$i" -ge "$first" ] || continue
+        step "$patch" "${commits[$((i - 1))]}" || rc=1
     done
-    echo "series-steps: ${#plist[@]} steps in $(($(date +%s) - t0)) s"
+    echo "series-steps: steps $first-${#plist[@]} of ${#plist[@]} in $(($(date +%s) - t0)) s"
     [ "$rc" = 0 ] || die "a step of the series failed (logs in $S/logs)"
 }
 
-with_lock qemu-steps main
+with_lock qemu-steps main "$@"
