@@ -23,9 +23,10 @@
 #         HUGEROOM_QEMU_TARGETS  ninja targets (default: qemu-system-x86_64
 #                                tests/qtest/qos-test)
 #         HUGEROOM_JOBS          ninja -j (default: nproc)
+# Sourced, it only defines (CONFIGURE_FLAGS, fetch_source, link_firmware...).
 # Firmware is not built: Debian's seabios + qemu-system-data are used.
 set -euo pipefail
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 QEMU_UPSTREAM=10.0.13
 QEMU_DEB_PATTERN='^1:10\.0\.13[+-]'
@@ -133,6 +134,15 @@ apply_series() {
     info "$n patch(es) applied from $PATCH_DIR"
 }
 
+# Let a build dir's binary find Debian's firmware too (it looks under
+# qemu-bundle/ when that exists): link_firmware BUILD_DIR
+link_firmware() {
+    mkdir -p "$1/qemu-bundle/usr/share" "$1/qemu-bundle/usr/lib/ipxe"
+    ln -sfn /usr/share/qemu "$1/qemu-bundle/usr/share/qemu"
+    ln -sfn /usr/share/seabios "$1/qemu-bundle/usr/share/seabios"
+    ln -sfn /usr/lib/ipxe/qemu "$1/qemu-bundle/usr/lib/ipxe/qemu"
+}
+
 # Show ninja progress sparsely on stderr; full output goes to the log.
 progress_filter() {
     awk '/^\[[0-9]+\/[0-9]+\]/ { split(substr($1, 2), a, "/"); if (a[1] % 200 == 0 || a[1] == a[2]) { print "  " $1 " " $NF; fflush() } next }
@@ -170,13 +180,7 @@ build() {
         die "QEMU build failed (ninja exit $rc); full log $log"
     fi
     [ -x "$WORK/build/qemu-system-x86_64" ] || die "ninja succeeded but $WORK/build/qemu-system-x86_64 is missing"
-    # Let the build dir's binary find Debian's firmware too (it looks under
-    # qemu-bundle/ when that exists).
-    mkdir -p "$WORK/build/qemu-bundle/usr/share"
-    ln -sfn /usr/share/qemu "$WORK/build/qemu-bundle/usr/share/qemu"
-    ln -sfn /usr/share/seabios "$WORK/build/qemu-bundle/usr/share/seabios"
-    mkdir -p "$WORK/build/qemu-bundle/usr/lib/ipxe"
-    ln -sfn /usr/lib/ipxe/qemu "$WORK/build/qemu-bundle/usr/lib/ipxe/qemu"
+    link_firmware "$WORK/build"
     rm -f "$kdir/.done"
     cp "$WORK/build/qemu-system-x86_64" "$kdir/qemu-system-x86_64.tmp"
     mv "$kdir/qemu-system-x86_64.tmp" "$kdir/qemu-system-x86_64"
@@ -217,4 +221,6 @@ main() {
     printf '%s\n' "$kdir/qemu-system-x86_64"
 }
 
+# Sourced (tests/qemu/series-steps.sh): the definitions above, no build.
+(return 0 2>/dev/null) && return 0
 with_lock qemu main

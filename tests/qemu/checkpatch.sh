@@ -3,25 +3,16 @@
 # header in patch 0001 is exactly protocol/virtio_hugeroom.h in QEMU's form
 # (scripts/qemu-header.sh), so the three parties never drift apart.
 . "$(dirname "$0")/../../scripts/lib.sh"
+. "$(dirname "$0")/common.sh"
 
 bash "$HR_SCRIPTS/build-qemu.sh" >/dev/null   # makes sure the source is there
-cp=$HUGEROOM_CACHE/qemu/work/src/scripts/checkpatch.pl
-[ -f "$cp" ] || die "QEMU's checkpatch.pl not found at $cp (run scripts/build-qemu.sh)"
 
 rc=0
 for p in "$HR_REPO"/qemu-patches/*.patch; do
-    out=$(cd "$(dirname "$cp")/.." && perl "$cp" --no-signoff -q "$p" 2>&1) || true
-    errors=$(printf '%s\n' "$out" | grep -c '^ERROR' || true)
-    # Patch 0001 imports a standard header: checkpatch asks for
-    # update-linux-headers.sh and a MAINTAINERS entry there, nothing else.
-    warnings=$(printf '%s\n' "$out" | grep '^WARNING' |
-        grep -v -e 'added, moved or deleted file(s), does MAINTAINERS need updating' \
-                -e 'update-linux-headers.sh' | grep -c . || true)
-    if [ "$errors" != 0 ] || [ "$warnings" != 0 ]; then
-        printf '%s:\n%s\n' "$(basename "$p")" "$out"
-        rc=1
-    else
+    if qemu_checkpatch "$HUGEROOM_CACHE/qemu/work/src" "$p"; then
         echo "ok $(basename "$p")"
+    else
+        rc=1
     fi
 done
 
