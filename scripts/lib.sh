@@ -3,6 +3,7 @@
 #   . "$(dirname "$0")/lib.sh"
 # Provides: HUGEROOM_CACHE, HR_REPO, info, warn, die, apt_get, need_root,
 #           ensure_apt_sources, pkgs_missing, with_lock, hr_in_root,
+#           hr_debootstrap,
 #           hr_kernel_unpacked, hr_unpack_kernel, hr_series_kver.
 
 set -euo pipefail
@@ -166,6 +167,25 @@ hr_in_root() {
         exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
             HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
     ' hr-in-root "$root" "$bind" "$mnt" "$@"
+}
+
+# hr_debootstrap DIR SUITE STANZA: a minbase root of SUITE in DIR, from the
+# mirror and keyring of the deb822 STANZA (derived from the host's own
+# debian.sources by the caller).  DIR is made anew, without apt sources:
+# the caller writes them, keys the root and renames it into place.
+hr_debootstrap() {
+    local dir=$1 suite=$2 stanza=$3 mirror keyring
+    mirror=$(awk '$1 == "URIs:" { print $2; exit }' <<<"$stanza")
+    keyring=$(awk '$1 == "Signed-By:" { print $2; exit }' <<<"$stanza")
+    keyring=${keyring:-/usr/share/keyrings/debian-archive-keyring.gpg}
+    [ -n "$mirror" ] || die "no URIs: in the bookworm stanza of /etc/apt/sources.list.d/debian.sources"
+    [ -f "$keyring" ] || die "keyring $keyring not found; apt-get install debian-archive-keyring"
+    command -v debootstrap >/dev/null || die "debootstrap not found; run scripts/install-deps.sh"
+    rm -rf "$dir"
+    debootstrap --variant=minbase --keyring="$keyring" "$suite" "$dir" "$mirror" >&2 ||
+        die "debootstrap $suite from $mirror failed (see above and $dir/debootstrap/debootstrap.log)"
+    rm -f "$dir/etc/apt/sources.list"
+    cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
 }
 
 # hr_kernel_unpacked KVER: true if the image of KVER is unpacked in the cache.
