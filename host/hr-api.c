@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hr-acceptor.h"
 #include "hr-api-auth.h"
 #include "hr-api-json.h"
 #include "hr-events.h"
@@ -33,6 +34,9 @@
 #define HR_API_REQUEST_TIMEOUT_S 10
 /* a connection that sends nothing for this long is closed (a stalled TLS handshake) */
 #define HR_API_IDLE_TIMEOUT_S 15
+/* open API connections one uid other than root may have */
+#define HR_API_MAX_PER_UID 64
+#define HR_API_LISTEN_BACKLOG 128
 /* a kept-alive connection with no new request for this long is closed */
 #define HR_API_KEEPALIVE_IDLE_S 10
 #define HR_API_REQUEST_TIMER_KEY "hr-api-request-timer"
@@ -42,9 +46,9 @@ struct _HrApi {
 	HrPrepare *prepare;
 	HrEventStream *events;
 	SoupServer *server;
-	GSocketService *service; /* the Unix socket */
+	HrAcceptor *acceptor; /* the Unix socket */
 	GSocket *socket;
-	GSocketService *tcp_service;
+	GPtrArray *tcp_acceptors; /* HrAcceptor, one per address */
 	GTlsCertificate *certificate;
 	HrApiTokens *tokens; /* NULL without api_listen */
 	gchar *tokens_path;  /* the file they were read from */
@@ -1737,23 +1741,13 @@ hr_api_new(HrCore *core, HrPrepare *prepare)
 	return api;
 }
 
-static void
-hr_api_stop_service(GSocketService **service)
-{
-	if (*service == NULL)
-		return;
-	g_socket_service_stop(*service);
-	g_socket_listener_close(G_SOCKET_LISTENER(*service));
-	g_clear_object(service);
-}
-
 void
 hr_api_free(HrApi *api)
 {
 	if (api == NULL)
 		return;
-	hr_api_stop_service(&api->service);
-	hr_api_stop_service(&api->tcp_service);
+	g_clear_pointer(&api->acceptor, hr_acceptor_free);
+	g_clear_pointer(&api->tcp_acceptors, g_ptr_array_unref);
 	while (g_hash_table_size(api->idle) > 0) {
 		GHashTableIter iter;
 		gpointer conn;
@@ -1817,15 +1811,12 @@ hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRol
  * the peer is checked once per connection, and libsoup 3.2's own listener
  * leaks a socket (and its fd) per connection.
  */
-static gboolean
-hr_api_incoming_cb(GSocketService *service, GSocketConnection *connection, GObject *source,
-		   gpointer user_data)
+static void
+hr_api_incoming_cb(GSocketConnection *connection, gpointer user_data)
 {
 	HrApi *api = user_data;
 	g_autoptr(GError) error = NULL;
 	HrApiRole role;
-	(void)service;
-	(void)source;
 
 	role = hr_api_peer_role(g_socket_connection_get_socket(connection), api->admin_gid,
 				api->read_gid, &error);
@@ -1833,18 +1824,14 @@ hr_api_incoming_cb(GSocketService *service, GSocketConnection *connection, GObje
 		g_warning("API connection refused: %s", error->message);
 	hr_api_accept(api, G_IO_STREAM(connection), connection, role, FALSE,
 		      role == HR_API_ROLE_NONE ? error->message : NULL);
-	return TRUE;
 }
 
-static gboolean
-hr_api_tcp_incoming_cb(GSocketService *service, GSocketConnection *connection, GObject *source,
-		       gpointer user_data)
+static void
+hr_api_tcp_incoming_cb(GSocketConnection *connection, gpointer user_data)
 {
 	HrApi *api = user_data;
 	g_autoptr(GError) error = NULL;
 	g_autoptr(GIOStream) tls = NULL;
-	(void)service;
-	(void)source;
 
 	/* the handshake's small writes must not wait for delayed ACKs */
 	g_socket_set_option(g_socket_connection_get_socket(connection), IPPROTO_TCP, TCP_NODELAY,
@@ -1856,11 +1843,25 @@ hr_api_tcp_incoming_cb(GSocketService *service, GSocketConnection *connection, G
 			     NULL);
 	if (tls == NULL) {
 		g_warning("TLS on an API connection: %s", error->message);
-		return TRUE;
+		return;
 	}
 	/* the handshake runs on the first read, in the main loop, bounded by the timeout */
 	hr_api_accept(api, tls, connection, HR_API_ROLE_NONE, TRUE, NULL);
-	return TRUE;
+}
+
+/* a listening TCP socket on @sa */
+static GSocket *
+hr_api_listen_tcp_address(GSocketAddress *sa, GError **error)
+{
+	g_autoptr(GSocket) socket = g_socket_new(g_socket_address_get_family(sa),
+						 G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, error);
+
+	if (socket == NULL || !g_socket_bind(socket, sa, TRUE, error))
+		return NULL;
+	g_socket_set_listen_backlog(socket, HR_API_LISTEN_BACKLOG);
+	if (!g_socket_listen(socket, error))
+		return NULL;
+	return g_steal_pointer(&socket);
 }
 
 static gboolean
@@ -1868,9 +1869,8 @@ hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error)
 {
 	g_autoptr(GSocketConnectable) addr = NULL;
 	g_autoptr(GSocketAddressEnumerator) e = NULL;
-	g_autoptr(GSocketService) service = g_socket_service_new();
+	g_autoptr(GPtrArray) acceptors = g_ptr_array_new_with_free_func((GDestroyNotify)hr_acceptor_free);
 	GSocketAddress *sa;
-	guint n = 0;
 
 	api->certificate = g_tls_certificate_new_from_files(config->api_tls_cert,
 							    config->api_tls_key, error);
@@ -1892,22 +1892,20 @@ hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error)
 	/* a numeric address or localhost: resolving it does not wait on the network */
 	while ((sa = g_socket_address_enumerator_next(e, NULL, NULL)) != NULL) {
 		g_autoptr(GSocketAddress) owned = sa;
-		if (!g_socket_listener_add_address(G_SOCKET_LISTENER(service), sa,
-						   G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP,
-						   NULL, NULL, error)) {
+		g_autoptr(GSocket) socket = hr_api_listen_tcp_address(sa, error);
+		if (socket == NULL) {
 			g_prefix_error(error, "api_listen=%s: ", config->api_listen);
 			return FALSE;
 		}
-		n++;
+		g_ptr_array_add(acceptors, hr_acceptor_new(socket, "API on TCP",
+							   hr_api_tcp_incoming_cb, api));
 	}
-	if (n == 0) {
+	if (acceptors->len == 0) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,
 			    "api_listen=%s: no address to listen on", config->api_listen);
 		return FALSE;
 	}
-	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_tcp_incoming_cb), api);
-	g_socket_service_start(service);
-	api->tcp_service = g_steal_pointer(&service);
+	api->tcp_acceptors = g_steal_pointer(&acceptors);
 	g_info("API on https://%s, %s", config->api_listen, config->api_tokens);
 	return TRUE;
 }
@@ -1916,7 +1914,6 @@ gboolean
 hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 {
 	g_autoptr(GSocket) socket = NULL;
-	g_autoptr(GSocketService) service = NULL;
 
 	if (config->api_group != NULL && config->api_group[0] != '\0' &&
 	    !hr_api_group_lookup(config->api_group, &api->admin_gid, error)) {
@@ -1940,14 +1937,9 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 				       error);
 	if (socket == NULL)
 		return FALSE;
-	service = g_socket_service_new();
-	if (!g_socket_listener_add_socket(G_SOCKET_LISTENER(service), socket, NULL, error)) {
-		g_prefix_error(error, "cannot serve HTTP on %s: ", config->api_socket);
-		return FALSE;
-	}
-	g_signal_connect(service, "incoming", G_CALLBACK(hr_api_incoming_cb), api);
-	g_socket_service_start(service);
-	api->service = g_steal_pointer(&service);
+	api->acceptor = hr_acceptor_new(socket, "API socket", hr_api_incoming_cb, api);
+	/* a refused peer gets its 403 on one connection, not a thousand idle ones */
+	hr_acceptor_set_max_per_uid(api->acceptor, HR_API_MAX_PER_UID);
 	api->socket = g_steal_pointer(&socket);
 	return TRUE;
 }

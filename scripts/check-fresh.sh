@@ -76,6 +76,9 @@ run_in() {
     shift
     unshare --mount --propagation private -- /bin/sh -ec '
         root=$1; shift
+        # a mount point, so that the scripts'"'"' own unshare --propagation
+        # (the sid root'"'"'s chroot) can change it inside
+        mount --bind "$root" "$root"
         mount -t proc proc "$root/proc"
         mount --rbind /sys "$root/sys"
         mount --rbind /dev "$root/dev"
