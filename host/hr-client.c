@@ -48,6 +48,58 @@ hr_client_request(const gchar *socket_path, const gchar *method, const gchar *pa
 }
 
 gchar *
+hr_client_escape(const gchar *text)
+{
+	g_autoptr(GString) out = g_string_new(NULL);
+	const gchar *p = text != NULL ? text : "";
+	const gchar *end = p + strlen(p);
+
+	while (p < end) {
+		gunichar c = g_utf8_get_char_validated(p, end - p);
+		const gchar *next;
+
+		if (c == (gunichar)-1 || c == (gunichar)-2) {
+			g_string_append_printf(out, "\\x%02x", (guint)(guchar)*p);
+			p++;
+			continue;
+		}
+		next = g_utf8_next_char(p);
+		switch (c) {
+		case '\\':
+			g_string_append(out, "\\\\");
+			break;
+		case '\n':
+			g_string_append(out, "\\n");
+			break;
+		case '\t':
+			g_string_append(out, "\\t");
+			break;
+		case '\r':
+			g_string_append(out, "\\r");
+			break;
+		default:
+			switch (g_unichar_type(c)) {
+			case G_UNICODE_CONTROL:
+			case G_UNICODE_FORMAT:
+			case G_UNICODE_LINE_SEPARATOR:
+			case G_UNICODE_PARAGRAPH_SEPARATOR:
+			case G_UNICODE_SURROGATE:
+			case G_UNICODE_UNASSIGNED:
+				if (c < 0x80)
+					g_string_append_printf(out, "\\x%02x", c);
+				else
+					g_string_append_printf(out, "\\u{%04x}", c);
+				break;
+			default:
+				g_string_append_len(out, p, next - p);
+			}
+		}
+		p = next;
+	}
+	return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+gchar *
 hr_client_error_message(JsonNode *root, guint status)
 {
 	JsonObject *obj = root != NULL && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root)

@@ -19,6 +19,16 @@ G_BEGIN_DECLS
 JsonNode *
 hr_client_request(const gchar *socket_path, const gchar *method, const gchar *path,
 		  const gchar *body, guint timeout_s, guint *status, GError **error);
+/*
+ * @text made safe for a terminal or a log line: control characters (a
+ * newline, ESC), Unicode format characters (bidirectional overrides) and
+ * line separators as \n, \t, \xHH or \u{HHHH}, bytes that are not UTF-8
+ * as \xHH, a backslash as \\; everything else as it is. Names come from
+ * guests and domain XML, which anyone who runs a VM writes.
+ */
+gchar *
+hr_client_escape(const gchar *text);
+
 /* the "error" of an error answer, or a fallback naming @status */
 gchar *
 hr_client_error_message(JsonNode *root, guint status);

@@ -619,6 +619,107 @@ test_bad_input(void)
 	g_assert_cmpuint(fake->created->len, ==, 0);
 }
 
+/*
+ * A domain whose policy says closed fails closed even when another element
+ * of the policy is wrong: the typo must not turn it open.
+ */
+static void
+test_policy_closed(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:on-failure>closed</hugeroom:on-failure>"
+					    "<hugeroom:donr>yes</hugeroom:donr>"),
+				 &err),
+			==, 1);
+	assert_contains(err, "unknown element <hugeroom:donr>");
+	assert_contains(err, "refusing to start the domain (on_failure=closed in the domain's "
+			     "<hugeroom:policy>");
+	g_clear_pointer(&err, g_free);
+	/* the bad element first */
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:deadline>soon</hugeroom:deadline>"
+					    "<hugeroom:on-failure>closed</hugeroom:on-failure>"),
+				 &err),
+			==, 1);
+	assert_contains(err, "'soon' is not a number of seconds");
+	g_clear_pointer(&err, g_free);
+	/* a misspelt closed is not open */
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:on-failure>closd</hugeroom:on-failure>"),
+				 &err),
+			==, 1);
+	assert_contains(err, "'closd' is not open or closed; refusing");
+	g_clear_pointer(&err, g_free);
+	/* a broken policy that says open does not override a closed configuration */
+	fake_write_config(fake, "on_failure=closed\n");
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:on-failure>open</hugeroom:on-failure>"
+					    "<hugeroom:donor>maybe</hugeroom:donor>"),
+				 &err),
+			==, 1);
+	g_clear_pointer(&err, g_free);
+	/* and a policy that is all right and says open still starts the domain */
+	fake_write_config(fake, NULL);
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:on-failure>open</hugeroom:on-failure>"
+					    "<hugeroom:donor>maybe</hugeroom:donor>"),
+				 &err),
+			==, 0);
+	assert_contains(err, "warning: <hugeroom:policy><hugeroom:donor>: 'maybe'");
+	g_assert_cmpuint(fake->created->len, ==, 0);
+}
+
+/* a name with a newline or ESC reaches the log as one line, the escapes shown */
+static void
+test_escaped_names(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+	g_auto(GStrv) lines = NULL;
+
+	g_assert_cmpint(run_hook(fake, "vm\n1\033[2J", "prepare", "begin", "<domain><name>",
+				 &err),
+			==, 0);
+	assert_contains(err, "hugeroom hook: domain vm\\n1\\x1b[2J: warning: the domain XML");
+	g_assert_null(strchr(err, '\033'));
+	lines = g_strsplit(err, "\n", -1);
+	g_assert_cmpuint(g_strv_length(lines), ==, 2);
+}
+
+/* bounds where input enters: memory no reservation can be, names too long */
+static void
+test_bounds(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+	g_autofree gchar *long_name = g_strnfill(201, 'v');
+
+	g_assert_cmpint(
+	    run_hook(fake, "vm1", "prepare", "begin",
+		     "<domain type='qemu'><name>vm1</name><memory unit='b'>18446744073709551615"
+		     "</memory></domain>",
+		     &err),
+	    ==, 0);
+	assert_contains(err, "<memory>: 18446744073709551615 bytes is more than the "
+			     "9223372036854775807 bytes (2^63 - 1) a reservation can be");
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(
+	    run_hook(fake, "vm1", "prepare", "begin",
+		     "<domain type='qemu'><name>vm1</name><memory unit='GiB'>8</memory>"
+		     "<cpu><numa><cell id='0' memory='8589934591' unit='GiB'/>"
+		     "<cell id='1' memory='8589934591' unit='GiB'/></numa></cpu></domain>",
+		     &err),
+	    ==, 0);
+	assert_contains(err, "<cell id='1' memory>: the cells' memory adds up to more than");
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(run_hook(fake, long_name, "prepare", "begin", XML_PLAIN, &err), ==, 0);
+	assert_contains(err, "the domain name is 201 bytes, more than the 200 the hook handles");
+	g_assert_cmpuint(fake->created->len, ==, 0);
+}
+
 static void
 test_bad_config(void)
 {
@@ -687,6 +788,9 @@ main(int argc, char **argv)
 	g_test_add_func("/hook/other-operations", test_other_operations);
 	g_test_add_func("/hook/daemon-down", test_daemon_down);
 	g_test_add_func("/hook/daemon-refuses", test_daemon_refuses);
+	g_test_add_func("/hook/policy-closed", test_policy_closed);
+	g_test_add_func("/hook/escaped-names", test_escaped_names);
+	g_test_add_func("/hook/bounds", test_bounds);
 	g_test_add_func("/hook/pcp", test_pcp);
 	g_test_add_func("/hook/failed-reservation", test_failed_reservation);
 	g_test_add_func("/hook/partial", test_partial);
