@@ -683,7 +683,7 @@ test_escaped_names(void)
 	g_assert_cmpint(run_hook(fake, "vm\n1\033[2J", "prepare", "begin", "<domain><name>",
 				 &err),
 			==, 0);
-	assert_contains(err, "hugeroom hook: domain vm\\n1\\x1b[2J: warning: the domain XML");
+	assert_contains(err, "hugeroom hook: domain vm\\x0a1\\x1b[2J: warning: the domain XML");
 	g_assert_null(strchr(err, '\033'));
 	lines = g_strsplit(err, "\n", -1);
 	g_assert_cmpuint(g_strv_length(lines), ==, 2);
