@@ -191,6 +191,39 @@ def test_escaped_names(s):
           "guest NAME: the name escaped", show(rc, out, err))
 
 
+def complete(sock, *words):
+    """what host/doc/hugeroomctl.bash-completion offers after @words"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(here, "..", "..", "host", "doc", "hugeroomctl.bash-completion")
+    line = ["hugeroomctl", "--socket", sock] + list(words)
+    prog = ("_init_completion() { words=(\"${COMP_WORDS[@]}\"); cword=$COMP_CWORD;"
+            " cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; }\n"
+            "_filedir() { :; }\n"
+            "source %s\n"
+            "COMP_WORDS=(%s); COMP_CWORD=%d\n"
+            "_hugeroomctl; printf '%%s\\n' \"${COMPREPLY[@]}\"\n"
+            % (script, " ".join("'%s'" % w for w in line), len(line) - 1))
+    env = dict(os.environ, PATH=os.path.join(build_dir(), "host") + ":" + os.environ["PATH"])
+    p = subprocess.run(["bash", "-c", prog], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env=env, timeout=60)
+    return sorted(w for w in p.stdout.split("\n") if w)
+
+
+def test_completion(s, names):
+    """the completion asks hugeroomctl, and offers what the command takes"""
+    got = complete(s.api_sock, "guest", "")
+    check(got == sorted(names), "completion: guest names from the daemon", got)
+    got = complete(s.api_sock, "capture", names[0], "--b")
+    check(got == ["--blocks", "--budget-ms"], "completion: only the options capture takes", got)
+    got = complete(s.api_sock, "h")
+    check(got == ["help", "host"], "completion: the commands", got)
+    rc, out, err = ctl(s.api_sock, "--json", "prepare", "2M", "--node", "0")
+    rid = (as_json(out) or {}).get("id", "?")
+    got = complete(s.api_sock, "release", "")
+    check(rid in got, "completion: reservation ids (%s)" % rid, got)
+    ctl(s.api_sock, "release", rid)
+
+
 def test_remote(s, tls, port):
     """the API on the network: --url https://HOST:PORT --token-file F --ca-file CA"""
     url = "https://127.0.0.1:%d" % port
@@ -367,6 +400,7 @@ def main():
         test_guests(s, names)
         test_local_checks(s, names)
         test_table_options(s, names)
+        test_completion(s, names)
         test_reservations(s)
         test_libvirt_xml(s.api_sock)
         test_remote(s, tls, port)
