@@ -34,6 +34,7 @@
 #include "hr-client.h"
 #include "hr-config.h"
 #include "hr-libvirt.h"
+#include "hr-safefile.h"
 
 #define HR_HOOK_DEFAULT_CONFIG HR_SYSCONFDIR "/hugeroom/hook.conf"
 #define HR_HOOK_DEFAULT_STATE_DIR "/run/hugeroom/hook"
@@ -46,6 +47,8 @@
  * NAME.json must fit a file name.
  */
 #define HR_HOOK_DOMAIN_MAX 200
+/* a state file holds a few reservation ids */
+#define HR_HOOK_STATE_MAX (64 * 1024)
 
 typedef struct {
 	gchar *api_socket;
@@ -252,6 +255,11 @@ hr_hook_state_save(HrHook *hook, GPtrArray *ids, GError **error)
 			    "cannot create %s: %s", hook->config.state_dir, g_strerror(errno));
 		return FALSE;
 	}
+	/* what others may write in, they may make us consume or release */
+	if (!hr_safefile_check_dir(hook->config.state_dir, getuid(), HR_SAFEFILE_SHARED, error)) {
+		g_prefix_error(error, "state_dir: ");
+		return FALSE;
+	}
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "domain");
 	json_builder_add_string_value(b, hook->domain);
@@ -287,12 +295,21 @@ hr_hook_state_load(HrHook *hook, gboolean adopt_failure, GError **error)
 	g_autoptr(JsonParser) parser = json_parser_new();
 	g_autoptr(GError) local = NULL;
 	g_autoptr(GPtrArray) ids = g_ptr_array_new_with_free_func(g_free);
+	g_autofree gchar *text = NULL;
+	gsize len = 0;
 	JsonObject *obj;
 	JsonArray *arr;
 
-	if (!json_parser_load_from_file(parser, path, &local)) {
-		if (g_error_matches(local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+	/* a symlink, a FIFO (which would hang libvirt's start) or a file others wrote: refused */
+	if (!hr_safefile_check_dir(hook->config.state_dir, getuid(), HR_SAFEFILE_SHARED, &local) ||
+	    !hr_safefile_get_contents(path, getuid(), HR_SAFEFILE_SHARED, HR_HOOK_STATE_MAX, &text,
+				      &len, &local)) {
+		if (g_error_matches(local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
 			return NULL;
+		g_propagate_prefixed_error(error, g_steal_pointer(&local), "the hook's state: ");
+		return NULL;
+	}
+	if (!json_parser_load_from_data(parser, text, (gssize)len, &local)) {
 		g_propagate_prefixed_error(error, g_steal_pointer(&local), "%s: ", path);
 		return NULL;
 	}

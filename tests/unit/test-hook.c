@@ -12,6 +12,8 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* how the fake daemon answers GET /v1/reservations/ID */
 typedef enum {
@@ -779,6 +781,50 @@ test_stale_state(void)
 	g_assert_false(has_call(fake, "POST r2/release"));
 }
 
+/*
+ * The state file decides what start consumes and release releases: a
+ * symlink, a FIFO (it would hang libvirt's start) or a directory others
+ * may write in is refused.
+ */
+static void
+test_unsafe_state(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+	g_autofree gchar *state = state_file(fake, "vm1");
+	g_autofree gchar *other = g_build_filename(fake->dir, "other.json", NULL);
+
+	g_assert_cmpint(g_mkdir(fake->state_dir, 0700), ==, 0);
+	g_assert_cmpint(mkfifo(state, 0600), ==, 0);
+	alarm(30); /* a hang fails the test instead of stalling the suite */
+	g_assert_cmpint(run_hook(fake, "vm1", "start", "begin", NULL, &err), ==, 0);
+	assert_contains(err, "is not a regular file (a FIFO)");
+	g_clear_pointer(&err, g_free);
+	fake_write_config(fake, "on_failure=closed\n");
+	g_assert_cmpint(run_hook(fake, "vm1", "start", "begin", NULL, &err), ==, 1);
+	alarm(0);
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(g_unlink(state), ==, 0);
+
+	/* another file's ids through a symlink are not ours to consume */
+	g_assert_true(g_file_set_contents(other, "{\"reservations\": [\"r7\"]}", -1, NULL));
+	g_assert_cmpint(symlink(other, state), ==, 0);
+	g_assert_cmpint(run_hook(fake, "vm1", "start", "begin", NULL, &err), ==, 1);
+	assert_contains(err, "is a symbolic link");
+	g_assert_false(has_call(fake, "POST r7/consume"));
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(g_unlink(state), ==, 0);
+	g_assert_cmpint(g_unlink(other), ==, 0);
+
+	/* a state directory anyone may write in is not saved to */
+	g_assert_cmpint(g_chmod(fake->state_dir, 0777), ==, 0);
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin", XML_PLAIN, &err), ==, 1);
+	assert_contains(err, "state_dir: ");
+	assert_contains(err, "writable by everyone");
+	g_assert_true(has_call(fake, "POST r1/release"));
+	g_assert_cmpint(g_chmod(fake->state_dir, 0700), ==, 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -804,5 +850,6 @@ main(int argc, char **argv)
 	g_test_add_func("/hook/bad-config", test_bad_config);
 	g_test_add_func("/hook/consume-fails", test_consume_fails);
 	g_test_add_func("/hook/stale-state", test_stale_state);
+	g_test_add_func("/hook/unsafe-state", test_unsafe_state);
 	return g_test_run();
 }
