@@ -3,16 +3,18 @@
 #define G_LOG_DOMAIN "HrApiAuth"
 
 #include "hr-api-auth.h"
+#include "hr-safefile.h"
 
 #include <errno.h>
 #include <grp.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define HR_API_TOKEN_MIN 16
 #define HR_API_MAX_PEER_GROUPS 1024
+/* a token per line: far more than any host has */
+#define HR_API_TOKENS_MAX (1024 * 1024)
 
 const gchar *
 hr_api_role_to_string(HrApiRole role)
@@ -117,21 +119,12 @@ hr_api_tokens_load(const gchar *path, GError **error)
 	g_autoptr(HrApiTokens) tokens = g_new0(HrApiTokens, 1);
 	g_autofree gchar *text = NULL;
 	g_auto(GStrv) lines = NULL;
-	struct stat st;
 
 	tokens->tokens = g_ptr_array_new_with_free_func(g_free);
 	tokens->roles = g_array_new(FALSE, FALSE, sizeof(HrApiRole));
-	if (stat(path, &st) != 0) {
-		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "api_tokens %s: %s",
-			    path, g_strerror(errno));
-		return NULL;
-	}
-	if (st.st_mode & S_IROTH) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
-			    "api_tokens %s is readable by everyone: chmod o-r it", path);
-		return NULL;
-	}
-	if (!g_file_get_contents(path, &text, NULL, error)) {
+	/* as OpenSSH's StrictModes: only root or we may have written a token in */
+	if (!hr_safefile_get_contents(path, getuid(), HR_SAFEFILE_SECRET, HR_API_TOKENS_MAX,
+				      &text, NULL, error)) {
 		g_prefix_error(error, "api_tokens: ");
 		return NULL;
 	}

@@ -38,8 +38,9 @@ typedef struct _HrApiTokens HrApiTokens;
 
 /*
  * Lines "admin TOKEN" or "read TOKEN", '#' comments and blank lines; a
- * token has at least 16 characters. The file may not be readable by
- * others.
+ * token has at least 16 characters. The file must be a regular file
+ * (no symlink) owned by root or the daemon's user, neither readable nor
+ * writable by its group or others (hr-safefile.h).
  */
 HrApiTokens *
 hr_api_tokens_load(const gchar *path, GError **error);

@@ -5,6 +5,9 @@
 #include "hr-config.h"
 
 #include <pwd.h>
+#include <unistd.h>
+
+#include "hr-safefile.h"
 #include <stddef.h>
 #include <string.h>
 
@@ -370,6 +373,19 @@ hr_config_get_api(GKeyFile *kf, HrConfig *config, GError **error)
 			    "api_listen=%s needs api_tls_cert, api_tls_key and api_tokens: the "
 			    "API is served on the network only with TLS and bearer tokens",
 			    listen);
+		return FALSE;
+	}
+	/*
+	 * Whoever may write the key or the certificate may serve as this
+	 * daemon; whoever may read the key may too. hr_api_tokens_load()
+	 * checks api_tokens the same way each time it reads it.
+	 */
+	if (!hr_safefile_check(config->api_tls_key, getuid(), HR_SAFEFILE_SECRET, error)) {
+		g_prefix_error(error, "api_tls_key: ");
+		return FALSE;
+	}
+	if (!hr_safefile_check(config->api_tls_cert, getuid(), HR_SAFEFILE_SHARED, error)) {
+		g_prefix_error(error, "api_tls_cert: ");
 		return FALSE;
 	}
 	config->api_listen = g_steal_pointer(&listen);

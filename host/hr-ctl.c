@@ -3,8 +3,60 @@
 #define G_LOG_DOMAIN "HrCtl"
 
 #include "hr-ctl.h"
+#include "hr-client.h"
 
+#include <libsmartcols.h>
+#include <stdlib.h>
 #include <string.h>
+
+gboolean
+hr_ctl_parse_size(const gchar *str, guint64 *bytes, GError **error)
+{
+	static const gchar units[] = "KMGTPE";
+	const gchar *p = str != NULL ? str : "";
+	const gchar *unit;
+	guint64 v = 0;
+	guint shift = 0;
+
+	if (!g_ascii_isdigit(*p))
+		goto bad;
+	for (; g_ascii_isdigit(*p); p++) {
+		guint d = *p - '0';
+		if (v > (G_MAXUINT64 - d) / 10)
+			goto too_large;
+		v = v * 10 + d;
+	}
+	if (*p != '\0') {
+		unit = strchr(units, g_ascii_toupper(*p));
+		if (unit == NULL)
+			goto bad;
+		shift = 10 * (guint)(unit - units + 1);
+		p++;
+		if (*p != '\0' && g_ascii_strcasecmp(p, "iB") != 0 && g_ascii_strcasecmp(p, "B") != 0)
+			goto bad;
+	}
+	if (v == 0) {
+		g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+			    "SIZE %s: give more than 0, for example 4G", str);
+		return FALSE;
+	}
+	if (v > (guint64)HR_CTL_SIZE_MAX >> shift)
+		goto too_large;
+	*bytes = v << shift;
+	return TRUE;
+bad:
+	g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+		    "SIZE '%s' is not a size: a whole number with K, M, G, T, P or E, for "
+		    "example 4G or 512M",
+		    str);
+	return FALSE;
+too_large:
+	g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+		    "SIZE %s is more than %" G_GUINT64_FORMAT " bytes (8 EiB - 1), the most a "
+		    "reservation can be",
+		    str, (guint64)HR_CTL_SIZE_MAX);
+	return FALSE;
+}
 
 gchar *
 hr_ctl_format_pages(gint64 pages)
@@ -19,6 +71,255 @@ hr_ctl_format_pages(gint64 pages)
 static JsonObject *
 hr_ctl_object_member(JsonObject *obj, const gchar *key);
 
+/* ---------------------------------------------------------------------- */
+/* Tables: libsmartcols sizes the columns and encodes what it cannot print */
+
+typedef struct {
+	const gchar *name;
+	gboolean right;
+	const gchar *help;
+} HrCtlColumn;
+
+typedef struct {
+	const gchar *name; /* a list table hugeroomctl's --output names, or "" */
+	const HrCtlColumn *columns;
+	guint n_columns;
+} HrCtlTableDef;
+
+#define HR_CTL_TABLE(name, cols) {name, cols, G_N_ELEMENTS(cols)}
+
+static const HrCtlColumn hr_ctl_guests_cols[] = {
+    {"NAME", FALSE, "the VM's name, as its QEMU told it"},
+    {"UUID", FALSE, "the VM's UUID"},
+    {"PID", TRUE, "the QEMU process"},
+    {"CONNECTED", FALSE, "whether its device is connected now"},
+    {"SEQ", TRUE, "the sequence number of its latest status"},
+    {"AGE", TRUE, "how old that status is"},
+    {"MEM-FREE", TRUE, "the guest's free memory"},
+    {"HELD", TRUE, "2 MiB blocks held from it"},
+    {"REJECTED", TRUE, "messages from it the daemon refused"},
+};
+static const HrCtlColumn hr_ctl_reservations_cols[] = {
+    {"ID", FALSE, "the reservation's id"},
+    {"STATE", FALSE, "created, in-progress, ready, consumed, ...; * when partial"},
+    {"SIZE", TRUE, "what was asked"},
+    {"OBTAINED", TRUE, "what is free for it now"},
+    {"NODE", TRUE, "the host node asked for, or any"},
+    {"HELD", TRUE, "guest blocks held for it"},
+    {"STRICT", FALSE, "all or nothing"},
+    {"REQUESTER", FALSE, "who asked"},
+    {"REASON", FALSE, "why it is in its state"},
+};
+static const HrCtlColumn hr_ctl_requests_cols[] = {
+    {"ID", FALSE, "the request's id"},
+    {"KIND", FALSE, "evacuate, capture, return, report"},
+    {"STATE", FALSE, "queued, sent, running, done, partial, ..."},
+    {"TARGET", TRUE, "blocks asked for, or all"},
+    {"TRIED", TRUE, "blocks tried"},
+    {"FREED", TRUE, "blocks freed (or returned)"},
+    {"FAILED", TRUE, "blocks that failed, all reasons"},
+    {"PAGES", TRUE, "4 KiB pages migrated"},
+    {"ELAPSED", TRUE, "time spent in the guest"},
+    {"CREATED", FALSE, "when it was asked"},
+};
+static const HrCtlColumn hr_ctl_host_cols[] = {
+    {"NODE", FALSE, "the host NUMA node"},
+    {"MANAGED", TRUE, "memory the kernel manages"},
+    {"FREE", TRUE, "free memory"},
+    {"FREE-2M", TRUE, "free memory in chunks of 2 MiB or more"},
+    {"AVAILABLE", TRUE, "of it, above the high watermark"},
+    {"PROMISED", TRUE, "of it, promised to reservations"},
+    {"WMARK-HIGH", TRUE, "the high watermark"},
+    {"FRAG", TRUE, "unusable free space index for 2 MiB: 0 all in 2 MiB chunks, 1 none"},
+};
+static const HrCtlColumn hr_ctl_node_blocks_cols[] = {
+    {"NODE", FALSE, NULL},	{"FREE", TRUE, NULL},	  {"FREE-2M", TRUE, NULL},
+    {"AVAILABLE", TRUE, NULL}, {"PROMISED", TRUE, NULL}, {"FRAG", TRUE, NULL},
+};
+static const HrCtlColumn hr_ctl_plan_steps_cols[] = {
+    {"STEP", TRUE, NULL},     {"KIND", FALSE, NULL},   {"NODE", TRUE, NULL},
+    {"DONOR", FALSE, NULL},   {"BLOCKS", TRUE, NULL},  {"THP", TRUE, NULL},
+    {"SMALL", TRUE, NULL},    {"EXPECTED", TRUE, NULL}, {"MIGRATE", TRUE, NULL},
+    {"TIME", TRUE, NULL},
+};
+static const HrCtlColumn hr_ctl_reservation_steps_cols[] = {
+    {"STEP", TRUE, NULL},	{"KIND", FALSE, NULL},	   {"SOURCE", FALSE, NULL},
+    {"STATE", FALSE, NULL},	{"EXPECTED", TRUE, NULL},  {"GAINED", TRUE, NULL},
+    {"MIGRATED", TRUE, NULL}, {"SCANNED", TRUE, NULL},   {"TIME", TRUE, NULL},
+    {"DETAIL", FALSE, NULL},
+};
+
+static const HrCtlTableDef hr_ctl_tables[] = {
+    HR_CTL_TABLE("guests", hr_ctl_guests_cols),
+    HR_CTL_TABLE("reservations", hr_ctl_reservations_cols),
+    HR_CTL_TABLE("requests", hr_ctl_requests_cols),
+    HR_CTL_TABLE("host", hr_ctl_host_cols),
+};
+static const HrCtlTableDef hr_ctl_node_blocks_table = HR_CTL_TABLE("", hr_ctl_node_blocks_cols);
+static const HrCtlTableDef hr_ctl_plan_steps_table = HR_CTL_TABLE("", hr_ctl_plan_steps_cols);
+static const HrCtlTableDef hr_ctl_reservation_steps_table =
+    HR_CTL_TABLE("", hr_ctl_reservation_steps_cols);
+
+/* --output, --noheadings, --raw: for the list tables only */
+static HrCtlTableOptions hr_ctl_options;
+
+void
+hr_ctl_set_table_options(const HrCtlTableOptions *options)
+{
+	hr_ctl_options = *options;
+}
+
+static const HrCtlTableDef *
+hr_ctl_table_def(const gchar *table)
+{
+	for (guint i = 0; i < G_N_ELEMENTS(hr_ctl_tables); i++) {
+		if (g_strcmp0(hr_ctl_tables[i].name, table) == 0)
+			return &hr_ctl_tables[i];
+	}
+	return NULL;
+}
+
+gboolean
+hr_ctl_table_exists(const gchar *table)
+{
+	return hr_ctl_table_def(table) != NULL;
+}
+
+gchar *
+hr_ctl_table_help(const gchar *table)
+{
+	const HrCtlTableDef *def = hr_ctl_table_def(table);
+	g_autoptr(GString) str = g_string_new(NULL);
+
+	for (guint i = 0; def != NULL && i < def->n_columns; i++)
+		g_string_append_printf(str, "  %-12s %s\n", def->columns[i].name,
+				       def->columns[i].help);
+	return g_string_free(g_steal_pointer(&str), FALSE);
+}
+
+/* the column of @def called @name (any case), or -1 */
+static gint
+hr_ctl_column_index(const HrCtlTableDef *def, const gchar *name)
+{
+	for (guint i = 0; i < def->n_columns; i++) {
+		if (g_ascii_strcasecmp(def->columns[i].name, name) == 0)
+			return (gint)i;
+	}
+	return -1;
+}
+
+gboolean
+hr_ctl_check_output(const gchar *table, gchar **columns, GError **error)
+{
+	const HrCtlTableDef *def = hr_ctl_table_def(table);
+
+	if (def == NULL) {
+		g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+			    "--output, --noheadings and --raw go with guests, reservations, "
+			    "requests and host, not %s",
+			    table);
+		return FALSE;
+	}
+	for (guint i = 0; columns != NULL && columns[i] != NULL; i++) {
+		if (hr_ctl_column_index(def, columns[i]) < 0) {
+			g_autoptr(GString) names = g_string_new(NULL);
+			for (guint c = 0; c < def->n_columns; c++)
+				g_string_append_printf(names, "%s%s", c > 0 ? "," : "",
+						       def->columns[c].name);
+			g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+				    "--output %s: the %s table has no such column; it has %s",
+				    columns[i], table, names->str);
+			return FALSE;
+		}
+	}
+	return TRUE;
+}
+
+typedef struct {
+	const HrCtlTableDef *def;
+	GPtrArray *rows; /* gchar *[n_columns] each */
+} HrCtlTable;
+
+static HrCtlTable *
+hr_ctl_table_new(const HrCtlTableDef *def)
+{
+	HrCtlTable *t = g_new0(HrCtlTable, 1);
+	t->def = def;
+	t->rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+	return t;
+}
+
+static void
+hr_ctl_table_free(HrCtlTable *t)
+{
+	g_ptr_array_unref(t->rows);
+	g_free(t);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrCtlTable, hr_ctl_table_free)
+
+/* a row of n_columns strings, each taken */
+static void
+hr_ctl_table_row(HrCtlTable *t, ...)
+{
+	gchar **row = g_new0(gchar *, t->def->n_columns + 1);
+	va_list ap;
+
+	va_start(ap, t);
+	for (guint i = 0; i < t->def->n_columns; i++)
+		row[i] = va_arg(ap, gchar *);
+	va_end(ap);
+	g_ptr_array_add(t->rows, row);
+}
+
+/* a list table takes hugeroomctl's --output, --noheadings, --raw */
+static gboolean
+hr_ctl_table_machine(const HrCtlTable *t)
+{
+	return t->def->name[0] != '\0' && (hr_ctl_options.noheadings || hr_ctl_options.raw);
+}
+
+static void
+hr_ctl_table_print(HrCtlTable *t, GString *out)
+{
+	struct libscols_table *tb = scols_new_table();
+	gboolean list = t->def->name[0] != '\0';
+	g_autoptr(GArray) cols = g_array_new(FALSE, FALSE, sizeof(guint));
+	char *data = NULL;
+
+	if (list && hr_ctl_options.columns != NULL) {
+		for (guint i = 0; hr_ctl_options.columns[i] != NULL; i++) {
+			gint c = hr_ctl_column_index(t->def, hr_ctl_options.columns[i]);
+			if (c >= 0)
+				g_array_append_val(cols, c);
+		}
+	} else {
+		for (guint i = 0; i < t->def->n_columns; i++)
+			g_array_append_val(cols, i);
+	}
+	if (list) {
+		scols_table_enable_raw(tb, hr_ctl_options.raw);
+		scols_table_enable_noheadings(tb, hr_ctl_options.noheadings);
+	}
+	/* never cut to a terminal's width: no cell is lost */
+	scols_table_set_termforce(tb, SCOLS_TERMFORCE_NEVER);
+	for (guint i = 0; i < cols->len; i++) {
+		const HrCtlColumn *c = &t->def->columns[g_array_index(cols, guint, i)];
+		scols_table_new_column(tb, c->name, 0, c->right ? SCOLS_FL_RIGHT : 0);
+	}
+	for (guint r = 0; r < t->rows->len; r++) {
+		gchar **row = g_ptr_array_index(t->rows, r);
+		struct libscols_line *ln = scols_table_new_line(tb, NULL);
+		for (guint i = 0; i < cols->len; i++)
+			scols_line_set_data(ln, i, row[g_array_index(cols, guint, i)]);
+	}
+	if (scols_print_table_to_string(tb, &data) == 0 && data != NULL && data[0] != '\0') {
+		g_string_append(out, data);
+		g_string_append_c(out, '\n');
+	}
+	free(data);
+	scols_unref_table(tb);
+}
+
 static gboolean
 hr_ctl_bad_json(GError **error, const gchar *what)
 {
@@ -26,6 +327,10 @@ hr_ctl_bad_json(GError **error, const gchar *what)
 		    "the daemon's answer has no %s (is hugeroomctl older than hugeroomd?)", what);
 	return FALSE;
 }
+
+/* hr_ctl_member_str() escaped for a line of text: not for tables, which encode themselves */
+static gchar *
+hr_ctl_member_text(JsonObject *obj, const gchar *key);
 
 /* "-" for null or missing members */
 static gchar *
@@ -41,6 +346,13 @@ hr_ctl_member_str(JsonObject *obj, const gchar *key)
 	if (JSON_NODE_HOLDS_VALUE(node))
 		return g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(node));
 	return g_strdup("?");
+}
+
+static gchar *
+hr_ctl_member_text(JsonObject *obj, const gchar *key)
+{
+	g_autofree gchar *raw = hr_ctl_member_str(obj, key);
+	return hr_client_escape(raw);
 }
 
 static gint64
@@ -75,6 +387,7 @@ hr_ctl_pages_member(JsonObject *obj, const gchar *key)
 gboolean
 hr_ctl_render_guests(JsonNode *root, GString *out, GError **error)
 {
+	g_autoptr(HrCtlTable) t = hr_ctl_table_new(&hr_ctl_tables[0]);
 	JsonObject *obj;
 	JsonArray *guests;
 
@@ -85,29 +398,26 @@ hr_ctl_render_guests(JsonNode *root, GString *out, GError **error)
 		return hr_ctl_bad_json(error, "guests");
 	guests = json_object_get_array_member(obj, "guests");
 	if (json_array_get_length(guests) == 0) {
-		g_string_append(out, "no guests have connected to hugeroomd yet\n");
+		if (!hr_ctl_table_machine(t))
+			g_string_append(out, "no guests have connected to hugeroomd yet\n");
 		return TRUE;
 	}
-	g_string_append_printf(out, "%-20s %-36s %8s %-9s %8s %7s %10s %6s %8s\n", "NAME", "UUID",
-			       "PID", "CONNECTED", "SEQ", "AGE", "MEM-FREE", "HELD", "REJECTED");
 	for (guint i = 0; i < json_array_get_length(guests); i++) {
 		JsonObject *g = json_array_get_object_element(guests, i);
-		g_autofree gchar *name = hr_ctl_member_str(g, "name");
-		g_autofree gchar *uuid = hr_ctl_member_str(g, "uuid");
-		g_autofree gchar *pid = hr_ctl_member_str(g, "pid");
-		g_autofree gchar *connected = hr_ctl_member_str(g, "connected");
-		g_autofree gchar *seq = hr_ctl_member_str(g, "seq");
-		g_autofree gchar *age = hr_ctl_age(g);
-		g_autofree gchar *free = hr_ctl_pages_member(g, "mem_free_pages");
-		g_autofree gchar *held = hr_ctl_member_str(g, "held_blocks");
-		g_autofree gchar *rejected = hr_ctl_member_str(g, "rejected");
-		g_string_append_printf(out, "%-20s %-36s %8s %-9s %8s %7s %10s %6s %8s\n",
-				       name[0] != '\0' ? name : "(unnamed)", uuid, pid, connected,
-				       seq, age, free, held, rejected);
+		gchar *name = hr_ctl_member_str(g, "name");
+		if (name[0] == '\0') {
+			g_free(name);
+			name = g_strdup("(unnamed)");
+		}
+		hr_ctl_table_row(t, name, hr_ctl_member_str(g, "uuid"), hr_ctl_member_str(g, "pid"),
+				 hr_ctl_member_str(g, "connected"), hr_ctl_member_str(g, "seq"),
+				 hr_ctl_age(g), hr_ctl_pages_member(g, "mem_free_pages"),
+				 hr_ctl_member_str(g, "held_blocks"),
+				 hr_ctl_member_str(g, "rejected"));
 	}
+	hr_ctl_table_print(t, out);
 	return TRUE;
 }
-
 static void
 hr_ctl_render_zones(JsonArray *zones, GString *out)
 {
@@ -170,8 +480,9 @@ hr_ctl_render_guest(JsonNode *root, GString *out, GError **error)
 	g = json_node_get_object(root);
 	if (!json_object_has_member(g, "uuid"))
 		return hr_ctl_bad_json(error, "uuid");
-	name = hr_ctl_member_str(g, "name");
-	uuid = hr_ctl_member_str(g, "uuid");
+	/* what the guest's QEMU said, shown escaped (hr_client_escape) */
+	name = hr_ctl_member_text(g, "name");
+	uuid = hr_ctl_member_text(g, "uuid");
 	pid = hr_ctl_member_str(g, "pid");
 	connected = hr_ctl_member_str(g, "connected");
 	since = hr_ctl_member_str(g, "connected_at");
@@ -234,7 +545,7 @@ hr_ctl_render_guest(JsonNode *root, GString *out, GError **error)
 	if (counters != NULL) {
 		g_autofree gchar *frames = hr_ctl_member_str(counters, "frames");
 		g_autofree gchar *rejected = hr_ctl_member_str(counters, "rejected");
-		g_autofree gchar *reason = hr_ctl_member_str(counters, "last_reject_reason");
+		g_autofree gchar *reason = hr_ctl_member_text(counters, "last_reject_reason");
 		g_string_append_printf(out, "Daemon:       %s frames, %s rejected (last: %s)\n",
 				       frames, rejected, reason);
 	}
@@ -340,6 +651,7 @@ hr_ctl_request_counts(JsonObject *req)
 gboolean
 hr_ctl_render_requests(JsonNode *root, GString *out, GError **error)
 {
+	g_autoptr(HrCtlTable) t = hr_ctl_table_new(&hr_ctl_tables[2]);
 	JsonObject *obj;
 	JsonArray *reqs;
 
@@ -350,36 +662,31 @@ hr_ctl_render_requests(JsonNode *root, GString *out, GError **error)
 		return hr_ctl_bad_json(error, "requests");
 	reqs = json_object_get_array_member(obj, "requests");
 	if (json_array_get_length(reqs) == 0) {
-		g_string_append(out, "no requests\n");
+		if (!hr_ctl_table_machine(t))
+			g_string_append(out, "no requests\n");
 		return TRUE;
 	}
-	g_string_append_printf(out, "%-18s %-8s %-9s %6s %6s %6s %6s %10s %9s  %s\n", "ID", "KIND",
-			       "STATE", "TARGET", "TRIED", "FREED", "FAILED", "PAGES", "ELAPSED",
-			       "CREATED");
 	for (guint i = 0; i < json_array_get_length(reqs); i++) {
 		JsonObject *r = json_array_get_object_element(reqs, i);
 		JsonObject *c = hr_ctl_request_counts(r);
-		g_autofree gchar *id = hr_ctl_member_str(r, "request_id");
-		g_autofree gchar *kind = hr_ctl_member_str(r, "kind");
-		g_autofree gchar *state = hr_ctl_member_str(r, "state");
-		g_autofree gchar *created = hr_ctl_member_str(r, "created_at");
-		g_autofree gchar *elapsed = hr_ctl_format_us(c != NULL ? hr_ctl_member_int(c, "elapsed_us") : -1);
 		gint64 target = hr_ctl_member_int(r, "target_blocks");
-		g_autofree gchar *target_str = target > 0 ? g_strdup_printf("%" G_GINT64_FORMAT, target)
-							  : g_strdup("all");
-		g_string_append_printf(out,
-				       "%-18s %-8s %-9s %6s %6" G_GINT64_FORMAT " %6" G_GINT64_FORMAT
-				       " %6" G_GINT64_FORMAT " %10" G_GINT64_FORMAT " %9s  %s\n",
-				       id, kind, state, target_str,
-				       c != NULL ? hr_ctl_member_int(c, "blocks_tried") : 0,
-				       c != NULL ? hr_ctl_member_int(c, "blocks_freed") : 0,
-				       hr_ctl_failed_total(c),
-				       c != NULL ? hr_ctl_member_int(c, "pages_migrated") : 0, elapsed,
-				       created);
+		hr_ctl_table_row(
+		    t, hr_ctl_member_str(r, "request_id"), hr_ctl_member_str(r, "kind"),
+		    hr_ctl_member_str(r, "state"),
+		    target > 0 ? g_strdup_printf("%" G_GINT64_FORMAT, target) : g_strdup("all"),
+		    g_strdup_printf("%" G_GINT64_FORMAT,
+				    c != NULL ? hr_ctl_member_int(c, "blocks_tried") : 0),
+		    g_strdup_printf("%" G_GINT64_FORMAT,
+				    c != NULL ? hr_ctl_member_int(c, "blocks_freed") : 0),
+		    g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_failed_total(c)),
+		    g_strdup_printf("%" G_GINT64_FORMAT,
+				    c != NULL ? hr_ctl_member_int(c, "pages_migrated") : 0),
+		    hr_ctl_format_us(c != NULL ? hr_ctl_member_int(c, "elapsed_us") : -1),
+		    hr_ctl_member_str(r, "created_at"));
 	}
+	hr_ctl_table_print(t, out);
 	return TRUE;
 }
-
 static gchar *
 hr_ctl_params(JsonObject *req)
 {
@@ -457,7 +764,10 @@ hr_ctl_render_request(JsonNode *root, GString *out, GError **error)
 	g_string_append(out, "\n");
 	error_node = json_object_get_member(req, "error");
 	if (error_node != NULL && !JSON_NODE_HOLDS_NULL(error_node))
-		g_string_append_printf(out, "Why:          %s\n", json_node_get_string(error_node));
+	{
+		g_autofree gchar *why = hr_client_escape(json_node_get_string(error_node));
+		g_string_append_printf(out, "Why:          %s\n", why);
+	}
 	g_string_append_printf(out, "Asked:        %s\n", params);
 	g_string_append_printf(out, "Blocks:       %" G_GINT64_FORMAT " %s of %" G_GINT64_FORMAT
 			       " tried\n",
@@ -551,46 +861,51 @@ hr_ctl_format_blocks(gint64 blocks)
 gboolean
 hr_ctl_render_reservations(JsonNode *root, GString *out, GError **error)
 {
+	g_autoptr(HrCtlTable) t = hr_ctl_table_new(&hr_ctl_tables[1]);
 	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
 	JsonArray *list;
+	gboolean partial = FALSE;
 
 	if (obj == NULL || !json_object_has_member(obj, "reservations"))
 		return hr_ctl_bad_json(error, "reservations");
 	list = json_object_get_array_member(obj, "reservations");
 	if (json_array_get_length(list) == 0) {
-		g_string_append(out, "no reservations\n");
+		if (!hr_ctl_table_machine(t))
+			g_string_append(out, "no reservations\n");
 		return TRUE;
 	}
-	g_string_append_printf(out, "%-6s %-12s %10s %10s %5s %6s %-6s %-16s %s\n", "ID", "STATE",
-			       "SIZE", "OBTAINED", "NODE", "HELD", "STRICT", "REQUESTER", "REASON");
 	for (guint i = 0; i < json_array_get_length(list); i++) {
 		JsonObject *r = json_array_get_object_element(list, i);
-		g_autofree gchar *size = hr_ctl_format_blocks(hr_ctl_int(r, "need_blocks"));
-		g_autofree gchar *got = hr_ctl_format_blocks(hr_ctl_int(r, "obtained"));
-		g_autofree gchar *node = hr_ctl_int(r, "node") < 0
-					     ? g_strdup("any")
+		gboolean p = json_object_get_boolean_member_with_default(r, "partial", FALSE);
+		partial |= p;
+		hr_ctl_table_row(
+		    t, g_strdup(hr_ctl_str(r, "id", "?")),
+		    g_strdup_printf("%s%s", hr_ctl_str(r, "state", "?"), p ? "*" : ""),
+		    hr_ctl_format_blocks(hr_ctl_int(r, "need_blocks")),
+		    hr_ctl_format_blocks(hr_ctl_int(r, "obtained")),
+		    hr_ctl_int(r, "node") < 0 ? g_strdup("any")
 					     : g_strdup_printf("%" G_GINT64_FORMAT,
-							       hr_ctl_int(r, "node"));
-		g_autofree gchar *state = g_strdup_printf(
-		    "%s%s", hr_ctl_str(r, "state", "?"),
-		    json_object_get_boolean_member_with_default(r, "partial", FALSE) ? "*" : "");
-		g_string_append_printf(out, "%-6s %-12s %10s %10s %5s %6" G_GINT64_FORMAT " %-6s %-16s %s\n",
-				       hr_ctl_str(r, "id", "?"), state, size, got, node,
-				       hr_ctl_int(r, "held_blocks"),
-				       json_object_get_boolean_member_with_default(r, "strict", FALSE)
-					   ? "yes"
-					   : "no",
-				       hr_ctl_str(r, "requester", "-"), hr_ctl_str(r, "reason", ""));
+							       hr_ctl_int(r, "node")),
+		    g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(r, "held_blocks")),
+		    g_strdup(json_object_get_boolean_member_with_default(r, "strict", FALSE) ? "yes"
+											    : "no"),
+		    g_strdup(hr_ctl_str(r, "requester", "-")), g_strdup(hr_ctl_str(r, "reason", "")));
 	}
-	g_string_append(out, "(* partial: less than asked)\n");
+	hr_ctl_table_print(t, out);
+	if (partial && !hr_ctl_table_machine(t))
+		g_string_append(out, "(* partial: less than asked)\n");
 	return TRUE;
 }
-
 /* the final report: what each step gave and what it cost */
 gboolean
 hr_ctl_render_reservation(JsonNode *root, GString *out, GError **error)
 {
+	g_autoptr(HrCtlTable) t = hr_ctl_table_new(&hr_ctl_reservation_steps_table);
 	JsonObject *r = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+	g_autofree gchar *id = NULL;
+	g_autofree gchar *requester = NULL;
+	g_autofree gchar *reason = NULL;
+	g_autofree gchar *last_plan = NULL;
 	JsonArray *steps;
 	gint64 pages = 0, scanned = 0, ms = 0;
 	g_autofree gchar *size = NULL;
@@ -600,8 +915,11 @@ hr_ctl_render_reservation(JsonNode *root, GString *out, GError **error)
 		return hr_ctl_bad_json(error, "reservation steps");
 	size = hr_ctl_format_blocks(hr_ctl_int(r, "need_blocks"));
 	got = hr_ctl_format_blocks(hr_ctl_int(r, "obtained"));
-	g_string_append_printf(out, "Reservation:  %s for %s, %s\n", hr_ctl_str(r, "id", "?"),
-			       hr_ctl_str(r, "requester", "(anonymous)"),
+	id = hr_client_escape(hr_ctl_str(r, "id", "?"));
+	requester = hr_client_escape(hr_ctl_str(r, "requester", "(anonymous)"));
+	reason = hr_client_escape(hr_ctl_str(r, "reason", NULL));
+	last_plan = hr_client_escape(hr_ctl_str(r, "last_plan", NULL));
+	g_string_append_printf(out, "Reservation:  %s for %s, %s\n", id, requester,
 			       json_object_get_boolean_member_with_default(r, "strict", FALSE)
 				   ? "strict (all or nothing)"
 				   : "best effort");
@@ -610,7 +928,7 @@ hr_ctl_render_reservation(JsonNode *root, GString *out, GError **error)
 				   ? " (partial)"
 				   : "");
 	if (hr_ctl_str(r, "reason", NULL) != NULL)
-		g_string_append_printf(out, "Reason:       %s\n", hr_ctl_str(r, "reason", ""));
+		g_string_append_printf(out, "Reason:       %s\n", reason);
 	g_string_append_printf(out, "Obtained:     %s of %s (%" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
 			       " free 2 MiB blocks) on node %" G_GINT64_FORMAT "\n",
 			       got, size, hr_ctl_int(r, "obtained"), hr_ctl_int(r, "need_blocks"),
@@ -628,16 +946,11 @@ hr_ctl_render_reservation(JsonNode *root, GString *out, GError **error)
 	if (hr_ctl_str(r, "finished", NULL) != NULL)
 		g_string_append_printf(out, "Finished:     %s\n", hr_ctl_str(r, "finished", ""));
 	if (hr_ctl_str(r, "last_plan", NULL) != NULL)
-		g_string_append_printf(out, "Last plan:    %s\n", hr_ctl_str(r, "last_plan", ""));
+		g_string_append_printf(out, "Last plan:    %s\n", last_plan);
 	steps = json_object_get_array_member(r, "steps");
-	g_string_append(out, "\nSTEP KIND     SOURCE           STATE    EXPECTED   GAINED  "
-			     "MIGRATED   SCANNED      TIME  DETAIL\n");
 	for (guint i = 0; i < json_array_get_length(steps); i++) {
 		JsonObject *s = json_array_get_object_element(steps, i);
-		g_autofree gchar *source = NULL;
-		g_autofree gchar *time = hr_ctl_format_us(hr_ctl_int(s, "elapsed_ms") * 1000);
-		g_autofree gchar *expect =
-		    g_strdup_printf("%.1f", hr_ctl_int(s, "expect_milli") / 1000.0);
+		gchar *source;
 		if (json_object_has_member(s, "guest"))
 			source = g_strdup_printf("%s %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT,
 						 hr_ctl_str(s, "guest", "?"),
@@ -645,16 +958,20 @@ hr_ctl_render_reservation(JsonNode *root, GString *out, GError **error)
 						 hr_ctl_int(s, "blocks_asked"));
 		else
 			source = g_strdup_printf("host node %" G_GINT64_FORMAT, hr_ctl_int(s, "node"));
-		g_string_append_printf(out, "%4u %-8s %-16s %-8s %8s %8" G_GINT64_FORMAT " %9" G_GINT64_FORMAT
-				       " %9" G_GINT64_FORMAT " %9s  %s\n",
-				       i + 1, hr_ctl_str(s, "kind", "?"), source,
-				       hr_ctl_str(s, "state", "?"), expect, hr_ctl_int(s, "gained"),
-				       hr_ctl_int(s, "pages_migrated"), hr_ctl_int(s, "pages_scanned"),
-				       time, hr_ctl_str(s, "detail", ""));
+		hr_ctl_table_row(t, g_strdup_printf("%u", i + 1), g_strdup(hr_ctl_str(s, "kind", "?")),
+				 source, g_strdup(hr_ctl_str(s, "state", "?")),
+				 g_strdup_printf("%.1f", hr_ctl_int(s, "expect_milli") / 1000.0),
+				 g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(s, "gained")),
+				 g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(s, "pages_migrated")),
+				 g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(s, "pages_scanned")),
+				 hr_ctl_format_us(hr_ctl_int(s, "elapsed_ms") * 1000),
+				 g_strdup(hr_ctl_str(s, "detail", "")));
 		pages += hr_ctl_int(s, "pages_migrated");
 		scanned += hr_ctl_int(s, "pages_scanned");
 		ms += hr_ctl_int(s, "elapsed_ms");
 	}
+	g_string_append(out, "\n");
+	hr_ctl_table_print(t, out);
 	g_string_append_printf(out, "Cost:         %" G_GINT64_FORMAT " pages migrated, %" G_GINT64_FORMAT
 			       " pages scanned, %" G_GINT64_FORMAT " ms of step time "
 			       "(blocks gained are measured on the node and overlap for steps "
@@ -672,6 +989,7 @@ hr_ctl_reservation_progress_line(JsonNode *root, guint width, gboolean bar)
 	JsonArray *steps = json_object_get_array_member(r, "steps");
 	guint running = 0;
 	g_autoptr(GString) line = g_string_new(NULL);
+	g_autofree gchar *id = hr_client_escape(hr_ctl_str(r, "id", "?"));
 
 	for (guint i = 0; steps != NULL && i < json_array_get_length(steps); i++) {
 		if (g_strcmp0(hr_ctl_str(json_array_get_object_element(steps, i), "state", ""),
@@ -687,7 +1005,7 @@ hr_ctl_reservation_progress_line(JsonNode *root, guint width, gboolean bar)
 	}
 	g_string_append_printf(line, "%s %s: %" G_GINT64_FORMAT "/%" G_GINT64_FORMAT
 			       " blocks, %u steps (%u running)",
-			       hr_ctl_str(r, "id", "?"), hr_ctl_str(r, "state", "?"), got, need,
+			       id, hr_ctl_str(r, "state", "?"), got, need,
 			       steps != NULL ? json_array_get_length(steps) : 0, running);
 	if (line->len > width)
 		g_string_truncate(line, width);
@@ -697,6 +1015,7 @@ hr_ctl_reservation_progress_line(JsonNode *root, guint width, gboolean bar)
 gboolean
 hr_ctl_render_host(JsonNode *root, GString *out, GError **error)
 {
+	g_autoptr(HrCtlTable) t = hr_ctl_table_new(&hr_ctl_tables[3]);
 	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
 	JsonArray *nodes;
 	JsonObject *c, *thp;
@@ -704,21 +1023,21 @@ hr_ctl_render_host(JsonNode *root, GString *out, GError **error)
 	if (obj == NULL || !json_object_has_member(obj, "nodes"))
 		return hr_ctl_bad_json(error, "nodes");
 	nodes = json_object_get_array_member(obj, "nodes");
-	g_string_append_printf(out, "%-4s %10s %10s %10s %10s %10s %10s %6s\n", "NODE", "MANAGED",
-			       "FREE", "FREE-2M", "AVAILABLE", "PROMISED", "WMARK-HIGH",
-			       "FRAG");
 	for (guint i = 0; i < json_array_get_length(nodes); i++) {
 		JsonObject *n = json_array_get_object_element(nodes, i);
-		g_autofree gchar *managed = hr_ctl_format_pages(hr_ctl_int(n, "managed"));
-		g_autofree gchar *free = hr_ctl_format_pages(hr_ctl_int(n, "free_pages"));
-		g_autofree gchar *blocks = hr_ctl_format_blocks(hr_ctl_int(n, "free_blocks"));
-		g_autofree gchar *avail = hr_ctl_format_blocks(hr_ctl_int(n, "available_blocks"));
-		g_autofree gchar *promised = hr_ctl_format_blocks(hr_ctl_int(n, "promised_blocks"));
-		g_autofree gchar *high = hr_ctl_format_pages(hr_ctl_int(n, "wmark_high"));
-		g_string_append_printf(out, "%-4" G_GINT64_FORMAT " %10s %10s %10s %10s %10s %10s %6.3f\n",
-				       hr_ctl_int(n, "node"), managed, free, blocks, avail, promised,
-				       high, hr_ctl_int(n, "unusable_index") / 1000.0);
+		hr_ctl_table_row(t, g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(n, "node")),
+				 hr_ctl_format_pages(hr_ctl_int(n, "managed")),
+				 hr_ctl_format_pages(hr_ctl_int(n, "free_pages")),
+				 hr_ctl_format_blocks(hr_ctl_int(n, "free_blocks")),
+				 hr_ctl_format_blocks(hr_ctl_int(n, "available_blocks")),
+				 hr_ctl_format_blocks(hr_ctl_int(n, "promised_blocks")),
+				 hr_ctl_format_pages(hr_ctl_int(n, "wmark_high")),
+				 g_strdup_printf("%.3f", hr_ctl_int(n, "unusable_index") / 1000.0));
 	}
+	hr_ctl_table_print(t, out);
+	/* the table is all a script asked for */
+	if (hr_ctl_table_machine(t) || hr_ctl_options.columns != NULL)
+		return TRUE;
 	g_string_append(out, "(FREE-2M: free memory in chunks of 2 MiB or more; AVAILABLE: of "
 			     "it, above the high watermark;\n FRAG: unusable free space index "
 			     "for 2 MiB, 0 = all free memory in 2 MiB chunks, 1 = none)\n");
@@ -739,7 +1058,6 @@ hr_ctl_render_host(JsonNode *root, GString *out, GError **error)
 				       hr_ctl_int(thp, "hpage_pmd_size") / 1024);
 	return TRUE;
 }
-
 /* ---------------------------------------------------------------------- */
 /* status and plan */
 
@@ -747,28 +1065,28 @@ hr_ctl_render_host(JsonNode *root, GString *out, GError **error)
 static gboolean
 hr_ctl_render_node_blocks(JsonObject *host, GString *out, GError **error)
 {
+	g_autoptr(HrCtlTable) t = hr_ctl_table_new(&hr_ctl_node_blocks_table);
 	JsonArray *nodes;
 
 	if (host == NULL || !json_object_has_member(host, "nodes"))
 		return hr_ctl_bad_json(error, "host nodes");
 	nodes = json_object_get_array_member(host, "nodes");
-	g_string_append_printf(out, "%-4s %10s %12s %12s %12s %6s\n", "NODE", "FREE", "FREE-2M",
-			       "AVAILABLE", "PROMISED", "FRAG");
 	for (guint i = 0; i < json_array_get_length(nodes); i++) {
 		JsonObject *n = json_array_get_object_element(nodes, i);
-		g_autofree gchar *free = hr_ctl_format_pages(hr_ctl_int(n, "free_pages"));
-		g_string_append_printf(out, "%-4" G_GINT64_FORMAT " %10s %12" G_GINT64_FORMAT
-				       " %12" G_GINT64_FORMAT " %12" G_GINT64_FORMAT " %6.3f\n",
-				       hr_ctl_int(n, "node"), free, hr_ctl_int(n, "free_blocks"),
-				       hr_ctl_int(n, "available_blocks"),
-				       hr_ctl_int(n, "promised_blocks"),
-				       hr_ctl_int(n, "unusable_index") / 1000.0);
+		hr_ctl_table_row(t, g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(n, "node")),
+				 hr_ctl_format_pages(hr_ctl_int(n, "free_pages")),
+				 g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(n, "free_blocks")),
+				 g_strdup_printf("%" G_GINT64_FORMAT,
+						 hr_ctl_int(n, "available_blocks")),
+				 g_strdup_printf("%" G_GINT64_FORMAT,
+						 hr_ctl_int(n, "promised_blocks")),
+				 g_strdup_printf("%.3f", hr_ctl_int(n, "unusable_index") / 1000.0));
 	}
+	hr_ctl_table_print(t, out);
 	g_string_append(out, "(FREE-2M, AVAILABLE, PROMISED in 2 MiB blocks; AVAILABLE: above the "
 			     "high watermark)\n");
 	return TRUE;
 }
-
 static gboolean
 hr_ctl_has_array(JsonObject *obj, const gchar *key)
 {
@@ -815,6 +1133,7 @@ hr_ctl_render_plan(JsonNode *root, GString *out, GError **error)
 {
 	JsonObject *obj = JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
 	JsonObject *plan = obj != NULL ? hr_ctl_object_member(obj, "plan") : NULL;
+	g_autoptr(HrCtlTable) t = hr_ctl_table_new(&hr_ctl_plan_steps_table);
 	JsonArray *steps;
 	g_autofree gchar *need = NULL;
 	g_autofree gchar *input = NULL;
@@ -839,30 +1158,30 @@ hr_ctl_render_plan(JsonNode *root, GString *out, GError **error)
 			       " pages to migrate, about %" G_GINT64_FORMAT " ms\n",
 			       hr_ctl_int(plan, "gain_milli") / 1000.0, hr_ctl_int(plan, "cost_pages"),
 			       hr_ctl_int(plan, "est_ms"));
-	if (hr_ctl_str(plan, "summary", "")[0] != '\0')
-		g_string_append_printf(out, "Summary:      %s\n", hr_ctl_str(plan, "summary", ""));
+	if (hr_ctl_str(plan, "summary", "")[0] != '\0') {
+		g_autofree gchar *summary = hr_client_escape(hr_ctl_str(plan, "summary", ""));
+		g_string_append_printf(out, "Summary:      %s\n", summary);
+	}
 	g_string_append_printf(out, "Guests:       %" G_GINT64_FORMAT " considered, %" G_GINT64_FORMAT
 			       " deferred (input %s, decision %s)\n",
 			       hr_ctl_int(plan, "guests_considered"),
 			       hr_ctl_int(plan, "guests_deferred"), input, decision);
 	steps = json_object_get_array_member(plan, "steps");
-	g_string_append_printf(out, "\n%4s %-8s %4s %-20s %7s %6s %6s %9s %10s %8s\n", "STEP",
-			       "KIND", "NODE", "DONOR", "BLOCKS", "THP", "SMALL", "EXPECTED",
-			       "MIGRATE", "TIME");
 	for (guint i = 0; i < json_array_get_length(steps); i++) {
 		JsonObject *s = json_array_get_object_element(steps, i);
 		gboolean donate = g_strcmp0(hr_ctl_str(s, "kind", ""), "donate") == 0;
-		g_autofree gchar *thp = donate ? hr_ctl_member_str(s, "thp") : g_strdup("-");
-		g_autofree gchar *small = donate ? hr_ctl_member_str(s, "small") : g_strdup("-");
-		g_autofree gchar *time = hr_ctl_format_us(hr_ctl_int(s, "est_ms") * 1000);
-		g_string_append_printf(out, "%4u %-8s %4" G_GINT64_FORMAT " %-20s %7" G_GINT64_FORMAT
-				       " %6s %6s %9.1f %10" G_GINT64_FORMAT " %8s\n",
-				       i + 1, hr_ctl_str(s, "kind", "?"), hr_ctl_int(s, "node"),
-				       donate ? hr_ctl_str(s, "guest", "(gone)") : "-",
-				       hr_ctl_int(s, "blocks"), thp, small,
-				       hr_ctl_int(s, "gain_milli") / 1000.0,
-				       hr_ctl_int(s, "cost_pages"), time);
+		hr_ctl_table_row(t, g_strdup_printf("%u", i + 1), g_strdup(hr_ctl_str(s, "kind", "?")),
+				 g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(s, "node")),
+				 g_strdup(donate ? hr_ctl_str(s, "guest", "(gone)") : "-"),
+				 g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(s, "blocks")),
+				 donate ? hr_ctl_member_str(s, "thp") : g_strdup("-"),
+				 donate ? hr_ctl_member_str(s, "small") : g_strdup("-"),
+				 g_strdup_printf("%.1f", hr_ctl_int(s, "gain_milli") / 1000.0),
+				 g_strdup_printf("%" G_GINT64_FORMAT, hr_ctl_int(s, "cost_pages")),
+				 hr_ctl_format_us(hr_ctl_int(s, "est_ms") * 1000));
 	}
+	g_string_append(out, "\n");
+	hr_ctl_table_print(t, out);
 	g_string_append(out, "Nothing was done: 'hugeroomctl prepare' asks for it.\n");
 	return TRUE;
 }

@@ -5,6 +5,40 @@
 
 G_BEGIN_DECLS
 
+/*
+ * How the list tables (guests, reservations, requests, host) print:
+ * hugeroomctl's --output COLUMNS, --noheadings and --raw. The tables come
+ * from libsmartcols, which sizes the columns and encodes what a terminal
+ * must not get raw (a newline or ESC in a guest's name) as \xHH.
+ */
+typedef struct {
+	gchar **columns; /* NULL: all; names checked by hr_ctl_check_output() */
+	gboolean noheadings;
+	gboolean raw;
+} HrCtlTableOptions;
+
+void
+hr_ctl_set_table_options(const HrCtlTableOptions *options);
+/* is @table a list table that takes the options? */
+gboolean
+hr_ctl_table_exists(const gchar *table);
+/* do the columns @columns exist in list table @table? */
+gboolean
+hr_ctl_check_output(const gchar *table, gchar **columns, GError **error);
+/* "  NAME  what it is\n" for each column of @table */
+gchar *
+hr_ctl_table_help(const gchar *table);
+
+/* the largest SIZE: the API's bytes are a signed 64-bit number */
+#define HR_CTL_SIZE_MAX G_MAXINT64
+/*
+ * hugeroomctl's SIZE: a whole number with an optional K, M, G, T, P or E
+ * (powers of 1024; "4G", "4GiB", "4GB" all mean 4 << 30), 1 byte to
+ * HR_CTL_SIZE_MAX. Errors name the limit they passed.
+ */
+gboolean
+hr_ctl_parse_size(const gchar *str, guint64 *bytes, GError **error);
+
 /* human tables for hugeroomctl, from the API's JSON */
 gboolean
 hr_ctl_render_guests(JsonNode *root, GString *out, GError **error);

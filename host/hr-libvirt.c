@@ -259,6 +259,14 @@ hr_libvirt_parse_placement(HrLibvirtDomain *domain, xmlXPathContext *ctxt, GErro
 			g_prefix_error(error, "<cell id='%s' memory>: ", id != NULL ? id : "?");
 			return FALSE;
 		}
+		/* each cell and all of them together: no sum may wrap */
+		if (bytes > HR_LIBVIRT_MEMORY_MAX - in_cells) {
+			g_set_error(error, HR_LIBVIRT_ERROR, HR_LIBVIRT_ERROR_XML,
+				    "<cell id='%s' memory>: the cells' memory adds up to more than "
+				    "the %" G_GUINT64_FORMAT " bytes (2^63 - 1) a reservation can be",
+				    id != NULL ? id : "?", (guint64)HR_LIBVIRT_MEMORY_MAX);
+			return FALSE;
+		}
 		if (id != NULL && strchr(id, '\'') == NULL) {
 			expr = g_strdup_printf("/domain/numatune/memnode[@cellid='%s']/@nodeset", id);
 			cell_nodeset = hr_xpath_string(ctxt, expr);
@@ -416,14 +424,11 @@ hr_libvirt_parse_policy(HrLibvirtDomain *domain, xmlXPathContext *ctxt, GError *
 	return TRUE;
 }
 
-HrLibvirtDomain *
-hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error)
+/* @xml as a document whose root is <domain> */
+static xmlDoc *
+hr_libvirt_read(const gchar *xml, gsize len, GError **error)
 {
-	g_autoptr(HrLibvirtDomain) domain = g_new0(HrLibvirtDomain, 1);
 	g_autoptr(xmlDoc) doc = NULL;
-	g_autoptr(xmlXPathContext) ctxt = NULL;
-	g_autofree gchar *memory = NULL;
-	g_autofree gchar *unit = NULL;
 	xmlNode *root;
 
 	if (len > HR_LIBVIRT_XML_MAX || len > G_MAXINT) {
@@ -451,6 +456,47 @@ hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error)
 			    root != NULL ? (const gchar *)root->name : "");
 		return NULL;
 	}
+	return g_steal_pointer(&doc);
+}
+
+HrLibvirtFailure
+hr_libvirt_domain_on_failure(const gchar *xml, gsize len)
+{
+	g_autoptr(xmlDoc) doc = hr_libvirt_read(xml, len, NULL);
+	g_autoptr(xmlXPathContext) ctxt = NULL;
+	g_autoptr(xmlXPathObject) obj = NULL;
+	HrLibvirtFailure failure = HR_LIBVIRT_FAILURE_UNSET;
+
+	if (doc == NULL)
+		return HR_LIBVIRT_FAILURE_UNSET;
+	ctxt = xmlXPathNewContext(doc);
+	/* in any namespace: <on-failure> without the prefix still says what was meant */
+	obj = xmlXPathEvalExpression((const xmlChar *)"/domain/metadata/*[local-name()='policy']"
+						      "/*[local-name()='on-failure']",
+				     ctxt);
+	for (gint i = 0; obj != NULL && obj->nodesetval != NULL && i < obj->nodesetval->nodeNr;
+	     i++) {
+		g_autoptr(HrXmlStr) content = xmlNodeGetContent(obj->nodesetval->nodeTab[i]);
+		g_autofree gchar *value =
+		    g_strstrip(g_strdup(content != NULL ? (const gchar *)content : ""));
+		if (g_strcmp0(value, "open") != 0)
+			return HR_LIBVIRT_FAILURE_CLOSED;
+		failure = HR_LIBVIRT_FAILURE_OPEN;
+	}
+	return failure;
+}
+
+HrLibvirtDomain *
+hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error)
+{
+	g_autoptr(HrLibvirtDomain) domain = g_new0(HrLibvirtDomain, 1);
+	g_autoptr(xmlDoc) doc = hr_libvirt_read(xml, len, error);
+	g_autoptr(xmlXPathContext) ctxt = NULL;
+	g_autofree gchar *memory = NULL;
+	g_autofree gchar *unit = NULL;
+
+	if (doc == NULL)
+		return NULL;
 	ctxt = xmlXPathNewContext(doc);
 	xmlXPathRegisterNs(ctxt, (const xmlChar *)"hugeroom", (const xmlChar *)HR_LIBVIRT_POLICY_NS);
 
@@ -470,6 +516,13 @@ hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error)
 	}
 	if (!hr_libvirt_parse_scaled(memory, unit, 1024, &domain->memory_bytes, error)) {
 		g_prefix_error(error, "<memory>: ");
+		return NULL;
+	}
+	if (domain->memory_bytes > HR_LIBVIRT_MEMORY_MAX) {
+		g_set_error(error, HR_LIBVIRT_ERROR, HR_LIBVIRT_ERROR_XML,
+			    "<memory>: %" G_GUINT64_FORMAT " bytes is more than the %" G_GUINT64_FORMAT
+			    " bytes (2^63 - 1) a reservation can be",
+			    domain->memory_bytes, (guint64)HR_LIBVIRT_MEMORY_MAX);
 		return NULL;
 	}
 	if (!hr_libvirt_parse_placement(domain, ctxt, error) ||

@@ -88,9 +88,20 @@ typedef struct {
 	HrLibvirtPolicy policy;
 } HrLibvirtDomain;
 
+/* the most memory a domain may have: the API's bytes are a signed 64-bit number */
+#define HR_LIBVIRT_MEMORY_MAX G_MAXINT64
+
 /* errors name the element, not the domain: the caller knows which domain it read */
 HrLibvirtDomain *
 hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error);
+/*
+ * <hugeroom:on-failure> of @xml on its own, for when hr_libvirt_domain_parse()
+ * refused the domain or its policy: a domain that asks to fail closed does,
+ * whatever else in its policy is wrong. A value other than "open" (a typo
+ * too) is CLOSED; UNSET without the element or when @xml is no domain.
+ */
+HrLibvirtFailure
+hr_libvirt_domain_on_failure(const gchar *xml, gsize len);
 void
 hr_libvirt_domain_free(HrLibvirtDomain *domain);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrLibvirtDomain, hr_libvirt_domain_free)

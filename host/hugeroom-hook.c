@@ -27,18 +27,28 @@
 #include <glib/gstdio.h>
 #include <libsoup/soup.h>
 #include <stdio.h>
+#include <string.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include "hr-client.h"
 #include "hr-config.h"
 #include "hr-libvirt.h"
+#include "hr-safefile.h"
 
 #define HR_HOOK_DEFAULT_CONFIG HR_SYSCONFDIR "/hugeroom/hook.conf"
 #define HR_HOOK_DEFAULT_STATE_DIR "/run/hugeroom/hook"
 /* a best-effort reservation settles at its deadline; allow the daemon a tick or two */
 #define HR_HOOK_SETTLE_S 5
 #define HR_HOOK_POLL_MS 250
+/*
+ * The longest domain name the hook handles: its reservations' requester,
+ * "libvirt:NAME", is at most 256 bytes (host/API.md), and its state file
+ * NAME.json must fit a file name.
+ */
+#define HR_HOOK_DOMAIN_MAX 200
+/* a state file holds a few reservation ids */
+#define HR_HOOK_STATE_MAX (64 * 1024)
 
 typedef struct {
 	gchar *api_socket;
@@ -60,19 +70,23 @@ typedef struct {
 static void G_GNUC_PRINTF(3, 4)
 hr_hook_log(HrHook *hook, int priority, const gchar *fmt, ...)
 {
+	g_autofree gchar *raw = NULL;
 	g_autofree gchar *msg = NULL;
+	g_autofree gchar *domain = hr_client_escape(hook->domain);
 	va_list ap;
 
 	va_start(ap, fmt);
-	msg = g_strdup_vprintf(fmt, ap);
+	raw = g_strdup_vprintf(fmt, ap);
 	va_end(ap);
+	/* names come from domain XML and the daemon: one line each, no terminal escapes */
+	msg = hr_client_escape(raw);
 	/* stderr reaches libvirt (its log; the user's error when we exit 1), syslog the admin */
-	g_printerr("hugeroom hook: domain %s: %s%s\n", hook->domain,
+	g_printerr("hugeroom hook: domain %s: %s%s\n", domain,
 		   priority <= LOG_ERR	       ? "error: "
 		   : priority == LOG_WARNING ? "warning: "
 					     : "",
 		   msg);
-	syslog(priority, "domain %s: %s", hook->domain, msg);
+	syslog(priority, "domain %s: %s", domain, msg);
 }
 
 /*
@@ -241,6 +255,11 @@ hr_hook_state_save(HrHook *hook, GPtrArray *ids, GError **error)
 			    "cannot create %s: %s", hook->config.state_dir, g_strerror(errno));
 		return FALSE;
 	}
+	/* what others may write in, they may make us consume or release */
+	if (!hr_safefile_check_dir(hook->config.state_dir, getuid(), HR_SAFEFILE_SHARED, error)) {
+		g_prefix_error(error, "state_dir: ");
+		return FALSE;
+	}
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "domain");
 	json_builder_add_string_value(b, hook->domain);
@@ -276,12 +295,21 @@ hr_hook_state_load(HrHook *hook, gboolean adopt_failure, GError **error)
 	g_autoptr(JsonParser) parser = json_parser_new();
 	g_autoptr(GError) local = NULL;
 	g_autoptr(GPtrArray) ids = g_ptr_array_new_with_free_func(g_free);
+	g_autofree gchar *text = NULL;
+	gsize len = 0;
 	JsonObject *obj;
 	JsonArray *arr;
 
-	if (!json_parser_load_from_file(parser, path, &local)) {
-		if (g_error_matches(local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+	/* a symlink, a FIFO (which would hang libvirt's start) or a file others wrote: refused */
+	if (!hr_safefile_check_dir(hook->config.state_dir, getuid(), HR_SAFEFILE_SHARED, &local) ||
+	    !hr_safefile_get_contents(path, getuid(), HR_SAFEFILE_SHARED, HR_HOOK_STATE_MAX, &text,
+				      &len, &local)) {
+		if (g_error_matches(local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
 			return NULL;
+		g_propagate_prefixed_error(error, g_steal_pointer(&local), "the hook's state: ");
+		return NULL;
+	}
+	if (!json_parser_load_from_data(parser, text, (gssize)len, &local)) {
 		g_propagate_prefixed_error(error, g_steal_pointer(&local), "%s: ", path);
 		return NULL;
 	}
@@ -495,8 +523,18 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 	gboolean waited;
 	int rc = 0;
 
-	if (domain == NULL)
+	if (domain == NULL) {
+		/*
+		 * A domain that asked to fail closed does, whatever else in its
+		 * policy is wrong; a broken policy never turns a closed
+		 * configuration open.
+		 */
+		if (hr_libvirt_domain_on_failure(xml, len) == HR_LIBVIRT_FAILURE_CLOSED) {
+			hook->on_failure = HR_LIBVIRT_FAILURE_CLOSED;
+			hook->on_failure_from = "the domain's <hugeroom:policy>";
+		}
 		return hr_hook_fail(hook, "%s", error->message);
+	}
 	if (domain->policy.on_failure != HR_LIBVIRT_FAILURE_UNSET) {
 		hook->on_failure = domain->policy.on_failure;
 		hook->on_failure_from = "the domain's <hugeroom:policy>";
@@ -727,6 +765,14 @@ main(int argc, char **argv)
 	}
 	hook.on_failure = hook.config.on_failure;
 
+	if (strlen(hook.domain) > HR_HOOK_DOMAIN_MAX) {
+		rc = hr_hook_fail(&hook,
+				  "the domain name is %" G_GSIZE_FORMAT " bytes, more than the %d "
+				  "the hook handles (its reservations' requester is libvirt:NAME, at "
+				  "most 256 bytes)",
+				  strlen(hook.domain), HR_HOOK_DOMAIN_MAX);
+		goto out;
+	}
 	if (g_strcmp0(argv[2], "prepare") == 0) {
 		xml = hr_hook_read_stdin(&len, &error);
 		rc = xml != NULL ? hr_hook_prepare(&hook, xml, len)

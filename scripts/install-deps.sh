@@ -7,7 +7,7 @@ set -euo pipefail
 
 BASE_PKGS=(
     build-essential pkg-config ninja-build
-    libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libvirt-dev libxml2-dev
+    libglib2.0-dev libjson-glib-dev libsoup-3.0-dev libvirt-dev libxml2-dev libsmartcols-dev
     clang libclang-rt-14-dev
     busybox-static cpio kmod dpkg-dev
     seabios qemu-system-data ipxe-qemu

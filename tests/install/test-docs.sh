@@ -23,7 +23,7 @@ done
 help=$("$HUGEROOM_BUILD/host/hugeroomctl" --help)
 # the first word of each line of the Commands: section that starts one
 commands=$(sed -n '/^Commands:/,/^$/p' <<<"$help" | sed -n 's/^  \([a-z][a-z-]*\).*/\1/p' | sort -u)
-options=$(sed -n '/^Application Options:/,/^$/p' <<<"$help" |
+options=$(sed -n '/^\(Application \)\{0,1\}Options:/,/^$/p' <<<"$help" |
     grep -o -- '--[a-z][a-z-]*' | sort -u)
 [ "$(wc -l <<<"$commands")" -ge 15 ] && [ "$(wc -l <<<"$options")" -ge 10 ]
 ok $? "--help lists $(wc -l <<<"$commands") commands and $(wc -l <<<"$options") options" "$help"
@@ -41,17 +41,18 @@ ok "$([ "$man_commands" = "$commands" ] && [ -z "$missing" ]; echo $?)" \
     "commands: $(diff <(echo "$commands") <(echo "$man_commands") | grep '^[<>]' | tr '\n' ' ')
 options missing:$missing"
 
+# the completion asks hugeroomctl (__complete), which must know what --help lists
 comp="$HR_DOC/hugeroomctl.bash-completion"
-comp_commands=$(sed -n '/local commands="/,/"/p' "$comp" | sed 's/.*commands="//; s/".*//' |
-    tr ' ' '\n' | sed '/^$/d' | sort -u)
-comp_options=$(sed -n '/local options="/,/"/p' "$comp" | grep -o -- '--[a-z][a-z-]*' | sort -u)
+comp_commands=$("$HUGEROOM_BUILD/host/hugeroomctl" __complete commands | sort -u)
+comp_options=$(for c in $commands; do "$HUGEROOM_BUILD/host/hugeroomctl" __complete options "$c"; done |
+    sort -u)
 ok "$([ "$comp_commands" = "$commands" ] && [ -z "$(comm -23 <(echo "$options") <(echo "$comp_options"))" ]; echo $?)" \
     "the bash completion offers every command and option of --help" \
     "commands: $(diff <(echo "$commands") <(echo "$comp_commands") | grep '^[<>]' | tr '\n' ' ')
 options missing: $(comm -23 <(echo "$options") <(echo "$comp_options") | tr '\n' ' ')"
 
 # bash itself: the script loads and completes the commands and a command's options
-got=$(bash -c '
+got=$(PATH="$HUGEROOM_BUILD/host:$PATH" bash -c '
     _init_completion() { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]};
                          words=("${COMP_WORDS[@]}"); cword=$COMP_CWORD; }
     . "$1"

@@ -5,7 +5,10 @@
 
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "hr-api-auth.h"
 #include "hr-config.h"
 
 static gchar *
@@ -194,6 +197,96 @@ test_live_documented(void)
 	g_assert_cmpuint(n_man, ==, g_strv_length(names));
 }
 
+/* a file in @dir with @text and @mode */
+static gchar *
+write_file(const gchar *dir, const gchar *name, const gchar *text, mode_t mode)
+{
+	g_autoptr(GError) error = NULL;
+	gchar *path = g_build_filename(dir, name, NULL);
+	g_assert_true(g_file_set_contents(path, text, -1, &error));
+	g_assert_cmpint(g_chmod(path, mode), ==, 0);
+	return path;
+}
+
+/*
+ * The TLS key and the tokens decide who may use the API: as OpenSSH's
+ * StrictModes, nobody but root or the daemon's user may have written
+ * them, nobody else may read the key or the tokens, and neither is a
+ * symlink or something that blocks (a FIFO).
+ */
+static void
+test_secret_files(void)
+{
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *dir = g_dir_make_tmp("hr-config-tls-XXXXXX", &error);
+	g_autofree gchar *cert = write_file(dir, "server.pem", "cert", 0644);
+	g_autofree gchar *key = write_file(dir, "server.key", "key", 0644);
+	g_autofree gchar *tokens =
+	    write_file(dir, "tokens", "admin 0123456789abcdef0123\n", 0622);
+	g_autofree gchar *fifo = g_build_filename(dir, "fifo", NULL);
+	g_autofree gchar *link = g_build_filename(dir, "link", NULL);
+	g_autofree gchar *text = g_strdup_printf("[hugeroomd]\napi_listen=127.0.0.1:1\n"
+						 "api_tls_cert=%s\napi_tls_key=%s\napi_tokens=%s\n",
+						 cert, key, tokens);
+	g_autofree gchar *key_needle = g_strdup_printf("api_tls_key: %s is readable by everyone",
+						       key);
+	g_autoptr(HrApiTokens) loaded = NULL;
+	const gchar *paths[] = {cert, key, tokens, fifo, link};
+
+	assert_load_fails(text, key_needle);
+	g_assert_cmpint(g_chmod(key, 0600), ==, 0);
+	g_assert_cmpint(g_chmod(cert, 0666), ==, 0);
+	assert_load_fails(text, "api_tls_cert: ");
+	g_assert_cmpint(g_chmod(cert, 0644), ==, 0);
+	{
+		g_autofree gchar *path = write_config(text);
+		g_autoptr(HrConfig) config = hr_config_new();
+		g_assert_true(hr_config_load(config, path, TRUE, &error));
+		g_assert_no_error(error);
+		g_unlink(path);
+	}
+
+	/* at 0622 anyone could append an admin token */
+	loaded = hr_api_tokens_load(tokens, &error);
+	g_assert_null(loaded);
+	g_assert_nonnull(strstr(error->message, "writable by everyone"));
+	g_clear_error(&error);
+	g_assert_cmpint(g_chmod(tokens, 0640), ==, 0);
+	loaded = hr_api_tokens_load(tokens, &error);
+	g_assert_null(loaded);
+	g_assert_nonnull(strstr(error->message, "readable by its group"));
+	g_clear_error(&error);
+	g_assert_cmpint(g_chmod(tokens, 0600), ==, 0);
+	if (getuid() == 0) {
+		g_assert_cmpint(chown(tokens, 65534, 65534), ==, 0);
+		loaded = hr_api_tokens_load(tokens, &error);
+		g_assert_null(loaded);
+		g_assert_nonnull(strstr(error->message, "is owned by uid 65534"));
+		g_clear_error(&error);
+		g_assert_cmpint(chown(tokens, 0, 0), ==, 0);
+	}
+	g_assert_cmpint(symlink(tokens, link), ==, 0);
+	loaded = hr_api_tokens_load(link, &error);
+	g_assert_null(loaded);
+	g_assert_nonnull(strstr(error->message, "is a symbolic link"));
+	g_clear_error(&error);
+	g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+	alarm(10); /* a FIFO must not hang the start-up */
+	loaded = hr_api_tokens_load(fifo, &error);
+	alarm(0);
+	g_assert_null(loaded);
+	g_assert_nonnull(strstr(error->message, "is not a regular file"));
+	g_clear_error(&error);
+	loaded = hr_api_tokens_load(tokens, &error);
+	g_assert_no_error(error);
+	g_assert_cmpint(hr_api_tokens_lookup(loaded, "0123456789abcdef0123"), ==,
+			HR_API_ROLE_ADMIN);
+
+	for (guint i = 0; i < G_N_ELEMENTS(paths); i++)
+		g_assert_cmpint(g_unlink(paths[i]), ==, 0);
+	g_assert_cmpint(g_rmdir(dir), ==, 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -202,5 +295,6 @@ main(int argc, char **argv)
 	g_test_add_func("/config/unknown", test_unknown);
 	g_test_add_func("/config/reload", test_reload);
 	g_test_add_func("/config/live-documented", test_live_documented);
+	g_test_add_func("/config/secret-files", test_secret_files);
 	return g_test_run();
 }

@@ -39,14 +39,77 @@ test_guests_table(void)
 	lines = g_strsplit(out->str, "\n", -1);
 	g_assert_cmpuint(g_strv_length(lines), ==, 4); /* header, 2 rows, "" */
 	g_assert_cmpstr(lines[0], ==,
-			"NAME                 UUID                                      PID "
-			"CONNECTED      SEQ     AGE   MEM-FREE   HELD REJECTED");
+			"NAME UUID                                  PID CONNECTED SEQ   AGE MEM-FREE "
+			"HELD REJECTED");
 	g_assert_cmpstr(lines[1], ==,
-			"web1                 6b1e3c2a-51c4-4c1e-9a43-0f6f1b0d7e11     4242 "
-			"yes            118   412ms    1.0 GiB     12        0");
+			"web1 6b1e3c2a-51c4-4c1e-9a43-0f6f1b0d7e11 4242 yes       118 412ms  1.0 GiB "
+			"  12        0");
 	g_assert_cmpstr(lines[2], ==,
-			"db2                  0f0e0d0c-0b0a-0908-0706-050403020100     5151 "
-			"no               -       -          -      0        3");
+			"db2  0f0e0d0c-0b0a-0908-0706-050403020100 5151 no          -     -        - "
+			"   0        3");
+}
+
+/* --output, --noheadings, --raw: what a script picks, without the headings */
+static void
+test_guests_options(void)
+{
+	g_autoptr(JsonNode) root = load_fixture("guests.json");
+	g_autoptr(GString) out = g_string_new(NULL);
+	g_autoptr(GError) error = NULL;
+	g_auto(GStrv) columns = g_strsplit("name,held,Connected", ",", -1);
+	g_auto(GStrv) bad = g_strsplit("name,colour", ",", -1);
+	HrCtlTableOptions options = {.columns = columns, .noheadings = TRUE};
+
+	g_assert_true(hr_ctl_check_output("guests", columns, &error));
+	g_assert_false(hr_ctl_check_output("guests", bad, &error));
+	g_assert_cmpstr(error->message, ==,
+			"--output colour: the guests table has no such column; it has NAME,UUID,PID,"
+			"CONNECTED,SEQ,AGE,MEM-FREE,HELD,REJECTED");
+	g_clear_error(&error);
+	g_assert_false(hr_ctl_check_output("status", NULL, &error));
+	g_clear_error(&error);
+
+	hr_ctl_set_table_options(&options);
+	g_assert_true(hr_ctl_render_guests(root, out, &error));
+	g_assert_cmpstr(out->str, ==, "web1   12 yes\ndb2     0 no\n");
+	g_string_truncate(out, 0);
+	options.noheadings = FALSE;
+	options.raw = TRUE;
+	hr_ctl_set_table_options(&options);
+	g_assert_true(hr_ctl_render_guests(root, out, &error));
+	g_assert_cmpstr(out->str, ==, "NAME HELD CONNECTED\nweb1 12 yes\ndb2 0 no\n");
+	/* an empty list is no line at all for a script */
+	{
+		g_autoptr(JsonNode) empty = json_from_string("{\"guests\":[]}", NULL);
+		g_string_truncate(out, 0);
+		g_assert_true(hr_ctl_render_guests(empty, out, &error));
+		g_assert_cmpstr(out->str, ==, "");
+	}
+	hr_ctl_set_table_options(&(HrCtlTableOptions){0});
+}
+
+/*
+ * A guest names itself: a newline or ESC in its name must not reach the
+ * terminal raw, nor split a row in two.
+ */
+static void
+test_guests_escaped(void)
+{
+	g_autoptr(JsonNode) root = json_from_string(
+	    "{\"guests\":[{\"name\":\"ev\\nil\\u001b[2J\\u202eexe.txt\",\"uuid\":\"u\\u001b\","
+	    "\"pid\":1,\"connected\":true,\"seq\":null,\"held_blocks\":0,\"rejected\":0}]}",
+	    NULL);
+	g_autoptr(GString) out = g_string_new(NULL);
+	g_autoptr(GError) error = NULL;
+	g_auto(GStrv) lines = NULL;
+
+	g_assert_nonnull(root);
+	g_assert_true(hr_ctl_render_guests(root, out, &error));
+	g_assert_null(strchr(out->str, '\033'));
+	g_assert_null(strstr(out->str, "\u202e"));
+	lines = g_strsplit(out->str, "\n", -1);
+	g_assert_cmpuint(g_strv_length(lines), ==, 3); /* header, 1 row, "" */
+	g_assert_true(g_str_has_prefix(lines[1], "ev\\x0ail\\x1b[2J\\xe2\\x80\\xaeexe.txt u\\x1b "));
 }
 
 static void
@@ -110,6 +173,50 @@ test_guest_no_status(void)
 	    parser, "{\"name\":\"x\",\"uuid\":\"u\",\"status\":null,\"device\":null}", -1, &error));
 	g_assert_true(hr_ctl_render_guest(json_parser_get_root(parser), out, &error));
 	assert_contains(out->str, "Status:       none received yet\n");
+}
+
+/* SIZE is checked before anything is sent, against the API's limit */
+static void
+test_parse_size(void)
+{
+	static const struct {
+		const gchar *text;
+		guint64 bytes;
+		const gchar *error;
+	} cases[] = {
+	    {"4G", G_GUINT64_CONSTANT(4) << 30, NULL},
+	    {"512MiB", G_GUINT64_CONSTANT(512) << 20, NULL},
+	    {"2mb", G_GUINT64_CONSTANT(2) << 20, NULL},
+	    {"64T", G_GUINT64_CONSTANT(64) << 40, NULL},
+	    {"7E", G_GUINT64_CONSTANT(7) << 60, NULL},
+	    {"9223372036854775807", G_MAXINT64, NULL},
+	    {"18446744073709551615", 0, "is more than 9223372036854775807 bytes (8 EiB - 1)"},
+	    {"9223372036854775808", 0, "the most a reservation can be"},
+	    {"99999999999999999999999", 0, "is more than 9223372036854775807 bytes"},
+	    {"8E", 0, "is more than"},
+	    {"0", 0, "give more than 0"},
+	    {"12X", 0, "SIZE '12X' is not a size"},
+	    {"-1G", 0, "is not a size"},
+	    {"1.5G", 0, "is not a size"},
+	    {"4Gx", 0, "is not a size"},
+	    {"", 0, "is not a size"},
+	};
+
+	for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+		g_autoptr(GError) error = NULL;
+		guint64 bytes = 0;
+		gboolean ok = hr_ctl_parse_size(cases[i].text, &bytes, &error);
+
+		g_test_message("%s", cases[i].text);
+		if (cases[i].error == NULL) {
+			g_assert_no_error(error);
+			g_assert_true(ok);
+			g_assert_cmpuint(bytes, ==, cases[i].bytes);
+		} else {
+			g_assert_false(ok);
+			g_assert_nonnull(strstr(error->message, cases[i].error));
+		}
+	}
 }
 
 static void
@@ -247,10 +354,11 @@ test_request_failed(void)
 	g_assert_true(hr_ctl_render_requests(json_parser_get_root(parser), table, &error));
 	rows = g_strsplit(table->str, "\n", -1);
 	g_assert_cmpuint(g_strv_length(rows), ==, 3);
-	g_assert_true(g_str_has_prefix(rows[0], "ID                 KIND     STATE     TARGET  TRIED  "
-						"FREED FAILED      PAGES   ELAPSED  CREATED"));
-	g_assert_true(g_str_has_prefix(rows[1], "7                  return   lost         all      0 "
-						"     0      0          0      0 us  20"));
+	g_test_message("%s", table->str);
+	g_assert_true(g_str_has_prefix(rows[0], "ID KIND   STATE TARGET TRIED FREED FAILED PAGES "
+						"ELAPSED CREATED"));
+	g_assert_true(g_str_has_prefix(rows[1], "7  return lost     all     0     0      0     0 "
+						"   0 us 20"));
 }
 
 static void
@@ -301,10 +409,12 @@ test_plan(void)
 			"Expected:     1900.5 blocks, 51000 pages to migrate, about 820 ms");
 	g_assert_cmpstr(lines[3], ==,
 			"Guests:       3 considered, 1 deferred (input 1.2 ms, decision 300 us)");
+	g_assert_cmpstr(lines[5], ==,
+			"STEP KIND   NODE DONOR BLOCKS THP SMALL EXPECTED MIGRATE     TIME");
+	g_assert_cmpstr(lines[6], ==,
+			"   1 free      0 -       1500   -     -   1500.0       0     0 us");
 	g_assert_cmpstr(lines[7], ==,
-			"   2 donate      0 vm2                      250    240     10     240.5"
-			"      51000 800.0 ms");
-	assert_contains(lines[6], "   1 free        0 -                       1500      -      -");
+			"   2 donate    0 vm2      250 240    10    240.5   51000 800.0 ms");
 }
 
 /* status: the three answers in one object, each list unwrapped */
@@ -323,8 +433,8 @@ test_status(void)
 	g_assert_no_error(error);
 	g_assert_cmpstr(out->str, ==,
 			"Host:\n"
-			"NODE       FREE      FREE-2M    AVAILABLE     PROMISED   FRAG\n"
-			"0       1.0 GiB          500          420            8  0.125\n"
+			"NODE    FREE FREE-2M AVAILABLE PROMISED  FRAG\n"
+			"0    1.0 GiB     500       420        8 0.125\n"
 			"(FREE-2M, AVAILABLE, PROMISED in 2 MiB blocks; AVAILABLE: above the high "
 			"watermark)\n"
 			"\nReservations:\nno reservations\n"
@@ -338,6 +448,8 @@ main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/ctl/guests/table", test_guests_table);
+	g_test_add_func("/ctl/guests/options", test_guests_options);
+	g_test_add_func("/ctl/guests/escaped", test_guests_escaped);
 	g_test_add_func("/ctl/plan", test_plan);
 	g_test_add_func("/ctl/status", test_status);
 	g_test_add_func("/ctl/guests/empty", test_guests_empty);
@@ -345,6 +457,7 @@ main(int argc, char **argv)
 	g_test_add_func("/ctl/guest/detail", test_guest_detail);
 	g_test_add_func("/ctl/guest/no-status", test_guest_no_status);
 	g_test_add_func("/ctl/format-pages", test_format_pages);
+	g_test_add_func("/ctl/parse-size", test_parse_size);
 	g_test_add_func("/ctl/format-us", test_format_us);
 	g_test_add_func("/ctl/request/progress-line", test_progress_line);
 	g_test_add_func("/ctl/request/summary", test_request_summary);

@@ -12,6 +12,8 @@
 #include <json-glib/json-glib.h>
 #include <libsoup/soup.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* how the fake daemon answers GET /v1/reservations/ID */
 typedef enum {
@@ -619,6 +621,107 @@ test_bad_input(void)
 	g_assert_cmpuint(fake->created->len, ==, 0);
 }
 
+/*
+ * A domain whose policy says closed fails closed even when another element
+ * of the policy is wrong: the typo must not turn it open.
+ */
+static void
+test_policy_closed(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:on-failure>closed</hugeroom:on-failure>"
+					    "<hugeroom:donr>yes</hugeroom:donr>"),
+				 &err),
+			==, 1);
+	assert_contains(err, "unknown element <hugeroom:donr>");
+	assert_contains(err, "refusing to start the domain (on_failure=closed in the domain's "
+			     "<hugeroom:policy>");
+	g_clear_pointer(&err, g_free);
+	/* the bad element first */
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:deadline>soon</hugeroom:deadline>"
+					    "<hugeroom:on-failure>closed</hugeroom:on-failure>"),
+				 &err),
+			==, 1);
+	assert_contains(err, "'soon' is not a number of seconds");
+	g_clear_pointer(&err, g_free);
+	/* a misspelt closed is not open */
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:on-failure>closd</hugeroom:on-failure>"),
+				 &err),
+			==, 1);
+	assert_contains(err, "'closd' is not open or closed; refusing");
+	g_clear_pointer(&err, g_free);
+	/* a broken policy that says open does not override a closed configuration */
+	fake_write_config(fake, "on_failure=closed\n");
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:on-failure>open</hugeroom:on-failure>"
+					    "<hugeroom:donor>maybe</hugeroom:donor>"),
+				 &err),
+			==, 1);
+	g_clear_pointer(&err, g_free);
+	/* and a policy that is all right and says open still starts the domain */
+	fake_write_config(fake, NULL);
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
+				 XML_POLICY("<hugeroom:on-failure>open</hugeroom:on-failure>"
+					    "<hugeroom:donor>maybe</hugeroom:donor>"),
+				 &err),
+			==, 0);
+	assert_contains(err, "warning: <hugeroom:policy><hugeroom:donor>: 'maybe'");
+	g_assert_cmpuint(fake->created->len, ==, 0);
+}
+
+/* a name with a newline or ESC reaches the log as one line, the escapes shown */
+static void
+test_escaped_names(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+	g_auto(GStrv) lines = NULL;
+
+	g_assert_cmpint(run_hook(fake, "vm\n1\033[2J", "prepare", "begin", "<domain><name>",
+				 &err),
+			==, 0);
+	assert_contains(err, "hugeroom hook: domain vm\\x0a1\\x1b[2J: warning: the domain XML");
+	g_assert_null(strchr(err, '\033'));
+	lines = g_strsplit(err, "\n", -1);
+	g_assert_cmpuint(g_strv_length(lines), ==, 2);
+}
+
+/* bounds where input enters: memory no reservation can be, names too long */
+static void
+test_bounds(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+	g_autofree gchar *long_name = g_strnfill(201, 'v');
+
+	g_assert_cmpint(
+	    run_hook(fake, "vm1", "prepare", "begin",
+		     "<domain type='qemu'><name>vm1</name><memory unit='b'>18446744073709551615"
+		     "</memory></domain>",
+		     &err),
+	    ==, 0);
+	assert_contains(err, "<memory>: 18446744073709551615 bytes is more than the "
+			     "9223372036854775807 bytes (2^63 - 1) a reservation can be");
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(
+	    run_hook(fake, "vm1", "prepare", "begin",
+		     "<domain type='qemu'><name>vm1</name><memory unit='GiB'>8</memory>"
+		     "<cpu><numa><cell id='0' memory='8589934591' unit='GiB'/>"
+		     "<cell id='1' memory='8589934591' unit='GiB'/></numa></cpu></domain>",
+		     &err),
+	    ==, 0);
+	assert_contains(err, "<cell id='1' memory>: the cells' memory adds up to more than");
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(run_hook(fake, long_name, "prepare", "begin", XML_PLAIN, &err), ==, 0);
+	assert_contains(err, "the domain name is 201 bytes, more than the 200 the hook handles");
+	g_assert_cmpuint(fake->created->len, ==, 0);
+}
+
 static void
 test_bad_config(void)
 {
@@ -678,6 +781,50 @@ test_stale_state(void)
 	g_assert_false(has_call(fake, "POST r2/release"));
 }
 
+/*
+ * The state file decides what start consumes and release releases: a
+ * symlink, a FIFO (it would hang libvirt's start) or a directory others
+ * may write in is refused.
+ */
+static void
+test_unsafe_state(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autofree gchar *err = NULL;
+	g_autofree gchar *state = state_file(fake, "vm1");
+	g_autofree gchar *other = g_build_filename(fake->dir, "other.json", NULL);
+
+	g_assert_cmpint(g_mkdir(fake->state_dir, 0700), ==, 0);
+	g_assert_cmpint(mkfifo(state, 0600), ==, 0);
+	alarm(30); /* a hang fails the test instead of stalling the suite */
+	g_assert_cmpint(run_hook(fake, "vm1", "start", "begin", NULL, &err), ==, 0);
+	assert_contains(err, "is not a regular file (a FIFO)");
+	g_clear_pointer(&err, g_free);
+	fake_write_config(fake, "on_failure=closed\n");
+	g_assert_cmpint(run_hook(fake, "vm1", "start", "begin", NULL, &err), ==, 1);
+	alarm(0);
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(g_unlink(state), ==, 0);
+
+	/* another file's ids through a symlink are not ours to consume */
+	g_assert_true(g_file_set_contents(other, "{\"reservations\": [\"r7\"]}", -1, NULL));
+	g_assert_cmpint(symlink(other, state), ==, 0);
+	g_assert_cmpint(run_hook(fake, "vm1", "start", "begin", NULL, &err), ==, 1);
+	assert_contains(err, "is a symbolic link");
+	g_assert_false(has_call(fake, "POST r7/consume"));
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(g_unlink(state), ==, 0);
+	g_assert_cmpint(g_unlink(other), ==, 0);
+
+	/* a state directory anyone may write in is not saved to */
+	g_assert_cmpint(g_chmod(fake->state_dir, 0777), ==, 0);
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin", XML_PLAIN, &err), ==, 1);
+	assert_contains(err, "state_dir: ");
+	assert_contains(err, "writable by everyone");
+	g_assert_true(has_call(fake, "POST r1/release"));
+	g_assert_cmpint(g_chmod(fake->state_dir, 0700), ==, 0);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -687,6 +834,9 @@ main(int argc, char **argv)
 	g_test_add_func("/hook/other-operations", test_other_operations);
 	g_test_add_func("/hook/daemon-down", test_daemon_down);
 	g_test_add_func("/hook/daemon-refuses", test_daemon_refuses);
+	g_test_add_func("/hook/policy-closed", test_policy_closed);
+	g_test_add_func("/hook/escaped-names", test_escaped_names);
+	g_test_add_func("/hook/bounds", test_bounds);
 	g_test_add_func("/hook/pcp", test_pcp);
 	g_test_add_func("/hook/failed-reservation", test_failed_reservation);
 	g_test_add_func("/hook/partial", test_partial);
@@ -700,5 +850,6 @@ main(int argc, char **argv)
 	g_test_add_func("/hook/bad-config", test_bad_config);
 	g_test_add_func("/hook/consume-fails", test_consume_fails);
 	g_test_add_func("/hook/stale-state", test_stale_state);
+	g_test_add_func("/hook/unsafe-state", test_unsafe_state);
 	return g_test_run();
 }

@@ -1014,8 +1014,8 @@ test_cli_wait(Fixture *f, gconstpointer data)
 	proc = ctl_start(f, &p, requests);
 	wait_for(cond_proc_done, &p, "hugeroomctl requests");
 	g_assert_cmpint(g_subprocess_get_exit_status(proc), ==, 0);
-	assert_has(p.out, " evacuate done           2      2      2      0         30    2.0 ms  ");
-	assert_has(p.out, " capture  partial        3      3      1      2          0    3.0 ms  ");
+	assert_has(p.out, " evacuate done         2     2     2      0    30  2.0 ms 20");
+	assert_has(p.out, " capture  partial      3     3     1      2     0  3.0 ms 20");
 	proc_clear(&p);
 }
 
