@@ -23,10 +23,12 @@ HR_HEADLINE_ALLOW_SKIP=1 says a skip is fine there):
 Checks:
  0. the control: the new VM started without prepare on that layout
     OOM-kills a process or gets < 99% THP (else the layout does not need
-    hugeroom and the rest proves nothing); the donors it killed are
-    booted and filled again alike, the helper tops the host up again;
+    hugeroom and the rest proves nothing);
  0b. prepare --strict --wait of more than the donors can give exits 4,
-    the reservation failed, nothing is held afterwards;
+    the reservation failed, nothing is held afterwards (on the donors
+    the control left: it may evacuate blocks before it gives up, so the
+    donors are booted and filled again alike afterwards, and the helper
+    tops the host up to the same free memory);
  1. prepare SIZE --wait ends ready in full (exit 0); consume;
  1b. both donors (alike, so near-equal in cost) were asked at once and
     alike: the first donation step of each started within 3 s of the
@@ -47,6 +49,7 @@ Checks:
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -89,6 +92,7 @@ class Headline:
         self.guests = []
         self.hogs = []
         self.vm = None
+        self.boots = 0
 
     def setup(self):
         self.qemu = hrvm.qemu_binary()
@@ -107,10 +111,11 @@ class Headline:
     def boot_donors(self, indexes):
         """Boot and fill donor@i for each i, alike (a fresh -uuid each)."""
         fresh = []
+        self.boots += 1
         for i in indexes:
             g = hrvm.Guest(self.qemu, self.kver, self.vmlinuz, self.initrd, self.work,
                            daemon=self.daemon, mem="%dM" % DONOR_MIB, name="donor%d" % i,
-                           uuid=str(uuid.uuid4()), tag="boot%d" % len(self.guests))
+                           uuid=str(uuid.uuid4()), tag="boot%d" % self.boots)
             g.index = i
             g.start()
             hrhost.set_oom_score_adj(g.pid, 1000)
@@ -155,6 +160,14 @@ class Headline:
             self.hogs.append(hog)
             time.sleep(2)
         return hrhost.meminfo_host()
+
+    def room_returns(self, rid):
+        """Blocks the daemon gave back for reservation @rid because the
+        node had room again (its log)."""
+        with open(self.daemon.logfile, errors="replace") as f:
+            return sum(int(m.group(1)) for m in re.finditer(
+                r"reservation %s: returning (\d+) blocks to \S+ \(the host has room again\)"
+                % re.escape(rid), f.read()))
 
     def connected_held(self):
         return sum(x["held_blocks"] for x in self.daemon.ctl_json("guests")["guests"]
@@ -211,7 +224,7 @@ class Headline:
                 g.stop()
             except hrvm.Failure:
                 pass
-        return [g.index for g in dead]
+        self.guests = [g for g in self.guests if g not in dead]
 
     def stop(self):
         self.stop_vm()
@@ -257,22 +270,15 @@ def main():
         tap.ok(True, "two donors own the host's memory; a %d MiB VM needs %d MiB from them"
                % (vm_mib, vm_mib - (mi["MemAvailable"] >> 10)))
 
-        # 0. the control; what it killed comes back alike
-        dead = h.control(vm_mib)
-        if dead:
-            h.boot_donors(dead)
-        mi = h.fill_host()
-        short = vm_mib - (mi["MemAvailable"] >> 10)
-        tap.ok(short >= FROM_GUESTS_MIB // 2,
-               "the layout again: %d MiB available, the VM needs %d MiB from the donors%s"
-               % (mi["MemAvailable"] >> 10, short,
-                  " (%s booted and filled again)" % ", ".join("donor%d" % i for i in dead)
-                  if dead else ""))
-        guests = h.guests
+        # 0. the control
+        h.control(vm_mib)
+        h.fill_host()
         daemon = h.daemon
 
         # 0b. all or nothing: more than the donors can give
         big = vm_mib + 2 * DONOR_MIB
+        taken0 = sum(int(g.driver_status()["evac_taken_blocks"][0])
+                     for g in h.guests if g.alive())
         t0 = time.monotonic()
         p, srid = h.ctl("prepare", "%dM" % big, "--strict", "--deadline", "60",
                         "--requester", "test-headline-strict", "--wait")
@@ -288,8 +294,28 @@ def main():
                "%.1f s: %s, %s; %d blocks held after" % (big, p.returncode, took,
                                                           sr.get("state"), sr.get("reason"),
                                                           held), p.stderr)
-        if srid:
+        # what the failed attempt took from the donors before it gave up
+        # (given back, but no longer host-backed: the layout changed)
+        taken = sum(int(g.driver_status()["evac_taken_blocks"][0])
+                    for g in h.guests if g.alive()) - taken0
+        hrvm.log("the strict prepare took %d blocks from the donors before it failed" % taken)
+        if srid and sr.get("state") not in ("failed", "released", "expired"):
             daemon.ctl("release", srid)
+
+        # the same layout again for prepare: fresh donors, alike
+        for g in h.guests:
+            g.stop()
+        h.guests = []
+        for hog in h.hogs:
+            hog.stop()
+        h.hogs = []
+        h.boot_donors(range(2))
+        mi = h.fill_host()
+        short = vm_mib - (mi["MemAvailable"] >> 10)
+        tap.ok(short >= FROM_GUESTS_MIB // 2,
+               "the layout again, on fresh donors: %d MiB available, the VM needs %d MiB "
+               "from the donors" % (mi["MemAvailable"] >> 10, short))
+        guests = h.guests
 
         # 1. prepare, consume
         oom0 = hrhost.vmstat_host("oom_kill")
@@ -332,9 +358,12 @@ def main():
         given_kb = sum(s.get("blocks_held", 0) for s in r["steps"]
                        if s["kind"] == "donate") * 2048
         daemon.ctl("consume", rid)
+        held_c = h.connected_held()
 
         # 2. the new VM
         pct, secs, err, (thp, rss) = h.start_vm(vm_mib, "new-vm")
+        hrvm.log("held by the donors: %d after consume, %d once the VM started (%d given "
+                 "back for room so far)" % (held_c, h.connected_held(), h.room_returns(rid)))
         tap.ok(pct is not None and pct >= THP_MIN_PCT,
                "the new VM got %s in %s" % (
                    "%.1f%% THP (%d of %d MiB)" % (pct, thp >> 10, rss >> 10)
@@ -362,20 +391,25 @@ def main():
                % (fell >> 10, given_kb >> 10, 100.0 * (given_kb - fell) / max(given_kb, 1)))
 
         # 5. room again: the daemon gives the holds back on its own
+        hrvm.log("held by the donors once the VM stopped: %d" % h.connected_held())
         for hog in h.hogs:
             hog.stop()
         h.hogs = []
-        held = h.connected_held()
         try:
             hrvm.wait_for(lambda: h.connected_held() == 0 and
                           not daemon.ctl_json("reservation", rid).get("holds"),
                           90, "the holds to go back", interval=1)
-            tap.ok(held > 0, "with room again (return_high_mark_mb 4096, the default) the "
-                   "daemon gave the %d held blocks back before any release" % held)
         except hrvm.Failure:
-            tap.ok(False, "with room again the daemon gives the holds back on its own",
-                   "%d of %d still held; reservation %s" % (
-                       h.connected_held(), held, daemon.ctl_json("reservation", rid)))
+            pass
+        r = daemon.ctl_json("reservation", rid)
+        back = h.room_returns(rid)
+        tap.ok(held_c > 0 and h.connected_held() == 0 and not r.get("holds") and
+               back == held_c and r["state"] == "consumed",
+               "with room again (return_high_mark_mb 4096, the default) the daemon gave "
+               "the consumed reservation's %d holds back on its own (%d for room), before "
+               "any release" % (held_c, back),
+               "%d still held, reservation %s holds %d" % (
+                   h.connected_held(), r["state"], len(r.get("holds") or ())))
         daemon.ctl("release", rid)
 
         # 6. data intact
