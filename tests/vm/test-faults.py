@@ -192,13 +192,18 @@ class Faults:
         return self.daemon.ctl_json("reservation", rid)
 
     def wait_donating(self, name, rid):
-        """Wait until @name holds blocks for a reservation (a fault of a
-        donor that holds nothing tests nothing); returns how many."""
+        """Wait until @name's device holds blocks (a fault of a donor that
+        holds nothing tests nothing); returns how many.  Polled on the
+        device (QMP), which is quick: on the fixture host a reservation
+        never sees its gains and fails, giving the blocks back, once its
+        donations ended, so the fault must come while they run."""
+        g = self.guests[name]
+
         def holding():
-            return self.owned().get(name, 0) or None
+            return g.qmp("query-hugeroom")[0]["held-blocks"] or None
         try:
             return hrvm.wait_for(holding, 120, "%s to hold blocks for reservations" % name,
-                                 interval=0.2)
+                                 interval=0.05)
         except hrvm.Failure:
             r = self.reservation(rid)
             raise hrvm.Failure("%s holds no block for a reservation: %s %s, steps %s" % (
@@ -242,11 +247,11 @@ def fault_qemu_kill(f):
     tap = f.tap
     fb = f.guests["fb"]
     rid = f.prepare(FB_NEEDED_MIB)
-    f.wait_donating("fb", rid)
-    held = f.owned().get("fb", 0)
+    held = f.wait_donating("fb", rid)
     os.kill(fb.pid, signal.SIGKILL)
     hrvm.wait_for(lambda: not fb.alive(), 10, "fb's QEMU to die")
-    tap.ok(held > 0, "qemu kill: fb's QEMU SIGKILLed holding %d blocks for reservations" % held)
+    tap.ok(held > 0, "qemu kill: fb's QEMU SIGKILLed while its device held %d blocks for "
+           "reservation %s" % (held, rid))
     f.check("qemu kill", gone=("fb",))
     del f.guests["fb"]
 
@@ -256,8 +261,7 @@ def fault_panic(f):
     fb = f.boot("fb")
     f.wait_connected(["fa", "fb"])
     rid = f.prepare(FB_NEEDED_MIB)
-    f.wait_donating("fb", rid)
-    held = f.owned().get("fb", 0)
+    held = f.wait_donating("fb", rid)
     try:
         fb.sock.sendall(b"99 sh echo c > /proc/sysrq-trigger\n")
     except OSError:
@@ -267,8 +271,8 @@ def fault_panic(f):
         fb._fill()
         return not fb.alive()
     hrvm.wait_for(ended, 120, "the panicked guest's QEMU to end")
-    tap.ok(held > 0, "panic: fb panicked holding %d blocks for reservations (its QEMU "
-           "ended, -no-reboot)" % held)
+    tap.ok(held > 0, "panic: fb panicked while its device held %d blocks for reservation %s "
+           "(its QEMU ended, -no-reboot)" % (held, rid))
     f.check("panic", gone=("fb",))
     del f.guests["fb"]
 
