@@ -8,8 +8,18 @@ In one run, on the same kind of donors (fresh donors per case):
   balloon   virtio-balloon inflate (4 KiB pages) of the shortfall across the
             donors (QMP balloon; virtio_balloon loaded in the guest), until the
             balloons reached their targets, then start;
+  balloon-compact
+            the same inflate, then host compact_memory, then start;
   fpr       virtio-balloon free page reporting on from boot, some time to
             report, then start;
+  fpr-whole free page reporting on a layout where some guest blocks are wholly
+            free: --whole-free of each donor's touched memory is freed in
+            whole blocks (a process that touched it exits), the rest keeps
+            holes so that the donors use as much memory as in the other cases;
+  virtio-mem
+            donors whose RAM above --vmem-base MiB is a virtio-mem device
+            (onlined movable), which unplugs the shortfall across them (QMP
+            qom-set requested-size) until it reached its size, then start;
   hugeroom  hugeroomd, donors with virtio-hugeroom and the driver:
             `hugeroomctl prepare SIZE --deadline D --wait --json`, `consume`
             just before the start, then start; `release` afterwards, and the
@@ -43,6 +53,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,10 +62,16 @@ import hrvm  # noqa: E402
 
 import hrhost  # noqa: E402
 
-CASES = ("nothing", "compact", "balloon", "fpr", "hugeroom")
+CASES = ("nothing", "compact", "balloon", "balloon-compact", "fpr", "fpr-whole",
+         "virtio-mem", "hugeroom")
 LABELS = {"nothing": "nothing", "compact": "host compact_memory",
-          "balloon": "balloon inflate 4K", "fpr": "free page reporting",
-          "hugeroom": "hugeroom prepare"}
+          "balloon": "balloon inflate 4K", "balloon-compact": "balloon 4K + compact",
+          "fpr": "free page reporting", "fpr-whole": "FPR, whole free blocks",
+          "virtio-mem": "virtio-mem unplug", "hugeroom": "hugeroom prepare"}
+BALLOON_CASES = ("balloon", "balloon-compact")
+FPR_CASES = ("fpr", "fpr-whole")
+# the wire's migratetype of a movable pageblock (debugfs occupancy)
+MT_MOVABLE = 1
 SCAN_KEYS = ("compact_migrate_scanned", "compact_free_scanned",
              "compact_daemon_migrate_scanned", "compact_daemon_free_scanned")
 KEYS = SCAN_KEYS + ("compact_stall", "compact_success", "compact_fail", "pgmigrate_success",
@@ -109,9 +126,16 @@ class Bench:
     def prepare_images(self):
         self.qemu = hrvm.qemu_binary()
         self.kver, (self.vmlinuz, _) = hrvm.pick_kernel(self.a.kernel)
-        ko = hrvm.build_module(self.kver)
+        # the test build: its debugfs "occupancy" (every pageblock's free
+        # pages) is the snapshot the migration minimum comes from; its other
+        # aids are off unless written to
+        ko = hrvm.build_module(self.kver, test=True)
+        mods = ["virtio_pci"]
         if self.a.page_cache:
-            os.environ["HUGEROOM_INITRAMFS_MODULES"] = "virtio_pci virtio_blk"
+            mods.append("virtio_blk")
+        if "virtio-mem" in self.a.cases:
+            mods.append("virtio_mem")
+        os.environ["HUGEROOM_INITRAMFS_MODULES"] = " ".join(mods)
         self.initrd = hrvm.build_initramfs(self.kver, ko, self.work, tools=True)
 
     def cleanup_case(self):
@@ -136,15 +160,25 @@ class Bench:
         if case == "hugeroom":
             self.daemon = hrvm.Daemon(self.work, interval_ms=1000)
             with open(self.daemon.conf, "a") as f:
-                f.write("state_dir=%s\nreturn_high_mark_mb=0\n" % self.work)
+                # the shipped defaults (return_high_mark_mb among them) but
+                # where the state goes and the donors' floor
+                f.write("state_dir=%s\n" % self.work)
                 f.write("[guest:donor*]\nfloor_mb=%d\n" % a.floor)
             self.daemon.start()
         for i in range(a.donors):
             extra = []
-            if case == "balloon":
+            mem, append = "%dM" % a.donor_mem, ""
+            if case in BALLOON_CASES:
                 extra += ["-device", "virtio-balloon-pci,id=bal0"]
-            elif case == "fpr":
+            elif case in FPR_CASES:
                 extra += ["-device", "virtio-balloon-pci,id=bal0,free-page-reporting=on"]
+            elif case == "virtio-mem":
+                vmem = a.donor_mem - a.vmem_base
+                mem = "%dM,maxmem=%dM" % (a.vmem_base, a.donor_mem)
+                extra += ["-object", "memory-backend-ram,id=vmem0,size=%dM" % vmem,
+                          "-device", "virtio-mem-pci,id=vm0,memdev=vmem0,requested-size=%dM"
+                          % vmem]
+                append = "memhp_default_state=online_movable"
             if a.prealloc_donors:
                 extra += ["-mem-prealloc"]
             if a.page_cache and i == 0:
@@ -154,27 +188,44 @@ class Bench:
                 extra += ["-drive", "file=%s,if=none,id=pc0,format=raw" % img,
                           "-device", "virtio-blk-pci,drive=pc0"]
             g = hrvm.Guest(self.qemu, self.kver, self.vmlinuz, self.initrd, self.work,
-                           daemon=self.daemon, mem="%dM" % a.donor_mem, name="donor%d" % i,
+                           daemon=self.daemon, mem=mem, name="donor%d" % i,
                            uuid=str(uuid.uuid4()), tag=case, extra=extra,
-                           hugeroom=(case == "hugeroom"))
+                           hugeroom=(case == "hugeroom"), append=append)
             self.guests.append(g)
             g.start()
             # the OOM killer's first choice, before anything else on this host
             hrhost.set_oom_score_adj(g.pid, 1000)
-            if case in ("balloon", "fpr"):
+            if case in BALLOON_CASES + FPR_CASES:
                 g.cmd("sh modprobe virtio_balloon")
+            if case == "virtio-mem":
+                self.wait_vmem_plugged(g, (a.donor_mem - a.vmem_base) << 20)
             if case == "hugeroom" and a.claim_holes is not None:
                 g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/claim_holes"
                       % a.claim_holes)
+        whole = int(a.touch * a.whole_free) // 8 * 8 if case == "fpr-whole" else 0
         for i, g in enumerate(self.guests):
             avail = g.meminfo()["MemAvailable"] >> 10
             if a.touch > avail - 64:
                 raise hrvm.Failure("%s has %d MiB available: --touch %d does not fit (at "
                                    "most %d)" % (g.name, avail, a.touch, avail - 64))
-            hrhost.memfill_start(g, "fill", a.touch, a.chunk, 100 + i,
-                                 int(a.free_fraction * 1000), a.holes == "random")
+            if whole:
+                # touched first, so its pages lie together, and freed whole
+                # once the holed part is in place
+                hrhost.memfill_start(g, "whole", whole, 0, 200 + i)
+        for g in self.guests:
+            if whole:
+                hrhost.memfill_wait(g, "whole")
+        for i, g in enumerate(self.guests):
+            # as much used memory as the other cases: the holes of the rest
+            # are what --free-fraction leaves beyond the whole free blocks
+            ff = ((a.free_fraction * a.touch - whole) / (a.touch - whole) if whole
+                  else a.free_fraction)
+            hrhost.memfill_start(g, "fill", a.touch - whole, a.chunk, 100 + i,
+                                 int(round(ff * 1000)), a.holes == "random")
         for g in self.guests:
             hrhost.memfill_wait(g, "fill")
+            if whole:
+                g.cmd("sh /tools/memfill ctl /tmp/whole quit >/dev/null; sleep 1")
         if a.page_cache:
             g = self.guests[0]
             g.cmd("sh dd if=/dev/vda of=/dev/null bs=1M 2>/dev/null", timeout=600)
@@ -201,6 +252,14 @@ class Bench:
                 say("  a dense helper (oom_score_adj 0, the donors 1000) holds %d MiB of host "
                     "memory (%d parts)" % (held >> 10, len(self.hogs)))
         time.sleep(2)
+
+    def wait_vmem_plugged(self, g, size):
+        """Wait until @g's virtio-mem device plugged @size bytes (the
+        driver plugs what is requested once it probed)."""
+        def plugged():
+            return g.qmp("qom-get", path="/machine/peripheral/vm0", property="size") >= size
+        hrvm.wait_for(plugged, 300, "%s's virtio-mem to plug %d MiB" % (g.name, size >> 20),
+                      interval=1)
 
     def donors_mem(self):
         out = {}
@@ -241,6 +300,37 @@ class Bench:
         except hrvm.Failure:
             r["balloon_reached"] = False
         r["balloon_actual_mib"] = [g.qmp("query-balloon")["actual"] >> 20 for g in self.guests]
+        r["balloon_target_mib"] = target >> 20
+
+    def do_balloon_compact(self, r):
+        self.do_balloon(r)
+        self.do_compact(r)
+
+    def do_fpr_whole(self, r):
+        self.do_fpr(r)
+
+    def do_virtio_mem(self, r):
+        """Unplug the shortfall across the donors' virtio-mem devices, in
+        whole device blocks (2 MiB here), until they reached their size."""
+        per = int(math.ceil(r["shortfall_mib"] / len(self.guests) / 2.0)) * 2
+        size0 = (self.a.donor_mem - self.a.vmem_base) << 20
+        target = max(0, size0 - (per << 20))
+        r["vmem_per_donor_mib"] = per
+        r["vmem_target_mib"] = target >> 20
+        for g in self.guests:
+            g.qmp("qom-set", path="/machine/peripheral/vm0", property="requested-size",
+                  value=target)
+
+        def sizes():
+            return [g.qmp("qom-get", path="/machine/peripheral/vm0", property="size")
+                    for g in self.guests]
+        try:
+            hrvm.wait_for(lambda: all(x <= target for x in sizes()), self.a.balloon_timeout,
+                          "the virtio-mem devices' sizes", interval=1)
+            r["vmem_reached"] = True
+        except hrvm.Failure:
+            r["vmem_reached"] = False
+        r["vmem_size_mib"] = [x >> 20 for x in sizes()]
 
     def do_fpr(self, r):
         # reporting runs from boot (module loaded before the fill); give it
@@ -255,10 +345,15 @@ class Bench:
             last = now
 
     def candidates_snapshot(self, r):
-        """The occupancy snapshot before prepare: each donor's candidates, how
-        the host backs them, and the minimum number of guest pages to migrate
-        for the blocks the host lacks (the host-backed candidates with the
-        most free pages; unbacked blocks free nothing on the host)."""
+        """The occupancy snapshot before prepare: every movable pageblock of
+        each donor with its free pages (the driver's debugfs occupancy, the
+        count the host's candidates come from), how the host backs it
+        (pagemap + kpageflags of the donor's QEMU), and from that the
+        minimum number of guest pages to migrate for the blocks the host
+        lacks: the host THP-backed blocks with the most free pages (a block
+        the host does not back with a huge page frees no 2 MiB block when
+        discarded).  The guests' candidate lists, what the daemon plans
+        from, are summarized beside it."""
         host = self.daemon.ctl_json("host")["nodes"][0]
         need = max(0, (self.a.vm_mem + 1) // 2 - host["available_blocks"])
         r["need_from_guests_blocks"] = need
@@ -269,36 +364,47 @@ class Bench:
             st = self.daemon.ctl_json("guest", g.name)
             cands = (st.get("status") or {}).get("candidates") or []
             ram = st.get("ram") or []
+
+            def backing(gpa):
+                for reg in ram:
+                    if reg["gpa"] <= gpa < reg["gpa"] + reg["size"]:
+                        return hrhost.host_backing(g.pid, reg["hva"] + gpa - reg["gpa"])
+                return None
             n_thp = n_4k = n_none = 0
             for c in cands:
-                hva = None
-                for reg in ram:
-                    if reg["gpa"] <= c["gpa"] < reg["gpa"] + reg["size"]:
-                        hva = reg["hva"] + c["gpa"] - reg["gpa"]
-                if hva is None:
+                b = backing(c["gpa"])
+                if b is None:
                     continue
-                present, thp = hrhost.host_backing(g.pid, hva)
+                present, thp = b
                 if present == 0:
                     n_none += 1
                 elif thp:
                     n_thp += 1
                 else:
                     n_4k += 1
-                if present == 512:
-                    used_backed.append(512 - c["free_pages"])
+            blocks = backed = 0
+            for line in g.debugfs("occupancy"):
+                f = line.split()
+                if len(f) != 3 or int(f[2]) != MT_MOVABLE:
+                    continue
+                blocks += 1
+                b = backing(int(f[0], 16))
+                if b is not None and b[0] == 512 and b[1]:
+                    backed += 1
+                    used_backed.append(512 - int(f[1]))
             summ[g.name] = {"candidates": len(cands), "host_thp": n_thp, "host_4k": n_4k,
-                            "not_resident": n_none,
+                            "not_resident": n_none, "movable_blocks": blocks,
+                            "movable_host_thp": backed,
                             "free_pages": (st.get("status") or {}).get("mem_free_pages")}
         used_backed.sort()
         r["snapshot"] = summ
-        r["min_migrate_extrapolated"] = len(used_backed) < need
-        # Blocks beyond the backed candidates count at the layout's own
-        # occupancy: the candidates are the guest's emptiest blocks, so
-        # their average (a run had 5 backed ones, all empty: minimum 0)
-        # says nothing of the blocks the host must get beyond them.
-        take = used_backed[:need]
-        r["min_migrate_pages"] = int(sum(take) + (need - len(take)) * 512 *
-                                     (1 - self.a.free_fraction))
+        if not used_backed:
+            raise hrvm.Failure("no occupancy snapshot: the donors' debugfs occupancy listed "
+                               "no host THP-backed movable block")
+        # fewer backed blocks than needed: the minimum is not reachable by
+        # donations alone; count the rest as whole blocks to move
+        r["min_migrate_short"] = max(0, need - len(used_backed))
+        r["min_migrate_pages"] = int(sum(used_backed[:need]) + r["min_migrate_short"] * 512)
 
     def do_hugeroom(self, r):
         ctl = os.path.join(hrvm.build_dir(), "host", "hugeroomctl")
@@ -391,12 +497,13 @@ class Bench:
                               (n, s["candidates"], s["host_thp"], s["host_4k"],
                                s["not_resident"]) for n, s in r["snapshot"].items()),
                     r["need_from_guests_blocks"], r["min_migrate_pages"],
-                    " (extrapolated)" if r["min_migrate_extrapolated"] else ""))
+                    " (%d blocks more than the host THP-backed movable ones, counted at 512)"
+                    % r["min_migrate_short"] if r["min_migrate_short"] else ""))
         gm0 = self.guest_migrated()
         alive0 = [g.name for g in self.guests if g.alive()]
         v0 = hrhost.vmstat_all()
         t0 = time.monotonic()
-        getattr(self, "do_" + case, lambda r: None)(r)
+        getattr(self, "do_" + case.replace("-", "_"), lambda r: None)(r)
         r["prepare_s"] = time.monotonic() - t0
         v1 = hrhost.vmstat_all()
         r["vm_prepare"] = vdelta(v0, v1)
@@ -456,15 +563,58 @@ def mib_pair(before, after, key):
     return b, aa
 
 
+def median(xs):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+
+
+def spread(xs, fmt="%.1f"):
+    """'median [min-max]' of @xs, or '-'."""
+    if not xs:
+        return "-"
+    m = fmt % median(xs)
+    return m if len(xs) == 1 else "%s [%s-%s]" % (m, fmt % min(xs), fmt % max(xs))
+
+
+def notes(r):
+    """What a row would otherwise hide: an error, prepare's exit status, a
+    consume that failed, how far a balloon or virtio-mem got, a failed start."""
+    if r.get("error"):
+        return "ERROR: " + r["error"].strip().splitlines()[-1][:160]
+    out = []
+    if r["case"] == "hugeroom":
+        res = r.get("reservation") or {}
+        out.append("prepare exit %s, %s%s" % (r.get("prepare_exit"), res.get("state"),
+                                             " (partial)" if res.get("partial") else ""))
+        if r.get("consume_error"):
+            out.append("consume: " + r["consume_error"].strip().splitlines()[-1][:120])
+    if "balloon_actual_mib" in r:
+        out.append("balloon %s MiB of target %d%s" % (
+            "+".join(str(x) for x in r["balloon_actual_mib"]), r.get("balloon_target_mib", -1),
+            "" if r.get("balloon_reached") else " NOT reached"))
+    if "vmem_size_mib" in r:
+        out.append("virtio-mem %s MiB of target %d%s" % (
+            "+".join(str(x) for x in r["vmem_size_mib"]), r["vmem_target_mib"],
+            "" if r.get("vmem_reached") else " NOT reached"))
+    if r.get("start_error"):
+        out.append("START FAILED: " + r["start_error"].strip().splitlines()[0][:120])
+    return "; ".join(out)
+
+
 def row(r):
+    if r.get("error"):
+        return [LABELS[r["case"]], str(r.get("rep", 1)), "ERROR"] + ["-"] * 10 + [notes(r)]
     b_rss, a_rss = mib_pair(r["donors_before"], r["donors_after"], "rss")
     b_thp, a_thp = mib_pair(r["donors_before"], r["donors_after"], "thp")
-    thp = "%.1f" % r["vm_thp_pct"] if r["vm_thp_pct"] is not None else "fail"
+    thp = "%.1f" % r["vm_thp_pct"] if r["vm_thp_pct"] is not None else "FAILED"
     total = (r["prepare_s"] + r["start_s"]) if r["start_s"] is not None else None
     mig = "%d" % r["guest_pages_migrated"]
     if r["case"] == "hugeroom":
         mig = "%d/%d" % (r.get("steps_pages_migrated", 0), r.get("min_migrate_pages", 0))
-    return [LABELS[r["case"]], thp, "%.1f" % r["prepare_s"],
+    return [LABELS[r["case"]], str(r.get("rep", 1)), thp, "%.1f" % r["prepare_s"],
             "%.1f" % r["start_s"] if r["start_s"] is not None else "-",
             "%.1f" % total if total is not None else "-",
             "%d/%d" % (r["vm_prepare"]["compact_stall"], r["vm_start"]["compact_stall"]),
@@ -472,7 +622,7 @@ def row(r):
             "%d->%d" % (b_rss, a_rss), "%d->%d" % (b_thp, a_thp),
             donor_ram_thp_pct(r),
             "%d%s" % (r["oom_kills"], " (%s)" % ",".join(r["donors_killed"])
-                      if r["donors_killed"] else ""), mig]
+                      if r["donors_killed"] else ""), mig, notes(r)]
 
 
 def per_block(h):
@@ -494,14 +644,16 @@ def donor_ram_thp_pct(r):
     return "%.0f" % (100.0 * a_thp / a_rss) if a_rss else "-"
 
 
-HEADER = ["case", "VM THP%", "prep s", "start s", "total s", "stalls p/s",
+HEADER = ["case", "run", "VM THP%", "prep s", "start s", "total s", "stalls p/s",
           "scanned M p/s", "donors RSS MiB", "donors THP MiB", "donor THP%", "OOM",
-          "guest migrated"]
+          "guest migrated", "notes"]
+SUMMARY = ["case", "runs", "VM THP%", "prep s", "start s", "total s", "donor THP%",
+           "OOM kills", "guest migrated"]
 
 
-def table(results):
-    rows = [HEADER] + [row(r) for r in results]
-    w = [max(len(x[i]) for x in rows) for i in range(len(HEADER))]
+def render(header, rows):
+    rows = [header] + rows
+    w = [max(len(x[i]) for x in rows) for i in range(len(header))]
     lines = []
     for n, x in enumerate(rows):
         lines.append("| " + " | ".join(c.ljust(w[i]) for i, c in enumerate(x)) + " |")
@@ -510,12 +662,58 @@ def table(results):
     return "\n".join(lines)
 
 
+def table(results):
+    return render(HEADER, [row(r) for r in results])
+
+
+def by_case(results):
+    out = {}
+    for r in results:
+        out.setdefault(r["case"], []).append(r)
+    return [(c, out[c]) for c in CASES if c in out]
+
+
+def summarize(case, runs):
+    """One case over its runs: median [min-max]; a failed start counts 0% THP."""
+    ok = [r for r in runs if not r.get("error")]
+    started = [r for r in ok if r["start_s"] is not None]
+    dthp = [float(donor_ram_thp_pct(r)) for r in ok if donor_ram_thp_pct(r) != "-"]
+    mig = [r.get("steps_pages_migrated", 0) if case == "hugeroom" else r["guest_pages_migrated"]
+           for r in ok]
+    return {"case": case, "runs": len(runs), "errors": len(runs) - len(ok),
+            "started": len(started),
+            "vm_thp_pct": [r["vm_thp_pct"] if r["vm_thp_pct"] is not None else 0.0 for r in ok],
+            "prepare_s": [r["prepare_s"] for r in ok],
+            "start_s": [r["start_s"] for r in started],
+            "total_s": [r["prepare_s"] + r["start_s"] for r in started],
+            "donor_thp_pct": dthp, "oom_kills": [r["oom_kills"] for r in ok],
+            "migrated": mig,
+            "min_migrate": [r.get("min_migrate_pages", 0) for r in ok]}
+
+
+def summary_table(results):
+    rows = []
+    for case, runs in by_case(results):
+        s = summarize(case, runs)
+        mig = spread(s["migrated"], "%d")
+        if case == "hugeroom" and s["min_migrate"]:
+            mig += " / min %s" % spread(s["min_migrate"], "%d")
+        rows.append([LABELS[case], "%d (%d started%s)" % (
+            s["runs"], s["started"], ", %d ERROR" % s["errors"] if s["errors"] else ""),
+            spread(s["vm_thp_pct"]), spread(s["prepare_s"]), spread(s["start_s"]),
+            spread(s["total_s"]), spread(s["donor_thp_pct"], "%.0f"),
+            "%d in %d runs" % (sum(s["oom_kills"]), sum(1 for x in s["oom_kills"] if x)), mig])
+    return render(SUMMARY, rows)
+
+
 def targets(results):
     """The issue's targets for the hugeroom case; (name, met, note)."""
-    by = {r["case"]: r for r in results}
+    by = {r["case"]: r for r in results if not r.get("error")}
     h = by.get("hugeroom")
     if not h:
-        return []
+        err = [r for r in results if r["case"] == "hugeroom"]
+        return [("the hugeroom case ran", False, err[0]["error"].strip().splitlines()[-1])
+                ] if err else []
     b = by.get("balloon")
     out = []
     thp = h["vm_thp_pct"]
@@ -554,7 +752,8 @@ def targets(results):
     out.append(("guest pages migrated <= 1.1x the minimum",
                 mn > 0 and mig <= 1.1 * mn and mig > 0,
                 "%d migrated, minimum %d%s (%.2fx)%s" % (
-                    mig, mn, " extrapolated" if h.get("min_migrate_extrapolated") else "",
+                    mig, mn, " (%d blocks short of backed ones)" % h["min_migrate_short"]
+                    if h.get("min_migrate_short") else "",
                     mig / mn if mn else 0,
                     "; nothing migrated means the guests gave no host memory" if mig == 0
                     else per_block(h))))
@@ -584,42 +783,51 @@ def plot(results, png, work):
             return False
     dat = os.path.join(work, "vm-start.dat")
     with open(dat, "w") as f:
-        for r in results:
-            _, a_rss = mib_pair(r["donors_before"], r["donors_after"], "rss")
-            _, a_thp = mib_pair(r["donors_before"], r["donors_after"], "thp")
-            f.write('"%s" %.2f %.2f %.2f %.2f %.3f %d\n' % (
-                LABELS[r["case"]], r["vm_thp_pct"] or 0, r["prepare_s"], r["start_s"] or 0,
-                100.0 * a_thp / a_rss if a_rss else 0,
-                (r["vm_prepare"]["scanned"] + r["vm_start"]["scanned"]) / 1e6,
-                r["oom_kills"]))
-    gp = """set terminal pngcairo size 1700,420 noenhanced
+        # medians over each case's runs; a case with a failed start or an
+        # error is drawn red and says how many of its runs failed
+        for case, runs in by_case(results):
+            sm = summarize(case, runs)
+            ok = [r for r in runs if not r.get("error")]
+            failed = sm["runs"] - sm["started"]
+            scanned = [(r["vm_prepare"]["scanned"] + r["vm_start"]["scanned"]) / 1e6 for r in ok]
+            mark = ("%d/%d FAILED" % (failed, sm["runs"])) if failed else ""
+            f.write('"%s" %.2f %.2f %.2f %.2f %.3f %.2f %d "%s" %.2f\n' % (
+                LABELS[case], median(sm["vm_thp_pct"]) or 0, median(sm["prepare_s"]) or 0,
+                median(sm["start_s"]) or 0, median(sm["donor_thp_pct"]) or 0,
+                median(scanned) or 0,
+                sum(sm["oom_kills"]) / float(max(len(sm["oom_kills"]), 1)),
+                0xc53a32 if failed else 0x3b75af, mark,
+                (median(sm["prepare_s"]) or 0) + (median(sm["start_s"]) or 0)))
+    reps = max(r.get("rep", 1) for r in results)
+    gp = """set terminal pngcairo size 1900,460 noenhanced
 set output '%s'
-set multiplot layout 1,5 title 'vm-start: a %d MiB THP VM on a host the donors own'
-set style data histograms
+set multiplot layout 1,5 title 'vm-start: a %d MiB THP VM on a host the donors own (median of %d run(s); red: a start failed)'
 set style fill solid 0.8 border -1
 set boxwidth 0.8
 set xtics rotate by -30 scale 0 font ',8'
 set grid ytics
 unset key
-set yrange [0:105]
+set xrange [-0.6:*]
+set yrange [0:112]
 set title 'new VM THP %%'
-plot '%s' using 2:xtic(1) lc rgb '#3b75af'
+plot '%s' using 0:2:(0.8):8:xtic(1) with boxes lc rgb variable, \\
+     '' using 0:($2+5):9 with labels font ',8' tc rgb '#c53a32'
 set title 'surviving donors THP %% after'
-plot '%s' using 5:xtic(1) lc rgb '#519e3e'
+plot '%s' using 0:5:(0.8):xtic(1) with boxes lc rgb '#519e3e'
 set yrange [0:*]
 set key top left font ',8'
-set style histogram rowstacked
 set title 'seconds (prepare + start)'
-plot '%s' using 3:xtic(1) title 'prepare' lc rgb '#ef8636', '' using 4 title 'start' lc rgb '#c53a32'
+plot '%s' using 0:10:(0.8):xtic(1) with boxes title 'start' lc rgb '#c53a32', \\
+     '' using 0:3:(0.8) with boxes title 'prepare' lc rgb '#ef8636', \\
+     '' using 0:($10*1.05+0.5):9 with labels notitle font ',8'
 unset key
-set style histogram clustered
 set title 'host compaction scanned (M pages)'
-plot '%s' using 6:xtic(1) lc rgb '#8d69b8'
-set title 'processes OOM-killed'
+plot '%s' using 0:6:(0.8):xtic(1) with boxes lc rgb '#8d69b8'
+set title 'processes OOM-killed per run'
 set yrange [0:3]
-plot '%s' using 7:xtic(1) lc rgb '#444444'
+plot '%s' using 0:7:(0.8):xtic(1) with boxes lc rgb '#444444'
 unset multiplot
-""" % (png, results[0]["vm_mem_mib"], dat, dat, dat, dat, dat)
+""" % (png, results[0].get("vm_mem_mib", 0), reps, dat, dat, dat, dat, dat)
     gpf = os.path.join(work, "vm-start.gp")
     with open(gpf, "w") as f:
         f.write(gp)
@@ -682,6 +890,15 @@ def parse_args(argv):
     ap.add_argument("--claim-holes", type=int, choices=(0, 1, 2), default=None,
                     help="the guest driver's claim_holes for the hugeroom case "
                          "(0 never, 1 where it pays: the default, 2 always)")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help="rounds of every case, each in an order rotated by one; the "
+                         "table gives median [min-max] (default 3; the demo 1)")
+    ap.add_argument("--whole-free", type=float, default=0.25, metavar="FRACTION",
+                    help="fpr-whole: this fraction of each donor's touched memory is freed "
+                         "in whole blocks (default 0.25, below --free-fraction)")
+    ap.add_argument("--vmem-base", type=int, default=None, metavar="MIB",
+                    help="virtio-mem: the donors' boot memory; the rest of --donor-mem is "
+                         "the virtio-mem device (default: an eighth, at least 512)")
     ap.add_argument("--json", default="vm-start.json")
     ap.add_argument("--png", default="vm-start.png")
     ap.add_argument("--demo", action="store_true",
@@ -696,6 +913,14 @@ def parse_args(argv):
             setattr(a, k, d[k])
     if a.demo and not a.hog_leave:
         a.hog_leave = d["hog_leave"]
+    if a.repeat is None:
+        a.repeat = 1 if a.demo else 3
+    if a.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    if a.vmem_base is None:
+        a.vmem_base = max(512, a.donor_mem // 8 // 2 * 2)
+    if not 0 < a.whole_free < a.free_fraction:
+        ap.error("--whole-free must be above 0 and below --free-fraction")
     a.cases = [c.strip() for c in a.cases.split(",") if c.strip()]
     for c in a.cases:
         if c not in CASES:
@@ -705,16 +930,37 @@ def parse_args(argv):
     return a
 
 
+def all_targets(results):
+    """The targets of each run (the cases of one round), then per target:
+    (name, runs met, runs, [notes])."""
+    reps = sorted({r.get("rep", 1) for r in results})
+    per = {}
+    order = []
+    for n in reps:
+        for name, ok, note in targets([r for r in results if r.get("rep", 1) == n]):
+            if name not in per:
+                per[name] = [0, 0, []]
+                order.append(name)
+            per[name][0] += 1 if ok else 0
+            per[name][1] += 1
+            per[name][2].append("run %d: %s" % (n, note))
+    return [(name, per[name][0], per[name][1], per[name][2]) for name in order]
+
+
 def report(results):
     say(table(results))
     say("stalls and scanned: host compaction during prepare / during start; guest "
         "migrated: guest pgmigrate_success (hugeroom: donate steps' pages_migrated / "
         "minimum from the occupancy snapshot)")
-    tg = targets(results)
+    say("\nper case over its runs, median [min-max] (a failed start counts 0% THP):")
+    say(summary_table(results))
+    tg = all_targets(results)
     if tg:
-        say("\ntargets (hugeroom case):")
-        for name, ok, note in tg:
-            say("  [%s] %s: %s" % ("met" if ok else "MISSED", name, note))
+        say("\ntargets (hugeroom case), met in how many runs:")
+        for name, met, runs, ns in tg:
+            say("  [%s %d/%d] %s:" % ("met" if met == runs else "MISSED", met, runs, name))
+            for note in ns:
+                say("      " + note)
     return tg
 
 
@@ -726,13 +972,14 @@ def main(argv):
         say("machine: %(kernel)s, %(cpus)d CPUs (%(cpu)s), %(mem_total_mib)d MiB" %
             saved["machine"])
         report(saved["results"])
+        failed = any(r.get("error") for r in saved["results"])
         work = hrvm.workdir("hr-vmstart-")
         try:
             if plot(saved["results"], os.path.abspath(a.png), work):
                 say("plot: %s" % os.path.abspath(a.png))
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        return 0
+        return 1 if failed else 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(130))
     hrhost.bigmem_lock(exclusive=True)
@@ -745,31 +992,46 @@ def main(argv):
         b.prepare_images()
         if not a.no_first_touch:
             hrhost.first_touch()
-        for case in a.cases:
-            try:
-                r = b.run_case(case)
-            except hrvm.Failure as e:
-                say("  %s failed: %s" % (case, e))
-                if b.daemon:
-                    say("  hugeroomd log tail:\n" + b.daemon.log())
-                b.cleanup_case()
-                continue
-            r["vm_mem_mib"] = a.vm_mem
-            b.results.append(r)
-        if not b.results:
-            say("no case ran to the end")
-            return 1
+        # every case --repeat times, each round in an order rotated by one,
+        # so that no case always runs first on a host just touched, or
+        # always after the same one
+        n = len(a.cases)
+        for rep in range(1, a.repeat + 1):
+            order = a.cases[(rep - 1) % n:] + a.cases[:(rep - 1) % n]
+            for case in order:
+                say("\n== round %d of %d: %s" % (rep, a.repeat, ", ".join(order)))
+                try:
+                    r = b.run_case(case)
+                except Exception as e:  # noqa: B902 -- every error is a row, and exit 1
+                    err = "%s: %s" % (type(e).__name__, e)
+                    say("  %s (round %d) ERROR: %s" % (case, rep, err))
+                    say("".join(traceback.format_exc()))
+                    r = {"case": case, "error": err}
+                    if b.daemon:
+                        say("  hugeroomd log tail:\n" + b.daemon.log())
+                        r["daemon_log_tail"] = b.daemon.log()[-4000:]
+                    b.cleanup_case()
+                r["rep"] = rep
+                r["vm_mem_mib"] = a.vm_mem
+                b.results.append(r)
         say("\n== %d MiB new VM; %d donors of %d MiB, %d MiB touched, %.0f%% of every block "
-            "freed (%s)" % (a.vm_mem, a.donors, a.donor_mem, a.touch, a.free_fraction * 100,
-                            a.holes))
+            "freed (%s); %d round(s)" % (a.vm_mem, a.donors, a.donor_mem, a.touch,
+                                         a.free_fraction * 100, a.holes, a.repeat))
         tg = report(b.results)
+        errors = [r for r in b.results if r.get("error")]
         with open(a.json, "w") as f:
             json.dump({"machine": m, "args": vars(a), "results": b.results,
-                       "targets": [{"target": n, "met": ok, "note": note}
-                                   for n, ok, note in tg]}, f, indent=1)
+                       "summary": [summarize(c, rs) for c, rs in by_case(b.results)],
+                       "targets": [{"target": name, "met_runs": met, "runs": runs,
+                                    "notes": ns} for name, met, runs, ns in tg],
+                       "errors": len(errors)}, f, indent=1)
         say("\nJSON: %s" % os.path.abspath(a.json))
         if plot(b.results, os.path.abspath(a.png), b.work):
             say("plot: %s" % os.path.abspath(a.png))
+        if errors:
+            say("\n%d of %d case runs ended in an error (rows marked ERROR): exit 1"
+                % (len(errors), len(b.results)))
+            return 1
         return 0
     except KeyboardInterrupt:
         say("interrupted")

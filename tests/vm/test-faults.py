@@ -13,8 +13,11 @@ nothing held that no reservation owns, no hold of a guest that is gone
 long for a migration destination of its VM).
 
  1. hugeroomd SIGKILLed while a reservation's donation runs, restarted;
- 2. SIGKILL of fb's QEMU after it donated (its holds go with it);
- 3. a guest that panics (panic=-1 and -no-reboot: its QEMU ends);
+ 2. SIGKILL of fb's QEMU while it holds blocks for a reservation (one
+    larger than fa's budget, so fb must donate; the test waits until it
+    holds some): its holds go with it;
+ 3. fb, booted again, panics while it holds blocks for a reservation
+    (panic=-1 and -no-reboot: its QEMU ends);
  4. a driver that stops answering (fault_inject sweep_delay_ms): its
     request times out and is cancelled, the daemon keeps serving;
  5. a full state disk: the API keeps answering, the error names the file,
@@ -39,6 +42,12 @@ import hrvm  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "unit", "fixtures", "proc", "host-6.18.44")
 MIB = 1 << 20
+# fa's budget_blocks (config()): a reservation larger than this much must
+# ask fb as well
+FA_BUDGET_BLOCKS = 64
+# what the QEMU kill and the panic reserve: fa's budget and 96 blocks more,
+# which fb (512 MiB, floor 64 MiB) has free
+FB_NEEDED_MIB = (FA_BUDGET_BLOCKS + 96) * 2
 
 
 def set_free_blocks(root, blocks):
@@ -90,8 +99,8 @@ class Faults:
             f.write("state_dir=%s\nhost_root=%s\nhold_in_pool=false\nhost_backing=thp\n"
                     "return_high_mark_mb=0\nreservation_tick_ms=100\nmigration_grace_s=5\n"
                     # fa gives at most 64 blocks: fb donates too
-                    "[guest:fa]\nfloor_mb=64\nbudget_blocks=64\n"
-                    "[guest:*]\nfloor_mb=64\n" % (self.state, self.root))
+                    "[guest:fa]\nfloor_mb=64\nbudget_blocks=%d\n"
+                    "[guest:*]\nfloor_mb=64\n" % (self.state, self.root, FA_BUDGET_BLOCKS))
 
     def start_daemon(self, valgrind=False):
         self.daemon = (ValgrindDaemon if valgrind else hrvm.Daemon)(self.work, interval_ms=1000)
@@ -182,6 +191,25 @@ class Faults:
     def reservation(self, rid):
         return self.daemon.ctl_json("reservation", rid)
 
+    def wait_donating(self, name, rid):
+        """Wait until @name's device holds blocks (a fault of a donor that
+        holds nothing tests nothing); returns how many.  Polled on the
+        device (QMP), which is quick: on the fixture host a reservation
+        never sees its gains and fails, giving the blocks back, once its
+        donations ended, so the fault must come while they run."""
+        g = self.guests[name]
+
+        def holding():
+            return g.qmp("query-hugeroom")[0]["held-blocks"] or None
+        try:
+            return hrvm.wait_for(holding, 120, "%s to hold blocks for reservations" % name,
+                                 interval=0.05)
+        except hrvm.Failure:
+            r = self.reservation(rid)
+            raise hrvm.Failure("%s holds no block for a reservation: %s %s, steps %s" % (
+                name, rid, r.get("state"), [(s.get("guest"), s.get("state"),
+                                             s.get("blocks_held")) for s in r["steps"]]))
+
     def metric(self, name):
         """An unlabelled metric of the daemon's /metrics, or None."""
         _, text = hrvm.http(self.daemon.api_sock, "GET", "/metrics")
@@ -218,14 +246,12 @@ def fault_daemon_kill(f):
 def fault_qemu_kill(f):
     tap = f.tap
     fb = f.guests["fb"]
-    rid = f.prepare(128)
-    hrvm.wait_for(lambda: f.owned().get("fb", 0) > 0 or
-                  f.reservation(rid)["state"] not in ("created", "in-progress"),
-                  120, "fb to donate", interval=0.5)
-    held = f.owned().get("fb", 0)
+    rid = f.prepare(FB_NEEDED_MIB)
+    held = f.wait_donating("fb", rid)
     os.kill(fb.pid, signal.SIGKILL)
     hrvm.wait_for(lambda: not fb.alive(), 10, "fb's QEMU to die")
-    tap.ok(held > 0, "qemu kill: fb's QEMU SIGKILLed holding %d blocks for reservations" % held)
+    tap.ok(held > 0, "qemu kill: fb's QEMU SIGKILLed while its device held %d blocks for "
+           "reservation %s" % (held, rid))
     f.check("qemu kill", gone=("fb",))
     del f.guests["fb"]
 
@@ -234,10 +260,8 @@ def fault_panic(f):
     tap = f.tap
     fb = f.boot("fb")
     f.wait_connected(["fa", "fb"])
-    rid = f.prepare(128)
-    hrvm.wait_for(lambda: f.owned().get("fb", 0) > 0 or
-                  f.reservation(rid)["state"] not in ("created", "in-progress"),
-                  120, "fb to donate", interval=0.5)
+    rid = f.prepare(FB_NEEDED_MIB)
+    held = f.wait_donating("fb", rid)
     try:
         fb.sock.sendall(b"99 sh echo c > /proc/sysrq-trigger\n")
     except OSError:
@@ -247,7 +271,8 @@ def fault_panic(f):
         fb._fill()
         return not fb.alive()
     hrvm.wait_for(ended, 120, "the panicked guest's QEMU to end")
-    tap.ok(True, "panic: fb panicked (its QEMU ended, -no-reboot)")
+    tap.ok(held > 0, "panic: fb panicked while its device held %d blocks for reservation %s "
+           "(its QEMU ended, -no-reboot)" % (held, rid))
     f.check("panic", gone=("fb",))
     del f.guests["fb"]
 
