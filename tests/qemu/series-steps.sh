@@ -44,6 +44,7 @@ declare -A QTESTS=(
     [0013-hw-virtio-virtio-hugeroom-look-blocks-up-in-a-map-of.patch]=37
     [0014-hw-virtio-virtio-hugeroom-hold-the-migration-gate-at.patch]=38
     [0015-hw-virtio-virtio-hugeroom-relay-RETURNED-for-held-bl.patch]=39
+    [0016-hw-virtio-virtio-hugeroom-back-returned-blocks-of-sh.patch]=40
 )
 
 S=$HUGEROOM_CACHE/qemu-steps
