@@ -932,6 +932,31 @@ static int virtio_hugeroom_restore(struct virtio_device *vdev)
 }
 #endif
 
+/*
+ * System shutdown, reboot and kexec: reset the device, as the virtio
+ * core does by itself since 6.14 (virtio_dev_shutdown()).  Without it a
+ * kexec'd kernel runs with the device's held set still set (nothing
+ * resets the machine) until virtio_pci probes it again, and a migration
+ * in that window would discard memory the new kernel uses.  Only what
+ * cannot fail: the device is broken first, so that nothing of ours
+ * touches a vq any more, then reset (which empties its held set); the
+ * blocks the old kernel held are the new kernel's memory.
+ */
+static void virtio_hugeroom_shutdown(struct virtio_device *vdev)
+{
+	virtio_break_device(vdev);
+	virtio_synchronize_cbs(vdev);
+	virtio_reset_device(vdev);
+}
+
+#ifndef VIRTIO_HUGEROOM_HAVE_VIRTIO_SHUTDOWN
+/* Before 6.14 the virtio bus has no shutdown: the driver core calls ours. */
+static void virtio_hugeroom_dev_shutdown(struct device *dev)
+{
+	virtio_hugeroom_shutdown(dev_to_virtio(dev));
+}
+#endif
+
 /* SPEC 1.3.1 item 2: no EVACUATE or DEFLATE_ON_OOM without HOLD. */
 static int virtio_hugeroom_validate(struct virtio_device *vdev)
 {
@@ -956,6 +981,11 @@ static struct virtio_driver virtio_hugeroom_driver = {
 	.probe = virtio_hugeroom_probe,
 	.remove = virtio_hugeroom_remove,
 	.config_changed = virtio_hugeroom_config_changed,
+#ifdef VIRTIO_HUGEROOM_HAVE_VIRTIO_SHUTDOWN
+	.shutdown = virtio_hugeroom_shutdown,
+#else
+	.driver.shutdown = virtio_hugeroom_dev_shutdown,
+#endif
 #ifdef CONFIG_PM_SLEEP
 	.freeze = virtio_hugeroom_freeze,
 	.restore = virtio_hugeroom_restore,

@@ -863,24 +863,15 @@ static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
 }
 
 /*
- * The one call of alloc_contig_range(), for a block or (claims) a run of
- * free pages in one.  6.1 and 6.12 take a migratetype
- * (6.12 through the alloc_hooks() macro), 6.17 and later flags, where
- * ACR_FLAGS_NONE is what MIGRATE_MOVABLE was (ACR_FLAGS_CMA: MIGRATE_CMA).
- * GFP: may reclaim a little, never OOM, never warn (SPEC 1.6.3.2 item 4).
+ * alloc_contig_range() for a block or (claims) a run of free pages in one
+ * (virtio_hugeroom_acr(), hr_compat.h).  GFP: may reclaim a
+ * little, never OOM, never warn (SPEC 1.6.3.2 item 4).
  */
 static int virtio_hugeroom_contig_range(unsigned long start,
 					unsigned long end)
 {
-#ifdef VIRTIO_HUGEROOM_HAVE_ACR_FLAGS
-	return alloc_contig_range(start, end, ACR_FLAGS_NONE,
-				  GFP_KERNEL | __GFP_NOWARN |
-				  __GFP_RETRY_MAYFAIL);
-#else
-	return alloc_contig_range(start, end, MIGRATE_MOVABLE,
-				  GFP_KERNEL | __GFP_NOWARN |
-				  __GFP_RETRY_MAYFAIL);
-#endif
+	return virtio_hugeroom_acr(start, end, GFP_KERNEL | __GFP_NOWARN |
+				   __GFP_RETRY_MAYFAIL);
 }
 
 static int virtio_hugeroom_contig_alloc(unsigned long pfn)
