@@ -677,6 +677,15 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 					    VIRTIO_HUGEROOM_S_CANCELLED);
 
 	/*
+	 * SPEC 1.6.7.1 item 4: the guest's own PCP sizing across the reset.
+	 * Not under return_lock: it opens and writes a sysctl file, which
+	 * allocates with GFP_KERNEL, and an allocation that meets OOM there
+	 * would have the OOM notifier wait for the lock its own task holds
+	 * (hr_internal.h).  No SET_PCP can come any more: cmd_work is done.
+	 */
+	hr_pcp_restore(&vh->vdev->dev);
+
+	/*
 	 * Give every held block back before the reset (SPEC 1.6.6.1 item 4).
 	 * return_lock stays held until the lists are empty, so that no
 	 * shrinker or OOM notifier has blocks in flight across the reset.
@@ -691,8 +700,6 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	mutex_unlock(&vh->event_lock);
 	mutex_unlock(&vh->report_lock);
 
-	/* SPEC 1.6.7.1 item 4: the guest's own PCP sizing across the reset. */
-	hr_pcp_restore(&vh->vdev->dev);
 	virtio_reset_device(vh->vdev);
 	/* All buffers are ours and preallocated: nothing to free per buffer. */
 	vh->status_inflight = NULL;
