@@ -45,6 +45,7 @@ declare -A QTESTS=(
     [0014-hw-virtio-virtio-hugeroom-hold-the-migration-gate-at.patch]=38
     [0015-hw-virtio-virtio-hugeroom-relay-RETURNED-for-held-bl.patch]=39
     [0016-hw-virtio-virtio-hugeroom-back-returned-blocks-of-sh.patch]=40
+    [0017-hw-virtio-virtio-hugeroom-let-the-eventq-wait-for-a-.patch]=41
 )
 
 S=$HUGEROOM_CACHE/qemu-steps
