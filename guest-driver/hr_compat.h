@@ -9,9 +9,10 @@
  * Kbuild), never by LINUX_VERSION_CODE: a distribution kernel may carry an
  * interface of a later release.  Interfaces only one file uses stay next
  * to their use, marked by their VIRTIO_HUGEROOM_HAVE_* test: the two
- * shrinker APIs, alloc_contig_range()'s flags and movable_ops for the
+ * shrinker APIs and movable_ops for the
  * hole claims (hr_evac.c), virtio_find_vqs() (hr_dev.c), the PCP high
- * bounds and the pageblock isolation bit (hr_report.c).
+ * bounds and the pageblock isolation bit (hr_report.c); alloc_contig_range()
+ * has its one wrapper here, since two files call it.
  *
  * Locking: none; macros, inline helpers and build-time checks only.
  */
@@ -83,6 +84,30 @@ static inline bool virtio_hugeroom_movable_ops(const struct page *page)
 	return false;
 #endif
 }
+
+/*
+ * The one call of alloc_contig_range() (EVACUATE's blocks and hole
+ * claims, hr_evac.c; SET_PCP's drain, hr_pcp.c): 6.1 and 6.12 take a
+ * migratetype (6.12 through the alloc_hooks() macro), 6.17 and later
+ * acr_flags_t, where ACR_FLAGS_NONE is what MIGRATE_MOVABLE was and 1,
+ * MIGRATE_MOVABLE's value, is ACR_FLAGS_CMA.  acr_flags_t is an unsigned
+ * int to the compiler (__bitwise is sparse's), so a call with the other
+ * interface's argument builds without a word: the name is taken away
+ * below, and any other call fails the build.
+ */
+static inline int virtio_hugeroom_acr(unsigned long start, unsigned long end,
+				      gfp_t gfp)
+{
+#ifdef VIRTIO_HUGEROOM_HAVE_ACR_FLAGS
+	return alloc_contig_range(start, end, ACR_FLAGS_NONE, gfp);
+#else
+	return alloc_contig_range(start, end, MIGRATE_MOVABLE, gfp);
+#endif
+}
+
+#undef alloc_contig_range
+#define alloc_contig_range(...) \
+	virtio_hugeroom_use_virtio_hugeroom_acr(__VA_ARGS__)
 
 /* Can EVACUATE claim holes (module param claim_holes, hr_evac.c)? */
 static inline bool virtio_hugeroom_claims_supported(void)

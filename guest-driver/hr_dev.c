@@ -677,6 +677,15 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 					    VIRTIO_HUGEROOM_S_CANCELLED);
 
 	/*
+	 * SPEC 1.6.7.1 item 4: the guest's own PCP sizing across the reset.
+	 * Not under return_lock: it opens and writes a sysctl file, which
+	 * allocates with GFP_KERNEL, and an allocation that meets OOM there
+	 * would have the OOM notifier wait for the lock its own task holds
+	 * (hr_internal.h).  No SET_PCP can come any more: cmd_work is done.
+	 */
+	hr_pcp_restore(&vh->vdev->dev);
+
+	/*
 	 * Give every held block back before the reset (SPEC 1.6.6.1 item 4).
 	 * return_lock stays held until the lists are empty, so that no
 	 * shrinker or OOM notifier has blocks in flight across the reset.
@@ -691,8 +700,6 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	mutex_unlock(&vh->event_lock);
 	mutex_unlock(&vh->report_lock);
 
-	/* SPEC 1.6.7.1 item 4: the guest's own PCP sizing across the reset. */
-	hr_pcp_restore(&vh->vdev->dev);
 	virtio_reset_device(vh->vdev);
 	/* All buffers are ours and preallocated: nothing to free per buffer. */
 	vh->status_inflight = NULL;
@@ -932,6 +939,31 @@ static int virtio_hugeroom_restore(struct virtio_device *vdev)
 }
 #endif
 
+/*
+ * System shutdown, reboot and kexec: reset the device, as the virtio
+ * core does by itself since 6.14 (virtio_dev_shutdown()).  Without it a
+ * kexec'd kernel runs with the device's held set still set (nothing
+ * resets the machine) until virtio_pci probes it again, and a migration
+ * in that window would discard memory the new kernel uses.  Only what
+ * cannot fail: the device is broken first, so that nothing of ours
+ * touches a vq any more, then reset (which empties its held set); the
+ * blocks the old kernel held are the new kernel's memory.
+ */
+static void virtio_hugeroom_shutdown(struct virtio_device *vdev)
+{
+	virtio_break_device(vdev);
+	virtio_synchronize_cbs(vdev);
+	virtio_reset_device(vdev);
+}
+
+#ifndef VIRTIO_HUGEROOM_HAVE_VIRTIO_SHUTDOWN
+/* Before 6.14 the virtio bus has no shutdown: the driver core calls ours. */
+static void virtio_hugeroom_dev_shutdown(struct device *dev)
+{
+	virtio_hugeroom_shutdown(dev_to_virtio(dev));
+}
+#endif
+
 /* SPEC 1.3.1 item 2: no EVACUATE or DEFLATE_ON_OOM without HOLD. */
 static int virtio_hugeroom_validate(struct virtio_device *vdev)
 {
@@ -956,6 +988,11 @@ static struct virtio_driver virtio_hugeroom_driver = {
 	.probe = virtio_hugeroom_probe,
 	.remove = virtio_hugeroom_remove,
 	.config_changed = virtio_hugeroom_config_changed,
+#ifdef VIRTIO_HUGEROOM_HAVE_VIRTIO_SHUTDOWN
+	.shutdown = virtio_hugeroom_shutdown,
+#else
+	.driver.shutdown = virtio_hugeroom_dev_shutdown,
+#endif
 #ifdef CONFIG_PM_SLEEP
 	.freeze = virtio_hugeroom_freeze,
 	.restore = virtio_hugeroom_restore,

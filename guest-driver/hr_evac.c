@@ -863,24 +863,15 @@ static u64 virtio_hugeroom_pgmigrate(struct virtio_hugeroom *vh)
 }
 
 /*
- * The one call of alloc_contig_range(), for a block or (claims) a run of
- * free pages in one.  6.1 and 6.12 take a migratetype
- * (6.12 through the alloc_hooks() macro), 6.17 and later flags, where
- * ACR_FLAGS_NONE is what MIGRATE_MOVABLE was (ACR_FLAGS_CMA: MIGRATE_CMA).
- * GFP: may reclaim a little, never OOM, never warn (SPEC 1.6.3.2 item 4).
+ * alloc_contig_range() for a block or (claims) a run of free pages in one
+ * (virtio_hugeroom_acr(), hr_compat.h).  GFP: may reclaim a
+ * little, never OOM, never warn (SPEC 1.6.3.2 item 4).
  */
 static int virtio_hugeroom_contig_range(unsigned long start,
 					unsigned long end)
 {
-#ifdef VIRTIO_HUGEROOM_HAVE_ACR_FLAGS
-	return alloc_contig_range(start, end, ACR_FLAGS_NONE,
-				  GFP_KERNEL | __GFP_NOWARN |
-				  __GFP_RETRY_MAYFAIL);
-#else
-	return alloc_contig_range(start, end, MIGRATE_MOVABLE,
-				  GFP_KERNEL | __GFP_NOWARN |
-				  __GFP_RETRY_MAYFAIL);
-#endif
+	return virtio_hugeroom_acr(start, end, GFP_KERNEL | __GFP_NOWARN |
+				   __GFP_RETRY_MAYFAIL);
 }
 
 static int virtio_hugeroom_contig_alloc(unsigned long pfn)
@@ -1784,7 +1775,10 @@ static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
 {
 	struct virtio_hugeroom *vh = r->vh;
 	u64 ev0 = virtio_hugeroom_pgmigrate(vh), ev1;
-	struct page *page;
+	struct page *page, *tmp;
+	unsigned int nr_cma = 0;
+	LIST_HEAD(cma);
+	int mt;
 
 	while (!virtio_hugeroom_run_enough(r) &&
 	       !virtio_hugeroom_run_blocked(r)) {
@@ -1808,6 +1802,22 @@ static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
 			break;
 		}
 #endif
+		/*
+		 * A movable allocation may be served from CMA pageblocks
+		 * (first, once they hold half the zone's free pages): a hold
+		 * there would keep cma_alloc() from its memory for as long as
+		 * the host wants.  Such a block is R_ZONE, as EVACUATE has it,
+		 * and kept aside until the end so that the allocator hands
+		 * out another; at most as many as the command asks for.
+		 */
+		mt = virtio_hugeroom_block_mt(page_to_pfn(page));
+		if (virtio_hugeroom_wire_mt(mt) == VIRTIO_HUGEROOM_MT_CMA) {
+			list_add(&page->lru, &cma);
+			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_ZONE);
+			if (++nr_cma >= r->count)
+				break;
+			continue;
+		}
 		if (!virtio_hugeroom_admit(vh, page_zone(page), true)) {
 			__free_pages(page, pageblock_order);
 			virtio_hugeroom_run_fail(r, VIRTIO_HUGEROOM_R_NOMEM);
@@ -1819,6 +1829,10 @@ static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
 		ev1 = virtio_hugeroom_pgmigrate(vh);
 		r->c.migrated = ev1 > ev0 ? ev1 - ev0 : 0;
 		virtio_hugeroom_run_tick(r);
+	}
+	list_for_each_entry_safe(page, tmp, &cma, lru) {
+		list_del(&page->lru);
+		__free_pages(page, pageblock_order);
 	}
 	ev1 = virtio_hugeroom_pgmigrate(vh);
 	r->c.migrated = ev1 > ev0 ? ev1 - ev0 : 0;

@@ -60,6 +60,7 @@
 #include <linux/string.h>
 #include <linux/topology.h>
 
+#include "hr_compat.h"
 #include "hr_pcp.h"
 
 #define HR_PCP_SYSCTL	"/proc/sys/vm/percpu_pagelist_high_fraction"
@@ -186,8 +187,8 @@ static void hr_pcp_drain(void)
 			if (!page || page_zone(page) != zone || !PageBuddy(page))
 				continue;
 			tries++;
-			if (!alloc_contig_range(pfn, pfn + 1, MIGRATE_MOVABLE,
-						GFP_KERNEL | __GFP_NOWARN)) {
+			if (!virtio_hugeroom_acr(pfn, pfn + 1,
+						 GFP_KERNEL | __GFP_NOWARN)) {
 				free_contig_range(pfn, 1);
 				break;
 			}

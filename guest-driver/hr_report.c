@@ -113,6 +113,7 @@ u8 virtio_hugeroom_wire_mt(int mt)
  */
 int virtio_hugeroom_block_mt(unsigned long pfn)
 {
+	struct mem_section_usage *usage;
 	struct mem_section *ms;
 	unsigned long bitidx;
 	unsigned long word;
@@ -121,11 +122,16 @@ int virtio_hugeroom_block_mt(unsigned long pfn)
 		 NR_PAGEBLOCK_BITS;
 	rcu_read_lock();
 	ms = __pfn_to_section(pfn);
-	if (!ms || !valid_section(ms)) {
+	/*
+	 * Removal clears the valid bit, then sets usage NULL (and frees it
+	 * with RCU): a section valid a moment ago may have none already.
+	 */
+	usage = ms && valid_section(ms) ? READ_ONCE(ms->usage) : NULL;
+	if (!usage) {
 		rcu_read_unlock();
 		return MIGRATE_TYPES;
 	}
-	word = READ_ONCE(section_to_usemap(ms)[BIT_WORD(bitidx)]);
+	word = READ_ONCE(usage->pageblock_flags[BIT_WORD(bitidx)]);
 	rcu_read_unlock();
 	word >>= bitidx % BITS_PER_LONG;
 #ifdef VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT

@@ -15,6 +15,7 @@ Usage: fake-daemon.py SOCKET_PATH [TIMEOUT_S]
        fake-daemon.py faults SERIES       (6.12 or 6.1)
        fake-daemon.py pressure SERIES     (6.12 or 6.1)
        fake-daemon.py pcp SERIES          (6.12 or 6.1)
+       fake-daemon.py shutdown SERIES     (6.12 or 6.1)
        fake-daemon.py evac-order SERIES   (6.12 or 6.1)
 
 "holds" boots a guest itself (tests/vm/hrvm.py, the patched QEMU, the
@@ -160,6 +161,10 @@ if __name__ == '__main__':
         import holds_test  # noqa: E402  (next to this file)
         sys.exit(holds_test.main(sys.argv[2] if len(sys.argv) > 2
                                  else '6.12'))
+    if len(sys.argv) > 1 and sys.argv[1] == 'shutdown':
+        import shutdown_test  # noqa: E402  (next to this file)
+        sys.exit(shutdown_test.main(sys.argv[2] if len(sys.argv) > 2
+                                    else '6.12'))
     if len(sys.argv) > 1 and sys.argv[1] == 'pcp':
         import pcp_test  # noqa: E402  (next to this file)
         sys.exit(pcp_test.main(sys.argv[2] if len(sys.argv) > 2

@@ -26,6 +26,30 @@ fuzz_in_ram(void *opaque, uint64_t gpa)
 	       (gpa >= (4ull << 30) && gpa + VIRTIO_HUGEROOM_BLOCK_SIZE <= (7ull << 30));
 }
 
+/* An accepted RESULT or PROGRESS keeps SPEC 1.6.3.2 rules 1 to 3. */
+static void
+check_result(const uint8_t *data, uint32_t len)
+{
+	const struct virtio_hugeroom_result *res = (const void *)data;
+	uint64_t sum;
+
+	if (!virtio_hugeroom_check_result(data, len))
+		return;
+	g_assert(len == sizeof(*res));
+	g_assert(lduw_le_p(&res->hdr.flags) == 0);
+	g_assert(ldq_le_p(&res->hdr.request_id) != 0);
+	sum = (uint32_t)ldl_le_p(&res->blocks_freed);
+	for (int i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
+		sum += (uint32_t)ldl_le_p(&res->failed[i]);
+	if (lduw_le_p(&res->hdr.type) == VIRTIO_HUGEROOM_MSG_PROGRESS) {
+		g_assert(ldl_le_p(&res->status) == 0);
+		g_assert(sum <= (uint32_t)ldl_le_p(&res->blocks_tried));
+	} else {
+		g_assert((uint32_t)ldl_le_p(&res->status) <= VIRTIO_HUGEROOM_S_BUSY);
+		g_assert(sum == (uint32_t)ldl_le_p(&res->blocks_tried));
+	}
+}
+
 static void
 check_status(const uint8_t *data, uint32_t len)
 {
@@ -137,8 +161,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case VIRTIO_HUGEROOM_MSG_RESULT:
 	case VIRTIO_HUGEROOM_MSG_PROGRESS:
-		if (virtio_hugeroom_check_result(data, len))
-			g_assert(len == sizeof(struct virtio_hugeroom_result));
+		check_result(data, len);
 		break;
 	case VIRTIO_HUGEROOM_MSG_HOLD:
 	case VIRTIO_HUGEROOM_MSG_RETURNED:

@@ -41,6 +41,11 @@ declare -A QTESTS=(
     [0010-hw-virtio-virtio-hugeroom-migrate-the-held-set.patch]=32
     [0011-hw-virtio-virtio-hugeroom-send-the-guest-RAM-layout-.patch]=35
     [0012-hw-virtio-add-a-RAM-discard-blocker-for-the-virtio-h.patch]=36
+    [0013-hw-virtio-virtio-hugeroom-look-blocks-up-in-a-map-of.patch]=37
+    [0014-hw-virtio-virtio-hugeroom-hold-the-migration-gate-at.patch]=38
+    [0015-hw-virtio-virtio-hugeroom-relay-RETURNED-for-held-bl.patch]=39
+    [0016-hw-virtio-virtio-hugeroom-back-returned-blocks-of-sh.patch]=40
+    [0017-hw-virtio-virtio-hugeroom-let-the-eventq-wait-for-a-.patch]=41
 )
 
 S=$HUGEROOM_CACHE/qemu-steps
