@@ -11,7 +11,7 @@
 # names the installed program is checked apart.
 set -uo pipefail
 
-: "${HUGEROOM_BUILD:?}" "${HR_PREFIX:?}" "${HR_SBINDIR:?}" "${HR_BINDIR:?}" "${HR_LIBEXECDIR:?}"
+: "${HUGEROOM_BUILD:?}" "${HR_PREFIX:?}" "${HR_SBINDIR:?}" "${HR_BINDIR:?}"
 : "${HR_SYSCONFDIR:?}" "${HR_MANDIR:?}" "${HR_UNITDIR:?}" "${HR_COMPLETIONSDIR:?}"
 
 . "$(dirname "$0")/tap.sh"
@@ -24,7 +24,7 @@ out=$(meson install -C "$HUGEROOM_BUILD" --destdir "$dest" --no-rebuild --quiet 
 ok $? "meson install --destdir" "$out"
 
 missing=""
-for f in "$HR_SBINDIR/hugeroomd" "$HR_BINDIR/hugeroomctl" "$HR_LIBEXECDIR/hugeroom-hook"; do
+for f in "$HR_SBINDIR/hugeroomd" "$HR_BINDIR/hugeroomctl" "$HR_SBINDIR/hugeroom-hook"; do
     [ -x "$dest$f" ] || missing="$missing $f"
 done
 ok "$([ -z "$missing" ]; echo $?)" "the binaries are installed and executable" "missing:$missing"
@@ -41,14 +41,14 @@ ok "$([ -z "$missing" ]; echo $?)" "config, units, man pages and completion are 
     "missing:$missing"
 
 link=$(readlink "$dest/etc/libvirt/hooks/qemu.d/hugeroom")
-ok "$([ "$link" = "$HR_LIBEXECDIR/hugeroom-hook" ]; echo $?)" \
+ok "$([ "$link" = "$HR_SBINDIR/hugeroom-hook" ]; echo $?)" \
     "/etc/libvirt/hooks/qemu.d/hugeroom links to the installed hook" "it links to '$link'"
 
 # the programs read their configuration where meson installed it
 help=$("$dest$HR_SBINDIR/hugeroomd" --help 2>&1)
 ok "$(grep -qF "(default $HR_SYSCONFDIR/hugeroom/hugeroomd.conf)" <<<"$help"; echo $?)" \
     "hugeroomd's default config is the installed hugeroomd.conf" "$help"
-ok "$(grep -qaF "$HR_SYSCONFDIR/hugeroom/hook.conf" "$dest$HR_LIBEXECDIR/hugeroom-hook"; echo $?)" \
+ok "$(grep -qaF "$HR_SYSCONFDIR/hugeroom/hook.conf" "$dest$HR_SBINDIR/hugeroom-hook"; echo $?)" \
     "the hook's default config is the installed hook.conf"
 
 unit="$dest$HR_UNITDIR/hugeroomd.service"
