@@ -1251,7 +1251,7 @@ hr_api_pcp(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 	call = g_new0(HrApiPcpCall, 1);
 	call->msg = g_object_ref(msg);
 	call->policy = policy;
-	if (!hr_pcp_send(api->core, guest, &policy, hr_api_pcp_done, call, &error)) {
+	if (!hr_pcp_send(hr_core_get_config(api->core), guest, &policy, hr_api_pcp_done, call, &error)) {
 		g_object_unref(call->msg);
 		g_free(call);
 		hr_api_reply_gerror(msg, error);

@@ -8,7 +8,6 @@
 #include <glib/gstdio.h>
 
 #include "hr-api.h"
-#include "hr-device.h"
 #include "hr-socket.h"
 #include "hr-virt.h"
 
@@ -77,7 +76,6 @@ hr_daemon_incoming_cb(GSocketService *service,
 		      gpointer user_data)
 {
 	HrDaemon *daemon = user_data;
-	HrDevice *device;
 	(void)service;
 	(void)source_object;
 	if (hr_core_get_n_devices(daemon->core) >= daemon->config->max_connections) {
@@ -87,9 +85,7 @@ hr_daemon_incoming_cb(GSocketService *service,
 		g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
 		return TRUE;
 	}
-	device = hr_device_new(daemon->core, connection, daemon->config->status_interval_ms);
-	hr_core_add_device(daemon->core, device);
-	hr_device_start(device);
+	hr_core_accept(daemon->core, connection, daemon->config->status_interval_ms);
 	return TRUE;
 }
 

@@ -72,9 +72,6 @@ hr_core_emit_plan(HrCore *core, HrReservation *reservation, gint64 duration_us);
 const gchar *
 hr_event_kind_to_string(HrEventKind kind);
 
-/* a request id no command of this daemon has used */
-guint64
-hr_core_new_request_id(HrCore *core);
 /* send CMD_REPORT; returns its request id, or 0 with @error set */
 guint64
 hr_core_request_report(HrCore *core, HrGuest *guest, GError **error);
@@ -88,19 +85,14 @@ hr_core_request_report(HrCore *core, HrGuest *guest, GError **error);
 HrRequest *
 hr_core_submit(HrCore *core, HrGuest *guest, const HrRequestParams *params, GError **error);
 
-/* for the device transport: open connections and their fate */
+/* a QEMU connected to the VM socket: its device channel, until it closes */
 void
-hr_core_add_device(HrCore *core, HrDevice *device);
-/* takes @peer */
-HrGuest *
-hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, HrPeer *peer);
+hr_core_accept(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms);
 guint
 hr_core_get_n_devices(HrCore *core);
 /* count a connection refused before a HELLO identified it */
 void
 hr_core_note_unidentified(HrCore *core, const gchar *reason);
-void
-hr_core_device_closed(HrCore *core, HrDevice *device, HrGuest *guest, const gchar *reason);
 void
 hr_core_close_devices(HrCore *core);
 

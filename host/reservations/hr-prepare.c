@@ -1489,7 +1489,7 @@ donate_notify(HrRequest *request, gpointer user_data)
 	/* taken over by whoever sees the end first; never twice */
 	hr_request_remove_listener(request, donate_notify, op);
 	if (request->owner != NULL)
-		hr_pcp_evacuation_end(op->prepare->core, request->owner);
+		hr_pcp_evacuation_end(op->prepare->config, request->owner);
 	if (op->submitting) {
 		op->ended_early = TRUE;
 		return;
@@ -1575,12 +1575,12 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	params.notify = donate_notify;
 	params.notify_data = op;
 	/* a donor runs density while it gives (SET_PCP goes first on its cmdq) */
-	hr_pcp_evacuation_begin(p->core, guest);
+	hr_pcp_evacuation_begin(p->config, guest);
 	op->submitting = TRUE;
 	request = submit(p, guest, &params, &error);
 	op->submitting = FALSE;
 	if (request == NULL) {
-		hr_pcp_evacuation_end(p->core, guest);
+		hr_pcp_evacuation_end(p->config, guest);
 		set_step_state(s, "failed", error->message);
 		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
 		defer_guest(p, guest->id, TRUE);
