@@ -23,6 +23,7 @@
 #include "hr-metrics.h"
 #include "hr-monitor.h"
 #include "hr-pcp.h"
+#include "hr-prometheus.h"
 #include "hr-socket.h"
 
 /* a body larger than this is refused with 413 */
