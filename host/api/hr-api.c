@@ -1718,7 +1718,7 @@ hr_api_new(HrCore *core, HrPrepare *prepare)
 	api->prepare = prepare;
 	api->admin_gid = (gid_t)-1;
 	api->read_gid = (gid_t)-1;
-	api->events = hr_event_stream_new(core);
+	api->events = hr_event_stream_new(core, prepare);
 	api->idle = g_hash_table_new(NULL, NULL);
 	api->trim_id = g_timeout_add_seconds(HR_API_TRIM_S, hr_api_trim_cb, api);
 	for (guint i = 0; i < G_N_ELEMENTS(routes); i++)

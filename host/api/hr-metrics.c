@@ -272,19 +272,6 @@ hr_metrics_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 	(void)core;
 
 	switch (event->kind) {
-	case HR_EVENT_PLAN_MADE:
-		hr_metrics_histogram_observe(m->plan_time, 0, event->duration_us / 1e6);
-		break;
-	case HR_EVENT_RESERVATION_CHANGED: {
-		HrReservation *r = event->reservation;
-		if (r->state != HR_RESERVATION_READY || r->finished_at == 0 ||
-		    g_hash_table_contains(m->ready_seen, r->id))
-			break;
-		g_hash_table_add(m->ready_seen, g_strdup(r->id));
-		hr_metrics_histogram_observe(m->time_to_ready, 0,
-					     (r->finished_at - r->created_at) / 1e6);
-		break;
-	}
 	case HR_EVENT_REQUEST_CHANGED: {
 		HrRequest *req = event->request;
 		gint64 us;
@@ -303,6 +290,30 @@ hr_metrics_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 		hr_metrics_histogram_observe(m->request_time, req->kind, us / 1e6);
 		break;
 	}
+	default:
+		break;
+	}
+}
+
+static void
+hr_metrics_prepare_cb(HrPrepare *prepare, const HrPrepareEvent *event, gpointer user_data)
+{
+	HrMetrics *m = user_data;
+	HrReservation *r = event->reservation;
+	(void)prepare;
+
+	switch (event->kind) {
+	case HR_PREPARE_PLAN_MADE:
+		hr_metrics_histogram_observe(m->plan_time, 0, event->duration_us / 1e6);
+		break;
+	case HR_PREPARE_RESERVATION_CHANGED:
+		if (r->state != HR_RESERVATION_READY || r->finished_at == 0 ||
+		    g_hash_table_contains(m->ready_seen, r->id))
+			break;
+		g_hash_table_add(m->ready_seen, g_strdup(r->id));
+		hr_metrics_histogram_observe(m->time_to_ready, 0,
+					     (r->finished_at - r->created_at) / 1e6);
+		break;
 	default:
 		break;
 	}
@@ -332,6 +343,7 @@ hr_metrics_new(HrCore *core, HrPrepare *prepare)
 	    hr_metrics_bounds_slow);
 	m->loop = hr_loop_watch_new();
 	hr_core_listen(core, hr_metrics_event_cb, m);
+	hr_prepare_listen(prepare, hr_metrics_prepare_cb, m);
 	return m;
 }
 
@@ -341,6 +353,7 @@ hr_metrics_free(HrMetrics *m)
 	if (m == NULL)
 		return;
 	hr_core_unlisten(m->core, hr_metrics_event_cb, m);
+	hr_prepare_unlisten(m->prepare, hr_metrics_prepare_cb, m);
 	g_hash_table_unref(m->ready_seen);
 	g_hash_table_unref(m->requests_seen);
 	g_queue_clear_full(&m->requests_order, g_free);

@@ -147,17 +147,6 @@ hr_core_emit(HrCore *core, HrEventKind kind, HrGuest *guest, gpointer object)
 
 	if (kind == HR_EVENT_REQUEST_CHANGED)
 		event.request = object;
-	else if (kind == HR_EVENT_RESERVATION_CHANGED || kind == HR_EVENT_PLAN_MADE)
-		event.reservation = object;
-	hr_listeners_emit(core->listeners, hr_core_invoke, &e);
-}
-
-void
-hr_core_emit_plan(HrCore *core, HrReservation *reservation, gint64 duration_us)
-{
-	HrEvent event = {
-	    .kind = HR_EVENT_PLAN_MADE, .reservation = reservation, .duration_us = duration_us};
-	HrCoreEmission e = {.core = core, .event = &event};
 	hr_listeners_emit(core->listeners, hr_core_invoke, &e);
 }
 
@@ -172,8 +161,6 @@ hr_event_kind_to_string(HrEventKind kind)
 	    [HR_EVENT_STATUS_CHANGED] = "status",
 	    [HR_EVENT_HELD_CHANGED] = "held",
 	    [HR_EVENT_REQUEST_CHANGED] = "request",
-	    [HR_EVENT_RESERVATION_CHANGED] = "reservation",
-	    [HR_EVENT_PLAN_MADE] = "plan",
 	};
 	return kind < HR_EVENT_N_KINDS ? names[kind] : "unknown";
 }

@@ -3,7 +3,7 @@
 
 /*
  * The daemon's core: the registry of guests and their requests, and the
- * events everything else listens to. The device transport (hr-device)
+ * guests' events everything above listens to. The device transport (hr-device)
  * feeds it; the reservation executor (hr-prepare) and the API (hr-api)
  * call it and listen to it; it calls none of them.
  */
@@ -12,7 +12,6 @@
 
 #include "hr-config.h"
 #include "hr-guest.h"
-#include "hr-reservation.h"
 
 G_BEGIN_DECLS
 
@@ -26,17 +25,13 @@ typedef enum {
 	HR_EVENT_STATUS_CHANGED,     /* a new STATUS */
 	HR_EVENT_HELD_CHANGED,	     /* the guest's held set changed */
 	HR_EVENT_REQUEST_CHANGED,    /* state, progress or result of a request */
-	HR_EVENT_RESERVATION_CHANGED,
-	HR_EVENT_PLAN_MADE, /* the executor planned for a reservation */
 	HR_EVENT_N_KINDS,
 } HrEventKind;
 
 typedef struct {
 	HrEventKind kind;
-	HrGuest *guest;		    /* all but RESERVATION_CHANGED */
-	HrRequest *request;	    /* REQUEST_CHANGED */
-	HrReservation *reservation; /* RESERVATION_CHANGED, PLAN_MADE */
-	gint64 duration_us;	    /* PLAN_MADE: the planner's decision time */
+	HrGuest *guest;
+	HrRequest *request; /* REQUEST_CHANGED */
 } HrEvent;
 
 typedef void (*HrCoreFunc)(HrCore *core, const HrEvent *event, gpointer user_data);
@@ -64,11 +59,9 @@ void
 hr_core_listen(HrCore *core, HrCoreFunc func, gpointer user_data);
 void
 hr_core_unlisten(HrCore *core, HrCoreFunc func, gpointer user_data);
-/* tell every listener; @object is the event's request or reservation */
+/* tell every listener; @object is the event's request */
 void
 hr_core_emit(HrCore *core, HrEventKind kind, HrGuest *guest, gpointer object);
-void
-hr_core_emit_plan(HrCore *core, HrReservation *reservation, gint64 duration_us);
 const gchar *
 hr_event_kind_to_string(HrEventKind kind);
 
