@@ -42,12 +42,17 @@ read -r -a daemon_flags <<<"$(pkg-config --cflags --libs gio-2.0 gio-unix-2.0 js
 daemon_srcs=()
 while read -r f; do
     daemon_srcs+=("$srcdir/host/$f")
-done < <(sed -n "/^libhugeroom = static_library(/,/^  c_args/s/^  '\(hr-[a-z-]*\.c\)',\$/\1/p" \
+done < <(sed -n "/^libhugeroom = static_library(/,/^  c_args/s/^  '\([a-z]*\/hr-[a-z-]*\.c\)',\$/\1/p" \
     "$srcdir/host/meson.build")
 [ ${#daemon_srcs[@]} -gt 20 ] || {
     echo "run-fuzz.sh: read ${#daemon_srcs[@]} sources of libhugeroom from host/meson.build" >&2
     exit 1
 }
+# every folder of host/ is an include dir, as host/meson.build has them
+host_incs=()
+for d in "$srcdir"/host/*/; do
+    host_incs+=(-I "${d%/}")
+done
 generated="${HR_BUILD_ROOT:?set HR_BUILD_ROOT to the meson build dir (its host/hr-paths.h)}/host"
 # the API's target runs the daemon over a copy of this host
 export HR_FUZZ_HOST_FIXTURE=$srcdir/tests/unit/fixtures/proc/host-6.18.44
@@ -99,7 +104,7 @@ for t in "${targets[@]}"; do
         ;;
     *)
         case $t in
-        config) srcs=("$srcdir/host/hr-config.c" "$srcdir/protocol/hr-codec.c"); flags=(-I "$generated" "${glib_flags[@]}") ;;
+        config) srcs=("$srcdir/host/base/hr-config.c" "$srcdir/protocol/hr-codec.c"); flags=(-I "$generated" "${glib_flags[@]}") ;;
         api) srcs=("$srcdir/protocol/hr-codec.c" "${daemon_srcs[@]}")
              # g_autoptr variables that only own: clang calls them unused
              flags=(-I "$generated" -DPACKAGE_VERSION=\"fuzz\" -Wno-unused-variable "${daemon_flags[@]}") ;;
@@ -107,7 +112,7 @@ for t in "${targets[@]}"; do
         esac
         "$CLANG" -g -O1 -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror \
             -fsanitize=fuzzer "${sanitize[@]}" \
-            -I "$srcdir/protocol" -I "$srcdir/host" "${srcs[@]}" "$srcdir/tests/fuzz/fuzz-$t.c" \
+            -I "$srcdir/protocol" "${host_incs[@]}" "${srcs[@]}" "$srcdir/tests/fuzz/fuzz-$t.c" \
             "${flags[@]}" -o "$bin"
         ;;
     esac

@@ -18,6 +18,7 @@
 #include <gio/gio.h>
 
 #include "hr-core.h"
+#include "hr-prepare.h"
 
 G_BEGIN_DECLS
 
@@ -27,7 +28,7 @@ G_BEGIN_DECLS
 typedef struct _HrEventStream HrEventStream;
 
 HrEventStream *
-hr_event_stream_new(HrCore *core);
+hr_event_stream_new(HrCore *core, HrPrepare *prepare);
 void
 hr_event_stream_free(HrEventStream *stream);
 

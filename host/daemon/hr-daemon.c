@@ -9,7 +9,6 @@
 
 #include "hr-acceptor.h"
 #include "hr-api.h"
-#include "hr-device.h"
 #include "hr-socket.h"
 #include "hr-virt.h"
 
@@ -75,7 +74,6 @@ static void
 hr_daemon_incoming_cb(GSocketConnection *connection, gpointer user_data)
 {
 	HrDaemon *daemon = user_data;
-	HrDevice *device;
 	if (hr_core_get_n_devices(daemon->core) >= daemon->config->max_connections) {
 		g_warning("refusing a VM socket connection: %u open already (max_connections)",
 			  hr_core_get_n_devices(daemon->core));
@@ -83,9 +81,7 @@ hr_daemon_incoming_cb(GSocketConnection *connection, gpointer user_data)
 		g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
 		return;
 	}
-	device = hr_device_new(daemon->core, connection, daemon->config->status_interval_ms);
-	hr_core_add_device(daemon->core, device);
-	hr_device_start(device);
+	hr_core_accept(daemon->core, connection, daemon->config->status_interval_ms);
 }
 
 static void

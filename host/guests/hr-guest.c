@@ -7,8 +7,6 @@
 #include <gio/gio.h>
 #include <string.h>
 
-#include "hr-device.h"
-#include "hr-pcp.h"
 
 /* how long to wait before sending again a command the driver found busy */
 #define HR_GUEST_BUSY_RETRY_MS 1000
@@ -155,7 +153,6 @@ hr_guest_free(HrGuest *guest)
 	g_hash_table_unref(guest->requests);
 	g_free(guest->last_result);
 	g_free(guest->last_reject_reason);
-	hr_pcp_guest_free(guest);
 	g_free(guest);
 }
 
@@ -448,12 +445,18 @@ hr_guest_list_requests(HrGuest *guest)
 	return list;
 }
 
+guint64
+hr_guest_new_request_id(HrGuest *guest)
+{
+	return (*guest->next_request_id)++;
+}
+
 void
 hr_guest_send_cmd(HrGuest *guest, const HrCmd *cmd)
 {
 	g_autoptr(GBytes) payload = hr_cmd_encode(cmd);
 	guest->cmds_sent++;
-	hr_device_send(guest->device, HR_CHAN_HOST_CMD, payload);
+	guest->send(guest->device, HR_CHAN_HOST_CMD, payload);
 }
 
 static void

@@ -24,6 +24,7 @@
 #include "hr-metrics.h"
 #include "hr-monitor.h"
 #include "hr-pcp.h"
+#include "hr-prometheus.h"
 #include "hr-socket.h"
 
 /* a body larger than this is refused with 413 */
@@ -1255,7 +1256,7 @@ hr_api_pcp(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 	call = g_new0(HrApiPcpCall, 1);
 	call->msg = g_object_ref(msg);
 	call->policy = policy;
-	if (!hr_pcp_send(api->core, guest, &policy, hr_api_pcp_done, call, &error)) {
+	if (!hr_pcp_send(hr_core_get_config(api->core), guest, &policy, hr_api_pcp_done, call, &error)) {
 		g_object_unref(call->msg);
 		g_free(call);
 		hr_api_reply_gerror(msg, error);
@@ -1721,7 +1722,7 @@ hr_api_new(HrCore *core, HrPrepare *prepare)
 	api->prepare = prepare;
 	api->admin_gid = (gid_t)-1;
 	api->read_gid = (gid_t)-1;
-	api->events = hr_event_stream_new(core);
+	api->events = hr_event_stream_new(core, prepare);
 	api->idle = g_hash_table_new(NULL, NULL);
 	api->trim_id = g_timeout_add_seconds(HR_API_TRIM_S, hr_api_trim_cb, api);
 	for (guint i = 0; i < G_N_ELEMENTS(routes); i++)

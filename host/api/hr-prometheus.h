@@ -1,11 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #pragma once
 
-#include "hr-core.h"
-#include "hr-monitor.h"
-#include "hr-prepare.h"
+/*
+ * The Prometheus text exposition format (0.0.4): label escaping, a
+ * metric's HELP and TYPE lines, and histograms. It knows no metric of
+ * the daemon's: hr-metrics.c and hr-loopwatch.c write theirs with it.
+ */
+
+#include <glib.h>
 
 G_BEGIN_DECLS
+
+/* @value as a label value: backslash, double quote and newline escaped */
+void
+hr_metrics_escape(GString *out, const gchar *value);
+/* the "# HELP" and "# TYPE" lines of @metric */
+void
+hr_metrics_head(GString *out, const gchar *metric, const gchar *type, const gchar *help);
 
 /* A Prometheus histogram, optionally with one label. */
 typedef struct _HrMetricsHistogram HrMetricsHistogram;
@@ -25,20 +36,5 @@ void
 hr_metrics_histogram_observe(HrMetricsHistogram *h, guint series, gdouble value);
 void
 hr_metrics_histogram_append(GString *out, HrMetricsHistogram *h);
-
-/*
- * GET /metrics (host/API.md "Metrics"): guests, nodes, reservations, and
- * histograms of the planner's decisions, the reservations' time to ready
- * and the guests' requests, which it follows on the core's events.
- */
-typedef struct _HrMetrics HrMetrics;
-
-HrMetrics *
-hr_metrics_new(HrCore *core, HrPrepare *prepare);
-void
-hr_metrics_free(HrMetrics *metrics);
-/* @host: a snapshot read @read_us microseconds long, or NULL to leave the nodes out */
-void
-hr_metrics_append(GString *out, HrMetrics *metrics, const HrHostState *host, gint64 read_us);
 
 G_END_DECLS

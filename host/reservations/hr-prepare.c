@@ -9,6 +9,7 @@
 
 #include "hr-compact.h"
 #include "hr-json.h"
+#include "hr-listeners.h"
 #include "hr-pcp.h"
 #include "hr-peer.h"
 #include "hr-snapshot.h"
@@ -114,6 +115,7 @@ struct _HrPrepare {
 	guint submitting; /* inside submit(): our requests' events */
 	const HrConfig *config;
 	HrReservationStore *store;
+	HrListeners *listeners; /* HrPrepareFunc */
 	HrPlannerParams params;
 	GHashTable *runs;    /* reservation id -> Run */
 	GHashTable *gstates; /* guest id -> GuestPlanState */
@@ -250,11 +252,52 @@ hr_prepare_host_changed(HrPrepare *p)
 	host_changed(p);
 }
 
+typedef struct {
+	HrPrepare *prepare;
+	const HrPrepareEvent *event;
+} Emission;
+
+static void
+invoke(GCallback func, gpointer func_data, gpointer invoke_data)
+{
+	Emission *e = invoke_data;
+	((HrPrepareFunc)(void (*)(void))func)(e->prepare, e->event, func_data);
+}
+
+static void
+emit(HrPrepare *p, HrPrepareEventKind kind, HrReservation *r, gint64 duration_us)
+{
+	HrPrepareEvent event = {.kind = kind, .reservation = r, .duration_us = duration_us};
+	Emission e = {.prepare = p, .event = &event};
+	hr_listeners_emit(p->listeners, invoke, &e);
+}
+
+void
+hr_prepare_listen(HrPrepare *p, HrPrepareFunc func, gpointer user_data)
+{
+	hr_listeners_add(p->listeners, G_CALLBACK(func), user_data);
+}
+
+void
+hr_prepare_unlisten(HrPrepare *p, HrPrepareFunc func, gpointer user_data)
+{
+	hr_listeners_remove(p->listeners, G_CALLBACK(func), user_data);
+}
+
+const gchar *
+hr_prepare_event_kind_to_string(HrPrepareEventKind kind)
+{
+	static const gchar *const names[HR_PREPARE_N_KINDS] = {
+	    [HR_PREPARE_RESERVATION_CHANGED] = "reservation",
+	    [HR_PREPARE_PLAN_MADE] = "plan",
+	};
+	return kind < HR_PREPARE_N_KINDS ? names[kind] : "unknown";
+}
+
 static void
 reservation_changed_cb(HrReservation *r, gpointer user_data)
 {
-	HrPrepare *p = user_data;
-	hr_core_emit(p->core, HR_EVENT_RESERVATION_CHANGED, NULL, r);
+	emit(user_data, HR_PREPARE_RESERVATION_CHANGED, r, 0);
 }
 
 static gboolean
@@ -326,6 +369,7 @@ hr_prepare_new(HrCore *core)
 
 	p->core = core;
 	p->config = hr_core_get_config(core);
+	p->listeners = hr_listeners_new();
 	path = g_build_filename(p->config->state_dir, "reservations.json", NULL);
 	p->store = hr_reservation_store_new(path);
 	hr_reservation_store_set_changed_func(p->store, reservation_changed_cb, p);
@@ -383,6 +427,7 @@ hr_prepare_free(HrPrepare *p)
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
 	hr_reservation_store_free(p->store);
+	hr_listeners_free(p->listeners);
 	g_free(p);
 }
 
@@ -1489,7 +1534,7 @@ donate_notify(HrRequest *request, gpointer user_data)
 	/* taken over by whoever sees the end first; never twice */
 	hr_request_remove_listener(request, donate_notify, op);
 	if (request->owner != NULL)
-		hr_pcp_evacuation_end(op->prepare->core, request->owner);
+		hr_pcp_evacuation_end(op->prepare->config, request->owner);
 	if (op->submitting) {
 		op->ended_early = TRUE;
 		return;
@@ -1575,12 +1620,12 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	params.notify = donate_notify;
 	params.notify_data = op;
 	/* a donor runs density while it gives (SET_PCP goes first on its cmdq) */
-	hr_pcp_evacuation_begin(p->core, guest);
+	hr_pcp_evacuation_begin(p->config, guest);
 	op->submitting = TRUE;
 	request = submit(p, guest, &params, &error);
 	op->submitting = FALSE;
 	if (request == NULL) {
-		hr_pcp_evacuation_end(p->core, guest);
+		hr_pcp_evacuation_end(p->config, guest);
 		set_step_state(s, "failed", error->message);
 		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
 		defer_guest(p, guest->id, TRUE);
@@ -2200,7 +2245,7 @@ plan_timed(HrPrepare *p, HrReservation *r, const HrPlanRequest *req, const HrPla
 {
 	gint64 start = g_get_monotonic_time();
 	HrPlan *plan = hr_planner_plan(req, input, &p->params);
-	hr_core_emit_plan(p->core, r, g_get_monotonic_time() - start);
+	emit(p, HR_PREPARE_PLAN_MADE, r, g_get_monotonic_time() - start);
 	return plan;
 }
 

@@ -3,7 +3,8 @@
 
 #include <json-glib/json-glib.h>
 
-#include "hr-core.h"
+#include "hr-config.h"
+#include "hr-guest.h"
 
 G_BEGIN_DECLS
 
@@ -26,7 +27,7 @@ gboolean
 hr_pcp_supported(HrGuest *guest, GError **error);
 /* send SET_PCP; @done (may be NULL) is called exactly once unless FALSE */
 gboolean
-hr_pcp_send(HrCore *core,
+hr_pcp_send(const HrConfig *config,
 	    HrGuest *guest,
 	    const HrPcpPolicy *policy,
 	    HrPcpDone done,
@@ -34,7 +35,7 @@ hr_pcp_send(HrCore *core,
 	    GError **error);
 /* the policy the host wants for @guest; FALSE when it wants none */
 gboolean
-hr_pcp_wanted(HrCore *core, HrGuest *guest, HrPcpPolicy *policy);
+hr_pcp_wanted(const HrConfig *config, HrGuest *guest, HrPcpPolicy *policy);
 /* keep @policy for the guest called @name, not seen yet: wanted once it is */
 void
 hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy);
@@ -46,13 +47,13 @@ hr_pcp_add_json(HrGuest *guest, JsonBuilder *b);
 gboolean
 hr_pcp_handle_result(HrGuest *guest, const HrResult *result);
 void
-hr_pcp_driver_ready(HrCore *core, HrGuest *guest);
+hr_pcp_driver_ready(const HrConfig *config, HrGuest *guest);
 /* for hr-prepare.c: around each evacuation of a donor */
 void
-hr_pcp_evacuation_begin(HrCore *core, HrGuest *guest);
+hr_pcp_evacuation_begin(const HrConfig *config, HrGuest *guest);
 void
-hr_pcp_evacuation_end(HrCore *core, HrGuest *guest);
-/* for hr-guest.c */
+hr_pcp_evacuation_end(const HrConfig *config, HrGuest *guest);
+/* for hr-core.c: before @guest is freed */
 void
 hr_pcp_guest_free(HrGuest *guest);
 

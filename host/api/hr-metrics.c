@@ -7,29 +7,16 @@
 
 #include "hr-loopwatch.h"
 #include "hr-monitor.h"
+#include "hr-prometheus.h"
 
 /* requests remembered as counted: far more than ever end twice in a row */
 #define HR_METRICS_REQUESTS_SEEN 4096
 
 static void
-hr_metrics_metric_escape(GString *out, const gchar *value)
-{
-	for (const gchar *p = value; *p != '\0'; p++) {
-		if (*p == '\\' || *p == '"')
-			g_string_append_c(out, '\\');
-		if (*p == '\n') {
-			g_string_append(out, "\\n");
-			continue;
-		}
-		g_string_append_c(out, *p);
-	}
-}
-
-static void
 hr_metrics_metric(GString *out, const gchar *metric, HrGuest *guest, gdouble value)
 {
 	g_string_append_printf(out, "%s{name=\"", metric);
-	hr_metrics_metric_escape(out, guest->name);
+	hr_metrics_escape(out, guest->name);
 	g_string_append_printf(out, "\",uuid=\"%s\"} %.17g\n", guest->uuid, value);
 }
 
@@ -38,21 +25,15 @@ hr_metrics_metric_labelled(GString *out, const gchar *metric, HrGuest *guest, co
 		       const gchar *value, gdouble number)
 {
 	g_string_append_printf(out, "%s{name=\"", metric);
-	hr_metrics_metric_escape(out, guest->name);
+	hr_metrics_escape(out, guest->name);
 	g_string_append_printf(out, "\",uuid=\"%s\",%s=\"%s\"} %.17g\n", guest->uuid, label, value,
 			       number);
 }
 
 static void
-hr_metrics_metric_head(GString *out, const gchar *metric, const gchar *type, const gchar *help)
-{
-	g_string_append_printf(out, "# HELP %s %s\n# TYPE %s %s\n", metric, help, metric, type);
-}
-
-static void
 hr_metrics_requests(GString *out, GPtrArray *guests)
 {
-	hr_metrics_metric_head(out, "hugeroom_guest_requests", "gauge",
+	hr_metrics_head(out, "hugeroom_guest_requests", "gauge",
 			   "evacuate, capture and return requests waiting or running, by state");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
@@ -64,7 +45,7 @@ hr_metrics_requests(GString *out, GPtrArray *guests)
 			hr_metrics_metric_labelled(out, "hugeroom_guest_requests", guest, "state",
 					       hr_request_state_to_string(st), n[st]);
 	}
-	hr_metrics_metric_head(out, "hugeroom_guest_requests_finished_total", "counter",
+	hr_metrics_head(out, "hugeroom_guest_requests_finished_total", "counter",
 			   "evacuate, capture and return requests that ended, by final state");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
@@ -73,21 +54,21 @@ hr_metrics_requests(GString *out, GPtrArray *guests)
 					       "state", hr_request_state_to_string(st),
 					       guest->requests_final[st]);
 	}
-	hr_metrics_metric_head(out, "hugeroom_guest_blocks_freed_total", "counter",
+	hr_metrics_head(out, "hugeroom_guest_blocks_freed_total", "counter",
 			   "2 MiB blocks freed and held by evacuate and capture results");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		hr_metrics_metric(out, "hugeroom_guest_blocks_freed_total", guest,
 			      guest->blocks_freed_total);
 	}
-	hr_metrics_metric_head(out, "hugeroom_guest_pages_migrated_total", "counter",
+	hr_metrics_head(out, "hugeroom_guest_pages_migrated_total", "counter",
 			   "4 KiB guest pages migrated by evacuate and capture results");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		hr_metrics_metric(out, "hugeroom_guest_pages_migrated_total", guest,
 			      guest->pages_migrated_total);
 	}
-	hr_metrics_metric_head(out, "hugeroom_guest_blocks_returned_total", "counter",
+	hr_metrics_head(out, "hugeroom_guest_blocks_returned_total", "counter",
 			   "held blocks the guest took back, by reason (host, pressure, unload)");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
@@ -233,7 +214,7 @@ hr_metrics_histogram_labels(GString *out, HrMetricsHistogram *h, guint series, c
 	g_string_append_c(out, '{');
 	if (h->values != NULL) {
 		g_string_append_printf(out, "%s=\"", h->label);
-		hr_metrics_metric_escape(out, h->values[series]);
+		hr_metrics_escape(out, h->values[series]);
 		g_string_append_c(out, '"');
 	}
 	if (le != NULL)
@@ -246,7 +227,7 @@ hr_metrics_histogram_append(GString *out, HrMetricsHistogram *h)
 {
 	guint n_series = h->values != NULL ? g_strv_length(h->values) : 1;
 
-	hr_metrics_metric_head(out, h->name, "histogram", h->help);
+	hr_metrics_head(out, h->name, "histogram", h->help);
 	for (guint s = 0; s < n_series; s++) {
 		const guint64 *counts = &h->counts[s * (h->n_bounds + 1)];
 		guint64 cumulative = 0;
@@ -291,19 +272,6 @@ hr_metrics_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 	(void)core;
 
 	switch (event->kind) {
-	case HR_EVENT_PLAN_MADE:
-		hr_metrics_histogram_observe(m->plan_time, 0, event->duration_us / 1e6);
-		break;
-	case HR_EVENT_RESERVATION_CHANGED: {
-		HrReservation *r = event->reservation;
-		if (r->state != HR_RESERVATION_READY || r->finished_at == 0 ||
-		    g_hash_table_contains(m->ready_seen, r->id))
-			break;
-		g_hash_table_add(m->ready_seen, g_strdup(r->id));
-		hr_metrics_histogram_observe(m->time_to_ready, 0,
-					     (r->finished_at - r->created_at) / 1e6);
-		break;
-	}
 	case HR_EVENT_REQUEST_CHANGED: {
 		HrRequest *req = event->request;
 		gint64 us;
@@ -322,6 +290,30 @@ hr_metrics_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 		hr_metrics_histogram_observe(m->request_time, req->kind, us / 1e6);
 		break;
 	}
+	default:
+		break;
+	}
+}
+
+static void
+hr_metrics_prepare_cb(HrPrepare *prepare, const HrPrepareEvent *event, gpointer user_data)
+{
+	HrMetrics *m = user_data;
+	HrReservation *r = event->reservation;
+	(void)prepare;
+
+	switch (event->kind) {
+	case HR_PREPARE_PLAN_MADE:
+		hr_metrics_histogram_observe(m->plan_time, 0, event->duration_us / 1e6);
+		break;
+	case HR_PREPARE_RESERVATION_CHANGED:
+		if (r->state != HR_RESERVATION_READY || r->finished_at == 0 ||
+		    g_hash_table_contains(m->ready_seen, r->id))
+			break;
+		g_hash_table_add(m->ready_seen, g_strdup(r->id));
+		hr_metrics_histogram_observe(m->time_to_ready, 0,
+					     (r->finished_at - r->created_at) / 1e6);
+		break;
 	default:
 		break;
 	}
@@ -351,6 +343,7 @@ hr_metrics_new(HrCore *core, HrPrepare *prepare)
 	    hr_metrics_bounds_slow);
 	m->loop = hr_loop_watch_new();
 	hr_core_listen(core, hr_metrics_event_cb, m);
+	hr_prepare_listen(prepare, hr_metrics_prepare_cb, m);
 	return m;
 }
 
@@ -360,6 +353,7 @@ hr_metrics_free(HrMetrics *m)
 	if (m == NULL)
 		return;
 	hr_core_unlisten(m->core, hr_metrics_event_cb, m);
+	hr_prepare_unlisten(m->prepare, hr_metrics_prepare_cb, m);
 	g_hash_table_unref(m->ready_seen);
 	g_hash_table_unref(m->requests_seen);
 	g_queue_clear_full(&m->requests_order, g_free);
@@ -390,12 +384,12 @@ hr_metrics_host(GString *out, HrMetrics *m, const HrHostState *host, gint64 read
 
 	if (host == NULL)
 		return;
-	hr_metrics_metric_head(out, "hugeroom_host_read_seconds", "gauge",
+	hr_metrics_head(out, "hugeroom_host_read_seconds", "gauge",
 			       "how long the latest read of the host's /proc and /sys took, in "
 			       "the daemon's reader thread");
 	g_string_append_printf(out, "hugeroom_host_read_seconds %.17g\n", read_us / 1e6);
 	for (guint k = 0; k < G_N_ELEMENTS(metrics); k++) {
-		hr_metrics_metric_head(out, metrics[k].name, metrics[k].type, metrics[k].help);
+		hr_metrics_head(out, metrics[k].name, metrics[k].type, metrics[k].help);
 		for (guint n = 0; n < host->nodes->len; n++) {
 			const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
 			gdouble v;
@@ -431,18 +425,18 @@ hr_metrics_reservations(GString *out, HrMetrics *m)
 		HrReservation *r = g_ptr_array_index(list, i);
 		n[r->state]++;
 	}
-	hr_metrics_metric_head(out, "hugeroom_reservations", "gauge",
+	hr_metrics_head(out, "hugeroom_reservations", "gauge",
 			       "reservations the daemon knows, by state");
 	for (guint st = 0; st < HR_RESERVATION_N_STATES; st++)
 		g_string_append_printf(out, "hugeroom_reservations{state=\"%s\"} %" G_GUINT64_FORMAT
 					    "\n",
 				       hr_reservation_state_to_string(st), n[st]);
-	hr_metrics_metric_head(out, "hugeroom_state_write_failures_total", "counter",
+	hr_metrics_head(out, "hugeroom_state_write_failures_total", "counter",
 			       "writes of the state file (reservations.json) that failed; each is "
 			       "retried");
 	g_string_append_printf(out, "hugeroom_state_write_failures_total %" G_GUINT64_FORMAT "\n",
 			       hr_reservation_store_save_failures(store));
-	hr_metrics_metric_head(out, "hugeroom_state_file_stale", "gauge",
+	hr_metrics_head(out, "hugeroom_state_file_stale", "gauge",
 			       "1 while the state file on disk is older than the daemon's state "
 			       "(its latest write failed; a restart now would lose the difference)");
 	g_string_append_printf(out, "hugeroom_state_file_stale %d\n", stale != NULL);

@@ -4,6 +4,7 @@
 #include <json-glib/json-glib.h>
 
 #include "hr-core.h"
+#include "hr-prepare.h"
 
 G_BEGIN_DECLS
 
@@ -20,5 +21,7 @@ hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request);
 /* the data of a /v1/events event (hr-events.h) */
 JsonNode *
 hr_api_event_to_json(const HrEvent *event, guint64 seq);
+JsonNode *
+hr_api_prepare_event_to_json(const HrPrepareEvent *event, guint64 seq);
 
 G_END_DECLS

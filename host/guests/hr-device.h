@@ -3,19 +3,35 @@
 
 #include <gio/gio.h>
 
+#include "hr-config.h"
 #include "hr-guest.h"
 
 G_BEGIN_DECLS
-
-typedef struct _HrCore HrCore;
 
 /*
  * One connected QEMU device: reads its frames asynchronously, validates
  * every one, keeps its guest's state current and closes the connection on
  * the first frame that breaks a rule (SPEC.md 2.8).
+ *
+ * What happens to the connection goes up to its owner, the guest
+ * registry (hr-core.c), through @hooks: the channel never calls it.
  */
+typedef struct {
+	/* a HELLO identified the peer: the guest it speaks for (takes @peer) */
+	HrGuest *(*attach)(gpointer owner, HrDevice *device, const HrChanHello *hello,
+			   HrPeer *peer);
+	/* a new STATUS is in @guest */
+	void (*status)(gpointer owner, HrGuest *guest);
+	/* the connection closed: @guest NULL before a HELLO, @reason NULL when clean */
+	void (*closed)(gpointer owner, HrDevice *device, HrGuest *guest, const gchar *reason);
+} HrDeviceHooks;
+
 HrDevice *
-hr_device_new(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms);
+hr_device_new(const HrConfig *config,
+	      const HrDeviceHooks *hooks,
+	      gpointer owner,
+	      GSocketConnection *connection,
+	      guint32 status_interval_ms);
 HrDevice *
 hr_device_ref(HrDevice *device);
 void

@@ -6,6 +6,7 @@
 
 #include "hr-device.h"
 #include "hr-listeners.h"
+#include "hr-pcp.h"
 
 /* how often pending commands and vanished QEMU processes are checked */
 #define HR_CORE_SWEEP_MS 1000
@@ -25,13 +26,21 @@ struct _HrCore {
 static gboolean
 hr_core_sweep_cb(gpointer user_data);
 
+/* a guest's SET_PCPs in flight go with it */
+static void
+hr_core_guest_free(HrGuest *guest)
+{
+	hr_pcp_guest_free(guest);
+	hr_guest_free(guest);
+}
+
 HrCore *
 hr_core_new(HrConfig *config)
 {
 	HrCore *core = g_new0(HrCore, 1);
 	core->config = config;
 	core->devices = g_ptr_array_new_with_free_func((GDestroyNotify)hr_device_unref);
-	core->guests = g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_free);
+	core->guests = g_ptr_array_new_with_free_func((GDestroyNotify)hr_core_guest_free);
 	core->next_guest_id = 1;
 	/* unique per VM across daemon restarts (SPEC 1.6.1) */
 	core->next_request_id = (guint64)g_get_real_time();
@@ -138,17 +147,6 @@ hr_core_emit(HrCore *core, HrEventKind kind, HrGuest *guest, gpointer object)
 
 	if (kind == HR_EVENT_REQUEST_CHANGED)
 		event.request = object;
-	else if (kind == HR_EVENT_RESERVATION_CHANGED || kind == HR_EVENT_PLAN_MADE)
-		event.reservation = object;
-	hr_listeners_emit(core->listeners, hr_core_invoke, &e);
-}
-
-void
-hr_core_emit_plan(HrCore *core, HrReservation *reservation, gint64 duration_us)
-{
-	HrEvent event = {
-	    .kind = HR_EVENT_PLAN_MADE, .reservation = reservation, .duration_us = duration_us};
-	HrCoreEmission e = {.core = core, .event = &event};
 	hr_listeners_emit(core->listeners, hr_core_invoke, &e);
 }
 
@@ -163,8 +161,6 @@ hr_event_kind_to_string(HrEventKind kind)
 	    [HR_EVENT_STATUS_CHANGED] = "status",
 	    [HR_EVENT_HELD_CHANGED] = "held",
 	    [HR_EVENT_REQUEST_CHANGED] = "request",
-	    [HR_EVENT_RESERVATION_CHANGED] = "reservation",
-	    [HR_EVENT_PLAN_MADE] = "plan",
 	};
 	return kind < HR_EVENT_N_KINDS ? names[kind] : "unknown";
 }
@@ -172,10 +168,31 @@ hr_event_kind_to_string(HrEventKind kind)
 /* ---------------------------------------------------------------------- */
 /* Connections */
 
-void
-hr_core_add_device(HrCore *core, HrDevice *device)
+static HrGuest *
+hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello, HrPeer *peer);
+static void
+hr_core_device_closed(gpointer owner, HrDevice *device, HrGuest *guest, const gchar *reason);
+
+static void
+hr_core_device_status(gpointer owner, HrGuest *guest)
 {
+	hr_core_emit(owner, HR_EVENT_STATUS_CHANGED, guest, NULL);
+}
+
+static const HrDeviceHooks hr_core_device_hooks = {
+    .attach = hr_core_attach_device,
+    .status = hr_core_device_status,
+    .closed = hr_core_device_closed,
+};
+
+void
+hr_core_accept(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms)
+{
+	HrDevice *device =
+	    hr_device_new(core->config, &hr_core_device_hooks, core, connection, status_interval_ms);
+
 	g_ptr_array_add(core->devices, device);
+	hr_device_start(device);
 }
 
 void
@@ -205,9 +222,10 @@ hr_core_held_changed(gpointer guest, gpointer data)
 	hr_core_emit(data, HR_EVENT_HELD_CHANGED, guest, NULL);
 }
 
-HrGuest *
-hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, HrPeer *peer)
+static HrGuest *
+hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello, HrPeer *peer)
 {
+	HrCore *core = owner;
 	HrGuest *guest = hr_guest_find_for_hello(core->guests, hello, peer);
 	gint pid = peer->pid;
 	gboolean added = FALSE;
@@ -235,6 +253,8 @@ hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, 
 	guest->held_changed = hr_core_held_changed;
 	guest->held_changed_data = core;
 	guest->device = device;
+	guest->send = hr_device_send;
+	guest->next_request_id = &core->next_request_id;
 	guest->ready = FALSE;
 	guest->connections++;
 	g_clear_pointer(&guest->connected_at, g_date_time_unref);
@@ -248,13 +268,16 @@ hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, 
 	return guest;
 }
 
-void
-hr_core_device_closed(HrCore *core, HrDevice *device, HrGuest *guest, const gchar *reason)
+static void
+hr_core_device_closed(gpointer owner, HrDevice *device, HrGuest *guest, const gchar *reason)
 {
+	HrCore *core = owner;
+
 	if (guest != NULL) {
 		if (reason != NULL)
 			hr_guest_reject(guest, reason);
 		guest->device = NULL;
+		guest->send = NULL;
 		guest->disconnected_at = g_date_time_new_now_utc();
 		hr_guest_device_lost(guest);
 	} else if (reason != NULL) {
@@ -267,12 +290,6 @@ hr_core_device_closed(HrCore *core, HrDevice *device, HrGuest *guest, const gcha
 
 /* ---------------------------------------------------------------------- */
 /* Commands */
-
-guint64
-hr_core_new_request_id(HrCore *core)
-{
-	return core->next_request_id++;
-}
 
 guint64
 hr_core_request_report(HrCore *core, HrGuest *guest, GError **error)

@@ -55,7 +55,7 @@ hr_pcp_supported(HrGuest *guest, GError **error)
 }
 
 gboolean
-hr_pcp_send(HrCore *core,
+hr_pcp_send(const HrConfig *config,
 	    HrGuest *guest,
 	    const HrPcpPolicy *policy,
 	    HrPcpDone done,
@@ -74,7 +74,7 @@ hr_pcp_send(HrCore *core,
 	}
 	if (!hr_pcp_supported(guest, error))
 		return FALSE;
-	cmd = hr_cmd_new(VIRTIO_HUGEROOM_CMD_SET_PCP, hr_core_new_request_id(core));
+	cmd = hr_cmd_new(VIRTIO_HUGEROOM_CMD_SET_PCP, hr_guest_new_request_id(guest));
 	cmd->policy = policy->policy;
 	cmd->high = policy->high;
 	call = g_new0(HrPcpCall, 1);
@@ -83,7 +83,7 @@ hr_pcp_send(HrCore *core,
 	call->policy = *policy;
 	call->done = done;
 	call->user_data = user_data;
-	call->timeout_id = g_timeout_add(hr_core_get_config(core)->command_timeout_ms,
+	call->timeout_id = g_timeout_add(config->command_timeout_ms,
 					 hr_pcp_timeout_cb, call);
 	guest->pcp_calls = g_list_append(guest->pcp_calls, call);
 	hr_guest_send_cmd(guest, cmd);
@@ -122,7 +122,7 @@ hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy)
 }
 
 gboolean
-hr_pcp_wanted(HrCore *core, HrGuest *guest, HrPcpPolicy *policy)
+hr_pcp_wanted(const HrConfig *config, HrGuest *guest, HrPcpPolicy *policy)
 {
 	HrGuestPolicy gp;
 	HrPcpPolicy *stashed;
@@ -134,7 +134,7 @@ hr_pcp_wanted(HrCore *core, HrGuest *guest, HrPcpPolicy *policy)
 		g_hash_table_remove(hr_pcp_stashed, guest->name);
 	}
 
-	hr_config_guest_policy(hr_core_get_config(core), guest->name, &gp);
+	hr_config_guest_policy(config, guest->name, &gp);
 	guest->pcp_config_set = gp.pcp_set;
 	guest->pcp_config = gp.pcp;
 	if (guest->pcp_want_set)
@@ -146,40 +146,40 @@ hr_pcp_wanted(HrCore *core, HrGuest *guest, HrPcpPolicy *policy)
 
 /* what the guest should run now: density while donating, else its wanted policy */
 static gboolean
-hr_pcp_due(HrCore *core, HrGuest *guest, HrPcpPolicy *policy)
+hr_pcp_due(const HrConfig *config, HrGuest *guest, HrPcpPolicy *policy)
 {
 	if (guest->pcp_evacuations > 0) {
 		*policy = (HrPcpPolicy){VIRTIO_HUGEROOM_PCP_DENSITY, 0};
 		return TRUE;
 	}
-	return hr_pcp_wanted(core, guest, policy);
+	return hr_pcp_wanted(config, guest, policy);
 }
 
 void
-hr_pcp_driver_ready(HrCore *core, HrGuest *guest)
+hr_pcp_driver_ready(const HrConfig *config, HrGuest *guest)
 {
 	g_autoptr(GError) error = NULL;
 	HrPcpPolicy policy;
 
 	/* the driver came up with the guest's own sizing (SPEC 1.6.7.1 item 4) */
 	guest->pcp_applied_set = FALSE;
-	if (!hr_pcp_due(core, guest, &policy) || !hr_pcp_supported(guest, NULL))
+	if (!hr_pcp_due(config, guest, &policy) || !hr_pcp_supported(guest, NULL))
 		return;
-	if (!hr_pcp_send(core, guest, &policy, NULL, NULL, &error))
+	if (!hr_pcp_send(config, guest, &policy, NULL, NULL, &error))
 		g_warning("%s: cannot send its PCP policy: %s", guest->name, error->message);
 }
 
 static void
-hr_pcp_send_quietly(HrCore *core, HrGuest *guest, const HrPcpPolicy *policy)
+hr_pcp_send_quietly(const HrConfig *config, HrGuest *guest, const HrPcpPolicy *policy)
 {
 	g_autoptr(GError) error = NULL;
 
-	if (hr_pcp_supported(guest, NULL) && !hr_pcp_send(core, guest, policy, NULL, NULL, &error))
+	if (hr_pcp_supported(guest, NULL) && !hr_pcp_send(config, guest, policy, NULL, NULL, &error))
 		g_info("%s: %s", guest->name, error->message);
 }
 
 void
-hr_pcp_evacuation_begin(HrCore *core, HrGuest *guest)
+hr_pcp_evacuation_begin(const HrConfig *config, HrGuest *guest)
 {
 	/*
 	 * Pages parked on PCP lists keep blocks from becoming free, but with
@@ -188,15 +188,15 @@ hr_pcp_evacuation_begin(HrCore *core, HrGuest *guest)
 	 * measured 2.5-3.6% of what donors gave faulted back in with density,
 	 * 0.19% without. Off unless donor_pcp_density says so.
 	 */
-	if (guest->pcp_evacuations++ == 0 && hr_core_get_config(core)->donor_pcp_density) {
+	if (guest->pcp_evacuations++ == 0 && config->donor_pcp_density) {
 		guest->pcp_density_sent = TRUE;
-		hr_pcp_send_quietly(core, guest,
+		hr_pcp_send_quietly(config, guest,
 				    &(HrPcpPolicy){VIRTIO_HUGEROOM_PCP_DENSITY, 0});
 	}
 }
 
 void
-hr_pcp_evacuation_end(HrCore *core, HrGuest *guest)
+hr_pcp_evacuation_end(const HrConfig *config, HrGuest *guest)
 {
 	HrPcpPolicy policy = {VIRTIO_HUGEROOM_PCP_DEFAULT, 0};
 
@@ -204,8 +204,8 @@ hr_pcp_evacuation_end(HrCore *core, HrGuest *guest)
 	if (--guest->pcp_evacuations > 0 || !guest->pcp_density_sent)
 		return;
 	guest->pcp_density_sent = FALSE;
-	hr_pcp_wanted(core, guest, &policy);
-	hr_pcp_send_quietly(core, guest, &policy);
+	hr_pcp_wanted(config, guest, &policy);
+	hr_pcp_send_quietly(config, guest, &policy);
 }
 
 static void

@@ -11,6 +11,13 @@ G_BEGIN_DECLS
 
 typedef struct _HrDevice HrDevice;
 
+/*
+ * How a guest's commands reach its QEMU: the device channel above this
+ * file (hr-device.c) is handed in when a connection attaches, so that
+ * the guest's state never calls up into the channel that feeds it.
+ */
+typedef void (*HrGuestSendFunc)(HrDevice *device, guint16 type, GBytes *payload);
+
 /* A command sent to a guest and not answered yet. */
 typedef struct {
 	guint64 request_id;
@@ -62,6 +69,8 @@ typedef struct {
 	GArray *ram; /* HrRamRange */
 
 	HrDevice *device; /* NULL while disconnected */
+	HrGuestSendFunc send; /* sends a frame to @device */
+	guint64 *next_request_id; /* the registry's numbering of commands (hr-core.c) */
 	GDateTime *connected_at;
 	GDateTime *disconnected_at;
 	guint connections;
@@ -203,6 +212,9 @@ hr_guest_list_requests(HrGuest *guest);
 /* cancel a queued request, or send CANCEL for the running one */
 gboolean
 hr_guest_cancel_request(HrGuest *guest, guint64 id, GError **error);
+/* a request id no command of this daemon has used (the registry's numbering) */
+guint64
+hr_guest_new_request_id(HrGuest *guest);
 /* send @cmd to the connected device as it is */
 void
 hr_guest_send_cmd(HrGuest *guest, const HrCmd *cmd);

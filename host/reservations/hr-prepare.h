@@ -40,6 +40,22 @@ G_BEGIN_DECLS
 
 typedef struct _HrPrepare HrPrepare;
 
+/* the executor's news, for the layers above (the event stream, the metrics) */
+typedef enum {
+	HR_PREPARE_RESERVATION_CHANGED, /* a reservation was created or changed */
+	HR_PREPARE_PLAN_MADE,		/* the planner decided for a reservation */
+	HR_PREPARE_N_KINDS,
+} HrPrepareEventKind;
+
+typedef struct {
+	HrPrepareEventKind kind;
+	HrReservation *reservation;
+	gint64 duration_us; /* PLAN_MADE: the planner's decision time */
+} HrPrepareEvent;
+
+typedef void (*HrPrepareFunc)(HrPrepare *prepare, const HrPrepareEvent *event,
+			      gpointer user_data);
+
 /* loads the state file; a corrupt one is set aside and logged */
 HrPrepare *
 hr_prepare_new(HrCore *core);
@@ -47,6 +63,13 @@ void
 hr_prepare_free(HrPrepare *prepare);
 HrReservationStore *
 hr_prepare_get_store(HrPrepare *prepare);
+void
+hr_prepare_listen(HrPrepare *prepare, HrPrepareFunc func, gpointer user_data);
+void
+hr_prepare_unlisten(HrPrepare *prepare, HrPrepareFunc func, gpointer user_data);
+/* "reservation", "plan": the event stream's type names */
+const gchar *
+hr_prepare_event_kind_to_string(HrPrepareEventKind kind);
 /* drop what the executor keeps of a guest the daemon forgets */
 void
 hr_prepare_forget_guest(HrPrepare *prepare, HrGuest *guest);

@@ -3,7 +3,7 @@
 
 /*
  * The daemon's core: the registry of guests and their requests, and the
- * events everything else listens to. The device transport (hr-device)
+ * guests' events everything above listens to. The device transport (hr-device)
  * feeds it; the reservation executor (hr-prepare) and the API (hr-api)
  * call it and listen to it; it calls none of them.
  */
@@ -12,7 +12,6 @@
 
 #include "hr-config.h"
 #include "hr-guest.h"
-#include "hr-reservation.h"
 
 G_BEGIN_DECLS
 
@@ -26,17 +25,13 @@ typedef enum {
 	HR_EVENT_STATUS_CHANGED,     /* a new STATUS */
 	HR_EVENT_HELD_CHANGED,	     /* the guest's held set changed */
 	HR_EVENT_REQUEST_CHANGED,    /* state, progress or result of a request */
-	HR_EVENT_RESERVATION_CHANGED,
-	HR_EVENT_PLAN_MADE, /* the executor planned for a reservation */
 	HR_EVENT_N_KINDS,
 } HrEventKind;
 
 typedef struct {
 	HrEventKind kind;
-	HrGuest *guest;		    /* all but RESERVATION_CHANGED */
-	HrRequest *request;	    /* REQUEST_CHANGED */
-	HrReservation *reservation; /* RESERVATION_CHANGED, PLAN_MADE */
-	gint64 duration_us;	    /* PLAN_MADE: the planner's decision time */
+	HrGuest *guest;
+	HrRequest *request; /* REQUEST_CHANGED */
 } HrEvent;
 
 typedef void (*HrCoreFunc)(HrCore *core, const HrEvent *event, gpointer user_data);
@@ -64,17 +59,12 @@ void
 hr_core_listen(HrCore *core, HrCoreFunc func, gpointer user_data);
 void
 hr_core_unlisten(HrCore *core, HrCoreFunc func, gpointer user_data);
-/* tell every listener; @object is the event's request or reservation */
+/* tell every listener; @object is the event's request */
 void
 hr_core_emit(HrCore *core, HrEventKind kind, HrGuest *guest, gpointer object);
-void
-hr_core_emit_plan(HrCore *core, HrReservation *reservation, gint64 duration_us);
 const gchar *
 hr_event_kind_to_string(HrEventKind kind);
 
-/* a request id no command of this daemon has used */
-guint64
-hr_core_new_request_id(HrCore *core);
 /* send CMD_REPORT; returns its request id, or 0 with @error set */
 guint64
 hr_core_request_report(HrCore *core, HrGuest *guest, GError **error);
@@ -88,19 +78,14 @@ hr_core_request_report(HrCore *core, HrGuest *guest, GError **error);
 HrRequest *
 hr_core_submit(HrCore *core, HrGuest *guest, const HrRequestParams *params, GError **error);
 
-/* for the device transport: open connections and their fate */
+/* a QEMU connected to the VM socket: its device channel, until it closes */
 void
-hr_core_add_device(HrCore *core, HrDevice *device);
-/* takes @peer */
-HrGuest *
-hr_core_attach_device(HrCore *core, HrDevice *device, const HrChanHello *hello, HrPeer *peer);
+hr_core_accept(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms);
 guint
 hr_core_get_n_devices(HrCore *core);
 /* count a connection refused before a HELLO identified it */
 void
 hr_core_note_unidentified(HrCore *core, const gchar *reason);
-void
-hr_core_device_closed(HrCore *core, HrDevice *device, HrGuest *guest, const gchar *reason);
 void
 hr_core_close_devices(HrCore *core);
 

@@ -22,8 +22,20 @@ typedef struct {
 	gint refcount;
 } HrEventClient;
 
+/* the stream's types: the guests' (HrEventKind), then the executor's (HrPrepareEventKind) */
+#define HR_EVENTS_N_TYPES (HR_EVENT_N_KINDS + HR_PREPARE_N_KINDS)
+
+static const gchar *
+hr_event_type_to_string(guint type)
+{
+	if (type < HR_EVENT_N_KINDS)
+		return hr_event_kind_to_string(type);
+	return hr_prepare_event_kind_to_string(type - HR_EVENT_N_KINDS);
+}
+
 struct _HrEventStream {
 	HrCore *core;
+	HrPrepare *prepare;
 	GPtrArray *clients; /* HrEventClient */
 	guint64 seq;
 	guint ping_id;
@@ -154,41 +166,57 @@ hr_event_client_read_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static gboolean
-hr_event_client_wants(HrEventClient *client, const HrEvent *event)
+hr_event_client_wants(HrEventClient *client, guint type, HrGuest *guest)
 {
-	if ((client->types_mask & (1u << event->kind)) == 0)
+	if ((client->types_mask & (1u << type)) == 0)
 		return FALSE;
 	if (client->guest == NULL)
 		return TRUE;
-	return event->guest != NULL && (g_strcmp0(event->guest->name, client->guest) == 0 ||
-					g_ascii_strcasecmp(event->guest->uuid, client->guest) == 0);
+	return guest != NULL && (g_strcmp0(guest->name, client->guest) == 0 ||
+				 g_ascii_strcasecmp(guest->uuid, client->guest) == 0);
 }
 
+/* one of @event (a guest's) and @pevent (the executor's) */
 static void
-hr_event_stream_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
+hr_event_stream_deliver(HrEventStream *stream, const HrEvent *event, const HrPrepareEvent *pevent)
 {
-	HrEventStream *stream = user_data;
+	guint type = event != NULL ? event->kind : HR_EVENT_N_KINDS + pevent->kind;
+	HrGuest *guest = event != NULL ? event->guest : NULL;
 	g_autoptr(GBytes) text = NULL;
 	guint64 seq = ++stream->seq;
-	(void)core;
 
 	/* backwards: a client may be closed (and removed) on the way */
 	for (guint i = stream->clients->len; i > 0; i--) {
 		HrEventClient *client = g_ptr_array_index(stream->clients, i - 1);
-		if (!hr_event_client_wants(client, event))
+		if (!hr_event_client_wants(client, type, guest))
 			continue;
 		if (text == NULL) {
-			g_autoptr(JsonNode) node = hr_api_event_to_json(event, seq);
+			g_autoptr(JsonNode) node = event != NULL
+						       ? hr_api_event_to_json(event, seq)
+						       : hr_api_prepare_event_to_json(pevent, seq);
 			g_autofree gchar *json = json_to_string(node, FALSE);
 			gchar *str = g_strdup_printf("id: %" G_GUINT64_FORMAT "\nevent: %s\n"
 						     "data: %s\n\n",
-						     seq, hr_event_kind_to_string(event->kind),
-						     json);
+						     seq, hr_event_type_to_string(type), json);
 			text = g_bytes_new_take(str, strlen(str));
 		}
 		stream->delivered++;
 		hr_event_client_send(client, text);
 	}
+}
+
+static void
+hr_event_stream_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
+{
+	(void)core;
+	hr_event_stream_deliver(user_data, event, NULL);
+}
+
+static void
+hr_event_stream_prepare_cb(HrPrepare *prepare, const HrPrepareEvent *event, gpointer user_data)
+{
+	(void)prepare;
+	hr_event_stream_deliver(user_data, NULL, event);
 }
 
 static gboolean
@@ -203,13 +231,15 @@ hr_event_stream_ping_cb(gpointer user_data)
 }
 
 HrEventStream *
-hr_event_stream_new(HrCore *core)
+hr_event_stream_new(HrCore *core, HrPrepare *prepare)
 {
 	HrEventStream *stream = g_new0(HrEventStream, 1);
 	stream->core = core;
+	stream->prepare = prepare;
 	stream->clients = g_ptr_array_new_with_free_func((GDestroyNotify)hr_event_client_unref);
 	stream->ping_id = g_timeout_add_seconds(HR_EVENTS_PING_S, hr_event_stream_ping_cb, stream);
 	hr_core_listen(core, hr_event_stream_event_cb, stream);
+	hr_prepare_listen(prepare, hr_event_stream_prepare_cb, stream);
 	return stream;
 }
 
@@ -219,6 +249,7 @@ hr_event_stream_free(HrEventStream *stream)
 	if (stream == NULL)
 		return;
 	hr_core_unlisten(stream->core, hr_event_stream_event_cb, stream);
+	hr_prepare_unlisten(stream->prepare, hr_event_stream_prepare_cb, stream);
 	g_clear_handle_id(&stream->ping_id, g_source_remove);
 	while (stream->clients->len > 0)
 		hr_event_client_close(g_ptr_array_index(stream->clients, 0), "daemon stopping");
@@ -233,7 +264,7 @@ hr_event_stream_parse_filter(GHashTable *query, guint32 *types_mask, const gchar
 	GHashTableIter iter;
 	const gchar *key, *value;
 
-	*types_mask = (1u << HR_EVENT_N_KINDS) - 1;
+	*types_mask = (1u << HR_EVENTS_N_TYPES) - 1;
 	*guest = NULL;
 	if (query == NULL)
 		return TRUE;
@@ -246,11 +277,11 @@ hr_event_stream_parse_filter(GHashTable *query, guint32 *types_mask, const gchar
 			*types_mask = 0;
 			for (guint i = 0; types[i] != NULL; i++) {
 				guint k;
-				for (k = 0; k < HR_EVENT_N_KINDS; k++) {
-					if (g_strcmp0(types[i], hr_event_kind_to_string(k)) == 0)
+				for (k = 0; k < HR_EVENTS_N_TYPES; k++) {
+					if (g_strcmp0(types[i], hr_event_type_to_string(k)) == 0)
 						break;
 				}
-				if (k == HR_EVENT_N_KINDS) {
+				if (k == HR_EVENTS_N_TYPES) {
 					g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
 						    "types: unknown event type '%s'; the types are "
 						    "guest-added, guest-connected, guest-disconnected, "

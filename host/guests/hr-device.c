@@ -17,7 +17,6 @@
 
 #include "hr-device.h"
 
-#include "hr-core.h"
 #include "hr-peer.h"
 #include "hr-pcp.h"
 #include "hr-record.h"
@@ -33,7 +32,9 @@ typedef enum {
 
 struct _HrDevice {
 	gint refcount;
-	HrCore *core; /* owns us while we are open */
+	const HrConfig *config;
+	const HrDeviceHooks *hooks;
+	gpointer owner; /* told through @hooks; owns us while we are open */
 	GSocketConnection *connection;
 	GCancellable *cancellable;
 	HrFrameReader *reader;
@@ -61,14 +62,20 @@ static void
 hr_device_write_next(HrDevice *device);
 
 HrDevice *
-hr_device_new(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms)
+hr_device_new(const HrConfig *config,
+	      const HrDeviceHooks *hooks,
+	      gpointer owner,
+	      GSocketConnection *connection,
+	      guint32 status_interval_ms)
 {
 	HrDevice *device = g_new0(HrDevice, 1);
 	GSocket *socket = g_socket_connection_get_socket(connection);
 	g_autoptr(GError) error = NULL;
 
 	device->refcount = 1;
-	device->core = core;
+	device->config = config;
+	device->hooks = hooks;
+	device->owner = owner;
 	device->connection = g_object_ref(connection);
 	device->cancellable = g_cancellable_new();
 	device->reader = hr_frame_reader_new();
@@ -76,7 +83,7 @@ hr_device_new(HrCore *core, GSocketConnection *connection, guint32 status_interv
 	device->peer = hr_peer_new_from_socket(socket, &error);
 	device->pid = device->peer != NULL ? device->peer->pid : -1;
 	if (device->peer != NULL &&
-	    !hr_peer_check(device->peer, hr_core_get_config(core), &error))
+	    !hr_peer_check(device->peer, config, &error))
 		g_clear_pointer(&device->peer, hr_peer_free);
 	if (device->peer == NULL)
 		device->peer_error = g_strdup(error->message);
@@ -137,7 +144,7 @@ hr_device_close(HrDevice *device, const gchar *reason)
 	else
 		g_info("%s (pid %d) disconnected", hr_device_peer(device), device->pid);
 	device->guest = NULL;
-	hr_core_device_closed(device->core, device, guest, reason);
+	device->hooks->closed(device->owner, device, guest, reason);
 }
 
 void
@@ -228,7 +235,7 @@ hr_device_handle_status(HrDevice *device, HrStatus *status, GError **error)
 	hr_status_free(guest->status);
 	guest->status = hr_status_copy(status);
 	guest->status_at = g_get_monotonic_time();
-	hr_core_emit(device->core, HR_EVENT_STATUS_CHANGED, guest, NULL);
+	device->hooks->status(device->owner, guest);
 	return TRUE;
 }
 
@@ -305,7 +312,7 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 	guest->have_state = TRUE;
 	guest->state = state;
 	if (state.driver_ok && !was_ok)
-		hr_pcp_driver_ready(device->core, guest);
+		hr_pcp_driver_ready(device->config, guest);
 	if (device->state == HR_DEVICE_RESYNC) {
 		/* the resync is complete: its set replaces ours (SPEC 2.5) */
 		if (g_hash_table_size(device->resync) != state.num_held)
@@ -339,7 +346,7 @@ static gboolean
 hr_device_check_ram_size(HrDevice *device, const gchar *what, const gchar *name,
 			 const HrRamRange *ram, guint32 nr_ram, guint64 ram_size, GError **error)
 {
-	guint64 max_ram = hr_core_get_config(device->core)->max_guest_ram_mb << 20;
+	guint64 max_ram = device->config->max_guest_ram_mb << 20;
 	guint64 ram_sum = 0;
 
 	for (guint32 i = 0; i < nr_ram; i++)
@@ -423,8 +430,8 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 	welcome.chan_features = welcome.proto_version >= 2 ? HR_CHAN_FEATURES : 0;
 	device->chan_offered = welcome.chan_features;
 	g_clear_handle_id(&device->hello_timeout_id, g_source_remove);
-	device->guest = hr_core_attach_device(device->core, device, hello,
-					       g_steal_pointer(&device->peer));
+	device->guest = device->hooks->attach(device->owner, device, hello,
+					      g_steal_pointer(&device->peer));
 	reply = hr_chan_welcome_encode(&welcome);
 	hr_device_send(device, HR_CHAN_WELCOME, reply);
 	device->state = HR_DEVICE_RESYNC;
@@ -435,7 +442,7 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 static gboolean
 hr_device_check_rate(HrDevice *device, GError **error)
 {
-	guint max = hr_core_get_config(device->core)->max_frames_per_s;
+	guint max = device->config->max_frames_per_s;
 	gint64 now = g_get_monotonic_time();
 
 	if (now - device->window_start >= G_USEC_PER_SEC) {
@@ -546,7 +553,7 @@ hr_device_hello_timeout_cb(gpointer user_data)
 	HrDevice *device = user_data;
 	g_autofree gchar *reason = g_strdup_printf(
 	    "no HELLO within %u ms (hello_timeout_ms)",
-	    hr_core_get_config(device->core)->hello_timeout_ms);
+	    device->config->hello_timeout_ms);
 
 	device->hello_timeout_id = 0;
 	hr_device_close(device, reason);
@@ -562,7 +569,7 @@ hr_device_start(HrDevice *device)
 		return;
 	}
 	g_info("device connected (pid %d, %s)", device->pid, device->peer->exe);
-	device->hello_timeout_id = g_timeout_add(hr_core_get_config(device->core)->hello_timeout_ms,
+	device->hello_timeout_id = g_timeout_add(device->config->hello_timeout_ms,
 						 hr_device_hello_timeout_cb, device);
 	hr_device_read_next(device);
 }

@@ -17,7 +17,7 @@
 
 #include <glib.h>
 
-#include "hr-metrics.h"
+#include "hr-prometheus.h"
 
 G_BEGIN_DECLS
 

@@ -307,6 +307,17 @@ hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request)
 	return json_builder_get_root(b);
 }
 
+/* what every event begins with */
+static void
+hr_api_event_head(JsonBuilder *b, guint64 seq, const gchar *type)
+{
+	hr_json_add_int(b, "seq", seq);
+	json_builder_set_member_name(b, "type");
+	json_builder_add_string_value(b, type);
+	/* wall clock, so that a client can measure the delivery */
+	hr_json_add_int(b, "time_us", g_get_real_time());
+}
+
 JsonNode *
 hr_api_event_to_json(const HrEvent *event, guint64 seq)
 {
@@ -314,11 +325,7 @@ hr_api_event_to_json(const HrEvent *event, guint64 seq)
 	HrGuest *guest = event->guest;
 
 	json_builder_begin_object(b);
-	hr_json_add_int(b, "seq", seq);
-	json_builder_set_member_name(b, "type");
-	json_builder_add_string_value(b, hr_event_kind_to_string(event->kind));
-	/* wall clock, so that a client can measure the delivery */
-	hr_json_add_int(b, "time_us", g_get_real_time());
+	hr_api_event_head(b, seq, hr_event_kind_to_string(event->kind));
 	if (guest != NULL) {
 		json_builder_set_member_name(b, "guest");
 		json_builder_add_string_value(b, guest->name);
@@ -338,11 +345,26 @@ hr_api_event_to_json(const HrEvent *event, guint64 seq)
 		json_builder_set_member_name(b, "request");
 		hr_request_add_json(event->request, b);
 		break;
-	case HR_EVENT_RESERVATION_CHANGED:
+	default:
+		break;
+	}
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
+JsonNode *
+hr_api_prepare_event_to_json(const HrPrepareEvent *event, guint64 seq)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+
+	json_builder_begin_object(b);
+	hr_api_event_head(b, seq, hr_prepare_event_kind_to_string(event->kind));
+	switch (event->kind) {
+	case HR_PREPARE_RESERVATION_CHANGED:
 		json_builder_set_member_name(b, "reservation");
 		hr_reservation_add_json(event->reservation, b, FALSE);
 		break;
-	case HR_EVENT_PLAN_MADE:
+	case HR_PREPARE_PLAN_MADE:
 		json_builder_set_member_name(b, "reservation_id");
 		json_builder_add_string_value(b, event->reservation->id);
 		hr_json_add_int(b, "decision_us", event->duration_us);

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""The host's layers (ARCHITECTURE.md): a file may include a header of its
+own layer or of one its layer may call, never one above. Reads every
+#include "..." of host/*/ and the source lists of host/meson.build; fails
+on an upward include, on a header of the tree that no layer owns, on a
+circle of includes between files, and on a source of host/ that
+host/meson.build does not build.  TAP.
+
+  tests/style/test-layers.py [SOURCE_ROOT]
+"""
+
+import os
+import re
+import sys
+
+# What each layer may call, besides itself and protocol/ (the wire codec).
+MAY_CALL = {
+    "base": [],
+    "memory": ["base"],
+    "planner": ["memory", "base"],
+    "guests": ["base"],
+    "reservations": ["planner", "memory", "guests", "base"],
+    "api": ["reservations", "planner", "memory", "guests", "base"],
+    "daemon": ["api", "reservations", "planner", "memory", "guests", "base"],
+    # the CLI and the hook talk to the daemon over its API only
+    "clients": ["base"],
+}
+# headers that are no file of a layer: the wire codec, the generated paths
+OUTSIDE = {"hr-codec.h": "protocol", "virtio_hugeroom.h": "protocol", "hr-paths.h": "base"}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+    host = os.path.join(root, "host")
+    layer_of = dict(OUTSIDE)
+    files = []
+    for layer in sorted(MAY_CALL):
+        d = os.path.join(host, layer)
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            if name.endswith((".c", ".h")):
+                layer_of.setdefault(name, layer)
+                files.append((layer, name))
+    stray = [n for n in os.listdir(host) if n.endswith((".c", ".h"))]
+    for d in os.listdir(host):
+        if os.path.isdir(os.path.join(host, d)) and d not in MAY_CALL and d != "doc":
+            stray.append(d + "/")
+
+    tests = []
+
+    def check(name, problems):
+        tests.append((name, problems))
+
+    check("every host source is in a layer's folder",
+          ["host/%s is in no layer (%s)" % (n, ", ".join(sorted(MAY_CALL))) for n in stray])
+
+    upward, unknown, edges = [], [], {}
+    for layer, name in files:
+        with open(os.path.join(host, layer, name), encoding="utf-8") as f:
+            text = f.read()
+        for inc in INCLUDE.findall(text):
+            target = layer_of.get(os.path.basename(inc))
+            if target is None:
+                unknown.append("host/%s/%s includes \"%s\", a header no layer owns" %
+                               (layer, name, inc))
+                continue
+            if target in ("protocol",) or target == layer:
+                pass
+            elif target not in MAY_CALL[layer]:
+                upward.append("host/%s/%s includes \"%s\" of %s/: %s/ may call only %s" %
+                              (layer, name, inc, target, layer,
+                               ", ".join(MAY_CALL[layer]) or "itself"))
+            unit = os.path.splitext(name)[0]
+            dest = os.path.splitext(os.path.basename(inc))[0]
+            if dest != unit and target != "protocol":
+                edges.setdefault(unit, set()).add(dest)
+    check("no include crosses a layer upward", upward)
+    check("every included header belongs to a layer", unknown)
+
+    # a circle of units (a .c with its .h) that include each other
+    circles = []
+    state = {}
+
+    def visit(u, path):
+        state[u] = 1
+        path.append(u)
+        for v in sorted(edges.get(u, ())):
+            if state.get(v) == 1:
+                circles.append(" -> ".join(path[path.index(v):] + [v]))
+            elif v not in state:
+                visit(v, path)
+        path.pop()
+        state[u] = 2
+
+    for u in sorted(edges):
+        if u not in state:
+            visit(u, [])
+    check("no circle of files that include each other", circles)
+
+    # meson: each source it builds is in a folder whose layer exists, and
+    # each .c of a layer is built
+    with open(os.path.join(host, "meson.build"), encoding="utf-8") as f:
+        meson = f.read()
+    built = set(re.findall(r"'([a-z]+/[a-z0-9_-]+\.c)'", meson))
+    missing = ["host/%s/%s is not in host/meson.build" % (l, n)
+               for l, n in files if n.endswith(".c") and "%s/%s" % (l, n) not in built]
+    check("host/meson.build builds every source of the layers", missing)
+    # a library of the daemon's layers must not take a client's source
+    m = re.search(r"^libhugeroom = static_library\((.*?)^\)", meson, re.M | re.S)
+    lib = set(re.findall(r"'([a-z]+)/[a-z0-9_-]+\.c'", m.group(1))) if m else set()
+    check("libhugeroom (the daemon's library) has no client source",
+          ["libhugeroom builds a source of clients/" for _ in [0] if "clients" in lib] +
+          (["no libhugeroom = static_library( in host/meson.build"] if m is None else []))
+
+    print("TAP version 13")
+    print("1..%d" % len(tests))
+    failed = 0
+    for i, (name, problems) in enumerate(tests, 1):
+        if problems:
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for p in problems:
+                print("# %s" % p)
+        else:
+            print("ok %d - %s" % (i, name))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
