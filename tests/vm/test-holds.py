@@ -790,11 +790,14 @@ def check_migration(h, qemu, kver, vmlinuz, initrd, work, postcopy=False):
 
 def check_mig_evac(h, qemu, kver, vmlinuz, initrd, work):
     """A precopy migration started while a long evacuation runs in the
-    guest and completed before it ends.  The device refuses new
-    EVACUATEs while migrating (SPEC 1.7 item 3) but the running one goes
-    on: its HOLDs are discarded on the source, possibly after their RAM
-    was sent, and travel in the device state; the rest reach the
-    destination device with the guest (SPEC 1.7 item 5)."""
+    guest.  The device refuses new EVACUATEs while migrating, and the
+    running one's HOLDs too (ACK_NO_DISCARD, SPEC 1.7 item 3, 1.6.4.2
+    item 8).  Which of two things happens depends on whether the guest
+    sends a HOLD before the migration completes: if it does, the command
+    ends during the migration and nothing more is held; if not (a short
+    migration), the command goes on in the guest on the destination and
+    its HOLDs reach the destination device (SPEC 1.7 item 5).  Either way
+    the blocks held before travel in the device state."""
     tap, label = h.tap, "mig-evac"
     # Pattern with 64 KiB holes over most of the guest, and an evacuation
     # of nearly all that is free: most blocks need pages moved, so it
@@ -831,12 +834,15 @@ def check_mig_evac(h, qemu, kver, vmlinuz, initrd, work):
         return
     rid = rid[0]
     r1 = h.get_request(rid)
-    tap.ok(r1.get("state") in ("sent", "running"),
-           "%s: the evacuation still runs when the migration completes" % label, r1)
+    hrvm.log("%s: the request is %s when the migration completes" %
+             (label, r1.get("state")))
     src_q = h.qmp_held()
     p0 = returned_for_pressure(h.guest)
     switch_to(h, dst)
-    # The guest finishes its command on the destination; its held set stops growing.
+    # Whether the guest sent a HOLD during the migration (refused: the
+    # command ends, nothing more is held) or only after it (on the
+    # destination: held there) is a race; either way the held set stops
+    # growing and the command ends.
     last = [None]
 
     def stable():
@@ -846,16 +852,20 @@ def check_mig_evac(h, qemu, kver, vmlinuz, initrd, work):
         return ok and h.get_request(rid).get("state") not in ("sent", "running")
     hrvm.wait_for(stable, 900, "the guest's evacuation to finish", interval=5)
     r2 = h.get_request(rid)
-    tap.ok(r2.get("state") == "lost" and
-           r2.get("error") == "the device disconnected before the result",
-           "%s: the request ends lost: its device (the source) disconnected before the "
-           "result" % label, r2)
+    tap.ok(r2.get("state") in ("lost", "partial", "done"),
+           "%s: the request ends (lost: the source disconnected before the "
+           "result; partial: a HOLD refused during the migration)" % label, r2)
     held = h.views_agree("%s: on the destination" % label, guest=h.guest)
     back = returned_for_pressure(h.guest) - p0
-    tap.ok(held is not None and len(held) + back > src_q,
-           "%s: every block held on the source is still held, and those the command "
-           "held on the destination (%d held on the source at the end, %d now, %d given "
-           "back for pressure since)" % (label, src_q, len(held or ()), back))
+    hrvm.log("%s: %d held on the source at the end, %d on the destination, %d given back "
+             "for pressure since: %s"
+             % (label, src_q, len(held or ()), back,
+                "the command ended at a refused HOLD" if held is not None and
+                len(held) + back == src_q else "the command held on the destination"))
+    tap.ok(held is not None and len(held) + back >= src_q,
+           "%s: every block held on the source is still held, or given back for pressure "
+           "(%d held on the source at the end, %d now, %d given back since)"
+           % (label, src_q, len(held or ()), back))
     # The blocks the migrated command held are the operator's like the
     # rest: the daemon must not return them as owned by nobody.
     returned = (h.detail().get("held") or {}).get("returned") or {}
