@@ -998,8 +998,8 @@ def main(argv):
         n = len(a.cases)
         for rep in range(1, a.repeat + 1):
             order = a.cases[(rep - 1) % n:] + a.cases[:(rep - 1) % n]
+            say("\n== round %d of %d: %s" % (rep, a.repeat, ", ".join(order)))
             for case in order:
-                say("\n== round %d of %d: %s" % (rep, a.repeat, ", ".join(order)))
                 try:
                     r = b.run_case(case)
                 except Exception as e:  # noqa: B902 -- every error is a row, and exit 1
