@@ -70,10 +70,8 @@ hr_daemon_core_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 }
 
 static gboolean
-hr_daemon_incoming_cb(GSocketService *service,
-		      GSocketConnection *connection,
-		      GObject *source_object,
-		      gpointer user_data)
+hr_daemon_incoming_cb(GSocketService *service, GSocketConnection *connection,
+		      GObject *source_object, gpointer user_data)
 {
 	HrDaemon *daemon = user_data;
 	(void)service;
