@@ -15,7 +15,7 @@ BASE_PKGS=(
     python3-venv socat jq
     curl openssl glib-networking wrk systemd groff-base man-db
     xz-utils zstd gzip ca-certificates util-linux
-    debootstrap dwarves valgrind
+    debootstrap dwarves valgrind clang-format
 )
 # From bookworm-backports (meson >= 1.5 is needed by QEMU 10).
 BPO_PKGS=(meson python3-pycotap)

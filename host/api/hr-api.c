@@ -57,17 +57,16 @@ struct _HrApi {
 	gid_t read_gid;
 	HrMetrics *metrics;
 	HrMetricsHistogram *latency; /* request handling, by route */
-	HrHostReader *host; /* the host's /proc and /sys, read in a thread */
-	JsonNode *host_json; /* GET /v1/host's answer from the snapshot host_json_serial */
+	HrHostReader *host;	     /* the host's /proc and /sys, read in a thread */
+	JsonNode *host_json;	     /* GET /v1/host's answer from the snapshot host_json_serial */
 	guint64 host_json_serial;
-	GHashTable *idle;         /* HrApiConn set: kept alive, waiting for a request */
-	guint64 n_connections;    /* accepted */
-	guint64 n_reused;         /* answers on a connection after its first */
+	GHashTable *idle;      /* HrApiConn set: kept alive, waiting for a request */
+	guint64 n_connections; /* accepted */
+	guint64 n_reused;      /* answers on a connection after its first */
 	guint trim_id;
 };
 
-typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query,
-			     gchar **args);
+typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 
 typedef struct {
 	HrApiRoute info;
@@ -104,13 +103,13 @@ hr_api_error_body(const gchar *code, const gchar *text)
 }
 
 static void
-hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *code,
-		   const gchar *format, ...) G_GNUC_PRINTF(4, 5);
+hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *code, const gchar *format,
+		   ...) G_GNUC_PRINTF(4, 5);
 
 /* {"error": what went wrong, "code": one of host/API.md's error codes} */
 static void
-hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *code,
-		   const gchar *format, ...)
+hr_api_reply_error(SoupServerMessage *msg, guint status, const gchar *code, const gchar *format,
+		   ...)
 {
 	g_autofree gchar *text = NULL;
 	gchar *body;
@@ -281,7 +280,8 @@ hr_api_get_uint(JsonObject *obj, const gchar *key, guint64 min, guint64 max, gui
 	v = json_node_get_int(node);
 	if (v < 0 || (guint64)v < min || (guint64)v > max)
 		return hr_request_invalid(error,
-					  "%s: %" G_GINT64_FORMAT " is out of range %" G_GUINT64_FORMAT
+					  "%s: %" G_GINT64_FORMAT
+					  " is out of range %" G_GUINT64_FORMAT
 					  "-%" G_GUINT64_FORMAT,
 					  key, v, min, max);
 	*value = v;
@@ -304,15 +304,17 @@ hr_api_parse_addr(JsonNode *node, const gchar *field, guint64 *value, GError **e
 			str += 2;
 			base = 16;
 		}
-		if (*str != '\0' && g_ascii_string_to_unsigned(str, base, 0, G_MAXUINT64, value, NULL))
+		if (*str != '\0' &&
+		    g_ascii_string_to_unsigned(str, base, 0, G_MAXUINT64, value, NULL))
 			return TRUE;
 	}
 	{
 		g_autofree gchar *text = hr_api_node_to_string(node);
-		return hr_request_invalid(error,
-					  "%s: %s is not an address (a whole number, or a string such as "
-					  "\"0x40000000\")",
-					  field, text);
+		return hr_request_invalid(
+		    error,
+		    "%s: %s is not an address (a whole number, or a string such as "
+		    "\"0x40000000\")",
+		    field, text);
 	}
 }
 
@@ -385,8 +387,8 @@ hr_api_get_ranges(JsonObject *obj, GArray *ranges, GError **error)
 		HrRange range = {0};
 		guint64 *values[] = {&range.start, &range.end};
 		if (!JSON_NODE_HOLDS_OBJECT(elem))
-			return hr_request_invalid(error,
-						  "ranges[%u]: must be {\"start\":..,\"end\":..}", i);
+			return hr_request_invalid(
+			    error, "ranges[%u]: must be {\"start\":..,\"end\":..}", i);
 		for (guint k = 0; k < G_N_ELEMENTS(keys); k++) {
 			JsonNode *v = json_object_get_member(json_node_get_object(elem), keys[k]);
 			g_autofree gchar *field = g_strdup_printf("ranges[%u].%s", i, keys[k]);
@@ -411,7 +413,7 @@ hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GAr
 						"budget_ms", "timeout_s", NULL};
 	static const gchar *const capture[] = {"blocks", "budget_ms", "timeout_s", NULL};
 	static const gchar *const ret[] = {"blocks", "gpas", "all", "timeout_s", NULL};
-	const gchar *const *allowed = kind == HR_REQUEST_EVACUATE ? evacuate
+	const gchar *const *allowed = kind == HR_REQUEST_EVACUATE  ? evacuate
 				      : kind == HR_REQUEST_CAPTURE ? capture
 								   : ret;
 	guint64 count = 0, budget_pages = 0, budget_ms = 0, timeout_s = 0;
@@ -429,7 +431,8 @@ hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GAr
 	if (kind == HR_REQUEST_RETURN && count > 0 && gpas->len > 0)
 		return hr_request_invalid(error, "blocks: return takes blocks or gpas, not both");
 	if (kind == HR_REQUEST_RETURN && count == 0 && gpas->len == 0 && !p->all)
-		return hr_request_invalid(error, "blocks: return needs blocks, gpas or \"all\":true");
+		return hr_request_invalid(error,
+					  "blocks: return needs blocks, gpas or \"all\":true");
 	if (kind != HR_REQUEST_RETURN && count == 0 && gpas->len == 0)
 		return hr_request_invalid(error, "blocks: missing; give the number of blocks%s",
 					  kind == HR_REQUEST_EVACUATE ? " or a list of gpas" : "");
@@ -444,7 +447,7 @@ hr_api_parse_params(JsonObject *obj, HrRequestKind kind, HrRequestParams *p, GAr
 	return TRUE;
 }
 
-static const gchar *const reservation_fields[] = {"bytes", "size", "node", "deadline_s",
+static const gchar *const reservation_fields[] = {"bytes",  "size",	 "node", "deadline_s",
 						  "strict", "requester", NULL};
 
 static gboolean
@@ -466,13 +469,13 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING ||
 		    !hr_parse_size(json_node_get_string(n), bytes)) {
 			g_autofree gchar *text = hr_api_node_to_string(n);
-			return hr_request_invalid(error, "size: %s is not a size such as \"1G\", \"512M\"",
-						  text);
+			return hr_request_invalid(
+			    error, "size: %s is not a size such as \"1G\", \"512M\"", text);
 		}
 	}
 	if (*bytes == 0)
-		return hr_request_invalid(error,
-					  "bytes: missing; give {\"bytes\":N} or {\"size\":\"1G\"}");
+		return hr_request_invalid(
+		    error, "bytes: missing; give {\"bytes\":N} or {\"size\":\"1G\"}");
 	*node = -1;
 	n = json_object_get_member(obj, "node");
 	if (n != NULL && !JSON_NODE_HOLDS_NULL(n)) {
@@ -493,13 +496,12 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING ||
 		    !g_utf8_validate(json_node_get_string(n), -1, NULL) ||
 		    strlen(json_node_get_string(n)) > 256)
-			return hr_request_invalid(error,
-						  "requester: must be a string of at most 256 bytes");
+			return hr_request_invalid(
+			    error, "requester: must be a string of at most 256 bytes");
 		*requester = json_node_get_string(n);
 	}
 	return TRUE;
 }
-
 
 /* ---------------------------------------------------------------------- */
 /* Guests and their requests */
@@ -906,8 +908,8 @@ hr_api_with_host(HrApi *api, SoupServerMessage *msg, HrApiHostHandler handler, g
 	wait->handler = handler;
 	wait->data = data;
 	wait->data_free = data_free;
-	wait->disconnected_id = g_signal_connect(msg, "disconnected",
-						 G_CALLBACK(hr_api_host_wait_disconnected_cb), wait);
+	wait->disconnected_id = g_signal_connect(
+	    msg, "disconnected", G_CALLBACK(hr_api_host_wait_disconnected_cb), wait);
 	soup_server_message_pause(msg);
 	/* a reload (host_backing) shows at once: its generation is new */
 	hr_host_reader_get(api->host, config->host_root, config->generation, hr_api_host_read_cb,
@@ -916,8 +918,8 @@ hr_api_with_host(HrApi *api, SoupServerMessage *msg, HrApiHostHandler handler, g
 
 /* many clients share one answer per snapshot: 500 nodes take milliseconds */
 static void
-hr_api_host_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
-		  const GError *error, gpointer data)
+hr_api_host_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, const GError *error,
+		  gpointer data)
 {
 	(void)data;
 	if (host != NULL && hr_host_reader_get_serial(api->host) != api->host_json_serial) {
@@ -937,11 +939,11 @@ hr_api_host(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 }
 
 static void
-hr_api_plan_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
-		  const GError *error, gpointer data)
+hr_api_plan_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, const GError *error,
+		  gpointer data)
 {
-	g_autoptr(JsonNode) node = host != NULL ? hr_prepare_plan_json(api->prepare, host, data)
-						: NULL;
+	g_autoptr(JsonNode) node =
+	    host != NULL ? hr_prepare_plan_json(api->prepare, host, data) : NULL;
 	hr_api_reply_prepare_json(msg, node, error);
 }
 
@@ -1022,33 +1024,33 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 	hr_metrics_append(out, api->metrics, host, hr_host_reader_last_read_us(api->host));
 	hr_metrics_histogram_append(out, api->latency);
 	hr_api_process_metrics(out);
-	g_string_append_printf(out,
-			       "# HELP hugeroom_api_event_clients clients of /v1/events\n"
-			       "# TYPE hugeroom_api_event_clients gauge\n"
-			       "hugeroom_api_event_clients %u\n"
-			       "# HELP hugeroom_api_events_delivered_total events queued to clients\n"
-			       "# TYPE hugeroom_api_events_delivered_total counter\n"
-			       "hugeroom_api_events_delivered_total %" G_GUINT64_FORMAT "\n"
-			       "# HELP hugeroom_api_event_clients_dropped_total clients dropped "
-			       "for falling behind\n"
-			       "# TYPE hugeroom_api_event_clients_dropped_total counter\n"
-			       "hugeroom_api_event_clients_dropped_total %" G_GUINT64_FORMAT "\n"
-			       "# HELP hugeroom_api_connections_total connections accepted on the "
-			       "API's sockets\n"
-			       "# TYPE hugeroom_api_connections_total counter\n"
-			       "hugeroom_api_connections_total %" G_GUINT64_FORMAT "\n"
-			       "# HELP hugeroom_api_connection_reuses_total answers on a "
-			       "connection after its first (keep-alive)\n"
-			       "# TYPE hugeroom_api_connection_reuses_total counter\n"
-			       "hugeroom_api_connection_reuses_total %" G_GUINT64_FORMAT "\n"
-			       "# HELP hugeroom_api_idle_connections connections kept open for "
-			       "their next request\n"
-			       "# TYPE hugeroom_api_idle_connections gauge\n"
-			       "hugeroom_api_idle_connections %u\n",
-			       hr_event_stream_get_n_clients(api->events),
-			       hr_event_stream_get_delivered(api->events),
-			       hr_event_stream_get_dropped(api->events), api->n_connections,
-			       api->n_reused, g_hash_table_size(api->idle));
+	g_string_append_printf(
+	    out,
+	    "# HELP hugeroom_api_event_clients clients of /v1/events\n"
+	    "# TYPE hugeroom_api_event_clients gauge\n"
+	    "hugeroom_api_event_clients %u\n"
+	    "# HELP hugeroom_api_events_delivered_total events queued to clients\n"
+	    "# TYPE hugeroom_api_events_delivered_total counter\n"
+	    "hugeroom_api_events_delivered_total %" G_GUINT64_FORMAT "\n"
+	    "# HELP hugeroom_api_event_clients_dropped_total clients dropped "
+	    "for falling behind\n"
+	    "# TYPE hugeroom_api_event_clients_dropped_total counter\n"
+	    "hugeroom_api_event_clients_dropped_total %" G_GUINT64_FORMAT "\n"
+	    "# HELP hugeroom_api_connections_total connections accepted on the "
+	    "API's sockets\n"
+	    "# TYPE hugeroom_api_connections_total counter\n"
+	    "hugeroom_api_connections_total %" G_GUINT64_FORMAT "\n"
+	    "# HELP hugeroom_api_connection_reuses_total answers on a "
+	    "connection after its first (keep-alive)\n"
+	    "# TYPE hugeroom_api_connection_reuses_total counter\n"
+	    "hugeroom_api_connection_reuses_total %" G_GUINT64_FORMAT "\n"
+	    "# HELP hugeroom_api_idle_connections connections kept open for "
+	    "their next request\n"
+	    "# TYPE hugeroom_api_idle_connections gauge\n"
+	    "hugeroom_api_idle_connections %u\n",
+	    hr_event_stream_get_n_clients(api->events), hr_event_stream_get_delivered(api->events),
+	    hr_event_stream_get_dropped(api->events), api->n_connections, api->n_reused,
+	    g_hash_table_size(api->idle));
 	len = out->len;
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
 	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE,
@@ -1167,11 +1169,12 @@ hr_api_pcp_done(HrGuest *guest, gint status, gpointer user_data)
 				   "report (pcp.in_force) for what it runs",
 				   guest->name, text);
 	} else if (status == VIRTIO_HUGEROOM_S_INVALID) {
-		hr_api_reply_error(call->msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument",
-				   "guest %s refused PCP policy %s: its kernel cannot set it (an "
-				   "explicit high must be at least 4 * batch = %u pages and at most "
-				   "the largest zone's managed pages / (8 * CPUs)); nothing changed",
-				   guest->name, text, 4 * hr_api_pcp_batch(guest));
+		hr_api_reply_error(
+		    call->msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument",
+		    "guest %s refused PCP policy %s: its kernel cannot set it (an "
+		    "explicit high must be at least 4 * batch = %u pages and at most "
+		    "the largest zone's managed pages / (8 * CPUs)); nothing changed",
+		    guest->name, text, 4 * hr_api_pcp_batch(guest));
 	} else {
 		hr_api_reply_error(call->msg, SOUP_STATUS_CONFLICT, "conflict",
 				   "guest %s answered PCP policy %s with '%s'; nothing changed",
@@ -1196,15 +1199,14 @@ hr_api_parse_pcp(JsonObject *obj, HrPcpPolicy *policy, GError **error)
 	if (!hr_api_check_members(obj, "pcp", allowed, error))
 		return FALSE;
 	if (json_object_has_member(obj, "batch"))
-		return hr_request_invalid(error,
-					  "batch: no guest kernel hugeroom supports (6.1, 6.12) can "
-					  "change it (zone_batchsize() sets it); set high only");
+		return hr_request_invalid(
+		    error, "batch: no guest kernel hugeroom supports (6.1, 6.12) can "
+			   "change it (zone_batchsize() sets it); set high only");
 	if (!json_object_has_member(obj, "policy") ||
 	    json_node_get_value_type(json_object_get_member(obj, "policy")) != G_TYPE_STRING)
-		return hr_request_invalid(error,
-					  "policy: missing or not a string; for example "
-					  "{\"policy\":\"latency\"} or "
-					  "{\"policy\":\"explicit\",\"high\":2000}");
+		return hr_request_invalid(error, "policy: missing or not a string; for example "
+						 "{\"policy\":\"latency\"} or "
+						 "{\"policy\":\"explicit\",\"high\":2000}");
 	text = json_object_get_string_member(obj, "policy");
 	if (!hr_api_get_uint(obj, "high", 1, G_MAXUINT32, &high, error))
 		return FALSE;
@@ -1213,8 +1215,8 @@ hr_api_parse_pcp(JsonObject *obj, HrPcpPolicy *policy, GError **error)
 		return TRUE;
 	}
 	if (!hr_pcp_policy_parse(text, policy, &error_local) ||
-	    (high != 0 && !hr_pcp_policy_check(&(HrPcpPolicy){policy->policy, (guint32)high},
-					       &error_local)))
+	    (high != 0 &&
+	     !hr_pcp_policy_check(&(HrPcpPolicy){policy->policy, (guint32)high}, &error_local)))
 		return hr_request_invalid(error, "policy: %s", error_local->message);
 	return TRUE;
 }
@@ -1243,7 +1245,8 @@ hr_api_pcp(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 		return;
 	}
 	if (!hr_pcp_supported(guest, &error) || guest->pcp_evacuations > 0) {
-		if (error != NULL && !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED)) {
+		if (error != NULL &&
+		    !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED)) {
 			hr_api_reply_gerror(msg, error);
 			return;
 		}
@@ -1256,7 +1259,8 @@ hr_api_pcp(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 	call = g_new0(HrApiPcpCall, 1);
 	call->msg = g_object_ref(msg);
 	call->policy = policy;
-	if (!hr_pcp_send(hr_core_get_config(api->core), guest, &policy, hr_api_pcp_done, call, &error)) {
+	if (!hr_pcp_send(hr_core_get_config(api->core), guest, &policy, hr_api_pcp_done, call,
+			 &error)) {
 		g_object_unref(call->msg);
 		g_free(call);
 		hr_api_reply_gerror(msg, error);
@@ -1280,10 +1284,8 @@ static const HrApiRouteEntry routes[] = {
     {{"GET", "/v1/reservations", READ, "200"}, hr_api_reservations},
     {{"GET", "/v1/reservations/{id}", READ, "200 404"}, hr_api_reservation},
     {{"DELETE", "/v1/reservations/{id}", ADMIN, "200 404 409"}, hr_api_reservation_release},
-    {{"POST", "/v1/reservations/{id}/release", ADMIN, "200 404 409"},
-     hr_api_reservation_release},
-    {{"POST", "/v1/reservations/{id}/consume", ADMIN, "200 404 409"},
-     hr_api_reservation_consume},
+    {{"POST", "/v1/reservations/{id}/release", ADMIN, "200 404 409"}, hr_api_reservation_release},
+    {{"POST", "/v1/reservations/{id}/consume", ADMIN, "200 404 409"}, hr_api_reservation_consume},
     {{"POST", "/v1/plan", READ, "200 400 500"}, hr_api_plan},
     {{"GET", "/v1/host", READ, "200 500"}, hr_api_host},
     {{"GET", "/v1/events", READ, "200 400"}, hr_api_events},
@@ -1339,8 +1341,8 @@ hr_api_message_role(HrApi *api, SoupServerMessage *msg)
 	if (g_object_get_data(G_OBJECT(remote), HR_API_TLS_KEY) == NULL) {
 		const gchar *why = g_object_get_data(G_OBJECT(remote), HR_API_REFUSED_KEY);
 		if (why == NULL)
-			return GPOINTER_TO_INT(g_object_get_data(G_OBJECT(remote),
-								 HR_API_ROLE_KEY));
+			return GPOINTER_TO_INT(
+			    g_object_get_data(G_OBJECT(remote), HR_API_ROLE_KEY));
 		/* nothing it sends will be answered otherwise */
 		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
 					     "Connection", "close");
@@ -1423,8 +1425,8 @@ hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTabl
 		return;
 	}
 	if (allow->len > 0) {
-		soup_message_headers_replace(soup_server_message_get_response_headers(msg),
-					     "Allow", allow->str);
+		soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow",
+					     allow->str);
 		hr_api_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "method_not_allowed",
 				   "%s %s is not supported; use %s", method, path, allow->str);
 		return;
@@ -1436,8 +1438,8 @@ hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTabl
 }
 
 static void
-hr_api_handler_cb(SoupServer *server, SoupServerMessage *msg, const char *path,
-		  GHashTable *query, gpointer user_data)
+hr_api_handler_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+		  gpointer user_data)
 {
 	(void)server;
 	hr_api_dispatch(user_data, msg, path, query);
@@ -1479,9 +1481,9 @@ hr_api_request_timeout_cb(gpointer user_data)
 
 	g_object_steal_data(G_OBJECT(msg), HR_API_REQUEST_TIMER_KEY);
 	body = hr_api_error_body("request_timeout",
-				 "the request was not sent whole within "
-				 G_STRINGIFY(HR_API_REQUEST_TIMEOUT_S) " s of its start; send "
-				 "it again, all at once");
+				 "the request was not sent whole within " G_STRINGIFY(
+				     HR_API_REQUEST_TIMEOUT_S) " s of its start; send "
+							       "it again, all at once");
 	head = g_strdup_printf("HTTP/1.1 408 Request Timeout\r\n"
 			       "Content-Type: application/json\r\n"
 			       "Content-Length: %zu\r\n"
@@ -1570,8 +1572,8 @@ static GSocket *
 hr_api_message_socket(SoupServerMessage *msg)
 {
 	GSocketAddress *remote = soup_server_message_get_remote_address(msg);
-	HrApiConn *conn = remote != NULL ? g_object_get_data(G_OBJECT(remote), HR_API_CONN_KEY)
-					 : NULL;
+	HrApiConn *conn =
+	    remote != NULL ? g_object_get_data(G_OBJECT(remote), HR_API_CONN_KEY) : NULL;
 
 	return conn != NULL ? hr_api_base_socket(conn->io) : NULL;
 }
@@ -1674,8 +1676,8 @@ hr_api_wrote_body_cb(SoupServerMessage *msg, gpointer user_data)
 {
 	HrApi *api = user_data;
 	GSocketAddress *remote = soup_server_message_get_remote_address(msg);
-	HrApiConn *conn = remote != NULL ? g_object_get_data(G_OBJECT(remote), HR_API_CONN_KEY)
-					 : NULL;
+	HrApiConn *conn =
+	    remote != NULL ? g_object_get_data(G_OBJECT(remote), HR_API_CONN_KEY) : NULL;
 	GIOStream *wrapper;
 
 	if (conn == NULL)
@@ -1726,15 +1728,14 @@ hr_api_new(HrCore *core, HrPrepare *prepare)
 	api->idle = g_hash_table_new(NULL, NULL);
 	api->trim_id = g_timeout_add_seconds(HR_API_TRIM_S, hr_api_trim_cb, api);
 	for (guint i = 0; i < G_N_ELEMENTS(routes); i++)
-		g_ptr_array_add(names, g_strdup_printf("%s %s", routes[i].info.method,
-						       routes[i].info.path));
+		g_ptr_array_add(
+		    names, g_strdup_printf("%s %s", routes[i].info.method, routes[i].info.path));
 	g_ptr_array_add(names, NULL);
 	api->metrics = hr_metrics_new(core, prepare);
 	api->host = hr_host_reader_new(HR_API_HOST_MAX_AGE_US);
-	api->latency = hr_metrics_histogram_new("hugeroom_api_request_duration_seconds",
-						"time to handle an API request, by route", "route",
-						(const gchar *const *)names->pdata,
-						hr_metrics_bounds_fast);
+	api->latency = hr_metrics_histogram_new(
+	    "hugeroom_api_request_duration_seconds", "time to handle an API request, by route",
+	    "route", (const gchar *const *)names->pdata, hr_metrics_bounds_fast);
 	api->server = soup_server_new("server-header", "hugeroomd/" PACKAGE_VERSION, NULL);
 	soup_server_add_handler(api->server, NULL, hr_api_handler_cb, api, NULL);
 	g_signal_connect(api->server, "request-started", G_CALLBACK(hr_api_request_started_cb),
@@ -1782,8 +1783,7 @@ hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRol
 	      gboolean tls, const gchar *refused)
 {
 	g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
-	g_autoptr(GSocketAddress) remote =
-	    g_socket_connection_get_remote_address(connection, NULL);
+	g_autoptr(GSocketAddress) remote = g_socket_connection_get_remote_address(connection, NULL);
 	HrApiConn *conn;
 
 	if (local == NULL || remote == NULL) {
@@ -1838,10 +1838,10 @@ hr_api_tcp_incoming_cb(GSocketConnection *connection, gpointer user_data)
 	g_socket_set_option(g_socket_connection_get_socket(connection), IPPROTO_TCP, TCP_NODELAY,
 			    TRUE, NULL);
 	/* no client certificates: without a database none is read per connection */
-	tls = g_initable_new(g_tls_backend_get_server_connection_type(g_tls_backend_get_default()),
-			     NULL, &error, "base-io-stream", connection, "certificate",
-			     api->certificate, "database", NULL, "require-close-notify", FALSE,
-			     NULL);
+	tls =
+	    g_initable_new(g_tls_backend_get_server_connection_type(g_tls_backend_get_default()),
+			   NULL, &error, "base-io-stream", connection, "certificate",
+			   api->certificate, "database", NULL, "require-close-notify", FALSE, NULL);
 	if (tls == NULL) {
 		g_warning("TLS on an API connection: %s", error->message);
 		return;
@@ -1873,8 +1873,8 @@ hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error)
 	g_autoptr(GPtrArray) acceptors = g_ptr_array_new_with_free_func((GDestroyNotify)hr_acceptor_free);
 	GSocketAddress *sa;
 
-	api->certificate = g_tls_certificate_new_from_files(config->api_tls_cert,
-							    config->api_tls_key, error);
+	api->certificate =
+	    g_tls_certificate_new_from_files(config->api_tls_cert, config->api_tls_key, error);
 	if (api->certificate == NULL) {
 		g_prefix_error(error, "api_tls_cert %s, api_tls_key %s: ", config->api_tls_cert,
 			       config->api_tls_key);
@@ -1931,11 +1931,9 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 	if (config->api_listen != NULL && !hr_api_listen_tcp(api, config, error))
 		return FALSE;
 	/* with groups, anyone reaches the socket and the peer check decides */
-	socket = hr_socket_listen_unix(config->api_socket,
-				       api->admin_gid != (gid_t)-1 || api->read_gid != (gid_t)-1
-					   ? 0666
-					   : 0660,
-				       error);
+	socket = hr_socket_listen_unix(
+	    config->api_socket,
+	    api->admin_gid != (gid_t)-1 || api->read_gid != (gid_t)-1 ? 0666 : 0660, error);
 	if (socket == NULL)
 		return FALSE;
 	api->acceptor = hr_acceptor_new(socket, "API socket", hr_api_incoming_cb, api);

@@ -14,8 +14,8 @@ typedef struct {
 	GCancellable *cancellable;
 	GQueue outq; /* GBytes */
 	gsize queued;
-	guint writing;            /* the head of outq in the write under way */
-	GOutputVector *vectors;   /* their bytes, for the write */
+	guint writing;		/* the head of outq in the write under way */
+	GOutputVector *vectors; /* their bytes, for the write */
 	guint32 types_mask;
 	gchar *guest;
 	guint8 buf[512]; /* what the client sends, read and ignored */
@@ -282,11 +282,12 @@ hr_event_stream_parse_filter(GHashTable *query, guint32 *types_mask, const gchar
 						break;
 				}
 				if (k == HR_EVENTS_N_TYPES) {
-					g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-						    "types: unknown event type '%s'; the types are "
-						    "guest-added, guest-connected, guest-disconnected, "
-						    "status, held, request, reservation, plan",
-						    types[i]);
+					g_set_error(
+					    error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+					    "types: unknown event type '%s'; the types are "
+					    "guest-added, guest-connected, guest-disconnected, "
+					    "status, held, request, reservation, plan",
+					    types[i]);
 					return FALSE;
 				}
 				*types_mask |= 1u << k;

@@ -10,10 +10,9 @@
 #define HR_LOOP_WATCH_PRIORITY (G_PRIORITY_HIGH - 1000)
 
 /* turns take microseconds: finer than the other histograms at the low end */
-static const gdouble hr_loop_watch_bounds[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
-					       0.0025,	0.005,	0.01,	 0.025,	 0.05,
-					       0.1,	0.25,	0.5,	 1,	 2.5,
-					       0};
+static const gdouble hr_loop_watch_bounds[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+					       0.005,	0.01,	0.025,	 0.05,	 0.1,	0.25,
+					       0.5,	1,	2.5,	 0};
 
 /* all fields belong to the thread that iterates the context */
 typedef struct {

@@ -22,7 +22,7 @@ hr_metrics_metric(GString *out, const gchar *metric, HrGuest *guest, gdouble val
 
 static void
 hr_metrics_metric_labelled(GString *out, const gchar *metric, HrGuest *guest, const gchar *label,
-		       const gchar *value, gdouble number)
+			   const gchar *value, gdouble number)
 {
 	g_string_append_printf(out, "%s{name=\"", metric);
 	hr_metrics_escape(out, guest->name);
@@ -34,7 +34,7 @@ static void
 hr_metrics_requests(GString *out, GPtrArray *guests)
 {
 	hr_metrics_head(out, "hugeroom_guest_requests", "gauge",
-			   "evacuate, capture and return requests waiting or running, by state");
+			"evacuate, capture and return requests waiting or running, by state");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		guint n[HR_REQUEST_DONE] = {0};
@@ -43,39 +43,39 @@ hr_metrics_requests(GString *out, GPtrArray *guests)
 			n[guest->active->state]++;
 		for (guint st = 0; st < HR_REQUEST_DONE; st++)
 			hr_metrics_metric_labelled(out, "hugeroom_guest_requests", guest, "state",
-					       hr_request_state_to_string(st), n[st]);
+						   hr_request_state_to_string(st), n[st]);
 	}
 	hr_metrics_head(out, "hugeroom_guest_requests_finished_total", "counter",
-			   "evacuate, capture and return requests that ended, by final state");
+			"evacuate, capture and return requests that ended, by final state");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		for (guint st = HR_REQUEST_DONE; st < HR_REQUEST_N_STATES; st++)
-			hr_metrics_metric_labelled(out, "hugeroom_guest_requests_finished_total", guest,
-					       "state", hr_request_state_to_string(st),
-					       guest->requests_final[st]);
+			hr_metrics_metric_labelled(out, "hugeroom_guest_requests_finished_total",
+						   guest, "state", hr_request_state_to_string(st),
+						   guest->requests_final[st]);
 	}
 	hr_metrics_head(out, "hugeroom_guest_blocks_freed_total", "counter",
-			   "2 MiB blocks freed and held by evacuate and capture results");
+			"2 MiB blocks freed and held by evacuate and capture results");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		hr_metrics_metric(out, "hugeroom_guest_blocks_freed_total", guest,
-			      guest->blocks_freed_total);
+				  guest->blocks_freed_total);
 	}
 	hr_metrics_head(out, "hugeroom_guest_pages_migrated_total", "counter",
-			   "4 KiB guest pages migrated by evacuate and capture results");
+			"4 KiB guest pages migrated by evacuate and capture results");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		hr_metrics_metric(out, "hugeroom_guest_pages_migrated_total", guest,
-			      guest->pages_migrated_total);
+				  guest->pages_migrated_total);
 	}
 	hr_metrics_head(out, "hugeroom_guest_blocks_returned_total", "counter",
-			   "held blocks the guest took back, by reason (host, pressure, unload)");
+			"held blocks the guest took back, by reason (host, pressure, unload)");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
-			hr_metrics_metric_labelled(out, "hugeroom_guest_blocks_returned_total", guest,
-					       "reason", hr_guest_return_reason_to_string(r),
-					       guest->blocks_returned_total[r]);
+			hr_metrics_metric_labelled(
+			    out, "hugeroom_guest_blocks_returned_total", guest, "reason",
+			    hr_guest_return_reason_to_string(r), guest->blocks_returned_total[r]);
 	}
 }
 
@@ -104,21 +104,21 @@ hr_metrics_guests(GString *out, HrCore *core)
 			switch (m) {
 			case 0:
 				hr_metrics_metric(out, metrics[m].name, guest,
-					      hr_guest_is_connected(guest));
+						  hr_guest_is_connected(guest));
 				break;
 			case 1:
 				if (guest->status != NULL)
 					hr_metrics_metric(out, metrics[m].name, guest,
-						      guest->status->mem_free_pages);
+							  guest->status->mem_free_pages);
 				break;
 			case 2:
 				hr_metrics_metric(out, metrics[m].name, guest,
-					      g_hash_table_size(guest->held));
+						  g_hash_table_size(guest->held));
 				break;
 			case 3:
 				if (guest->status != NULL)
 					hr_metrics_metric(out, metrics[m].name, guest,
-						      hr_guest_status_age_ms(guest) / 1000.0);
+							  hr_guest_status_age_ms(guest) / 1000.0);
 				break;
 			default:
 				hr_metrics_metric(out, metrics[m].name, guest, guest->rejected);
@@ -141,17 +141,16 @@ hr_metrics_guests(GString *out, HrCore *core)
 struct _HrMetricsHistogram {
 	gchar *name;
 	gchar *help;
-	gchar *label;	 /* NULL: one series */
-	GStrv values;	 /* the label's values, one series each */
+	gchar *label;	       /* NULL: one series */
+	GStrv values;	       /* the label's values, one series each */
 	const gdouble *bounds; /* upper bounds, ascending, ending with 0 */
 	guint n_bounds;
 	guint64 *counts; /* [series][bound], not cumulative; one more for +Inf */
 	gdouble *sums;	 /* [series] */
 };
 
-const gdouble hr_metrics_bounds_fast[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-					  0.025,  0.05,	   0.1,	   0.25,  0.5,	  1,     2.5,
-					  0};
+const gdouble hr_metrics_bounds_fast[] = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 0};
 const gdouble hr_metrics_bounds_slow[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1,   2.5, 5,
 					  10,	30,   60,  120,	 300, 600, 0};
 
@@ -385,8 +384,8 @@ hr_metrics_host(GString *out, HrMetrics *m, const HrHostState *host, gint64 read
 	if (host == NULL)
 		return;
 	hr_metrics_head(out, "hugeroom_host_read_seconds", "gauge",
-			       "how long the latest read of the host's /proc and /sys took, in "
-			       "the daemon's reader thread");
+			"how long the latest read of the host's /proc and /sys took, in "
+			"the daemon's reader thread");
 	g_string_append_printf(out, "hugeroom_host_read_seconds %.17g\n", read_us / 1e6);
 	for (guint k = 0; k < G_N_ELEMENTS(metrics); k++) {
 		hr_metrics_head(out, metrics[k].name, metrics[k].type, metrics[k].help);
@@ -426,19 +425,19 @@ hr_metrics_reservations(GString *out, HrMetrics *m)
 		n[r->state]++;
 	}
 	hr_metrics_head(out, "hugeroom_reservations", "gauge",
-			       "reservations the daemon knows, by state");
+			"reservations the daemon knows, by state");
 	for (guint st = 0; st < HR_RESERVATION_N_STATES; st++)
-		g_string_append_printf(out, "hugeroom_reservations{state=\"%s\"} %" G_GUINT64_FORMAT
-					    "\n",
-				       hr_reservation_state_to_string(st), n[st]);
+		g_string_append_printf(
+		    out, "hugeroom_reservations{state=\"%s\"} %" G_GUINT64_FORMAT "\n",
+		    hr_reservation_state_to_string(st), n[st]);
 	hr_metrics_head(out, "hugeroom_state_write_failures_total", "counter",
-			       "writes of the state file (reservations.json) that failed; each is "
-			       "retried");
+			"writes of the state file (reservations.json) that failed; each is "
+			"retried");
 	g_string_append_printf(out, "hugeroom_state_write_failures_total %" G_GUINT64_FORMAT "\n",
 			       hr_reservation_store_save_failures(store));
 	hr_metrics_head(out, "hugeroom_state_file_stale", "gauge",
-			       "1 while the state file on disk is older than the daemon's state "
-			       "(its latest write failed; a restart now would lose the difference)");
+			"1 while the state file on disk is older than the daemon's state "
+			"(its latest write failed; a restart now would lose the difference)");
 	g_string_append_printf(out, "hugeroom_state_file_stale %d\n", stale != NULL);
 }
 

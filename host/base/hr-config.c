@@ -21,9 +21,9 @@
  * hugeroomd.conf; any other key is an error that names it.
  */
 typedef enum {
-	HR_CONFIG_STR, /* gchar * */
-	HR_CONFIG_U32, /* guint, guint32, gboolean or an enum */
-	HR_CONFIG_U64, /* guint64 */
+	HR_CONFIG_STR,	/* gchar * */
+	HR_CONFIG_U32,	/* guint, guint32, gboolean or an enum */
+	HR_CONFIG_U64,	/* guint64 */
 	HR_CONFIG_STRV, /* gchar ** */
 } HrConfigType;
 
@@ -34,7 +34,10 @@ typedef struct {
 	gboolean live; /* a reload applies it; else it takes a restart */
 } HrConfigKey;
 
-#define KEY(name, type, live) {#name, offsetof(HrConfig, name), HR_CONFIG_##type, live}
+#define KEY(name, type, live)                                           \
+	{                                                               \
+#name, offsetof(HrConfig, name), HR_CONFIG_##type, live \
+	}
 static const HrConfigKey hr_config_keys[] = {
     KEY(vm_socket, STR, FALSE),
     KEY(vm_socket_group, STR, FALSE),
@@ -79,7 +82,7 @@ G_STATIC_ASSERT(sizeof(HrBackingMode) == sizeof(guint32) && sizeof(gboolean) == 
 
 /* the keys of a [guest:PATTERN] group */
 static const gchar *const hr_config_guest_keys[] = {"donor", "floor_mb", "budget_blocks", "pcp",
-						      NULL};
+						    NULL};
 
 static void
 hr_guest_policy_free(HrGuestPolicy *policy)
@@ -165,7 +168,8 @@ hr_config_new(void)
 	config->hold_in_pool = TRUE;
 	config->pool_margin_mb = 256;
 	config->backing = HR_BACKING_SCAN;
-	config->guest_policies = g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_policy_free);
+	config->guest_policies =
+	    g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_policy_free);
 	hr_config_limits_init(config);
 	config->libvirt_uri = g_strdup(HR_CONFIG_DEFAULT_LIBVIRT_URI);
 	config->domain_policies = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
@@ -209,8 +213,10 @@ hr_config_get_string(GKeyFile *kf, const gchar *group, const gchar *key, gchar *
 
 	*str = g_key_file_get_string(kf, group, key, &error_local);
 	if (*str == NULL) {
-		if (g_error_matches(error_local, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_KEY_NOT_FOUND) ||
-		    g_error_matches(error_local, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_GROUP_NOT_FOUND))
+		if (g_error_matches(error_local, G_KEY_FILE_ERROR,
+				    G_KEY_FILE_ERROR_KEY_NOT_FOUND) ||
+		    g_error_matches(error_local, G_KEY_FILE_ERROR,
+				    G_KEY_FILE_ERROR_GROUP_NOT_FOUND))
 			return TRUE;
 		g_propagate_error(error, g_steal_pointer(&error_local));
 		return FALSE;
@@ -239,8 +245,8 @@ hr_config_get_path(GKeyFile *kf, const gchar *key, gchar **value, GError **error
 }
 
 static gboolean
-hr_config_get_uint_in(GKeyFile *kf, const gchar *group, const gchar *key, guint64 min,
-		      guint64 max, gboolean zero_ok, guint64 *value, GError **error)
+hr_config_get_uint_in(GKeyFile *kf, const gchar *group, const gchar *key, guint64 min, guint64 max,
+		      gboolean zero_ok, guint64 *value, GError **error)
 {
 	g_autofree gchar *str = NULL;
 	guint64 v = 0;

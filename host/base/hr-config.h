@@ -27,9 +27,9 @@ typedef enum {
 typedef struct {
 	gchar *pattern; /* a glob, g_pattern_match_simple() */
 	gboolean donor;
-	guint64 floor_mb;      /* free memory the guest must keep */
-	guint budget_blocks;   /* most blocks held from it at once; 0: half its RAM */
-	gboolean pcp_set;      /* pcp=POLICY: sent whenever its driver comes up */
+	guint64 floor_mb;    /* free memory the guest must keep */
+	guint budget_blocks; /* most blocks held from it at once; 0: half its RAM */
+	gboolean pcp_set;    /* pcp=POLICY: sent whenever its driver comes up */
 	HrPcpPolicy pcp;
 } HrGuestPolicy;
 
@@ -38,8 +38,8 @@ typedef struct {
  * by hr-virt), over its [guest:PATTERN] group's.
  */
 typedef struct {
-	gint donor;	  /* -1: unset, else FALSE or TRUE */
-	gint64 floor_mb;  /* -1: unset */
+	gint donor;	 /* -1: unset, else FALSE or TRUE */
+	gint64 floor_mb; /* -1: unset */
 } HrDomainPolicy;
 
 typedef struct {
@@ -52,19 +52,19 @@ typedef struct {
 	guint request_history;	    /* finished requests kept per guest */
 
 	/* reservations */
-	gchar *state_dir;	     /* reservations.json lives here */
-	gchar *host_root;	     /* "/", or a tree with proc/ and sys/ (tests) */
-	guint reservation_tick_ms;   /* how often live reservations are driven */
-	guint reservation_ttl_s;     /* a ready reservation not consumed by then expires */
-	guint migration_grace_s;     /* a gone QEMU's holds wait this long for its VM's other QEMU */
+	gchar *state_dir;	   /* reservations.json lives here */
+	gchar *host_root;	   /* "/", or a tree with proc/ and sys/ (tests) */
+	guint reservation_tick_ms; /* how often live reservations are driven */
+	guint reservation_ttl_s;   /* a ready reservation not consumed by then expires */
+	guint migration_grace_s;   /* a gone QEMU's holds wait this long for its VM's other QEMU */
 	guint64 return_high_mark_mb; /* give holds back when a node has this much free; 0: never */
 	guint64 guest_floor_mb;	     /* default floor of a guest */
 	gboolean hold_in_pool;	     /* hold a reservation's blocks in the node's hugetlb pool */
-	gboolean donor_pcp_density; /* donors run PCP density while they give */
-	guint64 pool_margin_mb;	     /* free memory the pool leaves the node above its high watermark */
+	gboolean donor_pcp_density;  /* donors run PCP density while they give */
+	guint64 pool_margin_mb; /* free memory the pool leaves the node above its high watermark */
 	HrBackingMode backing;
 	GPtrArray *guest_policies; /* HrGuestPolicy, in file order; the first match wins */
-	guint generation; /* bumped by every reload that applies something */
+	guint generation;	   /* bumped by every reload that applies something */
 
 	/* API access beyond root and our own uid (host/API.md "Access") */
 	gchar *api_group;      /* Unix socket: this group's members are admins */

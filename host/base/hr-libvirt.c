@@ -15,7 +15,7 @@
 /* hugeroomd takes nodes 0-1023 */
 #define HR_LIBVIRT_NODE_MAX 1023
 
-G_DEFINE_QUARK(hr-libvirt-error-quark, hr_libvirt_error)
+G_DEFINE_QUARK(hr - libvirt - error - quark, hr_libvirt_error)
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(xmlDoc, xmlFreeDoc)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(xmlXPathContext, xmlXPathFreeContext)
@@ -71,8 +71,9 @@ hr_libvirt_parse_scaled(const gchar *value, const gchar *unit, guint64 default_s
 		if (g_ascii_strcasecmp(unit, "b") == 0 || g_ascii_strcasecmp(unit, "byte") == 0 ||
 		    g_ascii_strcasecmp(unit, "bytes") == 0) {
 			scale = 1;
-		} else if (p != NULL && (unit[1] == '\0' || g_ascii_strcasecmp(unit + 1, "ib") == 0 ||
-					 g_ascii_strcasecmp(unit + 1, "b") == 0)) {
+		} else if (p != NULL &&
+			   (unit[1] == '\0' || g_ascii_strcasecmp(unit + 1, "ib") == 0 ||
+			    g_ascii_strcasecmp(unit + 1, "b") == 0)) {
 			guint64 base = g_ascii_strcasecmp(unit + 1, "b") == 0 ? 1000 : 1024;
 			scale = 1;
 			for (gsize i = 0; i <= (gsize)(p - prefixes); i++)
@@ -115,8 +116,8 @@ hr_libvirt_parse_nodeset(const gchar *str, GError **error)
 		if (ends[0] == NULL ||
 		    !g_ascii_string_to_unsigned(ends[0], 10, 0, HR_LIBVIRT_NODE_MAX, &lo, NULL) ||
 		    (ends[1] != NULL && (exclude || ends[2] != NULL ||
-					 !g_ascii_string_to_unsigned(ends[1], 10, lo,
-								     HR_LIBVIRT_NODE_MAX, &hi, NULL)))) {
+					 !g_ascii_string_to_unsigned(
+					     ends[1], 10, lo, HR_LIBVIRT_NODE_MAX, &hi, NULL)))) {
 			g_set_error(error, HR_LIBVIRT_ERROR, HR_LIBVIRT_ERROR_XML,
 				    "nodeset '%s': '%s' is not N, N-M or ^N with nodes 0-%d", str,
 				    item, HR_LIBVIRT_NODE_MAX);
@@ -243,9 +244,8 @@ hr_libvirt_parse_placement(HrLibvirtDomain *domain, xmlXPathContext *ctxt, GErro
 	}
 	domain->placements = g_array_new(FALSE, FALSE, sizeof(HrLibvirtPlacement));
 	cells = xmlXPathEvalExpression((const xmlChar *)"/domain/cpu/numa/cell", ctxt);
-	for (gint i = 0; cells != NULL && cells->nodesetval != NULL &&
-			 i < cells->nodesetval->nodeNr;
-	     i++) {
+	for (gint i = 0;
+	     cells != NULL && cells->nodesetval != NULL && i < cells->nodesetval->nodeNr; i++) {
 		xmlNode *cell = cells->nodesetval->nodeTab[i];
 		g_autofree gchar *id = hr_xml_attr(cell, "id");
 		g_autofree gchar *memory = hr_xml_attr(cell, "memory");
@@ -268,7 +268,8 @@ hr_libvirt_parse_placement(HrLibvirtDomain *domain, xmlXPathContext *ctxt, GErro
 			return FALSE;
 		}
 		if (id != NULL && strchr(id, '\'') == NULL) {
-			expr = g_strdup_printf("/domain/numatune/memnode[@cellid='%s']/@nodeset", id);
+			expr =
+			    g_strdup_printf("/domain/numatune/memnode[@cellid='%s']/@nodeset", id);
 			cell_nodeset = hr_xpath_string(ctxt, expr);
 		}
 		if (cell_nodeset != NULL && !hr_libvirt_single_node(cell_nodeset, &node, error)) {
@@ -310,8 +311,7 @@ hr_libvirt_policy_invalid(GError **error, const gchar *element, const gchar *val
 }
 
 static gboolean
-hr_libvirt_policy_bool(const gchar *element, const gchar *value, HrLibvirtTri *out,
-		       GError **error)
+hr_libvirt_policy_bool(const gchar *element, const gchar *value, HrLibvirtTri *out, GError **error)
 {
 	if (g_strcmp0(value, "yes") == 0 || g_strcmp0(value, "on") == 0)
 		*out = HR_LIBVIRT_TRI_YES;
@@ -405,8 +405,8 @@ hr_libvirt_parse_policy(HrLibvirtDomain *domain, xmlXPathContext *ctxt, GError *
 	     child = child->next) {
 		if (child->type != XML_ELEMENT_NODE)
 			continue;
-		if (child->ns == NULL || g_strcmp0((const gchar *)child->ns->href,
-						   HR_LIBVIRT_POLICY_NS) != 0) {
+		if (child->ns == NULL ||
+		    g_strcmp0((const gchar *)child->ns->href, HR_LIBVIRT_POLICY_NS) != 0) {
 			g_set_error(error, HR_LIBVIRT_ERROR, HR_LIBVIRT_ERROR_POLICY,
 				    "<hugeroom:policy>: <%s> is not in the namespace %s; write "
 				    "<hugeroom:%s>",
@@ -498,7 +498,8 @@ hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error)
 	if (doc == NULL)
 		return NULL;
 	ctxt = xmlXPathNewContext(doc);
-	xmlXPathRegisterNs(ctxt, (const xmlChar *)"hugeroom", (const xmlChar *)HR_LIBVIRT_POLICY_NS);
+	xmlXPathRegisterNs(ctxt, (const xmlChar *)"hugeroom",
+			   (const xmlChar *)HR_LIBVIRT_POLICY_NS);
 
 	domain->name = hr_xpath_string(ctxt, "/domain/name");
 	domain->uuid = hr_xpath_string(ctxt, "/domain/uuid");

@@ -9,7 +9,7 @@ typedef struct {
 } HrListener;
 
 struct _HrListeners {
-	GArray *list; /* HrListener */
+	GArray *list;	/* HrListener */
 	guint emitting; /* nesting depth: removals only mark while > 0 */
 };
 

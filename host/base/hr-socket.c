@@ -41,8 +41,7 @@ hr_socket_read_passed(void)
 	hr_socket_given = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	if (pid_str == NULL || fds_str == NULL ||
 	    !g_ascii_string_to_unsigned(pid_str, 10, 1, G_MAXINT, &pid, NULL) ||
-	    (pid_t)pid != getpid() ||
-	    !g_ascii_string_to_unsigned(fds_str, 10, 0, 1024, &n, NULL))
+	    (pid_t)pid != getpid() || !g_ascii_string_to_unsigned(fds_str, 10, 0, 1024, &n, NULL))
 		return;
 	for (gint fd = HR_SOCKET_LISTEN_FDS_START; fd < HR_SOCKET_LISTEN_FDS_START + (gint)n;
 	     fd++) {
@@ -128,15 +127,16 @@ hr_socket_listen_unix(const gchar *path, guint mode, GError **error)
 		return NULL;
 	}
 	if (g_mkdir_with_parents(dir, 0755) != 0) {
-		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
-			    "cannot create %s: %s", dir, g_strerror(errno));
+		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "cannot create %s: %s",
+			    dir, g_strerror(errno));
 		return NULL;
 	}
 	if (g_file_test(path, G_FILE_TEST_EXISTS)) {
 		if (hr_socket_path_in_use(path)) {
 			g_set_error(error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE,
 				    "%s is in use by another process (is another hugeroomd "
-				    "running?)", path);
+				    "running?)",
+				    path);
 			return NULL;
 		}
 		if (g_unlink(path) != 0) {
@@ -145,8 +145,8 @@ hr_socket_listen_unix(const gchar *path, guint mode, GError **error)
 			return NULL;
 		}
 	}
-	socket = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM,
-			      G_SOCKET_PROTOCOL_DEFAULT, error);
+	socket = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_DEFAULT,
+			      error);
 	if (socket == NULL)
 		return NULL;
 	if (!g_socket_bind(socket, addr, FALSE, error)) {
@@ -154,8 +154,8 @@ hr_socket_listen_unix(const gchar *path, guint mode, GError **error)
 		return NULL;
 	}
 	if (g_chmod(path, mode) != 0) {
-		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
-			    "cannot chmod %s: %s", path, g_strerror(errno));
+		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "cannot chmod %s: %s",
+			    path, g_strerror(errno));
 		return NULL;
 	}
 	/* after a daemon restart a thousand QEMUs reconnect within a second */

@@ -48,8 +48,8 @@ hr_notify_watchdog_usec(void)
 	const gchar *pid_str = g_getenv("WATCHDOG_PID");
 	guint64 usec = 0, pid = 0;
 
-	if (usec_str == NULL || !g_ascii_string_to_unsigned(usec_str, 10, 1, G_MAXUINT64, &usec,
-							    NULL))
+	if (usec_str == NULL ||
+	    !g_ascii_string_to_unsigned(usec_str, 10, 1, G_MAXUINT64, &usec, NULL))
 		return 0;
 	/* sd_watchdog_enabled(3): without WATCHDOG_PID the watchdog is ours */
 	if (pid_str != NULL && (!g_ascii_string_to_unsigned(pid_str, 10, 1, G_MAXINT, &pid, NULL) ||

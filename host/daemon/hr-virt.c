@@ -93,7 +93,10 @@ hr_virt_apply_cb(gpointer user_data)
 		    : g_strdup("unset");
 	g_message("%s: libvirt domain %s (%s): policy donor=%s floor=%s applied", l->name,
 		  l->domain, l->uuid,
-		  l->policy.donor < 0 ? "unset" : l->policy.donor ? "yes" : "no", floor);
+		  l->policy.donor < 0 ? "unset"
+		  : l->policy.donor   ? "yes"
+				      : "no",
+		  floor);
 	return G_SOURCE_REMOVE;
 }
 
@@ -127,18 +130,18 @@ hr_virt_read_policy(Lookup *l, const gchar *xml)
 	g_autoptr(HrLibvirtDomain) dom = hr_libvirt_domain_parse(xml, strlen(xml), &error);
 
 	if (dom == NULL) {
-		g_warning("%s: libvirt domain %s: %s; its policy is not applied", l->name, l->domain,
-			  error->message);
+		g_warning("%s: libvirt domain %s: %s; its policy is not applied", l->name,
+			  l->domain, error->message);
 		return FALSE;
 	}
 	if (!dom->has_policy)
 		return FALSE;
-	l->policy.donor = dom->policy.donor == HR_LIBVIRT_TRI_UNSET ? -1
-							    : dom->policy.donor == HR_LIBVIRT_TRI_YES;
+	l->policy.donor = dom->policy.donor == HR_LIBVIRT_TRI_UNSET
+			      ? -1
+			      : dom->policy.donor == HR_LIBVIRT_TRI_YES;
 	/* a floor is a minimum: part of a MiB counts as a whole one */
-	l->policy.floor_mb = dom->policy.floor_bytes < 0
-				 ? -1
-				 : (dom->policy.floor_bytes + MiB - 1) / MiB;
+	l->policy.floor_mb =
+	    dom->policy.floor_bytes < 0 ? -1 : (dom->policy.floor_bytes + MiB - 1) / MiB;
 	return TRUE;
 }
 

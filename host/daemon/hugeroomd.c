@@ -25,8 +25,8 @@ hr_log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpo
 	(void)user_data;
 	if (g_log_writer_default_would_drop(level, NULL) && !opt_verbose)
 		return G_LOG_WRITER_HANDLED;
-	if (!opt_foreground && g_log_writer_journald(level, fields, n_fields, NULL) ==
-				   G_LOG_WRITER_HANDLED)
+	if (!opt_foreground &&
+	    g_log_writer_journald(level, fields, n_fields, NULL) == G_LOG_WRITER_HANDLED)
 		return G_LOG_WRITER_HANDLED;
 	return g_log_writer_standard_streams(level, fields, n_fields, NULL);
 }
@@ -67,8 +67,8 @@ hr_reload_cb(gpointer user_data)
 	g_autoptr(GPtrArray) restart = g_ptr_array_new();
 	g_autoptr(GError) error = NULL;
 
-	g_autofree gchar *reloading =
-	    g_strdup_printf("RELOADING=1\nMONOTONIC_USEC=%" G_GINT64_FORMAT, g_get_monotonic_time());
+	g_autofree gchar *reloading = g_strdup_printf(
+	    "RELOADING=1\nMONOTONIC_USEC=%" G_GINT64_FORMAT, g_get_monotonic_time());
 
 	/* the unit is "reloading" until READY=1 */
 	if (!hr_notify(reloading, &error)) {

@@ -102,8 +102,9 @@ hr_core_find_guest(HrCore *core, const gchar *name_or_uuid)
 		 * destination on this host connects before its guest runs
 		 * there. Then a connected one, then the most recent one.
 		 */
-		rank = hr_guest_is_connected(guest) ? 1 + (guest->have_state && guest->state.driver_ok)
-						    : 0;
+		rank = hr_guest_is_connected(guest)
+			   ? 1 + (guest->have_state && guest->state.driver_ok)
+			   : 0;
 		if (found == NULL || rank >= found_rank) {
 			found = guest;
 			found_rank = rank;
@@ -188,8 +189,8 @@ static const HrDeviceHooks hr_core_device_hooks = {
 void
 hr_core_accept(HrCore *core, GSocketConnection *connection, guint32 status_interval_ms)
 {
-	HrDevice *device =
-	    hr_device_new(core->config, &hr_core_device_hooks, core, connection, status_interval_ms);
+	HrDevice *device = hr_device_new(core->config, &hr_core_device_hooks, core, connection,
+					 status_interval_ms);
 
 	g_ptr_array_add(core->devices, device);
 	hr_device_start(device);

@@ -41,16 +41,16 @@ struct _HrDevice {
 	HrDeviceState state;
 	HrGuest *guest; /* set by HELLO; owned by the daemon */
 	gint pid;
-	HrPeer *peer;	    /* until HELLO hands it to the guest; NULL if unchecked */
-	gchar *peer_error;  /* why the peer may not talk to us, or NULL */
+	HrPeer *peer;	   /* until HELLO hands it to the guest; NULL if unchecked */
+	gchar *peer_error; /* why the peer may not talk to us, or NULL */
 	guint hello_timeout_id;
 	gint64 window_start; /* monotonic us: the second frames are counted in */
 	guint window_frames;
 	guint32 status_interval_ms;
 	guint32 chan_offered; /* HR_CHAN_F_* our WELCOME offered */
-	GQueue outq; /* GBytes frames waiting to be written */
+	GQueue outq;	      /* GBytes frames waiting to be written */
 	gboolean writing;
-	GBytes *inflight; /* the frame being written */
+	GBytes *inflight;   /* the frame being written */
 	GHashTable *resync; /* gpas seen during RESYNC */
 	gboolean have_state;
 	HrChanDeviceState last_state; /* this connection's, for monotonicity */
@@ -62,11 +62,8 @@ static void
 hr_device_write_next(HrDevice *device);
 
 HrDevice *
-hr_device_new(const HrConfig *config,
-	      const HrDeviceHooks *hooks,
-	      gpointer owner,
-	      GSocketConnection *connection,
-	      guint32 status_interval_ms)
+hr_device_new(const HrConfig *config, const HrDeviceHooks *hooks, gpointer owner,
+	      GSocketConnection *connection, guint32 status_interval_ms)
 {
 	HrDevice *device = g_new0(HrDevice, 1);
 	GSocket *socket = g_socket_connection_get_socket(connection);
@@ -82,8 +79,7 @@ hr_device_new(const HrConfig *config,
 	device->status_interval_ms = status_interval_ms;
 	device->peer = hr_peer_new_from_socket(socket, &error);
 	device->pid = device->peer != NULL ? device->peer->pid : -1;
-	if (device->peer != NULL &&
-	    !hr_peer_check(device->peer, config, &error))
+	if (device->peer != NULL && !hr_peer_check(device->peer, config, &error))
 		g_clear_pointer(&device->peer, hr_peer_free);
 	if (device->peer == NULL)
 		device->peer_error = g_strdup(error->message);
@@ -168,7 +164,8 @@ hr_device_write_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 	device->writing = FALSE;
 	if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(source), res, NULL, &error)) {
 		if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
-			g_autofree gchar *reason = g_strdup_printf("write failed: %s", error->message);
+			g_autofree gchar *reason =
+			    g_strdup_printf("write failed: %s", error->message);
 			hr_device_close(device, reason);
 		}
 		return;
@@ -227,8 +224,8 @@ hr_device_handle_status(HrDevice *device, HrStatus *status, GError **error)
 		if (cmd != NULL && cmd->type == VIRTIO_HUGEROOM_CMD_REPORT)
 			g_hash_table_remove(guest->pending, &status->hdr.request_id);
 		else
-			g_info("%s: status answers unknown request %" G_GUINT64_FORMAT,
-			       guest->name, status->hdr.request_id);
+			g_info("%s: status answers unknown request %" G_GUINT64_FORMAT, guest->name,
+			       status->hdr.request_id);
 	}
 	g_debug("%s: status seq %" G_GUINT64_FORMAT ", %u zones, %u candidates", guest->name,
 		status->seq, status->nr_zones, status->nr_candidates);
@@ -353,13 +350,14 @@ hr_device_check_ram_size(HrDevice *device, const gchar *what, const gchar *name,
 		ram_sum += MIN(ram[i].size, max_ram + 1);
 	if (ram_sum > max_ram || ram_size > max_ram) {
 		g_set_error(error, HR_CODEC_ERROR, HR_CODEC_ERROR_INVALID,
-			    "%s: %" G_GUINT64_FORMAT " MiB of RAM is more than max_guest_ram_mb %"
-			    G_GUINT64_FORMAT,
+			    "%s: %" G_GUINT64_FORMAT
+			    " MiB of RAM is more than max_guest_ram_mb %" G_GUINT64_FORMAT,
 			    what, MAX(ram_sum, ram_size) >> 20, max_ram >> 20);
 		return FALSE;
 	}
 	if (ram_sum != ram_size)
-		g_info("%s: RAM ranges sum to %" G_GUINT64_FORMAT " bytes, ram_size is %" G_GUINT64_FORMAT,
+		g_info("%s: RAM ranges sum to %" G_GUINT64_FORMAT
+		       " bytes, ram_size is %" G_GUINT64_FORMAT,
 		       name, ram_sum, ram_size);
 	return TRUE;
 }
@@ -388,9 +386,8 @@ hr_device_handle_layout(HrDevice *device, GBytes *payload, GError **error)
 		return FALSE;
 	}
 	layout = hr_chan_layout_decode(payload, error);
-	if (layout == NULL ||
-	    !hr_device_check_ram_size(device, "layout", guest->name, layout->ram, layout->nr_ram,
-				      layout->ram_size, error))
+	if (layout == NULL || !hr_device_check_ram_size(device, "layout", guest->name, layout->ram,
+							layout->nr_ram, layout->ram_size, error))
 		return FALSE;
 	kept = hr_guest_held_new();
 	g_hash_table_iter_init(&iter, guest->held);
@@ -421,17 +418,16 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 	};
 	g_autoptr(GBytes) reply = NULL;
 
-	if (hello == NULL ||
-	    !hr_device_check_ram_size(device, "hello", hello->name, hello->ram, hello->nr_ram,
-				      hello->ram_size, error))
+	if (hello == NULL || !hr_device_check_ram_size(device, "hello", hello->name, hello->ram,
+						       hello->nr_ram, hello->ram_size, error))
 		return FALSE;
 	/* the highest version both speak; from 2 on, every channel feature we have */
 	welcome.proto_version = MIN(hello->proto_version, VIRTIO_HUGEROOM_VERSION);
 	welcome.chan_features = welcome.proto_version >= 2 ? HR_CHAN_FEATURES : 0;
 	device->chan_offered = welcome.chan_features;
 	g_clear_handle_id(&device->hello_timeout_id, g_source_remove);
-	device->guest = device->hooks->attach(device->owner, device, hello,
-					      g_steal_pointer(&device->peer));
+	device->guest =
+	    device->hooks->attach(device->owner, device, hello, g_steal_pointer(&device->peer));
 	reply = hr_chan_welcome_encode(&welcome);
 	hr_device_send(device, HR_CHAN_WELCOME, reply);
 	device->state = HR_DEVICE_RESYNC;
@@ -506,8 +502,8 @@ hr_device_read_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 {
 	g_autoptr(HrDevice) device = user_data;
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GBytes) bytes = g_input_stream_read_bytes_finish(G_INPUT_STREAM(source), res,
-								   &error);
+	g_autoptr(GBytes) bytes =
+	    g_input_stream_read_bytes_finish(G_INPUT_STREAM(source), res, &error);
 	gsize len = 0;
 	const guint8 *data;
 
@@ -551,9 +547,8 @@ static gboolean
 hr_device_hello_timeout_cb(gpointer user_data)
 {
 	HrDevice *device = user_data;
-	g_autofree gchar *reason = g_strdup_printf(
-	    "no HELLO within %u ms (hello_timeout_ms)",
-	    device->config->hello_timeout_ms);
+	g_autofree gchar *reason = g_strdup_printf("no HELLO within %u ms (hello_timeout_ms)",
+						   device->config->hello_timeout_ms);
 
 	device->hello_timeout_id = 0;
 	hr_device_close(device, reason);
@@ -569,7 +564,7 @@ hr_device_start(HrDevice *device)
 		return;
 	}
 	g_info("device connected (pid %d, %s)", device->pid, device->peer->exe);
-	device->hello_timeout_id = g_timeout_add(device->config->hello_timeout_ms,
-						 hr_device_hello_timeout_cb, device);
+	device->hello_timeout_id =
+	    g_timeout_add(device->config->hello_timeout_ms, hr_device_hello_timeout_cb, device);
 	hr_device_read_next(device);
 }

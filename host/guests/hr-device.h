@@ -27,11 +27,8 @@ typedef struct {
 } HrDeviceHooks;
 
 HrDevice *
-hr_device_new(const HrConfig *config,
-	      const HrDeviceHooks *hooks,
-	      gpointer owner,
-	      GSocketConnection *connection,
-	      guint32 status_interval_ms);
+hr_device_new(const HrConfig *config, const HrDeviceHooks *hooks, gpointer owner,
+	      GSocketConnection *connection, guint32 status_interval_ms);
 HrDevice *
 hr_device_ref(HrDevice *device);
 void

@@ -7,7 +7,6 @@
 #include <gio/gio.h>
 #include <string.h>
 
-
 /* how long to wait before sending again a command the driver found busy */
 #define HR_GUEST_BUSY_RETRY_MS 1000
 
@@ -77,8 +76,8 @@ hr_guest_u64_cmp(gconstpointer a, gconstpointer b)
 GArray *
 hr_guest_held_sorted(HrGuest *guest)
 {
-	GArray *gpas = g_array_sized_new(FALSE, FALSE, sizeof(guint64),
-					 g_hash_table_size(guest->held));
+	GArray *gpas =
+	    g_array_sized_new(FALSE, FALSE, sizeof(guint64), g_hash_table_size(guest->held));
 	GHashTableIter iter;
 	HrHeldBlock *block;
 
@@ -173,7 +172,8 @@ hr_guest_update_identity(HrGuest *guest, const HrChanHello *hello, HrPeer *peer)
 
 	g_free(guest->name);
 	/* a VM without -name is named by its QEMU process */
-	guest->name = *valid != '\0' ? g_steal_pointer(&valid) : g_strdup_printf("pid-%d", peer->pid);
+	guest->name =
+	    *valid != '\0' ? g_steal_pointer(&valid) : g_strdup_printf("pid-%d", peer->pid);
 	memcpy(guest->uuid_bytes, hello->uuid, sizeof(guest->uuid_bytes));
 	g_free(guest->uuid);
 	guest->uuid = hr_chan_hello_uuid_to_string(hello);
@@ -182,9 +182,9 @@ hr_guest_update_identity(HrGuest *guest, const HrChanHello *hello, HrPeer *peer)
 	guest->peer = peer;
 	guest->pid = peer->pid;
 	g_free(guest->key);
-	guest->key = g_strdup_printf("%s%s@%s", hr_uuid_is_null(hello->uuid) ? "name:" : "",
-				     hr_uuid_is_null(hello->uuid) ? guest->name : guest->uuid,
-				     peer->key);
+	guest->key =
+	    g_strdup_printf("%s%s@%s", hr_uuid_is_null(hello->uuid) ? "name:" : "",
+			    hr_uuid_is_null(hello->uuid) ? guest->name : guest->uuid, peer->key);
 	guest->proto_version = MIN(hello->proto_version, VIRTIO_HUGEROOM_VERSION);
 	guest->ram_size = hello->ram_size;
 	guest->hello_features = hello->guest_features;
@@ -306,8 +306,9 @@ hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointe
 	for (guint i = guests->len; i-- > 0;) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		/* what it holds is somebody's until its QEMU is gone (then it is dropped) */
-		if (hr_guest_is_connected(guest) || guest->gone_at == 0 || guest->gone_at > before ||
-		    g_hash_table_size(guest->held) > 0 || hr_guest_migrating(guests, guest))
+		if (hr_guest_is_connected(guest) || guest->gone_at == 0 ||
+		    guest->gone_at > before || g_hash_table_size(guest->held) > 0 ||
+		    hr_guest_migrating(guests, guest))
 			continue;
 		g_info("%s: forgotten, gone for more than %u s (guest_prune_s)", guest->name,
 		       after_s);
@@ -382,10 +383,11 @@ hr_guest_check_feature(HrGuest *guest, guint bit, const gchar *bit_name, const g
 		return FALSE;
 	}
 	if (!(features & (1ULL << bit))) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
-			    "the driver of guest %s did not negotiate %s (features 0x%" G_GINT64_MODIFIER
-			    "x), so it cannot %s",
-			    guest->name, bit_name, features, what);
+		g_set_error(
+		    error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+		    "the driver of guest %s did not negotiate %s (features 0x%" G_GINT64_MODIFIER
+		    "x), so it cannot %s",
+		    guest->name, bit_name, features, what);
 		return FALSE;
 	}
 	return TRUE;
@@ -592,7 +594,8 @@ hr_guest_cancel_request(HrGuest *guest, guint64 id, GError **error)
 		return FALSE;
 	}
 	if (request->state == HR_REQUEST_QUEUED) {
-		hr_guest_finish(guest, request, HR_REQUEST_CANCELLED, "cancelled before it was sent");
+		hr_guest_finish(guest, request, HR_REQUEST_CANCELLED,
+				"cancelled before it was sent");
 		hr_guest_dispatch(guest);
 		return TRUE;
 	}
@@ -616,10 +619,12 @@ hr_guest_handle_result(HrGuest *guest, const HrResult *result)
 		return;
 	}
 	if (!final) {
-		if (hr_request_state_is_final(request->state) || request->state == HR_REQUEST_QUEUED)
+		if (hr_request_state_is_final(request->state) ||
+		    request->state == HR_REQUEST_QUEUED)
 			return;
 		if (!hr_request_progress(request, result))
-			g_info("%s: progress of request %" G_GUINT64_FORMAT " went backwards, ignored",
+			g_info("%s: progress of request %" G_GUINT64_FORMAT
+			       " went backwards, ignored",
 			       guest->name, request->id);
 		return;
 	}
@@ -633,7 +638,8 @@ hr_guest_handle_result(HrGuest *guest, const HrResult *result)
 			hr_request_result(request, result);
 		else
 			g_info("%s: result for request %" G_GUINT64_FORMAT " that is %s, ignored",
-			       guest->name, request->id, hr_request_state_to_string(request->state));
+			       guest->name, request->id,
+			       hr_request_state_to_string(request->state));
 		return;
 	}
 	if (result->status == VIRTIO_HUGEROOM_S_BUSY && request->cancel_sent) {
@@ -694,8 +700,8 @@ hr_guest_handle_blocks(HrGuest *guest, const HrBlocks *blocks)
 		}
 		if (blocks->reason < G_N_ELEMENTS(guest->blocks_returned_total))
 			guest->blocks_returned_total[blocks->reason] += blocks->nr_blocks - unknown;
-		g_info("%s: %u blocks returned (%s), %u still held", guest->name,
-		       blocks->nr_blocks, hr_guest_return_reason_to_string(blocks->reason),
+		g_info("%s: %u blocks returned (%s), %u still held", guest->name, blocks->nr_blocks,
+		       hr_guest_return_reason_to_string(blocks->reason),
 		       g_hash_table_size(guest->held));
 	}
 	if (request != NULL && request->state != HR_REQUEST_QUEUED)
@@ -717,10 +723,11 @@ hr_guest_handle_cmds_dropped(HrGuest *guest, guint64 cmds_dropped)
 	if (request == NULL || request->state != HR_REQUEST_SENT || request->cancel_sent ||
 	    g_hash_table_size(guest->pending) > 0)
 		return;
-	error = g_strdup_printf("the device dropped the command (cmds_dropped is now %" G_GUINT64_FORMAT
-				"): the driver is not ready, lacks the feature, or discard is "
-				"disabled",
-				cmds_dropped);
+	error =
+	    g_strdup_printf("the device dropped the command (cmds_dropped is now %" G_GUINT64_FORMAT
+			    "): the driver is not ready, lacks the feature, or discard is "
+			    "disabled",
+			    cmds_dropped);
 	hr_guest_finish(guest, request, HR_REQUEST_FAILED, error);
 	hr_guest_dispatch(guest);
 }

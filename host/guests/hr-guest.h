@@ -68,8 +68,8 @@ typedef struct {
 	guint64 hello_features;
 	GArray *ram; /* HrRamRange */
 
-	HrDevice *device; /* NULL while disconnected */
-	HrGuestSendFunc send; /* sends a frame to @device */
+	HrDevice *device;	  /* NULL while disconnected */
+	HrGuestSendFunc send;	  /* sends a frame to @device */
 	guint64 *next_request_id; /* the registry's numbering of commands (hr-core.c) */
 	GDateTime *connected_at;
 	GDateTime *disconnected_at;
@@ -79,8 +79,8 @@ typedef struct {
 	gint64 status_at; /* monotonic, us */
 	gboolean have_state;
 	HrChanDeviceState state; /* latest DEVICE_STATE */
-	GHashTable *held; /* gpa -> HrHeldBlock: relayed HOLDs minus RETURNEDs */
-	guint64 held_gen; /* bumped by every change of @held */
+	GHashTable *held;	 /* gpa -> HrHeldBlock: relayed HOLDs minus RETURNEDs */
+	guint64 held_gen;	 /* bumped by every change of @held */
 	/* told of every change of @held (the executor reconciles it) */
 	void (*held_changed)(gpointer guest, gpointer data);
 	gpointer held_changed_data;
@@ -112,10 +112,10 @@ typedef struct {
 	guint64 cmds_lost;
 
 	/* what the guest said that nothing on our side accounts for */
-	guint64 holds_unknown;	 /* HOLDs for requests we do not know */
+	guint64 holds_unknown;	  /* HOLDs for requests we do not know */
 	guint64 orphans_returned; /* held blocks nobody owned, given back */
-	guint64 returns_unknown; /* RETURNEDs of blocks we did not know held */
-	gint64 gone_at;		 /* monotonic us: disconnected since, 0 while connected */
+	guint64 returns_unknown;  /* RETURNEDs of blocks we did not know held */
+	gint64 gone_at;		  /* monotonic us: disconnected since, 0 while connected */
 
 	/* PCP policy, hr-pcp.c */
 	gboolean pcp_want_set; /* by the API, wins over the [guest:] group's */
@@ -123,10 +123,10 @@ typedef struct {
 	gboolean pcp_config_set; /* the [guest:] group's, as last looked up */
 	HrPcpPolicy pcp_config;
 	gboolean pcp_applied_set;
-	HrPcpPolicy pcp_applied; /* the last one the guest answered S_OK */
-	GList *pcp_calls;	 /* SET_PCPs sent and not answered, oldest first */
+	HrPcpPolicy pcp_applied;   /* the last one the guest answered S_OK */
+	GList *pcp_calls;	   /* SET_PCPs sent and not answered, oldest first */
 	gboolean pcp_density_sent; /* by the first of those, to undo at the last */
-	guint pcp_evacuations;	 /* the executor's, running: the guest runs density */
+	guint pcp_evacuations;	   /* the executor's, running: the guest runs density */
 } HrGuest;
 
 /* takes @peer */

@@ -55,12 +55,8 @@ hr_pcp_supported(HrGuest *guest, GError **error)
 }
 
 gboolean
-hr_pcp_send(const HrConfig *config,
-	    HrGuest *guest,
-	    const HrPcpPolicy *policy,
-	    HrPcpDone done,
-	    gpointer user_data,
-	    GError **error)
+hr_pcp_send(const HrConfig *config, HrGuest *guest, const HrPcpPolicy *policy, HrPcpDone done,
+	    gpointer user_data, GError **error)
 {
 	g_autoptr(HrCmd) cmd = NULL;
 	g_autofree gchar *text = hr_pcp_policy_format(policy);
@@ -83,8 +79,7 @@ hr_pcp_send(const HrConfig *config,
 	call->policy = *policy;
 	call->done = done;
 	call->user_data = user_data;
-	call->timeout_id = g_timeout_add(config->command_timeout_ms,
-					 hr_pcp_timeout_cb, call);
+	call->timeout_id = g_timeout_add(config->command_timeout_ms, hr_pcp_timeout_cb, call);
 	guest->pcp_calls = g_list_append(guest->pcp_calls, call);
 	hr_guest_send_cmd(guest, cmd);
 	g_info("%s: sent set-pcp %s (request %" G_GUINT64_FORMAT ")", guest->name, text,
@@ -174,7 +169,8 @@ hr_pcp_send_quietly(const HrConfig *config, HrGuest *guest, const HrPcpPolicy *p
 {
 	g_autoptr(GError) error = NULL;
 
-	if (hr_pcp_supported(guest, NULL) && !hr_pcp_send(config, guest, policy, NULL, NULL, &error))
+	if (hr_pcp_supported(guest, NULL) &&
+	    !hr_pcp_send(config, guest, policy, NULL, NULL, &error))
 		g_info("%s: %s", guest->name, error->message);
 }
 
@@ -190,8 +186,7 @@ hr_pcp_evacuation_begin(const HrConfig *config, HrGuest *guest)
 	 */
 	if (guest->pcp_evacuations++ == 0 && config->donor_pcp_density) {
 		guest->pcp_density_sent = TRUE;
-		hr_pcp_send_quietly(config, guest,
-				    &(HrPcpPolicy){VIRTIO_HUGEROOM_PCP_DENSITY, 0});
+		hr_pcp_send_quietly(config, guest, &(HrPcpPolicy){VIRTIO_HUGEROOM_PCP_DENSITY, 0});
 	}
 }
 

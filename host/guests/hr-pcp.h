@@ -27,12 +27,8 @@ gboolean
 hr_pcp_supported(HrGuest *guest, GError **error);
 /* send SET_PCP; @done (may be NULL) is called exactly once unless FALSE */
 gboolean
-hr_pcp_send(const HrConfig *config,
-	    HrGuest *guest,
-	    const HrPcpPolicy *policy,
-	    HrPcpDone done,
-	    gpointer user_data,
-	    GError **error);
+hr_pcp_send(const HrConfig *config, HrGuest *guest, const HrPcpPolicy *policy, HrPcpDone done,
+	    gpointer user_data, GError **error);
 /* the policy the host wants for @guest; FALSE when it wants none */
 gboolean
 hr_pcp_wanted(const HrConfig *config, HrGuest *guest, HrPcpPolicy *policy);

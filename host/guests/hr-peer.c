@@ -112,7 +112,8 @@ hr_peer_check(const HrPeer *peer, const HrConfig *config, GError **error)
 	}
 	for (guint i = 0; config->qemu_executables != NULL && config->qemu_executables[i] != NULL;
 	     i++) {
-		if (peer->exe != NULL && g_pattern_match_simple(config->qemu_executables[i], peer->exe))
+		if (peer->exe != NULL &&
+		    g_pattern_match_simple(config->qemu_executables[i], peer->exe))
 			return TRUE;
 	}
 	g_set_error(error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
@@ -183,8 +184,8 @@ hr_peer_raise_nofile(guint64 want, GError **error)
 	}
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
 		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
-			    "setrlimit(RLIMIT_NOFILE, %" G_GUINT64_FORMAT "): %s", (guint64)rl.rlim_cur,
-			    g_strerror(errno));
+			    "setrlimit(RLIMIT_NOFILE, %" G_GUINT64_FORMAT "): %s",
+			    (guint64)rl.rlim_cur, g_strerror(errno));
 		return 0;
 	}
 	if (rl.rlim_cur < want) {

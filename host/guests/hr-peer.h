@@ -23,10 +23,10 @@ G_BEGIN_DECLS
 typedef struct {
 	gint pid;
 	guint uid;
-	gint pidfd;	      /* -1 where the kernel has no pidfd_open() */
-	guint64 starttime;    /* /proc/PID/stat field 22, clock ticks since boot */
-	gchar *exe;	      /* /proc/PID/exe, or NULL when unreadable */
-	gchar *key;	      /* "pid:PID:STARTTIME" */
+	gint pidfd;	   /* -1 where the kernel has no pidfd_open() */
+	guint64 starttime; /* /proc/PID/stat field 22, clock ticks since boot */
+	gchar *exe;	   /* /proc/PID/exe, or NULL when unreadable */
+	gchar *key;	   /* "pid:PID:STARTTIME" */
 } HrPeer;
 
 /* the credentials and process of @socket's peer */

@@ -67,8 +67,8 @@ hr_record_frame(gboolean from_device, guint16 type, GBytes *payload, guint64 gue
 	    g_bytes_get_size(payload) >= 2) {
 		const guint8 *b = g_bytes_get_data(payload, NULL);
 		guint16 msg = b[0] | (b[1] << 8);
-		hr_record_write(dir, msg == VIRTIO_HUGEROOM_MSG_STATUS ? "status" : "event", NULL, 0,
-				payload);
+		hr_record_write(dir, msg == VIRTIO_HUGEROOM_MSG_STATUS ? "status" : "event", NULL,
+				0, payload);
 		hr_record_write(dir, "device", NULL, 0, payload);
 	} else if (!from_device && type == HR_CHAN_HOST_CMD) {
 		/* fuzz-guest-cmd: the features byte, then "the used length is the size" */

@@ -69,30 +69,27 @@ hr_request_ram_to_string(const HrRamRange *ram, guint nr_ram)
 }
 
 static gboolean
-hr_request_check_gpas(const HrRequestParams *p, const HrRamRange *ram, guint nr_ram,
-		      GError **error)
+hr_request_check_gpas(const HrRequestParams *p, const HrRamRange *ram, guint nr_ram, GError **error)
 {
 	g_autoptr(GHashTable) seen = g_hash_table_new(g_int64_hash, g_int64_equal);
 
 	if (p->nr_gpas > VIRTIO_HUGEROOM_MAX_CMD_BLOCKS)
-		return hr_request_invalid(error, "gpas: %u blocks exceed the limit of %u per command",
+		return hr_request_invalid(error,
+					  "gpas: %u blocks exceed the limit of %u per command",
 					  p->nr_gpas, (guint)VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
 	for (guint i = 0; i < p->nr_gpas; i++) {
 		guint64 gpa = p->gpas[i];
 		gpointer first;
 		if (gpa % VIRTIO_HUGEROOM_BLOCK_SIZE != 0)
-			return hr_request_invalid(error,
-						  "gpas[%u]: 0x%" G_GINT64_MODIFIER
-						  "x is not 2 MiB aligned",
-						  i, gpa);
+			return hr_request_invalid(
+			    error, "gpas[%u]: 0x%" G_GINT64_MODIFIER "x is not 2 MiB aligned", i,
+			    gpa);
 		if (g_hash_table_lookup_extended(seen, &p->gpas[i], NULL, &first))
-			return hr_request_invalid(error,
-						  "gpas[%u]: 0x%" G_GINT64_MODIFIER
-						  "x repeats gpas[%u]",
-						  i, gpa, GPOINTER_TO_UINT(first));
+			return hr_request_invalid(
+			    error, "gpas[%u]: 0x%" G_GINT64_MODIFIER "x repeats gpas[%u]", i, gpa,
+			    GPOINTER_TO_UINT(first));
 		g_hash_table_insert(seen, (gpointer)&p->gpas[i], GUINT_TO_POINTER(i));
-		if (ram != NULL &&
-		    !hr_ram_contains(ram, nr_ram, gpa, VIRTIO_HUGEROOM_BLOCK_SIZE)) {
+		if (ram != NULL && !hr_ram_contains(ram, nr_ram, gpa, VIRTIO_HUGEROOM_BLOCK_SIZE)) {
 			g_autofree gchar *layout = hr_request_ram_to_string(ram, nr_ram);
 			return hr_request_invalid(error,
 						  "gpas[%u]: 0x%" G_GINT64_MODIFIER
@@ -118,28 +115,28 @@ hr_request_check_ranges(const HrRequestParams *p, const HrRamRange *ram, guint n
 						  "x is not 2 MiB aligned",
 						  i, r->start);
 		if (r->end % VIRTIO_HUGEROOM_BLOCK_SIZE != 0)
-			return hr_request_invalid(error,
-						  "ranges[%u].end: 0x%" G_GINT64_MODIFIER
-						  "x is not 2 MiB aligned",
-						  i, r->end);
+			return hr_request_invalid(
+			    error, "ranges[%u].end: 0x%" G_GINT64_MODIFIER "x is not 2 MiB aligned",
+			    i, r->end);
 		if (r->end <= r->start)
 			return hr_request_invalid(error,
 						  "ranges[%u].end: 0x%" G_GINT64_MODIFIER
 						  "x is not above start 0x%" G_GINT64_MODIFIER "x",
 						  i, r->end, r->start);
 		if (i > 0 && r->start < p->ranges[i - 1].end)
-			return hr_request_invalid(error,
-						  "ranges[%u].start: 0x%" G_GINT64_MODIFIER
-						  "x is below the end of ranges[%u]; ranges must be "
-						  "sorted and must not overlap",
-						  i, r->start, i - 1);
+			return hr_request_invalid(
+			    error,
+			    "ranges[%u].start: 0x%" G_GINT64_MODIFIER
+			    "x is below the end of ranges[%u]; ranges must be "
+			    "sorted and must not overlap",
+			    i, r->start, i - 1);
 		if (ram != NULL && !hr_ram_contains(ram, nr_ram, r->start, r->end - r->start)) {
 			g_autofree gchar *layout = hr_request_ram_to_string(ram, nr_ram);
-			return hr_request_invalid(error,
-						  "ranges[%u]: 0x%" G_GINT64_MODIFIER
-						  "x-0x%" G_GINT64_MODIFIER
-						  "x is not inside one range of the guest's RAM (%s)",
-						  i, r->start, r->end, layout);
+			return hr_request_invalid(
+			    error,
+			    "ranges[%u]: 0x%" G_GINT64_MODIFIER "x-0x%" G_GINT64_MODIFIER
+			    "x is not inside one range of the guest's RAM (%s)",
+			    i, r->start, r->end, layout);
 		}
 	}
 	return TRUE;
@@ -225,8 +222,9 @@ hr_request_build_cmd(guint64 id, const HrRequestParams *p, const HrRamRange *ram
 	case HR_REQUEST_RETURN: {
 		guint ways = (p->all ? 1 : 0) + (p->nr_gpas > 0 ? 1 : 0) + (p->count > 0 ? 1 : 0);
 		if (ways != 1) {
-			hr_request_invalid(error, "blocks: return takes exactly one of blocks, gpas "
-						  "or all");
+			hr_request_invalid(error,
+					   "blocks: return takes exactly one of blocks, gpas "
+					   "or all");
 			return NULL;
 		}
 		cmd = hr_cmd_new(VIRTIO_HUGEROOM_CMD_RETURN, id);
@@ -246,8 +244,8 @@ hr_request_build_cmd(guint64 id, const HrRequestParams *p, const HrRamRange *ram
 	/* what we send must pass the rules the device and driver apply */
 	{
 		g_autoptr(GBytes) wire = hr_cmd_encode(cmd);
-		g_autoptr(HrCmd) check = hr_cmd_decode(g_bytes_get_data(wire, NULL),
-						       g_bytes_get_size(wire), error);
+		g_autoptr(HrCmd) check =
+		    hr_cmd_decode(g_bytes_get_data(wire, NULL), g_bytes_get_size(wire), error);
 		if (check == NULL) {
 			g_prefix_error(error, "internal: ");
 			return NULL;

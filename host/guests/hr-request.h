@@ -96,7 +96,7 @@ struct _HrRequest {
 	HrResult progress; /* latest PROGRESS, or the RESULT's counts */
 	gboolean have_result;
 	HrResult result;
-	gchar *error; /* why it failed, timed out or was lost */
+	gchar *error;	/* why it failed, timed out or was lost */
 	GArray *blocks; /* guint64 gpas it got held (or returned, RETURN) */
 
 	GDateTime *created_at;

@@ -64,9 +64,10 @@ hr_compact_node(const gchar *root, guint node, GCancellable *cancellable, GError
 	fd = g_open(path, O_WRONLY | O_CLOEXEC, 0);
 	if (fd < 0) {
 		saved = errno;
-		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(saved),
-			    "cannot open %s: %s%s", path, g_strerror(saved),
-			    saved == ENOENT ? " (no such node, or a kernel without CONFIG_COMPACTION)"
+		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(saved), "cannot open %s: %s%s",
+			    path, g_strerror(saved),
+			    saved == ENOENT
+				? " (no such node, or a kernel without CONFIG_COMPACTION)"
 			    : saved == EACCES ? " (needs root)"
 					      : "");
 		return NULL;
@@ -89,14 +90,16 @@ hr_compact_node(const gchar *root, guint node, GCancellable *cancellable, GError
 		g_prefix_error(error, "after compacting node %u: ", node);
 		return NULL;
 	}
-	result->migrate_scanned = delta(before.compact_migrate_scanned, after.compact_migrate_scanned);
+	result->migrate_scanned =
+	    delta(before.compact_migrate_scanned, after.compact_migrate_scanned);
 	result->free_scanned = delta(before.compact_free_scanned, after.compact_free_scanned);
 	result->isolated = delta(before.compact_isolated, after.compact_isolated);
 	result->migrated = delta(before.pgmigrate_success, after.pgmigrate_success);
 	result->migrate_failed = delta(before.pgmigrate_fail, after.pgmigrate_fail);
 	g_debug("node %u compacted in %" G_GINT64_FORMAT " us: %" G_GUINT64_FORMAT
-		" -> %" G_GUINT64_FORMAT " free blocks, %" G_GUINT64_FORMAT " migrate-scanned, %"
-		G_GUINT64_FORMAT " free-scanned, %" G_GUINT64_FORMAT " migrated",
+		" -> %" G_GUINT64_FORMAT " free blocks, %" G_GUINT64_FORMAT
+		" migrate-scanned, %" G_GUINT64_FORMAT " free-scanned, %" G_GUINT64_FORMAT
+		" migrated",
 		node, result->wall_us, result->free_blocks_before, result->free_blocks_after,
 		result->migrate_scanned, result->free_scanned, result->migrated);
 	return g_steal_pointer(&result);
@@ -234,7 +237,8 @@ hr_pool_available(const gchar *root, guint node, GError **error)
 	guint64 nr;
 
 	if (!pool_read(path, &nr, error)) {
-		g_prefix_error(error, "the node's 2 MiB hugetlb pool (a kernel with CONFIG_HUGETLBFS): ");
+		g_prefix_error(error,
+			       "the node's 2 MiB hugetlb pool (a kernel with CONFIG_HUGETLBFS): ");
 		return FALSE;
 	}
 	if (g_access(path, W_OK) != 0) {
@@ -287,7 +291,8 @@ hr_pool_grow(const gchar *root, guint node, guint64 blocks, GCancellable *cancel
 		}
 		if (!ok) {
 			/* earlier chunks are in the pool: report them, not the error */
-			g_warning("growing the hugetlb pool of node %u: %s", node, (*error)->message);
+			g_warning("growing the hugetlb pool of node %u: %s", node,
+				  (*error)->message);
 			g_clear_error(error);
 			break;
 		}
@@ -303,7 +308,8 @@ hr_pool_grow(const gchar *root, guint node, guint64 blocks, GCancellable *cancel
 		g_clear_error(error);
 		after = before;
 	}
-	result->migrate_scanned = delta(before.compact_migrate_scanned, after.compact_migrate_scanned);
+	result->migrate_scanned =
+	    delta(before.compact_migrate_scanned, after.compact_migrate_scanned);
 	result->free_scanned = delta(before.compact_free_scanned, after.compact_free_scanned);
 	result->isolated = delta(before.compact_isolated, after.compact_isolated);
 	result->migrated = delta(before.pgmigrate_success, after.pgmigrate_success);
@@ -365,7 +371,9 @@ hr_pool_shrink(const gchar *root, guint node, guint64 blocks, guint64 *freed, GE
 	     pool_read(path, &now, error);
 	g_mutex_unlock(&pool_lock);
 	if (!ok) {
-		g_prefix_error(error, "giving back %" G_GUINT64_FORMAT " blocks of the hugetlb pool of node %u: ",
+		g_prefix_error(error,
+			       "giving back %" G_GUINT64_FORMAT
+			       " blocks of the hugetlb pool of node %u: ",
 			       blocks, node);
 		return FALSE;
 	}

@@ -8,10 +8,10 @@
 #include <gio/gio.h>
 #include <string.h>
 
-G_DEFINE_QUARK(hr-monitor-error-quark, hr_monitor_error)
+G_DEFINE_QUARK(hr - monitor - error - quark, hr_monitor_error)
 
 static gboolean G_GNUC_PRINTF(4, 5)
-parse_error(GError **error, const gchar *name, guint line, const gchar *fmt, ...)
+    parse_error(GError **error, const gchar *name, guint line, const gchar *fmt, ...)
 {
 	va_list args;
 	g_autofree gchar *msg = NULL;
@@ -179,8 +179,8 @@ hr_buddyinfo_parse(const gchar *text, const gchar *name, GError **error)
 		for (guint o = 0; o < zone->n_orders; o++) {
 			if (!parse_u64(w[4 + o], &zone->nr_free[o]) ||
 			    zone->nr_free[o] > (G_MAXUINT64 >> 32)) {
-				parse_error(error, name, i + 1, "order %u count '%s' is not a number",
-					    o, w[4 + o]);
+				parse_error(error, name, i + 1,
+					    "order %u count '%s' is not a number", o, w[4 + o]);
 				return NULL;
 			}
 		}
@@ -282,7 +282,8 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 		if (g_str_has_prefix(line, "Page block order:")) {
 			if (!pagetype_header_value(line, "Page block order:", 20, &v) ||
 			    (have_order && v != info->pageblock_order)) {
-				parse_error(error, name, i + 1, "bad page block order line '%s'", line);
+				parse_error(error, name, i + 1, "bad page block order line '%s'",
+					    line);
 				return NULL;
 			}
 			info->pageblock_order = v;
@@ -293,7 +294,8 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 		if (g_str_has_prefix(line, "Pages per block:")) {
 			if (!pagetype_header_value(line, "Pages per block:", 1u << 20, &v) ||
 			    (have_ppb && v != info->pages_per_block)) {
-				parse_error(error, name, i + 1, "bad pages per block line '%s'", line);
+				parse_error(error, name, i + 1, "bad pages per block line '%s'",
+					    line);
 				return NULL;
 			}
 			info->pages_per_block = v;
@@ -311,8 +313,9 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 			for (guint o = 0; o < orders; o++) {
 				guint64 ov;
 				if (!parse_u64(w[8 + o], &ov) || ov != o) {
-					parse_error(error, name, i + 1, "order header lists '%s' as order %u",
-						    w[8 + o], o);
+					parse_error(error, name, i + 1,
+						    "order header lists '%s' as order %u", w[8 + o],
+						    o);
 					return NULL;
 				}
 			}
@@ -335,9 +338,10 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 				for (guint t = 0; same && t < types; t++)
 					same = g_strcmp0(info->types[t], w[4 + t]) == 0;
 				if (!same) {
-					parse_error(error, name, i + 1,
-						    "block type header does not list the migratetypes of "
-						    "the free counts");
+					parse_error(
+					    error, name, i + 1,
+					    "block type header does not list the migratetypes of "
+					    "the free counts");
 					return NULL;
 				}
 			}
@@ -362,7 +366,8 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 			    g_strcmp0(w[4], "type") != 0 || !parse_node_token(w[1], &node) ||
 			    !copy_zone_name(zone_name, w[3], TRUE)) {
 				parse_error(error, name, i + 1,
-					    "expected 'Node N, zone NAME, type TYPE' and %u counts, got '%s'",
+					    "expected 'Node N, zone NAME, type TYPE' and %u "
+					    "counts, got '%s'",
 					    info->n_orders, line);
 				return NULL;
 			}
@@ -372,8 +377,10 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 					ti = (gint)t;
 			}
 			if (ti < 0) {
-				if (have_blocks_header || info->n_types == HR_MONITOR_MAX_MIGRATETYPES) {
-					parse_error(error, name, i + 1, "unknown migratetype '%s'", w[5]);
+				if (have_blocks_header ||
+				    info->n_types == HR_MONITOR_MAX_MIGRATETYPES) {
+					parse_error(error, name, i + 1, "unknown migratetype '%s'",
+						    w[5]);
 					return NULL;
 				}
 				ti = (gint)info->n_types;
@@ -388,8 +395,9 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 				g_ptr_array_add(parse, p);
 			}
 			if (p->type_lines & (1u << ti)) {
-				parse_error(error, name, i + 1, "node %u zone %s type %s listed twice",
-					    node, zone_name, w[5]);
+				parse_error(error, name, i + 1,
+					    "node %u zone %s type %s listed twice", node, zone_name,
+					    w[5]);
 				return NULL;
 			}
 			p->type_lines |= 1u << ti;
@@ -399,13 +407,14 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 				if (c[0] == '>') {
 					/* "a count this high tells nothing more" (5.6+) */
 					if (!parse_u64(c + 1, &cv) || cv != HR_PAGETYPE_COUNT_CAP) {
-						parse_error(error, name, i + 1, "bad capped count '%s'", c);
+						parse_error(error, name, i + 1,
+							    "bad capped count '%s'", c);
 						return NULL;
 					}
 					p->zone.capped = TRUE;
 				} else if (!parse_u64(c, &cv) || cv > (G_MAXUINT64 >> 32)) {
-					parse_error(error, name, i + 1, "order %u count '%s' is not a number",
-						    o, c);
+					parse_error(error, name, i + 1,
+						    "order %u count '%s' is not a number", o, c);
 					return NULL;
 				}
 				p->zone.nr_free[ti][o] = cv;
@@ -418,10 +427,12 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 			PagetypeZoneParse *p;
 
 			if (n != 4 + info->n_types || g_strcmp0(w[2], "zone") != 0 ||
-			    !parse_node_token(w[1], &node) || !copy_zone_name(zone_name, w[3], FALSE)) {
-				parse_error(error, name, i + 1,
-					    "expected 'Node N, zone NAME' and %u block counts, got '%s'",
-					    info->n_types, line);
+			    !parse_node_token(w[1], &node) ||
+			    !copy_zone_name(zone_name, w[3], FALSE)) {
+				parse_error(
+				    error, name, i + 1,
+				    "expected 'Node N, zone NAME' and %u block counts, got '%s'",
+				    info->n_types, line);
 				return NULL;
 			}
 			p = pagetype_zone_lookup(parse, node, zone_name);
@@ -433,8 +444,8 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 			}
 			for (guint t = 0; t < info->n_types; t++) {
 				if (!parse_u64(w[4 + t], &p->zone.nr_blocks[t])) {
-					parse_error(error, name, i + 1, "block count '%s' is not a number",
-						    w[4 + t]);
+					parse_error(error, name, i + 1,
+						    "block count '%s' is not a number", w[4 + t]);
 					return NULL;
 				}
 			}
@@ -448,8 +459,8 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 	if (!have_order || !have_ppb || info->n_orders == 0 || !have_blocks_header) {
 		parse_error(error, name, n_lines, "truncated: missing the %s",
 			    !have_order || !have_ppb ? "page block header"
-			    : info->n_orders == 0	 ? "free count section"
-						 : "block count section");
+			    : info->n_orders == 0    ? "free count section"
+						     : "block count section");
 		return NULL;
 	}
 	if (info->pages_per_block != 1u << info->pageblock_order) {
@@ -460,8 +471,8 @@ hr_pagetypeinfo_parse(const gchar *text, const gchar *name, GError **error)
 	for (guint z = 0; z < parse->len; z++) {
 		PagetypeZoneParse *p = g_ptr_array_index(parse, z);
 		if (p->type_lines != (1u << info->n_types) - 1 || !p->blocks_seen) {
-			parse_error(error, name, p->line,
-				    "truncated: node %u zone %s lacks %s", p->zone.node, p->zone.zone,
+			parse_error(error, name, p->line, "truncated: node %u zone %s lacks %s",
+				    p->zone.node, p->zone.zone,
 				    p->blocks_seen ? "some migratetypes' free counts"
 						   : "its block counts");
 			return NULL;
@@ -507,9 +518,9 @@ zoneinfo_finish_zone(HrZoneWatermarks *zone, guint fields, guint line, const gch
 		guint flag;
 		const gchar *label;
 	} required[] = {
-		{ZF_FREE, "pages free"}, {ZF_MIN, "min"},	  {ZF_LOW, "low"},
-		{ZF_HIGH, "high"},	 {ZF_SPANNED, "spanned"}, {ZF_PRESENT, "present"},
-		{ZF_MANAGED, "managed"},
+	    {ZF_FREE, "pages free"}, {ZF_MIN, "min"},	      {ZF_LOW, "low"},
+	    {ZF_HIGH, "high"},	     {ZF_SPANNED, "spanned"}, {ZF_PRESENT, "present"},
+	    {ZF_MANAGED, "managed"},
 	};
 
 	for (guint r = 0; r < G_N_ELEMENTS(required); r++) {
@@ -525,10 +536,11 @@ zoneinfo_finish_zone(HrZoneWatermarks *zone, guint fields, guint line, const gch
 				   zone->node, zone->zone);
 	}
 	if (zone->managed > zone->present || zone->present > zone->spanned) {
-		return parse_error(error, name, line,
-				   "node %u zone %s: managed %" G_GUINT64_FORMAT
-				   " > present %" G_GUINT64_FORMAT " or present > spanned %" G_GUINT64_FORMAT,
-				   zone->node, zone->zone, zone->managed, zone->present, zone->spanned);
+		return parse_error(
+		    error, name, line,
+		    "node %u zone %s: managed %" G_GUINT64_FORMAT " > present %" G_GUINT64_FORMAT
+		    " or present > spanned %" G_GUINT64_FORMAT,
+		    zone->node, zone->zone, zone->managed, zone->present, zone->spanned);
 	}
 	return TRUE;
 }
@@ -557,10 +569,11 @@ hr_zoneinfo_parse(const gchar *text, const gchar *name, GError **error)
 
 		if (n > 0 && g_strcmp0(w[0], "Node") == 0) {
 			g_autofree HrZoneWatermarks *nz = g_new0(HrZoneWatermarks, 1);
-			if (n != 4 || g_strcmp0(w[2], "zone") != 0 || !parse_node_token(w[1], &nz->node) ||
+			if (n != 4 || g_strcmp0(w[2], "zone") != 0 ||
+			    !parse_node_token(w[1], &nz->node) ||
 			    !copy_zone_name(nz->zone, w[3], FALSE)) {
-				parse_error(error, name, i + 1, "expected 'Node N, zone NAME', got '%s'",
-					    line);
+				parse_error(error, name, i + 1,
+					    "expected 'Node N, zone NAME', got '%s'", line);
 				return NULL;
 			}
 			if (zone != NULL &&
@@ -568,9 +581,11 @@ hr_zoneinfo_parse(const gchar *text, const gchar *name, GError **error)
 				return NULL;
 			for (guint z = 0; z < zones->len; z++) {
 				HrZoneWatermarks *other = g_ptr_array_index(zones, z);
-				if (other->node == nz->node && g_strcmp0(other->zone, nz->zone) == 0) {
-					parse_error(error, name, i + 1, "node %u zone %s listed twice",
-						    nz->node, nz->zone);
+				if (other->node == nz->node &&
+				    g_strcmp0(other->zone, nz->zone) == 0) {
+					parse_error(error, name, i + 1,
+						    "node %u zone %s listed twice", nz->node,
+						    nz->zone);
 					return NULL;
 				}
 			}
@@ -582,7 +597,8 @@ hr_zoneinfo_parse(const gchar *text, const gchar *name, GError **error)
 			continue;
 		}
 		if (zone == NULL) {
-			parse_error(error, name, i + 1, "expected a 'Node N, zone NAME' line first");
+			parse_error(error, name, i + 1,
+				    "expected a 'Node N, zone NAME' line first");
 			return NULL;
 		}
 		if (n == 0) {
@@ -600,7 +616,8 @@ hr_zoneinfo_parse(const gchar *text, const gchar *name, GError **error)
 		if (g_strcmp0(w[0], "start_pfn:") == 0 && n == 2) {
 			in_pagesets = FALSE;
 			if (!parse_u64(w[1], &zone->start_pfn)) {
-				parse_error(error, name, i + 1, "start_pfn '%s' is not a number", w[1]);
+				parse_error(error, name, i + 1, "start_pfn '%s' is not a number",
+					    w[1]);
 				return NULL;
 			}
 			fields |= ZF_START_PFN;
@@ -621,11 +638,13 @@ hr_zoneinfo_parse(const gchar *text, const gchar *name, GError **error)
 		}
 		if (g_strcmp0(w[0], "pages") == 0) {
 			if (n != 3 || g_strcmp0(w[1], "free") != 0) {
-				parse_error(error, name, i + 1, "expected 'pages free N', got '%s'", line);
+				parse_error(error, name, i + 1, "expected 'pages free N', got '%s'",
+					    line);
 				return NULL;
 			}
 			if (!parse_u64(w[2], &v)) {
-				parse_error(error, name, i + 1, "pages free '%s' is not a number", w[2]);
+				parse_error(error, name, i + 1, "pages free '%s' is not a number",
+					    w[2]);
 				return NULL;
 			}
 			flag = ZF_FREE;
@@ -636,7 +655,8 @@ hr_zoneinfo_parse(const gchar *text, const gchar *name, GError **error)
 				return NULL;
 			}
 			if (!parse_u64(w[1], &v)) {
-				parse_error(error, name, i + 1, "%s value '%s' is not a number", w[0], w[1]);
+				parse_error(error, name, i + 1, "%s value '%s' is not a number",
+					    w[0], w[1]);
 				return NULL;
 			}
 			if (g_strcmp0(w[0], "min") == 0) {
@@ -749,7 +769,8 @@ hr_vmstat_parse(const gchar *text, const gchar *name, GError **error)
 		g_auto(GStrv) w = split_words(lines[i]);
 
 		if (g_strv_length(w) != 2 || !zoneinfo_is_identifier(w[0])) {
-			parse_error(error, name, i + 1, "expected 'name value', got '%s'", lines[i]);
+			parse_error(error, name, i + 1, "expected 'name value', got '%s'",
+				    lines[i]);
 			return NULL;
 		}
 		if (!counters_add(vmstat->values, g_strdup(w[0]), w[1], name, i + 1, error))
@@ -816,7 +837,8 @@ hr_meminfo_parse(const gchar *text, const gchar *name, GError **error)
 			guint64 nv;
 			if (!g_ascii_string_to_unsigned(w[1], 10, 0, 1023, &nv, NULL) ||
 			    (node >= 0 && (guint64)node != nv)) {
-				parse_error(error, name, i + 1, "bad node prefix in '%s'", lines[i]);
+				parse_error(error, name, i + 1, "bad node prefix in '%s'",
+					    lines[i]);
 				return NULL;
 			}
 			node = (gint)nv;
@@ -968,8 +990,8 @@ read_text(const gchar *root, const gchar *rel, gboolean optional, GError **error
 			return NULL;
 		g_set_error(error, HR_MONITOR_ERROR,
 			    g_error_matches(error_local, G_FILE_ERROR, G_FILE_ERROR_NOENT)
-				    ? HR_MONITOR_ERROR_MISSING
-				    : HR_MONITOR_ERROR_IO,
+				? HR_MONITOR_ERROR_MISSING
+				: HR_MONITOR_ERROR_IO,
 			    "%s", error_local->message);
 		return NULL;
 	}
@@ -1123,8 +1145,8 @@ hr_monitor_read_host_full(const gchar *root, gboolean with_pagetypes, GError **e
 				      (HrParseFunc)hr_zoneinfo_parse, error);
 	if (state->zones == NULL)
 		return NULL;
-	state->vmstat = read_and_parse(state->root, "proc/vmstat", FALSE,
-				       (HrParseFunc)hr_vmstat_parse, error);
+	state->vmstat =
+	    read_and_parse(state->root, "proc/vmstat", FALSE, (HrParseFunc)hr_vmstat_parse, error);
 	if (state->vmstat == NULL)
 		return NULL;
 	state->meminfo = read_and_parse(state->root, "proc/meminfo", FALSE,
@@ -1226,8 +1248,8 @@ hr_monitor_read_host_full(const gchar *root, gboolean with_pagetypes, GError **e
 	g_ptr_array_sort(state->nodes, node_cmp);
 	for (guint n = 0; n < state->nodes->len; n++) {
 		HrNodeState *node = g_ptr_array_index(state->nodes, n);
-		node->unusable_index = hr_unusable_index(node->free_pages, node->free_blocks,
-							 HR_MONITOR_BLOCK_ORDER);
+		node->unusable_index =
+		    hr_unusable_index(node->free_pages, node->free_blocks, HR_MONITOR_BLOCK_ORDER);
 		if (!read_node_files(state, node, error))
 			return NULL;
 	}
@@ -1398,8 +1420,8 @@ hr_host_reader_peek(HrHostReader *reader, guint generation)
 }
 
 void
-hr_host_reader_get(HrHostReader *reader, const gchar *root, guint generation,
-		   HrHostReaderFunc func, gpointer user_data, GDestroyNotify destroy)
+hr_host_reader_get(HrHostReader *reader, const gchar *root, guint generation, HrHostReaderFunc func,
+		   gpointer user_data, GDestroyNotify destroy)
 {
 	HrHostWaiter *w = g_new0(HrHostWaiter, 1);
 

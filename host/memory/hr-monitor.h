@@ -68,7 +68,7 @@ typedef struct {
 	gchar zone[16];
 	/* free chunks per migratetype and order; capped at HR_PAGETYPE_COUNT_CAP */
 	guint64 nr_free[HR_MONITOR_MAX_MIGRATETYPES][HR_MONITOR_MAX_ORDERS];
-	gboolean capped; /* some count was printed as >100000 */
+	gboolean capped;				/* some count was printed as >100000 */
 	guint64 nr_blocks[HR_MONITOR_MAX_MIGRATETYPES]; /* pageblocks per type */
 } HrPagetypeZone;
 
@@ -95,9 +95,9 @@ hr_pagetypeinfo_type_index(const HrPagetypeInfo *info, const gchar *type);
 typedef struct {
 	guint node;
 	gchar zone[16];
-	guint64 free;	 /* "pages free" */
-	guint64 boost;	 /* watermark_boost; 0 on kernels without it */
-	guint64 min;	 /* watermarks, pages */
+	guint64 free;  /* "pages free" */
+	guint64 boost; /* watermark_boost; 0 on kernels without it */
+	guint64 min;   /* watermarks, pages */
 	guint64 low;
 	guint64 high;
 	guint64 spanned;
@@ -188,9 +188,9 @@ hr_compact_counters_from_vmstat(const HrVmstat *vmstat, HrCompactCounters *count
  */
 typedef struct {
 	guint node;
-	guint64 free_pages;	/* from buddyinfo: sum of nr_free[o] << o */
-	guint64 free_blocks;	/* 2 MiB-capable: sum over o >= 9 of nr_free[o] << (o - 9) */
-	guint64 wmark_min;	/* sums of the zones' watermarks (incl. boost for high) */
+	guint64 free_pages;  /* from buddyinfo: sum of nr_free[o] << o */
+	guint64 free_blocks; /* 2 MiB-capable: sum over o >= 9 of nr_free[o] << (o - 9) */
+	guint64 wmark_min;   /* sums of the zones' watermarks (incl. boost for high) */
 	guint64 wmark_low;
 	guint64 wmark_high;
 	guint64 managed;
@@ -249,8 +249,7 @@ hr_host_state_get_node(const HrHostState *state, guint node);
 typedef struct _HrHostReader HrHostReader;
 
 /* @host is NULL with @error; either is valid only during the call */
-typedef void (*HrHostReaderFunc)(const HrHostState *host, const GError *error,
-				 gpointer user_data);
+typedef void (*HrHostReaderFunc)(const HrHostState *host, const GError *error, gpointer user_data);
 
 HrHostReader *
 hr_host_reader_new(gint64 max_age_us);
@@ -262,8 +261,8 @@ const HrHostState *
 hr_host_reader_peek(HrHostReader *reader, guint generation);
 /* @func runs from the main loop once the read in flight, or else a new read of @root, is in */
 void
-hr_host_reader_get(HrHostReader *reader, const gchar *root, guint generation,
-		   HrHostReaderFunc func, gpointer user_data, GDestroyNotify destroy);
+hr_host_reader_get(HrHostReader *reader, const gchar *root, guint generation, HrHostReaderFunc func,
+		   gpointer user_data, GDestroyNotify destroy);
 /* the newest snapshot's number, counting from 1, for what callers derive from it */
 guint64
 hr_host_reader_get_serial(HrHostReader *reader);

@@ -98,12 +98,13 @@ hr_snapshot_read(const HrSnapshotRequest *request)
 
 	snapshot->epoch = request->epoch;
 	snapshot->host = hr_monitor_read_host_lite(request->root, &snapshot->host_error);
-	snapshot->guests = g_array_sized_new(FALSE, TRUE, sizeof(HrSnapshotGuest),
-					     request->guests->len);
+	snapshot->guests =
+	    g_array_sized_new(FALSE, TRUE, sizeof(HrSnapshotGuest), request->guests->len);
 	g_array_set_clear_func(snapshot->guests, (GDestroyNotify)hr_snapshot_guest_clear);
 	for (guint i = 0; i < request->guests->len; i++) {
 		const HrSnapshotWanted *w = &g_array_index(request->guests, HrSnapshotWanted, i);
-		HrSnapshotGuest g = {w->id, hr_snapshot_process_rss_kb(w->pid), w->scan, NULL, NULL};
+		HrSnapshotGuest g = {w->id, hr_snapshot_process_rss_kb(w->pid), w->scan, NULL,
+				     NULL};
 
 		if (w->scan)
 			g.map = hr_thpmap_scan(w->pid, w->ranges, w->n_ranges, &g.error);
@@ -159,7 +160,6 @@ HrSnapshot *
 hr_snapshot_read_finish(GAsyncResult *result, GError **error)
 {
 	g_return_val_if_fail(g_task_is_valid(result, NULL), NULL);
-	g_return_val_if_fail(g_task_get_source_tag(G_TASK(result)) == hr_snapshot_read_async,
-			     NULL);
+	g_return_val_if_fail(g_task_get_source_tag(G_TASK(result)) == hr_snapshot_read_async, NULL);
 	return g_task_propagate_pointer(G_TASK(result), error);
 }

@@ -11,7 +11,7 @@
 
 #include <glib/gstdio.h>
 
-G_DEFINE_QUARK(hr-thpmap-error-quark, hr_thpmap_error)
+G_DEFINE_QUARK(hr - thpmap - error - quark, hr_thpmap_error)
 
 #define PAGE_SIZE 4096
 #define PAGES_PER_BLOCK (HR_THPMAP_BLOCK_SIZE / PAGE_SIZE)
@@ -89,7 +89,7 @@ hr_thpmap_lookup(const HrThpMap *map, guint64 gpa, HrThpBlock *block)
 		if (gpa >= first_gpa && gpa < first_gpa + n * HR_THPMAP_BLOCK_SIZE &&
 		    (gpa - first_gpa) % HR_THPMAP_BLOCK_SIZE == 0) {
 			*block = hr_thpmap_get(map, map->first_block[r] +
-							    (gpa - first_gpa) / HR_THPMAP_BLOCK_SIZE);
+							(gpa - first_gpa) / HR_THPMAP_BLOCK_SIZE);
 			return TRUE;
 		}
 	}
@@ -116,8 +116,7 @@ range_start_cmp(gconstpointer a, gconstpointer b)
 }
 
 guint
-hr_thpmap_ranges(const HrThpMap *map, HrThpBlock kind, HrRange *out, guint max,
-		 guint64 *blocks_out)
+hr_thpmap_ranges(const HrThpMap *map, HrThpBlock kind, HrRange *out, guint max, guint64 *blocks_out)
 {
 	g_autoptr(GArray) all = g_array_new(FALSE, FALSE, sizeof(HrRange));
 	guint64 blocks = 0;
@@ -193,8 +192,8 @@ typedef struct {
 static void
 node_map_init(NodeMap *nm, const gchar *sys_root)
 {
-	g_autofree gchar *bs_path = g_build_filename(sys_root, "devices/system/memory/block_size_bytes",
-						     NULL);
+	g_autofree gchar *bs_path =
+	    g_build_filename(sys_root, "devices/system/memory/block_size_bytes", NULL);
 	g_autofree gchar *nodes = g_build_filename(sys_root, "devices/system/node", NULL);
 	g_autofree gchar *text = NULL;
 	g_autoptr(GDir) dir = NULL;
@@ -262,8 +261,8 @@ check_ranges(const HrRamRange *ranges, guint n_ranges, GError **error)
 		const HrRamRange *a = &ranges[i];
 		if (a->size == 0 || a->gpa + a->size < a->gpa || a->hva + a->size < a->hva) {
 			g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_INVALID,
-				    "RAM range %u (gpa 0x%" G_GINT64_MODIFIER "x, size 0x%" G_GINT64_MODIFIER
-				    "x) is empty or wraps",
+				    "RAM range %u (gpa 0x%" G_GINT64_MODIFIER
+				    "x, size 0x%" G_GINT64_MODIFIER "x) is empty or wraps",
 				    i, a->gpa, a->size);
 			return FALSE;
 		}
@@ -296,7 +295,8 @@ classify_small(int pm_fd, const gchar *pm_path, guint64 hva, HrThpBlock *block, 
 	if (n != (ssize_t)sizeof(pm)) {
 		int saved = errno;
 		g_set_error(error, HR_THPMAP_ERROR, HR_THPMAP_ERROR_IO,
-			    "reading the pagemap entries of hva 0x%" G_GINT64_MODIFIER "x from %s: %s",
+			    "reading the pagemap entries of hva 0x%" G_GINT64_MODIFIER
+			    "x from %s: %s",
 			    hva, pm_path, n < 0 ? g_strerror(saved) : "short read");
 		return FALSE;
 	}
@@ -368,8 +368,8 @@ open_ro(const gchar *path, GError **error)
 }
 
 HrThpMap *
-hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
-		     const gchar *sys_root, const HrRamRange *ranges, guint n_ranges, GError **error)
+hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path, const gchar *sys_root,
+		     const HrRamRange *ranges, guint n_ranges, GError **error)
 {
 	g_autoptr(HrThpMap) map = NULL;
 	gint64 start = g_get_monotonic_time();
@@ -406,7 +406,8 @@ hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
 		gboolean aligned = (range->hva - range->gpa) % HR_THPMAP_BLOCK_SIZE == 0;
 
 		for (guint64 b = 0; b < n; b++) {
-			guint64 hva = range->hva + (first_gpa - range->gpa) + b * HR_THPMAP_BLOCK_SIZE;
+			guint64 hva =
+			    range->hva + (first_gpa - range->gpa) + b * HR_THPMAP_BLOCK_SIZE;
 			HrThpBlock block;
 			guint64 pfn = 0;
 
@@ -506,8 +507,8 @@ scan_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *canc
 }
 
 void
-hr_thpmap_scan_async(gint pid, const HrRamRange *ranges, guint n_ranges,
-		     GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+hr_thpmap_scan_async(gint pid, const HrRamRange *ranges, guint n_ranges, GCancellable *cancellable,
+		     GAsyncReadyCallback callback, gpointer user_data)
 {
 	g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
 	ScanTaskData *data = g_new0(ScanTaskData, 1);

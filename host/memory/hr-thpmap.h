@@ -83,9 +83,9 @@ typedef struct {
 	guint64 *bits;	      /* 2 bits per block: HrThpBlock */
 	/* host NUMA node of the THP-backed blocks (from their PFNs and the
 	 * nodes' memory blocks in sysfs); -1 when sysfs does not say */
-	gint thp_node;	      /* the node most of them are on */
-	guint64 thp_on_node;  /* how many are there */
-	gint64 scan_us;	      /* how long the scan took */
+	gint thp_node;	     /* the node most of them are on */
+	guint64 thp_on_node; /* how many are there */
+	gint64 scan_us;	     /* how long the scan took */
 } HrThpMap;
 
 /*
@@ -96,15 +96,14 @@ HrThpMap *
 hr_thpmap_scan(gint pid, const HrRamRange *ranges, guint n_ranges, GError **error);
 /* The same over explicit files: tests, and a pagemap opened elsewhere. */
 HrThpMap *
-hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path,
-		     const gchar *sys_root,
+hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path, const gchar *sys_root,
 		     const HrRamRange *ranges, guint n_ranges, GError **error);
 void
 hr_thpmap_free(HrThpMap *map);
 /* hr_thpmap_scan() in a GTask worker thread, completing on the caller's context */
 void
-hr_thpmap_scan_async(gint pid, const HrRamRange *ranges, guint n_ranges,
-		     GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data);
+hr_thpmap_scan_async(gint pid, const HrRamRange *ranges, guint n_ranges, GCancellable *cancellable,
+		     GAsyncReadyCallback callback, gpointer user_data);
 HrThpMap *
 hr_thpmap_scan_finish(GAsyncResult *result, GError **error);
 
@@ -125,8 +124,7 @@ hr_thp_block_to_string(HrThpBlock block);
  * (may be NULL) gets the blocks they cover.
  */
 guint
-hr_thpmap_ranges(const HrThpMap *map, HrThpBlock kind, HrRange *out, guint max,
-		 guint64 *blocks);
+hr_thpmap_ranges(const HrThpMap *map, HrThpBlock kind, HrRange *out, guint max, guint64 *blocks);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrThpMap, hr_thpmap_free)
 

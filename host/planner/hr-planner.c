@@ -106,7 +106,8 @@ compact_est_ms(const HrPlanNode *node, guint64 blocks, const HrPlannerParams *pa
 static guint64
 small_assembly_cost(const HrPlanNode *node, const HrPlannerParams *params)
 {
-	return (hr_planner_compact_block_cost(node) * params->small_benefit_milli + MILLI - 1) / MILLI;
+	return (hr_planner_compact_block_cost(node) * params->small_benefit_milli + MILLI - 1) /
+	       MILLI;
 }
 
 guint64
@@ -168,8 +169,8 @@ typedef struct {
 typedef struct {
 	guint guest;
 	guint cursor[2];   /* per stream: next candidate index to look at */
-	guint cap;	     /* blocks it may still give */
-	guint64 budget_ns;   /* G_MAXUINT64: no deadline */
+	guint cap;	   /* blocks it may still give */
+	guint64 budget_ns; /* G_MAXUINT64: no deadline */
 	guint64 used_ns;
 	guint n_picked;
 } GuestRun;
@@ -301,7 +302,8 @@ find_less_loaded(const GArray *heap, const GuestRun *runs, guint i, guint64 limi
 	f = &g_array_index(heap, HeapEntry, i);
 	if (f->key > limit)
 		return;
-	if (f->stream != STREAM_COMPACT && runs[f->run].cap > 0 && runs[f->run].used_ns < *best_ns) {
+	if (f->stream != STREAM_COMPACT && runs[f->run].cap > 0 &&
+	    runs[f->run].used_ns < *best_ns) {
 		*best = i;
 		*best_ns = runs[f->run].used_ns;
 	}
@@ -515,14 +517,16 @@ merge_run(const NodeCtx *ctx, Merge *m)
 			GuestRun *run = &ctx->runs[r];
 			const HrPlanGuest *g = &ctx->input->guests[run->guest];
 
-			while (m->gain < ctx->need_milli && run->cap == 0 && small_picks[r] != NULL &&
-			       small_picks[r]->len > 0 &&
+			while (m->gain < ctx->need_milli && run->cap == 0 &&
+			       small_picks[r] != NULL && small_picks[r]->len > 0 &&
 			       stream_peek(g, run, STREAM_THP) < g->n_candidates) {
-				guint p = g_array_index(small_picks[r], guint, small_picks[r]->len - 1);
+				guint p =
+				    g_array_index(small_picks[r], guint, small_picks[r]->len - 1);
 				Pick *old = &g_array_index(m->picks, Pick, p);
 				guint32 ci = run->cursor[STREAM_THP];
 				const HrPlanCandidate *c = &g->candidates[ci];
-				guint64 used = run->used_ns - guest_ns(&g->candidates[old->candidate], params) +
+				guint64 used = run->used_ns -
+					       guest_ns(&g->candidates[old->candidate], params) +
 					       guest_ns(c, params);
 				Pick pick = {.run = r, .candidate = ci, .removed = FALSE};
 
@@ -559,7 +563,7 @@ merge_run(const NodeCtx *ctx, Merge *m)
 	for (guint p = 0; p < m->picks->len; p++) {
 		const Pick *pk = &g_array_index(m->picks, Pick, p);
 		const HrPlanCandidate *c =
-			&ctx->input->guests[ctx->runs[pk->run].guest].candidates[pk->candidate];
+		    &ctx->input->guests[ctx->runs[pk->run].guest].candidates[pk->candidate];
 		if (pk->removed)
 			continue;
 		m->cost += hr_planner_candidate_cost(node, c, params);
@@ -567,7 +571,8 @@ merge_run(const NodeCtx *ctx, Merge *m)
 	}
 	any_small = m->n_small > 0;
 	if (m->compact_blocks > 0 || any_small)
-		m->cost += hr_planner_compact_scan_cost(node, params); /* one compaction does both */
+		m->cost +=
+		    hr_planner_compact_scan_cost(node, params); /* one compaction does both */
 }
 
 /* Complete first; then cheaper; an incomplete one: more gain first. */
@@ -734,7 +739,8 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 			    hr_planner_guest_deferred(g, input->now_ms))
 				continue;
 			above = g->free_pages > g->floor_pages ? g->free_pages - g->floor_pages : 0;
-			cap = g->budget_blocks > g->held_blocks ? g->budget_blocks - g->held_blocks : 0;
+			cap = g->budget_blocks > g->held_blocks ? g->budget_blocks - g->held_blocks
+								: 0;
 			cap = (guint)MIN((guint64)cap, above / HR_PLAN_BLOCK_PAGES);
 			if (cap == 0)
 				continue;
@@ -784,15 +790,17 @@ plan_summarize(HrPlan *plan, const HrPlanRequest *request)
 		donors += step->kind == HR_PLAN_STEP_DONATE;
 	}
 	if (plan->node < 0) {
-		plan->summary = g_strdup_printf("no node can take the request (node %d)", request->node);
+		plan->summary =
+		    g_strdup_printf("no node can take the request (node %d)", request->node);
 		return;
 	}
 	plan->summary = g_strdup_printf(
-		"node %d: %s %" G_GUINT64_FORMAT ".%03u of %" G_GUINT64_FORMAT " blocks in %u steps "
-		"(%u donors of %u guests, %u deferred), cost %" G_GUINT64_FORMAT " pages, ~%" G_GUINT64_FORMAT " ms",
-		plan->node, plan->complete ? "plans" : "can only reach", plan->gain_milli / MILLI,
-		(guint)(plan->gain_milli % MILLI), plan->need_blocks, plan->steps->len, donors,
-		plan->guests_considered, plan->guests_deferred, plan->cost_pages, plan->est_ms);
+	    "node %d: %s %" G_GUINT64_FORMAT ".%03u of %" G_GUINT64_FORMAT " blocks in %u steps "
+	    "(%u donors of %u guests, %u deferred), cost %" G_GUINT64_FORMAT
+	    " pages, ~%" G_GUINT64_FORMAT " ms",
+	    plan->node, plan->complete ? "plans" : "can only reach", plan->gain_milli / MILLI,
+	    (guint)(plan->gain_milli % MILLI), plan->need_blocks, plan->steps->len, donors,
+	    plan->guests_considered, plan->guests_deferred, plan->cost_pages, plan->est_ms);
 }
 
 /* Is @a a better plan than @b? Complete first, then cheaper, then larger. */
@@ -819,7 +827,8 @@ hr_planner_plan(const HrPlanRequest *request, const HrPlanInput *input,
 
 	for (guint n = 0; n < input->n_nodes; n++) {
 		HrPlan *plan;
-		if (request->node != HR_PLAN_ANY_NODE && (guint)request->node != input->nodes[n].node)
+		if (request->node != HR_PLAN_ANY_NODE &&
+		    (guint)request->node != input->nodes[n].node)
 			continue;
 		plan = plan_node(request, input, &input->nodes[n], need, params);
 		if (plan_better(plan, best)) {
@@ -861,8 +870,8 @@ hr_plan_candidates_from_status(HrPlanCandidate *out, const HrCandidate *candidat
 }
 
 guint
-hr_plan_ranged_candidates(HrPlanCandidate *out, guint max, const HrThpMap *map,
-			  guint64 free_pages, guint held_blocks, guint n_named)
+hr_plan_ranged_candidates(HrPlanCandidate *out, guint max, const HrThpMap *map, guint64 free_pages,
+			  guint held_blocks, guint n_named)
 {
 	guint64 unheld_absent, free_absent, rest, rest_thp, backed, n, avg;
 
@@ -896,24 +905,28 @@ hr_plan_describe(const HrPlan *plan)
 		g_string_append_printf(out, "  %u. ", i + 1);
 		switch (s->kind) {
 		case HR_PLAN_STEP_FREE:
-			g_string_append_printf(out, "use %" G_GUINT64_FORMAT " free blocks of node %u",
+			g_string_append_printf(out,
+					       "use %" G_GUINT64_FORMAT " free blocks of node %u",
 					       s->blocks, s->node);
 			break;
 		case HR_PLAN_STEP_COMPACT:
-			g_string_append_printf(out, "compact node %u%s: %" G_GUINT64_FORMAT " blocks",
-					       s->node, s->after_donations ? " after the donations" : "",
-					       s->blocks);
+			g_string_append_printf(
+			    out, "compact node %u%s: %" G_GUINT64_FORMAT " blocks", s->node,
+			    s->after_donations ? " after the donations" : "", s->blocks);
 			break;
 		case HR_PLAN_STEP_DONATE:
-			g_string_append_printf(out, "guest %" G_GUINT64_FORMAT " evacuates %u blocks "
-						    "(%u host-THP-backed, %u 4 KiB-backed)",
+			g_string_append_printf(out,
+					       "guest %" G_GUINT64_FORMAT " evacuates %u blocks "
+					       "(%u host-THP-backed, %u 4 KiB-backed)",
 					       s->guest_id, s->picks->len, s->n_thp, s->n_small);
 			break;
 		}
-		g_string_append_printf(out, ", gain %" G_GUINT64_FORMAT ".%03u blocks, cost %" G_GUINT64_FORMAT
-					    " pages, ~%" G_GUINT64_FORMAT " ms\n",
-				       s->gain_milli / MILLI, (guint)(s->gain_milli % MILLI), s->cost_pages,
-				       s->est_ms);
+		g_string_append_printf(out,
+				       ", gain %" G_GUINT64_FORMAT
+				       ".%03u blocks, cost %" G_GUINT64_FORMAT
+				       " pages, ~%" G_GUINT64_FORMAT " ms\n",
+				       s->gain_milli / MILLI, (guint)(s->gain_milli % MILLI),
+				       s->cost_pages, s->est_ms);
 	}
 	return g_string_free(out, FALSE);
 }
@@ -963,12 +976,14 @@ hr_planner_apply_outcomes(HrPlanInput *input, const HrPlan *plan, const HrStepOu
 			g = &input->guests[step->guest];
 			for (guint p = 0; p < step->picks->len; p++) {
 				const HrPlanPick *pk = &g_array_index(step->picks, HrPlanPick, p);
-				if (pk->index < g->n_candidates && g->candidates[pk->index].gpa == pk->gpa)
+				if (pk->index < g->n_candidates &&
+				    g->candidates[pk->index].gpa == pk->gpa)
 					g->candidates[pk->index].tried = TRUE;
 			}
 			evacuated = MIN(out->n_evacuated, step->picks->len);
 			g->held_blocks += evacuated;
-			g->free_pages -= MIN(g->free_pages, (guint64)evacuated * HR_PLAN_BLOCK_PAGES);
+			g->free_pages -=
+			    MIN(g->free_pages, (guint64)evacuated * HR_PLAN_BLOCK_PAGES);
 			if (out->failed)
 				hr_planner_guest_failed(g, input->now_ms, params);
 			else

@@ -114,11 +114,11 @@ typedef struct {
 	guint64 id;
 	guint node; /* host node its RAM is on */
 	gboolean donor;
-	guint64 free_pages;  /* guest free memory now */
-	guint64 floor_pages; /* free memory the guest must keep */
-	guint held_blocks;   /* blocks the host holds from it already */
-	guint budget_blocks; /* most blocks the host may hold from it at once */
-	guint failures;	     /* consecutive failed evacuations */
+	guint64 free_pages;	/* guest free memory now */
+	guint64 floor_pages;	/* free memory the guest must keep */
+	guint held_blocks;	/* blocks the host holds from it already */
+	guint budget_blocks;	/* most blocks the host may hold from it at once */
+	guint failures;		/* consecutive failed evacuations */
 	gint64 next_allowed_ms; /* deferred until then */
 	/* borrowed; most free pages first, as in the STATUS report (see
 	 * hr_planner_sort_candidates()); tried is written by replanning */
@@ -135,8 +135,8 @@ typedef struct {
 } HrPlanInput;
 
 typedef struct {
-	guint small_benefit_milli;     /* value of a 4 KiB-backed donated block: 500 */
-	guint compact_margin;	       /* free memory above the watermark needed per block assembled: 2 */
+	guint small_benefit_milli; /* value of a 4 KiB-backed donated block: 500 */
+	guint compact_margin; /* free memory above the watermark needed per block assembled: 2 */
 	guint compact_scan_cost_milli; /* scanning a page, in thousandths of a migration: 30 */
 	guint compact_scan_ns;	       /* host compaction time per managed page: 80 */
 	guint host_migrate_ns;	       /* host compaction time per page migrated: 1000 */
@@ -144,7 +144,7 @@ typedef struct {
 	guint guest_request_ms;	       /* fixed latency of one evacuation request: 20 */
 	guint defer_base_ms;	       /* first deferral after a failure: 1000 */
 	guint defer_max_shift;	       /* 6: at most 64 times the base */
-	guint balance_milli;	       /* extra cost per benefit taken to spread work over guests: 20 */
+	guint balance_milli; /* extra cost per benefit taken to spread work over guests: 20 */
 } HrPlannerParams;
 
 void
@@ -170,12 +170,12 @@ typedef struct {
 typedef struct {
 	HrPlanStepKind kind;
 	guint node;
-	guint guest;	   /* DONATE: index into the input's guests */
-	guint64 guest_id;  /* DONATE */
-	GArray *picks;	   /* DONATE: HrPlanPick, in the order to evacuate */
-	guint n_thp;	   /* DONATE: picks backed by a host THP */
-	guint n_small;	   /* DONATE: picks backed by 4 KiB host pages */
-	guint64 blocks;	   /* FREE: blocks used; COMPACT: blocks it should assemble */
+	guint guest;		  /* DONATE: index into the input's guests */
+	guint64 guest_id;	  /* DONATE */
+	GArray *picks;		  /* DONATE: HrPlanPick, in the order to evacuate */
+	guint n_thp;		  /* DONATE: picks backed by a host THP */
+	guint n_small;		  /* DONATE: picks backed by 4 KiB host pages */
+	guint64 blocks;		  /* FREE: blocks used; COMPACT: blocks it should assemble */
 	gboolean after_donations; /* COMPACT: runs when the donations are done */
 	guint64 gain_milli;	  /* expected host 2 MiB blocks, x1000 */
 	guint64 cost_pages;	  /* expected pages migrated (scans weighted in) */
@@ -187,10 +187,10 @@ typedef struct {
 	guint64 need_blocks; /* the request in blocks */
 	guint64 gain_milli;  /* expected, all steps */
 	guint64 cost_pages;
-	guint64 est_ms;	     /* free + compaction + slowest guest + compaction after */
-	gboolean complete;   /* gain_milli >= need_blocks * 1000 */
-	gchar *summary;	     /* one line for logs and reports */
-	GPtrArray *steps;    /* HrPlanStep */
+	guint64 est_ms;	   /* free + compaction + slowest guest + compaction after */
+	gboolean complete; /* gain_milli >= need_blocks * 1000 */
+	gchar *summary;	   /* one line for logs and reports */
+	GPtrArray *steps;  /* HrPlanStep */
 	guint guests_considered;
 	guint guests_deferred;
 } HrPlan;
@@ -260,8 +260,8 @@ hr_plan_candidates_from_status(HrPlanCandidate *out, const HrCandidate *candidat
  * (gpa 0, ranged, THP-backed) to @out and returns how many.
  */
 guint
-hr_plan_ranged_candidates(HrPlanCandidate *out, guint max, const HrThpMap *map,
-			  guint64 free_pages, guint held_blocks, guint n_named);
+hr_plan_ranged_candidates(HrPlanCandidate *out, guint max, const HrThpMap *map, guint64 free_pages,
+			  guint held_blocks, guint n_named);
 
 /* A multi-line account of a plan: one line per step, what it gives and costs. */
 gchar *

@@ -80,17 +80,17 @@ typedef struct {
 	/* holding in the node's hugetlb pool (hr_pool_grow()) */
 	gboolean pool_mode;
 	gboolean pool_decided;
-	gboolean pool_busy;  /* a grow runs */
-	guint64 pool_asked;  /* by the grow that runs */
-	gboolean pool_stuck; /* the last grow got less than asked: wait for a donation */
-	gint64 pool_retry_at; /* monotonic us: or try again then (compaction defers) */
-	guint pool_empty_grows; /* grows in a row that got nothing */
+	gboolean pool_busy;	   /* a grow runs */
+	guint64 pool_asked;	   /* by the grow that runs */
+	gboolean pool_stuck;	   /* the last grow got less than asked: wait for a donation */
+	gint64 pool_retry_at;	   /* monotonic us: or try again then (compaction defers) */
+	guint pool_empty_grows;	   /* grows in a row that got nothing */
 	GCancellable *pool_cancel; /* stops the grow between chunks when it ends */
 	guint pool_step;	   /* 1 + index of the step grows add to; 0: none */
 	guint pool_grows;	   /* grows in it */
-	GHashTable *strikes; /* guest id -> donations that freed little host memory */
-	gchar *why_not;	     /* why the guests that were not asked were not */
-	gint64 maps_wait_until; /* monotonic us: plan without the maps still being read */
+	GHashTable *strikes;	   /* guest id -> donations that freed little host memory */
+	gchar *why_not;		   /* why the guests that were not asked were not */
+	gint64 maps_wait_until;	   /* monotonic us: plan without the maps still being read */
 } Run;
 
 /* One compaction or evacuation in flight. */
@@ -117,12 +117,12 @@ struct _HrPrepare {
 	HrReservationStore *store;
 	HrListeners *listeners; /* HrPrepareFunc */
 	HrPlannerParams params;
-	GHashTable *runs;    /* reservation id -> Run */
-	GHashTable *gstates; /* guest id -> GuestPlanState */
-	GPtrArray *ops;	     /* Op in flight */
-	GPtrArray *interrupted; /* Interrupted */
+	GHashTable *runs;	 /* reservation id -> Run */
+	GHashTable *gstates;	 /* guest id -> GuestPlanState */
+	GPtrArray *ops;		 /* Op in flight */
+	GPtrArray *interrupted;	 /* Interrupted */
 	GHashTable *guest_index; /* HrGuest.key -> HrGuest, while a pass over all holds runs */
-	gboolean reconcile_all; /* a held set changed: reconcile at the next tick */
+	gboolean reconcile_all;	 /* a held set changed: reconcile at the next tick */
 	GCancellable *cancellable;
 	guint tick_id;
 	guint kick_id;
@@ -138,7 +138,7 @@ struct _HrPrepare {
 	 */
 	HrSnapshot *snap; /* the one being decided on, else the latest; or NULL */
 	guint64 epoch;
-	gboolean reading; /* a snapshot read runs */
+	gboolean reading;    /* a snapshot read runs */
 	GPtrArray *measures; /* Measure: donations whose gain the next snapshot measures */
 };
 
@@ -610,21 +610,23 @@ why_not_donor(GString *why, HrGuest *guest, GuestPlanState *gs, const HrPlanGues
 	guint thp = 0;
 
 	if (hr_planner_guest_deferred(pg, now_ms)) {
-		g_string_append_printf(why, "; %s: deferred for %" G_GINT64_FORMAT " ms after %u failed "
+		g_string_append_printf(why,
+				       "; %s: deferred for %" G_GINT64_FORMAT " ms after %u failed "
 				       "evacuations",
 				       guest->name, pg->next_allowed_ms - now_ms, pg->failures);
 		return;
 	}
 	if (pg->free_pages < pg->floor_pages + BLOCK_PAGES) {
-		g_string_append_printf(why, "; %s: at its floor (%" G_GUINT64_FORMAT " MiB free, floor %"
-				       G_GUINT64_FORMAT " MiB)",
+		g_string_append_printf(why,
+				       "; %s: at its floor (%" G_GUINT64_FORMAT
+				       " MiB free, floor %" G_GUINT64_FORMAT " MiB)",
 				       guest->name, pg->free_pages / 256,
 				       (pg->floor_pages - FLOOR_SLACK_PAGES) / 256);
 		return;
 	}
 	if (pg->held_blocks >= pg->budget_blocks) {
-		g_string_append_printf(why, "; %s: holds its budget of %u blocks already", guest->name,
-				       pg->budget_blocks);
+		g_string_append_printf(why, "; %s: holds its budget of %u blocks already",
+				       guest->name, pg->budget_blocks);
 		return;
 	}
 	for (guint c = 0; c < pg->n_candidates; c++)
@@ -684,9 +686,11 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 			continue;
 		if (!guest_can_donate(guest)) {
 			if (hr_guest_is_connected(guest))
-				g_string_append_printf(why, "; %s: cannot donate (driver not ready, "
-						       "no evacuate/hold feature or discard disabled)",
-						       guest->name);
+				g_string_append_printf(
+				    why,
+				    "; %s: cannot donate (driver not ready, "
+				    "no evacuate/hold feature or discard disabled)",
+				    guest->name);
 			continue;
 		}
 		if (run != NULL &&
@@ -710,7 +714,7 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		pg.id = guest->id;
 		/* the node most of its host THPs are on (else the first node) */
 		pg.node = gs->map != NULL && gs->map->thp_node >= 0 ? (guint)gs->map->thp_node
-								     : first_node;
+								    : first_node;
 		pg.donor = policy.donor;
 		/*
 		 * The status may predate blocks the guest handed over since: each
@@ -719,10 +723,10 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		 */
 		pg.free_pages = guest->status->mem_free_pages;
 		if (g_hash_table_size(guest->held) > guest->status->held_blocks)
-			pg.free_pages -= MIN(pg.free_pages,
-					     (guint64)(g_hash_table_size(guest->held) -
-						       guest->status->held_blocks) *
-						 BLOCK_PAGES);
+			pg.free_pages -=
+			    MIN(pg.free_pages, (guint64)(g_hash_table_size(guest->held) -
+							 guest->status->held_blocks) *
+						   BLOCK_PAGES);
 		/*
 		 * A block of slack above the floor: the guest allocates on its
 		 * own between its report and the last hold.
@@ -740,14 +744,15 @@ build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, g
 		 * one per THP-backed block (32768 for a 64 GiB guest, every tick).
 		 */
 		n_ranged_max = policy.donor && gs->map != NULL ? (guint)gs->map->n_thp : 0;
-		n_ranged_max = MIN(n_ranged_max, pg.budget_blocks > pg.held_blocks
-							 ? pg.budget_blocks - pg.held_blocks
-							 : 0);
+		n_ranged_max =
+		    MIN(n_ranged_max,
+			pg.budget_blocks > pg.held_blocks ? pg.budget_blocks - pg.held_blocks : 0);
 		if (r != NULL)
-			n_ranged_max = (guint)MIN((guint64)n_ranged_max,
-						  r->need_blocks -
-						      MIN(r->need_blocks, r->pool_blocks));
-		cands = g_new0(HrPlanCandidate, MAX(guest->status->nr_candidates + n_ranged_max, 1));
+			n_ranged_max =
+			    (guint)MIN((guint64)n_ranged_max,
+				       r->need_blocks - MIN(r->need_blocks, r->pool_blocks));
+		cands =
+		    g_new0(HrPlanCandidate, MAX(guest->status->nr_candidates + n_ranged_max, 1));
 		for (guint c = 0; c < guest->status->nr_candidates; c++) {
 			const HrCandidate *hc = &guest->status->candidates[c];
 			cands[c].gpa = hc->gpa;
@@ -909,9 +914,10 @@ find_hold_guest(HrPrepare *p, HrReservationHold *h)
 		return g_hash_table_lookup(p->guest_index, h->guest_key);
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
-		if (h->guest_key != NULL ? g_strcmp0(guest->key, h->guest_key) == 0
-					 : guest->uuid_known && h->guest_uuid != NULL &&
-						   g_ascii_strcasecmp(guest->uuid, h->guest_uuid) == 0) {
+		if (h->guest_key != NULL
+			? g_strcmp0(guest->key, h->guest_key) == 0
+			: guest->uuid_known && h->guest_uuid != NULL &&
+			      g_ascii_strcasecmp(guest->uuid, h->guest_uuid) == 0) {
 			if (h->guest_key == NULL)
 				h->guest_key = g_strdup(guest->key);
 			return guest;
@@ -1018,20 +1024,23 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			g_ptr_array_add(keep, h);
 			continue;
 		}
-		if ((guest != NULL && guest->ready && !g_hash_table_contains(guest->held, &h->gpa)) ||
+		if ((guest != NULL && guest->ready &&
+		     !g_hash_table_contains(guest->held, &h->gpa)) ||
 		    hold_process_gone(guest, h)) {
 			dropped++;
 			hr_reservation_hold_free(h);
 			continue;
 		}
-		if (sent >= max || guest == NULL || !hr_guest_is_connected(guest) || !guest->ready) {
+		if (sent >= max || guest == NULL || !hr_guest_is_connected(guest) ||
+		    !guest->ready) {
 			g_ptr_array_add(keep, h);
 			continue;
 		}
 		gpas = g_hash_table_lookup(per_guest, &guest->id);
 		if (gpas == NULL) {
 			gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
-			g_hash_table_insert(per_guest, g_memdup2(&guest->id, sizeof(guest->id)), gpas);
+			g_hash_table_insert(per_guest, g_memdup2(&guest->id, sizeof(guest->id)),
+					    gpas);
 		}
 		g_array_append_val(gpas, h->gpa);
 		sent++;
@@ -1070,8 +1079,8 @@ return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 					hr_reservation_add_hold(r, guest->key, guest->name,
 								params.gpas[i]);
 				sent -= params.nr_gpas;
-				g_warning("reservation %s: cannot return %u blocks to %s: %s", r->id,
-					  params.nr_gpas, guest->name, error->message);
+				g_warning("reservation %s: cannot return %u blocks to %s: %s",
+					  r->id, params.nr_gpas, guest->name, error->message);
 				op_free(op);
 				continue;
 			}
@@ -1125,8 +1134,9 @@ return_by_high_mark(HrPrepare *p, const HrHostState *host)
 	/* per reservation holds are oldest first; across them, oldest reservation first */
 	for (guint i = 0; i < holds->len && i < room; i++) {
 		gpointer r = g_ptr_array_index(holds, i);
-		g_hash_table_insert(count, r,
-				    GUINT_TO_POINTER(GPOINTER_TO_UINT(g_hash_table_lookup(count, r)) + 1));
+		g_hash_table_insert(
+		    count, r,
+		    GUINT_TO_POINTER(GPOINTER_TO_UINT(g_hash_table_lookup(count, r)) + 1));
 	}
 	for (guint i = 0; i < list->len; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);
@@ -1210,10 +1220,10 @@ compact_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 			    " free 2 MiB blocks, unusable index %u -> %u",
 			    result->node, result->free_blocks_before, result->free_blocks_after,
 			    result->unusable_index_before, result->unusable_index_after);
-			set_step_state(s, (guint64)MAX(s->gained, 0) * 1000 >= s->expect_milli
-					      ? "done"
-					      : "short",
-				       detail);
+			set_step_state(
+			    s,
+			    (guint64)MAX(s->gained, 0) * 1000 >= s->expect_milli ? "done" : "short",
+			    detail);
 		}
 		g_info("reservation %s: compaction of node %d %s: %" G_GINT64_FORMAT
 		       " blocks in %" G_GUINT64_FORMAT " ms",
@@ -1282,9 +1292,8 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 		 * assemble now it may later. Try again after a second, while
 		 * grows still get something (three empty ones in a row: done).
 		 */
-		run->pool_empty_grows = result != NULL && result->pool_got > 0
-					    ? 0
-					    : run->pool_empty_grows + 1;
+		run->pool_empty_grows =
+		    result != NULL && result->pool_got > 0 ? 0 : run->pool_empty_grows + 1;
 		run->pool_retry_at = g_get_monotonic_time() + POOL_RETRY_US;
 	}
 	if (r != NULL && result != NULL && result->pool_got > 0 &&
@@ -1303,30 +1312,33 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 			set_step_state(s, "failed", error->message);
 		} else {
 			g_autofree gchar *detail = NULL;
-			g_autofree gchar *how = grows > 1 ? g_strdup_printf(
-							       " in %u grows as blocks came free", grows)
-							 : g_strdup("");
+			g_autofree gchar *how =
+			    grows > 1 ? g_strdup_printf(" in %u grows as blocks came free", grows)
+				      : g_strdup("");
 			s->gained += (gint64)result->pool_got;
 			s->pages_migrated += result->migrated;
 			s->pages_scanned += result->migrate_scanned + result->free_scanned;
 			detail = g_strdup_printf(
-			    "held %" G_GINT64_FORMAT " of %" G_GUINT64_FORMAT " blocks in node %u's "
+			    "held %" G_GINT64_FORMAT " of %" G_GUINT64_FORMAT
+			    " blocks in node %u's "
 			    "hugetlb pool%s (last: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
 			    ", %" G_GUINT64_FORMAT " free 2 MiB blocks before)%s",
-			    s->gained, s->expect_milli / 1000, result->node, how, result->pool_got, result->pool_asked, result->free_blocks_before,
+			    s->gained, s->expect_milli / 1000, result->node, how, result->pool_got,
+			    result->pool_asked, result->free_blocks_before,
 			    result->pool_got < result->pool_asked
 				? "; the kernel could assemble no more from the node's free memory"
 				: "");
 			/* blocks that were free already cost nothing: the rest was assembled */
 			if (s->pages_scanned > 0)
 				pool_step_assembled(s);
-			set_step_state(s, (guint64)s->gained * 1000 >= s->expect_milli ? "done"
-					  : s->gained > 0			       ? "short"
-										       : "failed",
+			set_step_state(s,
+				       (guint64)s->gained * 1000 >= s->expect_milli ? "done"
+				       : s->gained > 0				    ? "short"
+										    : "failed",
 				       detail);
 		}
-		g_info("reservation %s: pool of node %d %s: %" G_GINT64_FORMAT " blocks in %" G_GUINT64_FORMAT
-		       " ms, %" G_GUINT64_FORMAT " pages scanned",
+		g_info("reservation %s: pool of node %d %s: %" G_GINT64_FORMAT
+		       " blocks in %" G_GUINT64_FORMAT " ms, %" G_GUINT64_FORMAT " pages scanned",
 		       r->id, op->node, s->state, s->gained, s->elapsed_ms, s->pages_scanned);
 		hr_reservation_touch(p->store, r);
 	}
@@ -1338,8 +1350,7 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 
 /* hold up to @blocks free (or assemblable) blocks of @node for @r */
 static void
-start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blocks,
-	   guint64 free_blocks)
+start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blocks, guint64 free_blocks)
 {
 	HrReservationStep *s;
 	Op *op = g_new0(Op, 1);
@@ -1433,17 +1444,18 @@ measure_donations(HrPrepare *p)
 			 */
 			gint64 rss_after = guest_rss_kb(p, m->guest_id);
 			s->gained = m->rss_before_kb >= 0 && rss_after >= 0
-					    ? (m->rss_before_kb - rss_after) / 2048
-					    : 0;
+					? (m->rss_before_kb - rss_after) / 2048
+					: 0;
 		} else {
 			s->gained = node_free_blocks(p, m->node) - m->blocks_before;
 		}
 		if (run != NULL && m->held > 0 && s->gained * 2 < (gint64)m->held) {
 			guint n = GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, &m->guest_id));
-			g_hash_table_insert(run->strikes, g_memdup2(&m->guest_id, sizeof(m->guest_id)),
+			g_hash_table_insert(run->strikes,
+					    g_memdup2(&m->guest_id, sizeof(m->guest_id)),
 					    GUINT_TO_POINTER(n + 1));
-			g_message("reservation %s: %s handed over %u blocks but the host got %" G_GINT64_FORMAT
-				  " back%s",
+			g_message("reservation %s: %s handed over %u blocks but the host got "
+				  "%" G_GINT64_FORMAT " back%s",
 				  r->id, s->guest, m->held, s->gained,
 				  n + 1 >= 2 ? "; not asked again for this reservation" : "");
 		}
@@ -1505,7 +1517,10 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 						 why->str);
 			g_string_free(why, TRUE);
 		}
-		set_step_state(s, held == 0 ? "failed" : held < s->blocks_asked ? "short" : "done",
+		set_step_state(s,
+			       held == 0		? "failed"
+			       : held < s->blocks_asked ? "short"
+							: "done",
 			       detail);
 		if (g_hash_table_lookup(p->runs, r->id) != NULL)
 			((Run *)g_hash_table_lookup(p->runs, r->id))->held_total += held;
@@ -1513,8 +1528,8 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 			hr_reservation_add_hold(r, op->guest_key,
 						guest != NULL ? guest->name : s->guest,
 						g_array_index(request->blocks, guint64, i));
-		g_info("reservation %s: %s gave %u of %" G_GUINT64_FORMAT " blocks, %" G_GUINT64_FORMAT
-		       " pages migrated",
+		g_info("reservation %s: %s gave %u of %" G_GUINT64_FORMAT
+		       " blocks, %" G_GUINT64_FORMAT " pages migrated",
 		       r->id, s->guest, held, s->blocks_asked, s->pages_migrated);
 		hr_reservation_touch(p->store, r);
 		/* it ended while this ran: what came in goes straight back */
@@ -1639,8 +1654,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	/* a restart finds it running, with the request whose late HOLDs are its */
 	hr_reservation_touch(p->store, r);
 	g_info("reservation %s: asked %s for %u blocks%s (request %" G_GUINT64_FORMAT ")", r->id,
-	       guest->name, count, n_ranges > 0 ? " of its host THP-backed ones" : "",
-	       request->id);
+	       guest->name, count, n_ranges > 0 ? " of its host THP-backed ones" : "", request->id);
 	if (op->ended_early)
 		donate_finished(p, op, request);
 }
@@ -1652,7 +1666,8 @@ cancel_ops(HrPrepare *p, HrReservation *r)
 	for (guint i = 0; i < p->ops->len; i++) {
 		Op *op = g_ptr_array_index(p->ops, i);
 		HrGuest *guest;
-		if (op->request == NULL || op->returning != NULL || g_strcmp0(op->res_id, r->id) != 0 ||
+		if (op->request == NULL || op->returning != NULL ||
+		    g_strcmp0(op->res_id, r->id) != 0 ||
 		    hr_request_state_is_final(op->request->state))
 			continue;
 		guest = find_guest(p, op->guest_id);
@@ -1685,7 +1700,8 @@ find_interrupted(HrPrepare *p)
 		for (guint j = 0; j < r->steps->len; j++) {
 			HrReservationStep *s = g_ptr_array_index(r->steps, j);
 			Interrupted *it;
-			if (g_strcmp0(s->kind, "donate") != 0 || g_strcmp0(s->state, "running") != 0)
+			if (g_strcmp0(s->kind, "donate") != 0 ||
+			    g_strcmp0(s->state, "running") != 0)
 				continue;
 			it = g_new0(Interrupted, 1);
 			it->res_id = g_strdup(r->id);
@@ -2034,7 +2050,8 @@ adopt_twin_record(HrPrepare *p, HrGuest *guest, guint64 gpa)
 			continue;
 		if (hr_reservation_store_ledger_has(p->store, other->key, gpa, 0)) {
 			hr_reservation_store_ledger_add(p->store, guest->key, gpa, 0);
-			g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration from pid "
+			g_info("%s: block 0x%" G_GINT64_MODIFIER
+			       "x came with the migration from pid "
 			       "%d, still the operator's",
 			       guest->name, gpa, other->pid);
 			return TRUE;
@@ -2119,7 +2136,8 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 	/* the API's requests that run: their blocks are the operator's */
 	g_hash_table_iter_init(&iter, guest->requests);
 	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&request)) {
-		if (request->kind != HR_REQUEST_RETURN && !hr_request_state_is_final(request->state) &&
+		if (request->kind != HR_REQUEST_RETURN &&
+		    !hr_request_state_is_final(request->state) &&
 		    request->state != HR_REQUEST_QUEUED && !executor_request(p, request->id))
 			hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
 	}
@@ -2162,8 +2180,9 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 	if (orphans->len > 0 && p->config->return_orphans)
 		return_orphans(p, guest, orphans);
 	else if (orphans->len > 0)
-		g_message("%s: %u held blocks no reservation or request owns (return_orphans is off)",
-			  guest->name, orphans->len);
+		g_message(
+		    "%s: %u held blocks no reservation or request owns (return_orphans is off)",
+		    guest->name, orphans->len);
 }
 
 static void
@@ -2303,8 +2322,7 @@ wait_for_maps(HrReservation *r, Run *run, const Input *in)
 }
 
 static void
-drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
-	   const HrHostState *host)
+drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns, const HrHostState *host)
 {
 	guint64 margin = p->config->pool_margin_mb * 256, keep = ns->wmark_high + margin;
 	guint64 headroom = ns->free_pages > keep ? (ns->free_pages - keep) / BLOCK_PAGES : 0;
@@ -2318,9 +2336,10 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns,
 
 	hr_reservation_set_obtained(p->store, r, r->pool_blocks);
 	if (r->pool_blocks >= r->need_blocks) {
-		why = g_strdup_printf("%" G_GUINT64_FORMAT " 2 MiB blocks held in node %d's hugetlb "
-				      "pool (%u steps)",
-				      r->pool_blocks, r->planned_node, r->steps->len);
+		why =
+		    g_strdup_printf("%" G_GUINT64_FORMAT " 2 MiB blocks held in node %d's hugetlb "
+				    "pool (%u steps)",
+				    r->pool_blocks, r->planned_node, r->steps->len);
 		settle(p, r, HR_RESERVATION_READY, FALSE, why);
 		return;
 	}
@@ -2392,8 +2411,9 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	if (!run->pool_decided) {
 		g_autoptr(GError) pool_error = NULL;
 		run->pool_decided = TRUE;
-		run->pool_mode = p->config->hold_in_pool &&
-				 hr_pool_available(p->config->host_root, r->planned_node, &pool_error);
+		run->pool_mode =
+		    p->config->hold_in_pool &&
+		    hr_pool_available(p->config->host_root, r->planned_node, &pool_error);
 		if (p->config->hold_in_pool && !run->pool_mode)
 			g_message("reservation %s: not holding blocks, only counting free ones: %s",
 				  r->id, pool_error->message);
@@ -2461,10 +2481,10 @@ drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	/* nothing could be started: wait for deferred guests, else this is all */
 	if (plan->guests_deferred > 0 && !r->strict)
 		return;
-	why = g_strdup_printf("no more sources: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
-			      " blocks; plan: %s%s%s",
-			      r->obtained, r->need_blocks, plan->summary,
-			      run->why_not != NULL ? "; " : "", run->why_not != NULL ? run->why_not : "");
+	why = g_strdup_printf(
+	    "no more sources: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " blocks; plan: %s%s%s",
+	    r->obtained, r->need_blocks, plan->summary, run->why_not != NULL ? "; " : "",
+	    run->why_not != NULL ? run->why_not : "");
 	if (r->strict || r->obtained == 0)
 		settle(p, r, HR_RESERVATION_FAILED, r->obtained > 0, why);
 	else
@@ -2525,10 +2545,11 @@ decide(HrPrepare *p, const HrHostState *host)
 			drive(p, host, r);
 			break;
 		case HR_RESERVATION_READY:
-			if (now - r->finished_at > (gint64)p->config->reservation_ttl_s * G_USEC_PER_SEC) {
-				g_autofree gchar *why = g_strdup_printf(
-				    "not consumed within %u s of being ready",
-				    p->config->reservation_ttl_s);
+			if (now - r->finished_at >
+			    (gint64)p->config->reservation_ttl_s * G_USEC_PER_SEC) {
+				g_autofree gchar *why =
+				    g_strdup_printf("not consumed within %u s of being ready",
+						    p->config->reservation_ttl_s);
 				settle(p, r, HR_RESERVATION_EXPIRED, r->partial, why);
 			}
 			break;
@@ -2591,8 +2612,9 @@ request_snapshot(HrPrepare *p)
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		gboolean scan = guest->pid > 0 && snapshot_scans(p, guest, now);
 		/* a donor's QEMU's RSS is what the pool got from it */
-		if (scan || (guest->pid > 0 && ((p->config->hold_in_pool && guest_can_donate(guest)) ||
-						measuring(p, guest->id))))
+		if (scan ||
+		    (guest->pid > 0 && ((p->config->hold_in_pool && guest_can_donate(guest)) ||
+					measuring(p, guest->id))))
 			hr_snapshot_request_add_guest(request, guest->id, guest->pid,
 						      (const HrRamRange *)guest->ram->data,
 						      guest->ram->len, scan);
@@ -2684,8 +2706,8 @@ HrReservation *
 hr_prepare_create(HrPrepare *p, guint64 bytes, gint node, guint deadline_s, gboolean strict,
 		  const gchar *requester, GError **error)
 {
-	gint64 deadline_at = deadline_s > 0 ? g_get_real_time() + (gint64)deadline_s * G_USEC_PER_SEC
-					    : 0;
+	gint64 deadline_at =
+	    deadline_s > 0 ? g_get_real_time() + (gint64)deadline_s * G_USEC_PER_SEC : 0;
 	HrReservation *r = hr_reservation_store_create(p->store, bytes, node, deadline_at, strict,
 						       requester, error);
 	if (r == NULL)

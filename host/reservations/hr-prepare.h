@@ -53,8 +53,7 @@ typedef struct {
 	gint64 duration_us; /* PLAN_MADE: the planner's decision time */
 } HrPrepareEvent;
 
-typedef void (*HrPrepareFunc)(HrPrepare *prepare, const HrPrepareEvent *event,
-			      gpointer user_data);
+typedef void (*HrPrepareFunc)(HrPrepare *prepare, const HrPrepareEvent *event, gpointer user_data);
 
 /* loads the state file; a corrupt one is set aside and logged */
 HrPrepare *
@@ -81,8 +80,8 @@ guint
 hr_prepare_n_guest_states(HrPrepare *prepare);
 
 HrReservation *
-hr_prepare_create(HrPrepare *prepare, guint64 bytes, gint node, guint deadline_s,
-		  gboolean strict, const gchar *requester, GError **error);
+hr_prepare_create(HrPrepare *prepare, guint64 bytes, gint node, guint deadline_s, gboolean strict,
+		  const gchar *requester, GError **error);
 /* cancel a reservation that is not settled, or release a ready one */
 gboolean
 hr_prepare_release(HrPrepare *prepare, const gchar *id, GError **error);

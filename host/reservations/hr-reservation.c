@@ -26,7 +26,7 @@
 #define WRITE_RETRY_MIN_US G_USEC_PER_SEC
 #define WRITE_RETRY_MAX_US (30 * G_USEC_PER_SEC)
 
-G_DEFINE_QUARK(hr-reservation-error-quark, hr_reservation_error)
+G_DEFINE_QUARK(hr - reservation - error - quark, hr_reservation_error)
 
 struct _HrReservationStore {
 	gchar *path;
@@ -53,29 +53,26 @@ struct _HrReservationStore {
 	 * on disk never stays stale for want of a change.
 	 */
 	GMutex lock;
-	GCond idle;	      /* a write ended, or the thread did */
-	GCond wake;	      /* a newer state, or the store is freed */
-	GThread *writer;      /* runs while there is text to write or retry */
-	gchar *pending;	      /* the latest state not written yet */
+	GCond idle;	 /* a write ended, or the thread did */
+	GCond wake;	 /* a newer state, or the store is freed */
+	GThread *writer; /* runs while there is text to write or retry */
+	gchar *pending;	 /* the latest state not written yet */
 	gsize pending_len;
-	gboolean writing;     /* a write runs, without the lock */
-	gchar *retry;	      /* the latest state, whose write failed */
+	gboolean writing; /* a write runs, without the lock */
+	gchar *retry;	  /* the latest state, whose write failed */
 	gsize retry_len;
-	gint64 retry_at;      /* monotonic us */
-	gint64 backoff_us;    /* the wait after the next failure */
-	gboolean stopping;    /* freed: no more waiting to retry */
+	gint64 retry_at;   /* monotonic us */
+	gint64 backoff_us; /* the wait after the next failure */
+	gboolean stopping; /* freed: no more waiting to retry */
 	guint64 save_failures;
 	guint64 episode_failures; /* failures since the latest write that succeeded */
-	gchar *save_error;    /* the latest write's, NULL when it succeeded */
+	gchar *save_error;	  /* the latest write's, NULL when it succeeded */
 };
 
 static const gchar *state_names[HR_RESERVATION_N_STATES] = {
-    [HR_RESERVATION_CREATED] = "created",
-    [HR_RESERVATION_IN_PROGRESS] = "in-progress",
-    [HR_RESERVATION_READY] = "ready",
-    [HR_RESERVATION_CONSUMED] = "consumed",
-    [HR_RESERVATION_EXPIRED] = "expired",
-    [HR_RESERVATION_CANCELLED] = "cancelled",
+    [HR_RESERVATION_CREATED] = "created", [HR_RESERVATION_IN_PROGRESS] = "in-progress",
+    [HR_RESERVATION_READY] = "ready",	  [HR_RESERVATION_CONSUMED] = "consumed",
+    [HR_RESERVATION_EXPIRED] = "expired", [HR_RESERVATION_CANCELLED] = "cancelled",
     [HR_RESERVATION_FAILED] = "failed",
 };
 
@@ -378,7 +375,8 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 		json_builder_begin_array(b);
 		for (guint i = 0; i < r->holds->len; i++) {
 			HrReservationHold *h = g_ptr_array_index(r->holds, i);
-			g_autofree gchar *gpa = g_strdup_printf("0x%" G_GINT64_MODIFIER "x", h->gpa);
+			g_autofree gchar *gpa =
+			    g_strdup_printf("0x%" G_GINT64_MODIFIER "x", h->gpa);
 			json_builder_begin_object(b);
 			add_str(b, "guest_key", h->guest_key);
 			add_str(b, "guest_uuid", h->guest_uuid);
@@ -449,10 +447,9 @@ hr_reservation_store_ledger_has_requests(HrReservationStore *store, const gchar 
 }
 
 void
-hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_key,
-				 GHashTable *held, gboolean (*is_live)(guint64 request_id,
-								       gint64 since, gpointer data),
-				 gpointer data)
+hr_reservation_store_ledger_sync(
+    HrReservationStore *store, const gchar *guest_key, GHashTable *held,
+    gboolean (*is_live)(guint64 request_id, gint64 since, gpointer data), gpointer data)
 {
 	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
 	GHashTableIter iter;
@@ -668,8 +665,9 @@ hr_reservation_write(const gchar *path, const gchar *text, gsize len, GError **e
 	if (!g_file_set_contents_full(path, text, len,
 				      G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
 				      0640, error)) {
-		g_prefix_error(error, "cannot save reservations (the previous %s is kept; free "
-				      "space in its file system): ",
+		g_prefix_error(error,
+			       "cannot save reservations (the previous %s is kept; free "
+			       "space in its file system): ",
 			       path);
 		return FALSE;
 	}
@@ -944,13 +942,15 @@ hr_reservation_ledger_load(HrReservationStore *store, JsonObject *o, GError **er
 			return FALSE;
 		if ((!g_str_has_prefix(entry, "b:") && !g_str_has_prefix(entry, "r:")) ||
 		    !g_ascii_isxdigit(entry[2]))
-			return corrupt(error, "ledger %u: entry \"%s\" is not b:GPA or r:ID", i, entry);
+			return corrupt(error, "ledger %u: entry \"%s\" is not b:GPA or r:ID", i,
+				       entry);
 		entries = g_hash_table_lookup(store->ledger, key);
 		if (entries == NULL) {
 			entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 			g_hash_table_insert(store->ledger, g_strdup(key), entries);
 		}
-		g_hash_table_insert(entries, g_steal_pointer(&entry), g_memdup2(&since, sizeof(since)));
+		g_hash_table_insert(entries, g_steal_pointer(&entry),
+				    g_memdup2(&since, sizeof(since)));
 	}
 	return TRUE;
 }
@@ -966,7 +966,8 @@ hr_reservation_gone_load(HrReservationStore *store, JsonObject *o, GError **erro
 	if (!get_str(o, "boot_id", TRUE, &boot_id, error) || !get_array(o, "gone", &list, error))
 		return FALSE;
 	/* unknown either side: the clock tells (a time ahead of it is another boot's) */
-	same_boot = boot_id == NULL || store->boot_id == NULL || g_strcmp0(boot_id, store->boot_id) == 0;
+	same_boot =
+	    boot_id == NULL || store->boot_id == NULL || g_strcmp0(boot_id, store->boot_id) == 0;
 	for (guint i = 0; i < json_array_get_length(list); i++) {
 		JsonNode *node = json_array_get_element(list, i);
 		g_autofree gchar *key = NULL;
@@ -981,7 +982,8 @@ hr_reservation_gone_load(HrReservationStore *store, JsonObject *o, GError **erro
 		/* a QEMU of an earlier boot is gone since before this one: its grace is over */
 		if (!same_boot || since > now)
 			since = 0;
-		g_hash_table_insert(store->gone, g_steal_pointer(&key), g_memdup2(&since, sizeof(since)));
+		g_hash_table_insert(store->gone, g_steal_pointer(&key),
+				    g_memdup2(&since, sizeof(since)));
 	}
 	return TRUE;
 }
@@ -1100,7 +1102,8 @@ load_reservation(JsonNode *node, HrReservationStore *store, gint version, GError
 	if (!get_int(o, "planned_node", -1, G_MAXINT, &v, &local))
 		goto fail;
 	r->planned_node = v;
-	if (!get_bool(o, "strict", &r->strict, &local) || !get_bool(o, "partial", &r->partial, &local) ||
+	if (!get_bool(o, "strict", &r->strict, &local) ||
+	    !get_bool(o, "partial", &r->partial, &local) ||
 	    !get_str(o, "requester", TRUE, &r->requester, &local) ||
 	    !get_str(o, "reason", TRUE, &r->reason, &local) ||
 	    !get_str(o, "state", FALSE, &state, &local))
@@ -1147,14 +1150,13 @@ load_reservation(JsonNode *node, HrReservationStore *store, gint version, GError
 	}
 	return TRUE;
 fail:
-	g_propagate_prefixed_error(error, g_steal_pointer(&local), "reservation %s: ",
-				   r->id != NULL ? r->id : "(no id)");
+	g_propagate_prefixed_error(error, g_steal_pointer(&local),
+				   "reservation %s: ", r->id != NULL ? r->id : "(no id)");
 	return FALSE;
 }
 
 static gboolean
-hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize len,
-			   GError **error)
+hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize len, GError **error)
 {
 	g_autoptr(JsonParser) parser = json_parser_new();
 	JsonObject *o;
@@ -1277,9 +1279,8 @@ hr_reservation_store_make_room(HrReservationStore *store, GError **error)
 }
 
 HrReservation *
-hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node,
-			    gint64 deadline_at, gboolean strict, const gchar *requester,
-			    GError **error)
+hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node, gint64 deadline_at,
+			    gboolean strict, const gchar *requester, GError **error)
 {
 	HrReservation *r;
 

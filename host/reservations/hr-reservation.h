@@ -73,17 +73,17 @@ typedef enum {
 
 /* One thing done for a reservation, with what it gave and cost. */
 typedef struct {
-	gchar *kind;	      /* "free", "compact", "donate" */
+	gchar *kind; /* "free", "compact", "donate" */
 	gint node;
-	gchar *guest;	      /* donate: the guest's name */
-	gchar *guest_key;     /* donate: HrGuest.key, NULL in a version 1 file */
-	guint64 request_id;   /* donate: the evacuation request */
-	gchar *state;	      /* "running", "done", "short", "failed" */
-	gchar *detail;	      /* why it fell short or failed, or NULL */
-	guint64 expect_milli; /* the planner's expected gain, x1000 blocks */
-	gint64 gained;	      /* host 2 MiB blocks it gave, measured */
-	guint64 blocks_asked; /* donate: blocks requested */
-	guint64 blocks_held;  /* donate: blocks the guest handed over */
+	gchar *guest;		/* donate: the guest's name */
+	gchar *guest_key;	/* donate: HrGuest.key, NULL in a version 1 file */
+	guint64 request_id;	/* donate: the evacuation request */
+	gchar *state;		/* "running", "done", "short", "failed" */
+	gchar *detail;		/* why it fell short or failed, or NULL */
+	guint64 expect_milli;	/* the planner's expected gain, x1000 blocks */
+	gint64 gained;		/* host 2 MiB blocks it gave, measured */
+	guint64 blocks_asked;	/* donate: blocks requested */
+	guint64 blocks_held;	/* donate: blocks the guest handed over */
 	guint64 pages_migrated; /* cost: guest or host pages migrated */
 	guint64 pages_scanned;	/* cost: host compaction pages scanned */
 	guint64 elapsed_ms;
@@ -92,7 +92,7 @@ typedef struct {
 
 /* A guest block held on behalf of a reservation. */
 typedef struct {
-	gchar *guest_key;  /* HrGuest.key: the guest bound to its QEMU process */
+	gchar *guest_key; /* HrGuest.key: the guest bound to its QEMU process */
 	/*
 	 * The VM's UUID (its HELLO's), NULL for a VM without one: a migration's
 	 * destination adopts the hold by it, by name without. A hold from a
@@ -116,13 +116,13 @@ typedef struct {
 	HrReservationState state;
 	gchar *reason; /* why it failed, expired, was cancelled or is partial */
 	gboolean partial;
-	guint64 obtained; /* blocks counted for it (<= need_blocks) */
+	guint64 obtained;   /* blocks counted for it (<= need_blocks) */
 	gint64 created_at;  /* wall clock, us */
 	gint64 deadline_at; /* 0: none */
 	gint64 updated_at;
-	gint64 finished_at;	/* reached a final state, or ready */
-	GPtrArray *steps;	/* HrReservationStep */
-	GPtrArray *holds;	/* HrReservationHold */
+	gint64 finished_at;	 /* reached a final state, or ready */
+	GPtrArray *steps;	 /* HrReservationStep */
+	GPtrArray *holds;	 /* HrReservationHold */
 	guint64 blocks_returned; /* holds given back so far */
 	/*
 	 * 2 MiB blocks the daemon holds for it in the planned node's hugetlb
@@ -175,10 +175,9 @@ hr_reservation_store_ledger_has_requests(HrReservationStore *store, const gchar 
  * requests @is_live says are over; saves when something went.
  */
 void
-hr_reservation_store_ledger_sync(HrReservationStore *store, const gchar *guest_key,
-				 GHashTable *held, gboolean (*is_live)(guint64 request_id,
-								       gint64 since, gpointer data),
-				 gpointer data);
+hr_reservation_store_ledger_sync(
+    HrReservationStore *store, const gchar *guest_key, GHashTable *held,
+    gboolean (*is_live)(guint64 request_id, gint64 since, gpointer data), gpointer data);
 /* @from's entries become @to's (a QEMU process that took the guest over); saves */
 void
 hr_reservation_store_ledger_rekey(HrReservationStore *store, const gchar *from, const gchar *to);
@@ -236,9 +235,8 @@ const gchar *
 hr_reservation_store_get_path(HrReservationStore *store);
 
 HrReservation *
-hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node,
-			    gint64 deadline_at, gboolean strict, const gchar *requester,
-			    GError **error);
+hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node, gint64 deadline_at,
+			    gboolean strict, const gchar *requester, GError **error);
 HrReservation *
 hr_reservation_store_find(HrReservationStore *store, const gchar *id);
 /* every reservation, oldest first */
