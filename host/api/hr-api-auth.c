@@ -123,8 +123,8 @@ hr_api_tokens_load(const gchar *path, GError **error)
 	tokens->tokens = g_ptr_array_new_with_free_func(g_free);
 	tokens->roles = g_array_new(FALSE, FALSE, sizeof(HrApiRole));
 	/* as OpenSSH's StrictModes: only root or we may have written a token in */
-	if (!hr_safefile_get_contents(path, getuid(), HR_SAFEFILE_SECRET, HR_API_TOKENS_MAX,
-				      &text, NULL, error)) {
+	if (!hr_safefile_get_contents(path, getuid(), HR_SAFEFILE_SECRET, HR_API_TOKENS_MAX, &text,
+				      NULL, error)) {
 		g_prefix_error(error, "api_tokens: ");
 		return NULL;
 	}

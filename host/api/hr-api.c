@@ -1854,8 +1854,8 @@ hr_api_tcp_incoming_cb(GSocketConnection *connection, gpointer user_data)
 static GSocket *
 hr_api_listen_tcp_address(GSocketAddress *sa, GError **error)
 {
-	g_autoptr(GSocket) socket = g_socket_new(g_socket_address_get_family(sa),
-						 G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, error);
+	g_autoptr(GSocket) socket = g_socket_new(
+	    g_socket_address_get_family(sa), G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, error);
 
 	if (socket == NULL || !g_socket_bind(socket, sa, TRUE, error))
 		return NULL;
@@ -1870,7 +1870,8 @@ hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error)
 {
 	g_autoptr(GSocketConnectable) addr = NULL;
 	g_autoptr(GSocketAddressEnumerator) e = NULL;
-	g_autoptr(GPtrArray) acceptors = g_ptr_array_new_with_free_func((GDestroyNotify)hr_acceptor_free);
+	g_autoptr(GPtrArray) acceptors =
+	    g_ptr_array_new_with_free_func((GDestroyNotify)hr_acceptor_free);
 	GSocketAddress *sa;
 
 	api->certificate =
@@ -1898,8 +1899,8 @@ hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error)
 			g_prefix_error(error, "api_listen=%s: ", config->api_listen);
 			return FALSE;
 		}
-		g_ptr_array_add(acceptors, hr_acceptor_new(socket, "API on TCP",
-							   hr_api_tcp_incoming_cb, api));
+		g_ptr_array_add(acceptors,
+				hr_acceptor_new(socket, "API on TCP", hr_api_tcp_incoming_cb, api));
 	}
 	if (acceptors->len == 0) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND,

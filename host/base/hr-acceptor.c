@@ -93,7 +93,8 @@ hr_acceptor_take_reserve(HrAcceptor *acceptor)
 		acceptor->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-static void hr_acceptor_watch(HrAcceptor *acceptor);
+static void
+hr_acceptor_watch(HrAcceptor *acceptor);
 
 static gboolean
 hr_acceptor_resume_cb(gpointer user_data)
@@ -235,8 +236,7 @@ static void
 hr_acceptor_watch(HrAcceptor *acceptor)
 {
 	acceptor->watch = g_socket_create_source(acceptor->listener, G_IO_IN, NULL);
-	g_source_set_callback(acceptor->watch, G_SOURCE_FUNC(hr_acceptor_ready_cb), acceptor,
-			      NULL);
+	g_source_set_callback(acceptor->watch, G_SOURCE_FUNC(hr_acceptor_ready_cb), acceptor, NULL);
 	g_source_attach(acceptor->watch, g_main_context_get_thread_default());
 }
 

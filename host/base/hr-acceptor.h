@@ -29,9 +29,9 @@ typedef struct _HrAcceptor HrAcceptor;
 
 /* why an acceptor closed a connection at accept */
 typedef enum {
-	HR_ACCEPTOR_CLOSED_NO_FD,	/* out of descriptors */
-	HR_ACCEPTOR_CLOSED_REFUSED,	/* the filter said no */
-	HR_ACCEPTOR_CLOSED_PER_UID,	/* the uid had max_per_uid open */
+	HR_ACCEPTOR_CLOSED_NO_FD,   /* out of descriptors */
+	HR_ACCEPTOR_CLOSED_REFUSED, /* the filter said no */
+	HR_ACCEPTOR_CLOSED_PER_UID, /* the uid had max_per_uid open */
 	HR_ACCEPTOR_N_CLOSED,
 } HrAcceptorClosed;
 

@@ -263,7 +263,8 @@ hr_libvirt_parse_placement(HrLibvirtDomain *domain, xmlXPathContext *ctxt, GErro
 		if (bytes > HR_LIBVIRT_MEMORY_MAX - in_cells) {
 			g_set_error(error, HR_LIBVIRT_ERROR, HR_LIBVIRT_ERROR_XML,
 				    "<cell id='%s' memory>: the cells' memory adds up to more than "
-				    "the %" G_GUINT64_FORMAT " bytes (2^63 - 1) a reservation can be",
+				    "the %" G_GUINT64_FORMAT
+				    " bytes (2^63 - 1) a reservation can be",
 				    id != NULL ? id : "?", (guint64)HR_LIBVIRT_MEMORY_MAX);
 			return FALSE;
 		}
@@ -521,7 +522,8 @@ hr_libvirt_domain_parse(const gchar *xml, gsize len, GError **error)
 	}
 	if (domain->memory_bytes > HR_LIBVIRT_MEMORY_MAX) {
 		g_set_error(error, HR_LIBVIRT_ERROR, HR_LIBVIRT_ERROR_XML,
-			    "<memory>: %" G_GUINT64_FORMAT " bytes is more than the %" G_GUINT64_FORMAT
+			    "<memory>: %" G_GUINT64_FORMAT
+			    " bytes is more than the %" G_GUINT64_FORMAT
 			    " bytes (2^63 - 1) a reservation can be",
 			    domain->memory_bytes, (guint64)HR_LIBVIRT_MEMORY_MAX);
 		return NULL;

@@ -19,8 +19,7 @@ hr_safefile_open_error(const gchar *path, gint err, gboolean dir, GError **error
 			    dir ? "directory" : "file");
 		return FALSE;
 	}
-	g_set_error(error, G_IO_ERROR, g_io_error_from_errno(err), "%s: %s", path,
-		    g_strerror(err));
+	g_set_error(error, G_IO_ERROR, g_io_error_from_errno(err), "%s: %s", path, g_strerror(err));
 	return FALSE;
 }
 
@@ -32,8 +31,8 @@ hr_safefile_describe(mode_t bad)
 		mode_t bit;
 		const gchar *what;
 	} bits[] = {
-	    {S_IROTH, "readable by everyone"}, {S_IWOTH, "writable by everyone"},
-	    {S_IXOTH, "usable by everyone"},   {S_IRGRP, "readable by its group"},
+	    {S_IROTH, "readable by everyone"},	{S_IWOTH, "writable by everyone"},
+	    {S_IXOTH, "usable by everyone"},	{S_IRGRP, "readable by its group"},
 	    {S_IWGRP, "writable by its group"}, {S_IXGRP, "usable by its group"},
 	};
 	g_autoptr(GString) str = g_string_new(NULL);
@@ -62,8 +61,7 @@ hr_safefile_check_fd(gint fd, const gchar *path, gboolean dir, uid_t owner, mode
 	}
 	if (!dir && !S_ISREG(st.st_mode)) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_REGULAR_FILE,
-			    "%s is not a regular file (a %s): name a file",
-			    path,
+			    "%s is not a regular file (a %s): name a file", path,
 			    S_ISFIFO(st.st_mode)   ? "FIFO"
 			    : S_ISDIR(st.st_mode)  ? "directory"
 			    : S_ISSOCK(st.st_mode) ? "socket"
@@ -80,10 +78,10 @@ hr_safefile_check_fd(gint fd, const gchar *path, gboolean dir, uid_t owner, mode
 	bad = st.st_mode & forbidden & 07777;
 	if (bad != 0) {
 		g_autofree gchar *what = hr_safefile_describe(bad);
-		g_autofree gchar *who = g_strdup_printf(
-		    "%s%s%s", (forbidden & 0070) != 0 ? "g" : "",
-		    (forbidden & 0007) != 0 ? "o" : "",
-		    (forbidden & 0066) == (forbidden & 0022) ? "-w" : "-rwx");
+		g_autofree gchar *who =
+		    g_strdup_printf("%s%s%s", (forbidden & 0070) != 0 ? "g" : "",
+				    (forbidden & 0007) != 0 ? "o" : "",
+				    (forbidden & 0066) == (forbidden & 0022) ? "-w" : "-rwx");
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
 			    "%s is %s (mode %04o): chmod %s %s", path, what,
 			    (guint)(st.st_mode & 07777), who, path);

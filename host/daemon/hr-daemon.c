@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 
-#include "hr-acceptor.h"
 #include "hr-api.h"
 #include "hr-socket.h"
 #include "hr-virt.h"
@@ -15,7 +14,7 @@
 struct _HrDaemon {
 	HrConfig *config;
 	HrCore *core;
-	HrAcceptor *acceptor; /* the VM socket's */
+	GSocketService *service;
 	GSocket *vm_socket;
 	HrApi *api;
 	HrPrepare *prepare;
@@ -70,18 +69,22 @@ hr_daemon_core_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 		hr_virt_lookup(daemon->virt, event->guest->uuid, event->guest->name);
 }
 
-static void
-hr_daemon_incoming_cb(GSocketConnection *connection, gpointer user_data)
+static gboolean
+hr_daemon_incoming_cb(GSocketService *service, GSocketConnection *connection,
+		      GObject *source_object, gpointer user_data)
 {
 	HrDaemon *daemon = user_data;
+	(void)service;
+	(void)source_object;
 	if (hr_core_get_n_devices(daemon->core) >= daemon->config->max_connections) {
 		g_warning("refusing a VM socket connection: %u open already (max_connections)",
 			  hr_core_get_n_devices(daemon->core));
 		hr_core_note_unidentified(daemon->core, "too many connections (max_connections)");
 		g_io_stream_close(G_IO_STREAM(connection), NULL, NULL);
-		return;
+		return TRUE;
 	}
 	hr_core_accept(daemon->core, connection, daemon->config->status_interval_ms);
+	return TRUE;
 }
 
 static void
@@ -103,6 +106,13 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 		return FALSE;
 	}
 	hr_socket_set_group(daemon->config->vm_socket, daemon->config->vm_socket_group);
+	daemon->service = g_socket_service_new();
+	if (!g_socket_listener_add_socket(G_SOCKET_LISTENER(daemon->service), daemon->vm_socket,
+					  NULL, error)) {
+		g_prefix_error(error, "VM socket %s: ", daemon->config->vm_socket);
+		return FALSE;
+	}
+	g_signal_connect(daemon->service, "incoming", G_CALLBACK(hr_daemon_incoming_cb), daemon);
 	/* reservations a previous run left resume here */
 	daemon->prepare = hr_prepare_new(daemon->core);
 	daemon->api = hr_api_new(daemon->core, daemon->prepare);
@@ -110,13 +120,12 @@ hr_daemon_start(HrDaemon *daemon, GError **error)
 		g_prefix_error(error, "API socket: ");
 		g_clear_pointer(&daemon->api, hr_api_free);
 		g_clear_pointer(&daemon->prepare, hr_prepare_free);
+		g_clear_object(&daemon->service);
 		g_clear_object(&daemon->vm_socket);
 		hr_daemon_remove_socket(daemon->config->vm_socket);
 		return FALSE;
 	}
-	/* devices come in once the API is up, as before */
-	daemon->acceptor = hr_acceptor_new(daemon->vm_socket, "VM socket", hr_daemon_incoming_cb,
-					   daemon);
+	g_socket_service_start(daemon->service);
 	daemon->virt = hr_virt_new(daemon->config);
 	hr_core_listen(daemon->core, hr_daemon_core_cb, daemon);
 	daemon->started = TRUE;
@@ -136,7 +145,11 @@ hr_daemon_stop(HrDaemon *daemon)
 		hr_core_unlisten(daemon->core, hr_daemon_core_cb, daemon);
 	g_clear_pointer(&daemon->virt, hr_virt_free);
 	hr_core_close_devices(daemon->core);
-	g_clear_pointer(&daemon->acceptor, hr_acceptor_free);
+	if (daemon->service != NULL) {
+		g_socket_service_stop(daemon->service);
+		g_socket_listener_close(G_SOCKET_LISTENER(daemon->service));
+		g_clear_object(&daemon->service);
+	}
 	g_clear_object(&daemon->vm_socket);
 	if (daemon->started) {
 		hr_daemon_remove_socket(daemon->config->vm_socket);
