@@ -104,7 +104,7 @@ for t in "${targets[@]}"; do
         ;;
     *)
         case $t in
-        config) srcs=("$srcdir/host/base/hr-config.c" "$srcdir/protocol/hr-codec.c"); flags=(-I "$generated" "${glib_flags[@]}") ;;
+        config) srcs=("$srcdir/host/base/hr-config.c" "$srcdir/host/base/hr-safefile.c" "$srcdir/protocol/hr-codec.c"); flags=(-I "$generated" "${daemon_flags[@]}") ;;
         api) srcs=("$srcdir/protocol/hr-codec.c" "${daemon_srcs[@]}")
              # g_autoptr variables that only own: clang calls them unused
              flags=(-I "$generated" -DPACKAGE_VERSION=\"fuzz\" -Wno-unused-variable "${daemon_flags[@]}") ;;
