@@ -8,9 +8,11 @@
 #include <glib/gstdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hr-guest.h"
 #include "hr-json.h"
+#include "hr-safefile.h"
 
 #define BLOCK_BYTES (G_GUINT64_CONSTANT(2) * 1024 * 1024)
 /*
@@ -21,6 +23,8 @@
  */
 #define FILE_VERSION 3
 #define FILE_VERSION_MIN 1
+/* a state file larger than this is not read: a million holds take ~100 MiB */
+#define HR_RESERVATION_STATE_MAX ((gsize)512 << 20)
 #define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
 /* a state file that could not be written is tried again after 1 s, 2 s, ... 30 s */
 #define WRITE_RETRY_MIN_US G_USEC_PER_SEC
@@ -1200,8 +1204,11 @@ hr_reservation_store_load(HrReservationStore *store, GError **error)
 
 	if (store->path == NULL)
 		return TRUE;
-	if (!g_file_get_contents(store->path, &text, &len, &local)) {
-		if (g_error_matches(local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+	/* no symlink, FIFO or file another user could have written: a FIFO
+	 * would hang the start, a planted file would be trusted */
+	if (!hr_safefile_get_contents(store->path, getuid(), HR_SAFEFILE_SHARED,
+				      HR_RESERVATION_STATE_MAX, &text, &len, &local)) {
+		if (g_error_matches(local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
 			return TRUE;
 		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
 			    "cannot read reservations from %s: %s", store->path, local->message);

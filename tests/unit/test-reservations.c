@@ -9,6 +9,8 @@
 
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hr-ctl.h"
 #include "hr-prepare.h"
@@ -1251,6 +1253,51 @@ test_pool_strict_fails(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(pool_read(f), ==, 5);
 }
 
+/*
+ * A FIFO, a symlink or a file others may write in place of the state file
+ * is refused at once with what to do: before, a FIFO hung the start.
+ */
+static void
+test_unsafe_file(Tmp *t, gconstpointer data)
+{
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *target = g_build_filename(t->dir, "elsewhere.json", NULL);
+	g_autofree gchar *state = g_path_get_dirname(t->path);
+	(void)data;
+
+	g_assert_cmpint(g_mkdir_with_parents(state, 0750), ==, 0);
+	g_assert_cmpint(mkfifo(t->path, 0600), ==, 0);
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
+		g_assert_false(hr_reservation_store_load(store, &error));
+		g_test_message("FIFO: %s", error->message);
+		g_assert_nonnull(strstr(error->message, t->path));
+		g_clear_error(&error);
+	}
+	g_assert_cmpint(g_unlink(t->path), ==, 0);
+	g_assert_true(g_file_set_contents(target, "{\"version\": 3, \"reservations\": []}", -1,
+					  NULL));
+	g_assert_cmpint(symlink(target, t->path), ==, 0);
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
+		g_assert_false(hr_reservation_store_load(store, &error));
+		g_test_message("symlink: %s", error->message);
+		g_clear_error(&error);
+	}
+	g_assert_cmpint(g_unlink(t->path), ==, 0);
+	g_assert_true(g_file_set_contents(t->path, "{\"version\": 3, \"reservations\": []}", -1,
+					  NULL));
+	g_assert_cmpint(g_chmod(t->path, 0666), ==, 0);
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
+		g_assert_false(hr_reservation_store_load(store, &error));
+		g_test_message("0666: %s", error->message);
+		g_clear_error(&error);
+	}
+	g_unlink(t->path);
+	g_unlink(target);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1263,6 +1310,8 @@ main(int argc, char **argv)
 	g_test_add("/reservations/persist/round-trip", Tmp, NULL, tmp_setup, test_round_trip,
 		   tmp_teardown);
 	g_test_add("/reservations/persist/corrupt", Tmp, NULL, tmp_setup, test_corrupt,
+		   tmp_teardown);
+	g_test_add("/reservations/persist/unsafe-file", Tmp, NULL, tmp_setup, test_unsafe_file,
 		   tmp_teardown);
 	g_test_add("/reservations/persist/missing", Tmp, NULL, tmp_setup, test_missing_file,
 		   tmp_teardown);
