@@ -470,7 +470,10 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 		    !hr_parse_size(json_node_get_string(n), bytes)) {
 			g_autofree gchar *text = hr_api_node_to_string(n);
 			return hr_request_invalid(
-			    error, "size: %s is not a size such as \"1G\", \"512M\"", text);
+			    error,
+			    "size: %s is not a size such as \"1G\", \"512M\" (at most "
+			    "9223372036854775807 bytes)",
+			    text);
 		}
 	}
 	if (*bytes == 0)

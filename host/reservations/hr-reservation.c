@@ -164,7 +164,8 @@ hr_parse_size(const gchar *str, guint64 *bytes)
 		    g_ascii_strcasecmp(end, "B") != 0)
 			return FALSE;
 	}
-	if (v == 0 || v > (G_MAXUINT64 >> shift))
+	/* a reservation's bytes are a signed 64-bit number in the API and the state file */
+	if (v == 0 || v > ((guint64)G_MAXINT64 >> shift))
 		return FALSE;
 	*bytes = v << shift;
 	return TRUE;

@@ -63,6 +63,13 @@ test_parse_size(void)
 	g_assert_false(hr_parse_size("1Gx", &v));
 	g_assert_false(hr_parse_size("99999999999999999999", &v));
 	g_assert_false(hr_parse_size("20000000000T", &v));
+	/* bytes are stored signed: a size past 2^63-1 made "bytes": -1 in the
+	 * state file, which the next start found corrupt and dropped whole */
+	g_assert_false(hr_parse_size("18446744073709551615", &v));
+	g_assert_false(hr_parse_size("9223372036854775808", &v));
+	g_assert_false(hr_parse_size("8388608T", &v));
+	g_assert_true(hr_parse_size("9223372036854775807", &v));
+	g_assert_cmpuint(v, ==, G_MAXINT64);
 }
 
 static void
