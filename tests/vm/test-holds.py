@@ -837,8 +837,10 @@ def check_mig_evac(h, qemu, kver, vmlinuz, initrd, work):
     hrvm.log("%s: the request is %s when the migration completes" %
              (label, r1.get("state")))
     src_q = h.qmp_held()
-    p0 = returned_for_pressure(h.guest)
     switch_to(h, dst)
+    # the source is paused once migrated: the guest's counter is read on
+    # the destination, which starts from the source's state
+    p0 = returned_for_pressure(h.guest)
     # Whether the guest sent a HOLD during the migration (refused: the
     # command ends, nothing more is held) or only after it (on the
     # destination: held there) is a race; either way the held set stops
