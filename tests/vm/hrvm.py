@@ -395,6 +395,14 @@ class Guest:
         """Boot; wait_ready=False for a migration destination (-incoming),
         whose agent is already past @@READY."""
         _sweep_once()
+        # A QEMU killed earlier under the same name leaves its socket files:
+        # connecting to those is refused, so they must not count as the new
+        # QEMU's.
+        for path in (self.serial_sock, self.qmp_sock):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
         out = run(self.args)
         self.pid = int(out.strip().splitlines()[-1])
         record_qemu(self.pid, self.serial_log)

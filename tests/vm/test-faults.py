@@ -130,11 +130,20 @@ class Faults:
         return {g["name"]: g for g in self.daemon.ctl_json("guests")["guests"]}
 
     def wait_connected(self, names, timeout=60):
+        """Connected, reporting, and able to donate: a reservation made
+        before a donor's device state is in plans without it (and on the
+        fixture host, where fa sits at its budget, fails at once)."""
+        def ready(n):
+            _, body = hrvm.http(self.daemon.api_sock, "GET", "/v1/guests/" + n)
+            dev = json.loads(body).get("device") or {}
+            return dev.get("driver_ok") is True and dev.get("discard_disabled") is False
+
         def ok():
             gs = self.api_guests()
-            return all(n in gs and gs[n]["connected"] and gs[n].get("seq") is not None
-                       for n in names)
-        hrvm.wait_for(ok, timeout, "%s connected and reporting" % ", ".join(names), interval=1)
+            return all(n in gs and gs[n]["connected"] and gs[n].get("seq") is not None and
+                       ready(n) for n in names)
+        hrvm.wait_for(ok, timeout, "%s connected, reporting and able to donate"
+                      % ", ".join(names), interval=1)
 
     def reservations(self):
         out = []
@@ -206,9 +215,9 @@ class Faults:
                                  interval=0.05)
         except hrvm.Failure:
             r = self.reservation(rid)
-            raise hrvm.Failure("%s holds no block for a reservation: %s %s, steps %s" % (
-                name, rid, r.get("state"), [(s.get("guest"), s.get("state"),
-                                             s.get("blocks_held")) for s in r["steps"]]))
+            raise hrvm.Failure("%s holds no block for a reservation: %s %s (%s), steps %s" % (
+                name, rid, r.get("state"), r.get("reason"),
+                [(s.get("guest"), s.get("state"), s.get("blocks_held")) for s in r["steps"]]))
 
     def metric(self, name):
         """An unlabelled metric of the daemon's /metrics, or None."""

@@ -357,9 +357,20 @@ def check_integrity_and_rss(h):
     freed = res.get("blocks_freed", 0)
     hrvm.log("evacuate --blocks %d: state %s, result %s, %.1f s" %
              (nblocks, req.get("state"), res, dt))
-    tap.ok(req.get("state") in ("done", "partial") and freed >= nblocks * 9 // 10,
-           "%s: evacuate --blocks %d --wait held %d blocks (state %s)"
-           % (label, nblocks, freed, req.get("state")), req)
+    # The driver's admission (SPEC 1.6.3.2 item 6) may stop it short of
+    # the estimate above: its pressure trigger keeps room for the
+    # allocation rate it measured (pressure_ahead_pages), which a loaded
+    # host's slow vCPUs make larger.  Stopping there is right; stopping
+    # before it got past the wholly free blocks, or for any other reason,
+    # is not.
+    failed = {k: v for k, v in (res.get("failed") or {}).items() if v}
+    admitted = set(failed) <= {"nomem"} and freed > nfree
+    tap.ok(req.get("state") in ("done", "partial") and
+           (freed >= nblocks * 9 // 10 or admitted),
+           "%s: evacuate --blocks %d --wait held %d blocks (state %s%s)"
+           % (label, nblocks, freed, req.get("state"),
+              ", stopped by admission past the %d wholly free ones" % nfree
+              if freed < nblocks * 9 // 10 and admitted else ""), req)
     tap.ok(res.get("pages_migrated", 0) > 0,
            "%s: the evacuation migrated pages (%d), so the data was moved"
            % (label, res.get("pages_migrated", 0)), res)
@@ -616,22 +627,34 @@ def check_daemon_kill(h):
     h.ensure_memfill()
     mi = h.meminfo()
     n = max(8, (mi["MemAvailable"] // 1024 - 64) // 2)
-    req = h.request("evacuate", "--blocks", n, wait=False)
-    rid = req["request_id"]
 
-    def some_progress():
+    def some_progress(rid):
         r = h.get_request(rid)
         p = r.get("progress") or {}
+        if r.get("state") not in ("queued", "sent", "running"):
+            return r
         return r if p.get("blocks_freed", 0) > 0 or len(r.get("blocks") or ()) > 0 else None
-    r = hrvm.wait_for(some_progress, 300, "the evacuation to hold its first blocks", interval=0.05)
-    p0 = returned_for_pressure(h.guest)
+    # The kill must land while the guest evacuates: polling through
+    # hugeroomctl on a loaded host can see a short evacuation only once it
+    # has ended, and then the case tests nothing; give it back and try again.
+    for attempt in range(4):
+        p0 = returned_for_pressure(h.guest)
+        rid = h.request("evacuate", "--blocks", n, wait=False)["request_id"]
+        r = hrvm.wait_for(lambda: some_progress(rid), 300,
+                          "the evacuation to hold its first blocks", interval=0.05)
+        if r.get("state") in ("sent", "running"):
+            break
+        hrvm.log("daemon kill: attempt %d: the evacuation ended (%s) before it was seen "
+                 "running; again" % (attempt + 1, r.get("state")))
+        h.request("return", "--all")
     daemon.proc.send_signal(signal.SIGKILL)
     daemon.proc.wait()
     p = dict(r.get("progress") or {})
     p["blocks_freed"] = max(p.get("blocks_freed", 0), len(r.get("blocks") or ()))
     tap.ok(r.get("state") in ("sent", "running") and p.get("blocks_freed", 0) < n,
            "daemon kill: hugeroomd SIGKILLed mid-evacuation (it knew %d of %d blocks held, "
-           "no RESULT yet)" % (p.get("blocks_freed", 0), n), r)
+           "no RESULT yet)" % (p.get("blocks_freed", 0), n),
+           "the request when last seen: %s" % json.dumps(r))
     time.sleep(2)
     daemon.start()
     hrvm.wait_for(h.connected_detail, 60, "QEMU to reconnect to the restarted daemon",
