@@ -223,6 +223,17 @@ hr_core_held_changed(gpointer guest, gpointer data)
 	hr_core_emit(data, HR_EVENT_HELD_CHANGED, guest, NULL);
 }
 
+/*
+ * A QEMU process is one VM: the entries of gone guests a live process left
+ * behind (a VM it renamed, a peer that says HELLO under a new name each
+ * time) are kept up to this many, so that one process cannot grow the
+ * registry, and its fds, without end.
+ */
+#define HR_CORE_GONE_PER_PEER 4
+
+static void
+hr_core_guest_pruned(HrGuest *guest, gpointer user_data);
+
 static HrGuest *
 hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello, HrPeer *peer)
 {
@@ -242,6 +253,8 @@ hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello
 		}
 		hr_guest_update_identity(guest, hello, peer);
 	} else {
+		hr_guest_prune_peer(core->guests, peer, HR_CORE_GONE_PER_PEER - 1,
+				    hr_core_guest_pruned, core);
 		guest = hr_guest_new(core->next_guest_id++, hello, peer);
 		guest->history = core->config->request_history;
 		g_ptr_array_add(core->guests, guest);
@@ -380,6 +393,8 @@ hr_core_sweep_cb(gpointer user_data)
 			guest->cmds_lost++;
 			g_hash_table_iter_remove(&iter);
 		}
+		if (!hr_guest_is_connected(guest))
+			hr_peer_release(guest->peer);
 		/* a new QEMU process starts with no holds (SPEC 2.9) */
 		if (!hr_guest_is_connected(guest) && g_hash_table_size(guest->held) > 0 &&
 		    !hr_peer_is_alive(guest->peer)) {

@@ -319,6 +319,39 @@ hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointe
 	return pruned;
 }
 
+guint
+hr_guest_prune_peer(GPtrArray *guests, const HrPeer *peer, guint keep, HrGuestPrunedFunc func,
+		    gpointer user_data)
+{
+	guint pruned = 0;
+
+	for (;;) {
+		HrGuest *oldest = NULL;
+		guint gone = 0, at = 0;
+
+		for (guint i = 0; i < guests->len; i++) {
+			HrGuest *g = g_ptr_array_index(guests, i);
+			if (hr_guest_is_connected(g) || !hr_peer_same_process(g->peer, peer))
+				continue;
+			gone++;
+			/* what holds blocks or migrates is kept, as hr_guest_prune() keeps it */
+			if (g_hash_table_size(g->held) > 0 || hr_guest_migrating(guests, g))
+				continue;
+			if (oldest == NULL || g->gone_at < oldest->gone_at) {
+				oldest = g;
+				at = i;
+			}
+		}
+		if (gone <= keep || oldest == NULL)
+			return pruned;
+		g_info("%s: forgotten, one of more than %u gone guests of pid %d", oldest->name,
+		       keep, peer->pid);
+		func(oldest, user_data);
+		g_ptr_array_remove_index(guests, at);
+		pruned++;
+	}
+}
+
 gboolean
 hr_guest_same_vm(const HrGuest *a, const HrGuest *b)
 {

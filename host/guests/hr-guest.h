@@ -154,6 +154,14 @@ typedef void (*HrGuestPrunedFunc)(HrGuest *guest, gpointer user_data);
  */
 guint
 hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointer user_data);
+/*
+ * Forget the oldest of the gone guests whose QEMU was @peer's process until
+ * at most @keep are left, keeping those that hold blocks or migrate; @func
+ * as above. Returns how many were forgotten.
+ */
+guint
+hr_guest_prune_peer(GPtrArray *guests, const HrPeer *peer, guint keep, HrGuestPrunedFunc func,
+		    gpointer user_data);
 /* the same VM, in this or another QEMU process: a non-zero UUID and the name alike */
 gboolean
 hr_guest_same_vm(const HrGuest *a, const HrGuest *b);

@@ -126,6 +126,8 @@ hr_peer_check(const HrPeer *peer, const HrConfig *config, GError **error)
 gboolean
 hr_peer_is_alive(const HrPeer *peer)
 {
+	if (peer->exited)
+		return FALSE;
 	if (peer->pidfd >= 0) {
 		/* a pidfd polls readable once its process exited */
 		struct pollfd pfd = {.fd = peer->pidfd, .events = POLLIN};
@@ -135,6 +137,22 @@ hr_peer_is_alive(const HrPeer *peer)
 		return FALSE;
 	/* without a pidfd the start time tells a reused pid */
 	return hr_peer_read_starttime(peer->pid) == peer->starttime;
+}
+
+gboolean
+hr_peer_release(HrPeer *peer)
+{
+	if (peer == NULL)
+		return TRUE;
+	if (peer->exited)
+		return TRUE;
+	if (hr_peer_is_alive(peer))
+		return FALSE;
+	if (peer->pidfd >= 0)
+		close(peer->pidfd);
+	peer->pidfd = -1;
+	peer->exited = TRUE;
+	return TRUE;
 }
 
 gboolean

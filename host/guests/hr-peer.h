@@ -23,7 +23,8 @@ G_BEGIN_DECLS
 typedef struct {
 	gint pid;
 	guint uid;
-	gint pidfd;	   /* -1 where the kernel has no pidfd_open() */
+	gint pidfd;	   /* -1 where the kernel has no pidfd_open(), or once it exited */
+	gboolean exited;   /* seen gone: its pidfd is closed (hr_peer_release) */
 	guint64 starttime; /* /proc/PID/stat field 22, clock ticks since boot */
 	gchar *exe;	   /* /proc/PID/exe, or NULL when unreadable */
 	gchar *key;	   /* "pid:PID:STARTTIME" */
@@ -46,6 +47,15 @@ hr_peer_check(const HrPeer *peer, const HrConfig *config, GError **error);
 /* is the process still running (the same one, not a reused pid)? */
 gboolean
 hr_peer_is_alive(const HrPeer *peer);
+/*
+ * Close @peer's pidfd once its process has exited: a gone guest's entry
+ * is kept for hours (guest_prune_s), and its pidfd pins nothing any
+ * more, so it must not cost an fd each (a peer that says HELLO under a
+ * new name each time would take the daemon's fds). Returns whether the
+ * process has exited. NULL is a process that has.
+ */
+gboolean
+hr_peer_release(HrPeer *peer);
 /* do @a and @b name the same process? */
 gboolean
 hr_peer_same_process(const HrPeer *a, const HrPeer *b);
