@@ -224,6 +224,14 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 	    "for falling behind\n"
 	    "# TYPE hugeroom_api_event_clients_dropped_total counter\n"
 	    "hugeroom_api_event_clients_dropped_total %" G_GUINT64_FORMAT "\n"
+	    "# HELP hugeroom_api_events_replayed_total events sent again to clients "
+	    "that came back with Last-Event-ID\n"
+	    "# TYPE hugeroom_api_events_replayed_total counter\n"
+	    "hugeroom_api_events_replayed_total %" G_GUINT64_FORMAT "\n"
+	    "# HELP hugeroom_api_event_resets_total clients that came back for "
+	    "events no longer kept, sent a reset instead\n"
+	    "# TYPE hugeroom_api_event_resets_total counter\n"
+	    "hugeroom_api_event_resets_total %" G_GUINT64_FORMAT "\n"
 	    "# HELP hugeroom_api_connections_total connections accepted on the "
 	    "API's sockets\n"
 	    "# TYPE hugeroom_api_connections_total counter\n"
@@ -237,7 +245,8 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 	    "# TYPE hugeroom_api_idle_connections gauge\n"
 	    "hugeroom_api_idle_connections %u\n",
 	    hr_event_stream_get_n_clients(api->events), hr_event_stream_get_delivered(api->events),
-	    hr_event_stream_get_dropped(api->events), api->n_connections, api->n_reused,
+	    hr_event_stream_get_dropped(api->events), hr_event_stream_get_replayed(api->events),
+	    hr_event_stream_get_resets(api->events), api->n_connections, api->n_reused,
 	    g_hash_table_size(api->idle));
 	len = out->len;
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);

@@ -104,11 +104,59 @@ hr_api_reply_gerror(SoupServerMessage *msg, const GError *error)
 /* ---------------------------------------------------------------------- */
 /* Requests */
 
+/*
+ * X-Request-Id: the client's, when it is one an operator can grep for (at
+ * most HR_API_REQUEST_ID_MAX bytes of letters, digits and "-._:"), else a
+ * new UUID. Every answer carries it, and the log lines of a request
+ * that changes something name it.
+ */
+static gboolean
+hr_api_request_id_valid(const gchar *id)
+{
+	gsize len = id != NULL ? strlen(id) : 0;
+
+	if (len == 0 || len > HR_API_REQUEST_ID_MAX)
+		return FALSE;
+	for (gsize i = 0; i < len; i++)
+		if (!g_ascii_isalnum(id[i]) && strchr("-._:", id[i]) == NULL)
+			return FALSE;
+	return TRUE;
+}
+
+const gchar *
+hr_api_message_request_id(SoupServerMessage *msg)
+{
+	return g_object_get_data(G_OBJECT(msg), HR_API_REQUEST_ID_KEY);
+}
+
+/* what a request that changes something did, once its answer is on the way */
+static void
+hr_api_log_cb(SoupServerMessage *msg, gpointer user_data)
+{
+	(void)user_data;
+	g_message("request %s: %s %s: %u", hr_api_message_request_id(msg),
+		  soup_server_message_get_method(msg),
+		  g_uri_get_path(soup_server_message_get_uri(msg)),
+		  soup_server_message_get_status(msg));
+}
+
 static void
 hr_api_handler_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
 		  gpointer user_data)
 {
+	const gchar *asked = soup_message_headers_get_one(
+	    soup_server_message_get_request_headers(msg), "X-Request-Id");
+	gchar *id = hr_api_request_id_valid(asked) ? g_strdup(asked) : g_uuid_string_random();
 	(void)server;
+
+	g_object_set_data_full(G_OBJECT(msg), HR_API_REQUEST_ID_KEY, id, g_free);
+	soup_message_headers_replace(soup_server_message_get_response_headers(msg), "X-Request-Id",
+				     id);
+	/* reads are many and change nothing: only at debug level */
+	if (g_strcmp0(soup_server_message_get_method(msg), "GET") != 0)
+		g_signal_connect(msg, "wrote-headers", G_CALLBACK(hr_api_log_cb), NULL);
+	else
+		g_debug("request %s: GET %s", id, path);
 	hr_api_dispatch(user_data, msg, path, query);
 }
 
@@ -412,6 +460,8 @@ hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **arg
 	const gchar *guest;
 	guint32 mask;
 	GSocket *socket;
+	const gchar *last_event_id = soup_message_headers_get_one(
+	    soup_server_message_get_request_headers(msg), "Last-Event-ID");
 	(void)args;
 
 	if (!hr_event_stream_parse_filter(query, &mask, &guest, &error)) {
@@ -426,7 +476,7 @@ hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **arg
 	io = soup_server_message_steal_connection(msg);
 	if (socket != NULL)
 		g_socket_set_timeout(socket, 0);
-	hr_event_stream_add_client(api->events, io, mask, guest);
+	hr_event_stream_add_client(api->events, io, mask, guest, last_event_id);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -31,6 +31,9 @@ typedef struct _HrApi HrApi;
 #define HR_API_ROLE_KEY "hr-api-role"
 #define HR_API_TLS_KEY "hr-api-tls"
 #define HR_API_REFUSED_KEY "hr-api-refused"
+/* the longest X-Request-Id kept from a client; a longer one is replaced */
+#define HR_API_REQUEST_ID_MAX 128
+#define HR_API_REQUEST_ID_KEY "hr-api-request-id"
 
 struct _HrApi {
 	HrCore *core;
@@ -54,6 +57,7 @@ struct _HrApi {
 	guint64 n_connections; /* accepted */
 	guint64 n_reused;      /* answers on a connection after its first */
 	guint trim_id;
+	gint64 started_at; /* monotonic us, for /healthz's uptime */
 };
 
 /* a route's handler: @args are the values of its path's {} segments */
@@ -67,6 +71,9 @@ hr_api_close_idle(HrApi *api);
 void
 hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRole role,
 	      gboolean tls, const gchar *refused);
+/* the request's X-Request-Id, the client's or one made for it */
+const gchar *
+hr_api_message_request_id(SoupServerMessage *msg);
 void
 hr_api_reply_json(SoupServerMessage *msg, guint status, JsonNode *node);
 void
@@ -140,5 +147,11 @@ void
 hr_api_metrics(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 void
 hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
+void
+hr_api_version(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
+void
+hr_api_health(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
+void
+hr_api_openapi(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 
 G_END_DECLS

@@ -51,6 +51,7 @@ hr_api_new(HrCore *core, HrPrepare *prepare)
 	api->read_gid = (gid_t)-1;
 	api->events = hr_event_stream_new(core, prepare);
 	api->idle = g_hash_table_new(NULL, NULL);
+	api->started_at = g_get_monotonic_time();
 	api->trim_id = g_timeout_add_seconds(HR_API_TRIM_S, hr_api_trim_cb, api);
 	for (const HrApiRoute *route; (route = hr_api_get_route(names->len)) != NULL;)
 		g_ptr_array_add(names, g_strdup_printf("%s %s", route->method, route->path));

@@ -215,6 +215,8 @@ hr_reservation_free(HrReservation *r)
 {
 	g_free(r->id);
 	g_free(r->requester);
+	g_free(r->idempotency_key);
+	g_free(r->request_digest);
 	g_free(r->reason);
 	g_ptr_array_unref(r->steps);
 	g_ptr_array_unref(r->holds);
@@ -292,6 +294,17 @@ hr_reservation_store_find(HrReservationStore *store, const gchar *id)
 	return NULL;
 }
 
+HrReservation *
+hr_reservation_store_find_by_idempotency_key(HrReservationStore *store, const gchar *key)
+{
+	for (guint i = 0; key != NULL && i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		if (g_strcmp0(r->idempotency_key, key) == 0)
+			return r;
+	}
+	return NULL;
+}
+
 /* ---------------------------------------------------------------------- */
 /* JSON */
 
@@ -355,6 +368,8 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 	json_builder_set_member_name(b, "strict");
 	json_builder_add_boolean_value(b, r->strict);
 	add_str(b, "requester", r->requester);
+	add_str(b, "idempotency_key", r->idempotency_key);
+	add_str(b, "request_digest", r->request_digest);
 	add_str(b, "state", hr_reservation_state_to_string(r->state));
 	add_str(b, "reason", r->reason);
 	json_builder_set_member_name(b, "partial");
@@ -1129,6 +1144,11 @@ load_reservation(JsonNode *node, HrReservationStore *store, gint version, GError
 	    !get_int(o, "blocks_returned", 0, G_MAXINT64, &v, &local))
 		goto fail;
 	r->blocks_returned = v;
+	/* files before idempotency keys have none */
+	if (json_object_has_member(o, "idempotency_key") &&
+	    (!get_str(o, "idempotency_key", TRUE, &r->idempotency_key, &local) ||
+	     !get_str(o, "request_digest", TRUE, &r->request_digest, &local)))
+		goto fail;
 	/* files before the pool have none */
 	if (json_object_has_member(o, "pool_blocks")) {
 		if (!get_int(o, "pool_blocks", 0, G_MAXUINT32, &v, &local))

@@ -113,6 +113,13 @@ typedef struct {
 	gint planned_node;   /* the node progress is counted on; -1 before */
 	gboolean strict;
 	gchar *requester;
+	/*
+	 * The client's Idempotency-Key it was created with, and a digest of
+	 * what it asked (bytes, node, deadline, strict, requester): the same
+	 * key with the same request is this reservation again. NULL without.
+	 */
+	gchar *idempotency_key;
+	gchar *request_digest;
 	HrReservationState state;
 	gchar *reason; /* why it failed, expired, was cancelled or is partial */
 	gboolean partial;
@@ -239,6 +246,9 @@ hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node,
 			    gboolean strict, const gchar *requester, GError **error);
 HrReservation *
 hr_reservation_store_find(HrReservationStore *store, const gchar *id);
+/* the reservation created with Idempotency-Key @key, or NULL */
+HrReservation *
+hr_reservation_store_find_by_idempotency_key(HrReservationStore *store, const gchar *key);
 /* every reservation, oldest first */
 GPtrArray *
 hr_reservation_store_list(HrReservationStore *store);

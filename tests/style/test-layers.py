@@ -27,7 +27,8 @@ MAY_CALL = {
     "clients": ["base"],
 }
 # headers that are no file of a layer: the wire codec, the generated paths
-OUTSIDE = {"hr-codec.h": "protocol", "virtio_hugeroom.h": "protocol", "hr-paths.h": "base"}
+OUTSIDE = {"hr-codec.h": "protocol", "virtio_hugeroom.h": "protocol", "hr-paths.h": "base",
+           "hr-openapi.h": "api"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

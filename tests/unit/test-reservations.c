@@ -723,7 +723,7 @@ test_exec_api(Fixture *f, gconstpointer data)
 
 	created = http_body(f, "POST", "/v1/reservations",
 			    "{\"size\":\"20M\",\"node\":0,\"deadline_s\":5,\"requester\":\"ci\"}",
-			    202, NULL);
+			    201, NULL);
 	o = json_node_get_object(created);
 	id = json_object_get_string_member(o, "id");
 	g_assert_cmpstr(id, ==, "r1");
