@@ -104,6 +104,27 @@ hr_api_with_host(HrApi *api, SoupServerMessage *msg, HrApiHostHandler handler, g
 			   wait, (GDestroyNotify)hr_api_host_wait_free);
 }
 
+/*
+ * "state_file": where the reservations are kept, and the entries of it
+ * that the daemon could not read at its start and skipped
+ */
+static void
+hr_api_add_state_file(HrApi *api, JsonObject *obj)
+{
+	HrReservationStore *store = hr_prepare_get_store(api->prepare);
+	GPtrArray *errors = NULL;
+	guint skipped = hr_reservation_store_get_skipped(store, &errors);
+	JsonObject *sf = json_object_new();
+	JsonArray *list = json_array_new();
+
+	json_object_set_string_member(sf, "path", hr_reservation_store_get_path(store));
+	json_object_set_int_member(sf, "skipped", skipped);
+	for (guint i = 0; i < errors->len; i++)
+		json_array_add_string_element(list, g_ptr_array_index(errors, i));
+	json_object_set_array_member(sf, "skipped_entries", list);
+	json_object_set_object_member(obj, "state_file", sf);
+}
+
 /* many clients share one answer per snapshot: 500 nodes take milliseconds */
 static void
 hr_api_host_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, const GError *error,
@@ -114,6 +135,7 @@ hr_api_host_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, c
 		g_clear_pointer(&api->host_json, json_node_unref);
 		api->host_json = hr_prepare_host_json(api->prepare, host);
 		api->host_json_serial = hr_host_reader_get_serial(api->host);
+		hr_api_add_state_file(api, json_node_get_object(api->host_json));
 	}
 	hr_api_reply_prepare_json(msg, host != NULL ? api->host_json : NULL, error);
 }
@@ -224,6 +246,10 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 	    "for falling behind\n"
 	    "# TYPE hugeroom_api_event_clients_dropped_total counter\n"
 	    "hugeroom_api_event_clients_dropped_total %" G_GUINT64_FORMAT "\n"
+	    "# HELP hugeroom_state_file_skipped_entries reservations of the state "
+	    "file that could not be read at the start and were skipped\n"
+	    "# TYPE hugeroom_state_file_skipped_entries gauge\n"
+	    "hugeroom_state_file_skipped_entries %u\n"
 	    "# HELP hugeroom_api_events_replayed_total events sent again to clients "
 	    "that came back with Last-Event-ID\n"
 	    "# TYPE hugeroom_api_events_replayed_total counter\n"
@@ -245,9 +271,10 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 	    "# TYPE hugeroom_api_idle_connections gauge\n"
 	    "hugeroom_api_idle_connections %u\n",
 	    hr_event_stream_get_n_clients(api->events), hr_event_stream_get_delivered(api->events),
-	    hr_event_stream_get_dropped(api->events), hr_event_stream_get_replayed(api->events),
-	    hr_event_stream_get_resets(api->events), api->n_connections, api->n_reused,
-	    g_hash_table_size(api->idle));
+	    hr_event_stream_get_dropped(api->events),
+	    hr_reservation_store_get_skipped(hr_prepare_get_store(api->prepare), NULL),
+	    hr_event_stream_get_replayed(api->events), hr_event_stream_get_resets(api->events),
+	    api->n_connections, api->n_reused, g_hash_table_size(api->idle));
 	len = out->len;
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
 	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE,

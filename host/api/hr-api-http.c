@@ -485,7 +485,7 @@ hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **arg
 /* hand the connection to libsoup; @refused: why the peer gets only 403s */
 void
 hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRole role,
-	      gboolean tls, const gchar *refused)
+	      gboolean tls, const gchar *refused, const gchar *principal)
 {
 	g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(connection, NULL);
 	g_autoptr(GSocketAddress) remote = g_socket_connection_get_remote_address(connection, NULL);
@@ -507,6 +507,9 @@ hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRol
 		g_object_set_data(G_OBJECT(remote), HR_API_TLS_KEY, GINT_TO_POINTER(1));
 	if (refused != NULL)
 		g_object_set_data_full(G_OBJECT(remote), HR_API_REFUSED_KEY, g_strdup(refused),
+				       g_free);
+	if (principal != NULL)
+		g_object_set_data_full(G_OBJECT(remote), HR_API_PRINCIPAL_KEY, g_strdup(principal),
 				       g_free);
 	g_socket_set_timeout(g_socket_connection_get_socket(connection), HR_API_IDLE_TIMEOUT_S);
 	hr_api_conn_hand(conn, remote);

@@ -31,6 +31,7 @@ typedef struct _HrApi HrApi;
 #define HR_API_ROLE_KEY "hr-api-role"
 #define HR_API_TLS_KEY "hr-api-tls"
 #define HR_API_REFUSED_KEY "hr-api-refused"
+#define HR_API_PRINCIPAL_KEY "hr-api-principal"
 /* the longest X-Request-Id kept from a client; a longer one is replaced */
 #define HR_API_REQUEST_ID_MAX 128
 #define HR_API_REQUEST_ID_KEY "hr-api-request-id"
@@ -70,7 +71,7 @@ void
 hr_api_close_idle(HrApi *api);
 void
 hr_api_accept(HrApi *api, GIOStream *io, GSocketConnection *connection, HrApiRole role,
-	      gboolean tls, const gchar *refused);
+	      gboolean tls, const gchar *refused, const gchar *principal);
 /* the request's X-Request-Id, the client's or one made for it */
 const gchar *
 hr_api_message_request_id(SoupServerMessage *msg);
@@ -83,6 +84,9 @@ void
 hr_api_reply_gerror(SoupServerMessage *msg, const GError *error);
 
 /* hr-api-routes.c: the route table and the dispatcher */
+/* who sent @msg (hr_api_peer_principal, hr_api_token_principal), or NULL */
+const gchar *
+hr_api_message_principal(SoupServerMessage *msg);
 void
 hr_api_dispatch(HrApi *api, SoupServerMessage *msg, const gchar *path, GHashTable *query);
 

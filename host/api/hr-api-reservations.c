@@ -56,15 +56,19 @@ hr_api_reply_reservation(HrApi *api, SoupServerMessage *msg, guint status, HrRes
 /* at most this many reservations per page of GET /v1/reservations?limit= */
 #define HR_API_LIST_LIMIT_MAX 1000
 
-/* what a create asked, as a digest: a second request with its key must ask the same */
+/*
+ * what a create asked, and who, as a digest: a second request with its key
+ * must ask the same, from the same client
+ */
 static gchar *
 hr_api_reservation_digest(guint64 bytes, gint node, guint64 deadline_s, gboolean strict,
-			  const gchar *requester)
+			  const gchar *requester, const gchar *principal)
 {
-	g_autofree gchar *text = g_strdup_printf(
-	    "bytes=%" G_GUINT64_FORMAT "\nnode=%d\ndeadline_s=%" G_GUINT64_FORMAT
-	    "\nstrict=%d\nrequester=%s",
-	    bytes, node, deadline_s, strict ? 1 : 0, requester != NULL ? requester : "");
+	g_autofree gchar *text =
+	    g_strdup_printf("bytes=%" G_GUINT64_FORMAT "\nnode=%d\ndeadline_s=%" G_GUINT64_FORMAT
+			    "\nstrict=%d\nrequester=%s\nowner=%s",
+			    bytes, node, deadline_s, strict ? 1 : 0,
+			    requester != NULL ? requester : "", principal != NULL ? principal : "");
 	return g_compute_checksum_for_string(G_CHECKSUM_SHA256, text, -1);
 }
 
@@ -127,7 +131,8 @@ hr_api_reservation_create(HrApi *api, SoupServerMessage *msg, GHashTable *query,
 				   HR_API_IDEMPOTENCY_KEY_MAX);
 		return;
 	}
-	digest = hr_api_reservation_digest(bytes, node, deadline_s, strict, requester);
+	digest = hr_api_reservation_digest(bytes, node, deadline_s, strict, requester,
+					   hr_api_message_principal(msg));
 	r = hr_reservation_store_find_by_idempotency_key(store, key);
 	if (r != NULL) {
 		if (g_strcmp0(r->request_digest, digest) != 0) {
@@ -147,11 +152,12 @@ hr_api_reservation_create(HrApi *api, SoupServerMessage *msg, GHashTable *query,
 		hr_api_reply_reservation_gerror(msg, error);
 		return;
 	}
+	r->owner = g_strdup(hr_api_message_principal(msg));
 	if (key != NULL) {
 		r->idempotency_key = g_strdup(key);
 		r->request_digest = g_steal_pointer(&digest);
-		hr_reservation_touch(store, r);
 	}
+	hr_reservation_touch(store, r);
 	g_message("request %s: reservation %s created", hr_api_message_request_id(msg), r->id);
 	hr_api_reply_created(api, msg, r, FALSE);
 }
@@ -285,16 +291,87 @@ hr_api_reservation(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar 
 		hr_api_reply_reservation(api, msg, SOUP_STATUS_OK, r);
 }
 
+/*
+ * Who may end a reservation: its owner, acting for its requester, unless
+ * an admin says "force". A consume or release by anyone else is how one
+ * VM's start took another's memory; ids that are unique make it rare,
+ * this makes it refused.
+ */
+static gboolean
+hr_api_parse_act(SoupServerMessage *msg, GHashTable *query, const gchar **requester,
+		 gboolean *force, JsonParser *parser)
+{
+	static const gchar *const allowed[] = {"requester", "force", NULL};
+	SoupMessageBody *body = soup_server_message_get_request_body(msg);
+	g_autoptr(GError) error = NULL;
+	const gchar *q;
+
+	*requester = NULL;
+	*force = FALSE;
+	if (body != NULL && body->length > 0) {
+		JsonObject *obj = hr_api_parse_body(msg, parser, &error);
+		JsonNode *n;
+
+		if (obj == NULL || !hr_api_check_members(obj, "this route", allowed, &error) ||
+		    !hr_api_get_bool(obj, "force", force, &error))
+			goto invalid;
+		n = json_object_get_member(obj, "requester");
+		if (n != NULL) {
+			if (!JSON_NODE_HOLDS_VALUE(n) ||
+			    json_node_get_value_type(n) != G_TYPE_STRING) {
+				hr_request_invalid(&error, "requester: must be a string");
+				goto invalid;
+			}
+			*requester = json_node_get_string(n);
+		}
+	}
+	if (query != NULL && (q = g_hash_table_lookup(query, "requester")) != NULL)
+		*requester = q;
+	if (query != NULL && (q = g_hash_table_lookup(query, "force")) != NULL) {
+		if (g_strcmp0(q, "true") != 0 && g_strcmp0(q, "false") != 0) {
+			hr_request_invalid(&error, "force: must be true or false");
+			goto invalid;
+		}
+		*force = g_strcmp0(q, "true") == 0;
+	}
+	return TRUE;
+invalid:
+	hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s", error->message);
+	return FALSE;
+}
+
 /* release (cancel) or consume the reservation the path names */
 static void
-hr_api_reservation_act(HrApi *api, SoupServerMessage *msg, const gchar *id,
-		       gboolean (*act)(HrPrepare *, const gchar *, GError **))
+hr_api_reservation_act(HrApi *api, SoupServerMessage *msg, GHashTable *query, const gchar *id,
+		       const gchar *what, gboolean (*act)(HrPrepare *, const gchar *, GError **))
 {
+	g_autoptr(JsonParser) parser = json_parser_new();
 	g_autoptr(GError) error = NULL;
 	HrReservation *r = hr_api_find_reservation(api, msg, id);
+	const gchar *principal = hr_api_message_principal(msg);
+	const gchar *requester;
+	gboolean force, other_owner, other_requester;
 
-	if (r == NULL)
+	if (r == NULL || !hr_api_parse_act(msg, query, &requester, &force, parser))
 		return;
+	other_owner = r->owner != NULL && g_strcmp0(r->owner, principal) != 0;
+	other_requester = requester != NULL && g_strcmp0(r->requester, requester) != 0;
+	if ((other_owner || other_requester) && !force) {
+		hr_api_reply_error(
+		    msg, SOUP_STATUS_FORBIDDEN, "not_owner",
+		    "reservation %s is %s's, for requester %s; this request is %s's%s%s: only its "
+		    "owner acting for its requester may %s it, or an admin with \"force\": true",
+		    r->id, r->owner, r->requester != NULL ? r->requester : "(none)",
+		    principal != NULL ? principal : "(unknown)",
+		    requester != NULL ? ", for requester " : "", requester != NULL ? requester : "",
+		    what);
+		return;
+	}
+	if (other_owner || other_requester)
+		g_message("request %s: %s of reservation %s (%s's, for %s) forced by %s",
+			  hr_api_message_request_id(msg), what, r->id, r->owner,
+			  r->requester != NULL ? r->requester : "no requester",
+			  principal != NULL ? principal : "an unknown client");
 	if (!act(api->prepare, r->id, &error)) {
 		hr_api_reply_reservation_gerror(msg, error);
 		return;
@@ -305,13 +382,11 @@ hr_api_reservation_act(HrApi *api, SoupServerMessage *msg, const gchar *id,
 void
 hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	(void)query;
-	hr_api_reservation_act(api, msg, args[0], hr_prepare_release);
+	hr_api_reservation_act(api, msg, query, args[0], "release", hr_prepare_release);
 }
 
 void
 hr_api_reservation_consume(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 {
-	(void)query;
-	hr_api_reservation_act(api, msg, args[0], hr_prepare_consume);
+	hr_api_reservation_act(api, msg, query, args[0], "consume", hr_prepare_consume);
 }

@@ -40,11 +40,11 @@ static const HrApiRouteEntry routes[] = {
      hr_api_reservation_create},
     {{"GET", "/v1/reservations", READ, "200 400", "listReservations"}, hr_api_reservations},
     {{"GET", "/v1/reservations/{id}", READ, "200 404", "getReservation"}, hr_api_reservation},
-    {{"DELETE", "/v1/reservations/{id}", ADMIN, "200 404 409", "deleteReservation"},
+    {{"DELETE", "/v1/reservations/{id}", ADMIN, "200 400 404 409", "deleteReservation"},
      hr_api_reservation_release},
-    {{"POST", "/v1/reservations/{id}/release", ADMIN, "200 404 409", "releaseReservation"},
+    {{"POST", "/v1/reservations/{id}/release", ADMIN, "200 400 404 409", "releaseReservation"},
      hr_api_reservation_release},
-    {{"POST", "/v1/reservations/{id}/consume", ADMIN, "200 404 409", "consumeReservation"},
+    {{"POST", "/v1/reservations/{id}/consume", ADMIN, "200 400 404 409", "consumeReservation"},
      hr_api_reservation_consume},
     {{"POST", "/v1/plan", READ, "200 400 500", "planReservation"}, hr_api_plan},
     {{"GET", "/v1/host", READ, "200 500", "getHost"}, hr_api_host},
@@ -87,6 +87,17 @@ hr_api_route_matches(const gchar *pattern, gchar **segments, gchar **args)
 /* ---------------------------------------------------------------------- */
 /* Dispatch: who asks, which route, then the handler */
 
+const gchar *
+hr_api_message_principal(SoupServerMessage *msg)
+{
+	GSocketAddress *remote = soup_server_message_get_remote_address(msg);
+	const gchar *principal = g_object_get_data(G_OBJECT(msg), HR_API_PRINCIPAL_KEY);
+
+	if (principal == NULL && remote != NULL)
+		principal = g_object_get_data(G_OBJECT(remote), HR_API_PRINCIPAL_KEY);
+	return principal;
+}
+
 static HrApiRole
 hr_api_message_role(HrApi *api, SoupServerMessage *msg)
 {
@@ -124,6 +135,9 @@ hr_api_message_role(HrApi *api, SoupServerMessage *msg)
 	if (g_ascii_strncasecmp(auth, "Bearer ", 7) == 0) {
 		g_autofree gchar *token = g_strstrip(g_strdup(auth + 7));
 		role = hr_api_tokens_lookup(api->tokens, token);
+		if (role != HR_API_ROLE_NONE)
+			g_object_set_data_full(G_OBJECT(msg), HR_API_PRINCIPAL_KEY,
+					       hr_api_token_principal(token), g_free);
 	}
 	if (role == HR_API_ROLE_NONE) {
 		soup_message_headers_replace(soup_server_message_get_response_headers(msg),

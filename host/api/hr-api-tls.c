@@ -35,7 +35,7 @@ hr_api_tcp_incoming_cb(GSocketConnection *connection, gpointer user_data)
 		return;
 	}
 	/* the handshake runs on the first read, in the main loop, bounded by the timeout */
-	hr_api_accept(api, tls, connection, HR_API_ROLE_NONE, TRUE, NULL);
+	hr_api_accept(api, tls, connection, HR_API_ROLE_NONE, TRUE, NULL, NULL);
 }
 
 /* a listening TCP socket on @sa */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +33,9 @@
 
 G_DEFINE_QUARK(hr - reservation - error - quark, hr_reservation_error)
 
+/* entries of a state file skipped at load whose errors are kept to show */
+#define HR_RESERVATION_SKIPPED_MAX 16
+
 struct _HrReservationStore {
 	gchar *path;
 	GPtrArray *list; /* HrReservation, oldest first */
@@ -39,7 +43,9 @@ struct _HrReservationStore {
 	HrReservationFunc changed;
 	gpointer changed_data;
 	guint max;
-	gint load_version; /* of the file loaded, 0: none */
+	gint load_version;	   /* of the file loaded, 0: none */
+	guint skipped;		   /* reservations of the file loaded that could not be read */
+	GPtrArray *skipped_errors; /* why, the first HR_RESERVATION_SKIPPED_MAX */
 	/* guest key -> (entry "b:GPA" or "r:REQUEST_ID" -> gint64 *since, wall us) */
 	GHashTable *ledger;
 	/*
@@ -217,6 +223,7 @@ hr_reservation_free(HrReservation *r)
 	g_free(r->requester);
 	g_free(r->idempotency_key);
 	g_free(r->request_digest);
+	g_free(r->owner);
 	g_free(r->reason);
 	g_ptr_array_unref(r->steps);
 	g_ptr_array_unref(r->holds);
@@ -234,6 +241,7 @@ hr_reservation_store_new(const gchar *path)
 	store->ledger = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
 					      (GDestroyNotify)g_hash_table_unref);
 	store->gone = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	store->skipped_errors = g_ptr_array_new_with_free_func(g_free);
 	if (g_file_get_contents(BOOT_ID_PATH, &store->boot_id, NULL, NULL))
 		g_strstrip(store->boot_id);
 	g_mutex_init(&store->lock);
@@ -267,6 +275,7 @@ hr_reservation_store_free(HrReservationStore *store)
 	g_hash_table_unref(store->gone);
 	g_free(store->boot_id);
 	g_free(store->path);
+	g_ptr_array_unref(store->skipped_errors);
 	g_ptr_array_unref(store->list);
 	g_free(store);
 }
@@ -370,6 +379,7 @@ hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 	add_str(b, "requester", r->requester);
 	add_str(b, "idempotency_key", r->idempotency_key);
 	add_str(b, "request_digest", r->request_digest);
+	add_str(b, "owner", r->owner);
 	add_str(b, "state", hr_reservation_state_to_string(r->state));
 	add_str(b, "reason", r->reason);
 	json_builder_set_member_name(b, "partial");
@@ -670,15 +680,40 @@ hr_reservation_store_to_data(HrReservationStore *store, gsize *len)
 	return json_generator_to_data(gen, len);
 }
 
+/*
+ * The state directory is the daemon's: a directory owned by root or our
+ * uid that nobody else may write to, or a planted file would be trusted
+ * at the next start. G_IO_ERROR_NOT_FOUND while it does not exist.
+ */
+static gboolean
+hr_reservation_check_dir(const gchar *path, GError **error)
+{
+	g_autofree gchar *dir = g_path_get_dirname(path);
+
+	if (!hr_safefile_check_dir(dir, getuid(), HR_SAFEFILE_SHARED, error)) {
+		if (error != NULL && *error != NULL &&
+		    !g_error_matches(*error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+			g_prefix_error(error, "state_dir: ");
+		return FALSE;
+	}
+	return TRUE;
+}
+
 /* may run in the writer thread: touches nothing but @path */
 static gboolean
 hr_reservation_write(const gchar *path, const gchar *text, gsize len, GError **error)
 {
 	g_autofree gchar *dir = g_path_get_dirname(path);
+	g_autoptr(GError) local = NULL;
 
 	if (g_mkdir_with_parents(dir, 0750) != 0) {
 		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
 			    "cannot create %s: %s", dir, g_strerror(errno));
+		return FALSE;
+	}
+	if (!hr_reservation_check_dir(path, &local)) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
+			    "cannot save reservations in %s: %s", dir, local->message);
 		return FALSE;
 	}
 	/* a temporary file, fsync, rename: a crash leaves the old or the new file */
@@ -1144,6 +1179,9 @@ load_reservation(JsonNode *node, HrReservationStore *store, gint version, GError
 	    !get_int(o, "blocks_returned", 0, G_MAXINT64, &v, &local))
 		goto fail;
 	r->blocks_returned = v;
+	/* files before owners have none */
+	if (json_object_has_member(o, "owner") && !get_str(o, "owner", TRUE, &r->owner, &local))
+		goto fail;
 	/* files before idempotency keys have none */
 	if (json_object_has_member(o, "idempotency_key") &&
 	    (!get_str(o, "idempotency_key", TRUE, &r->idempotency_key, &local) ||
@@ -1201,8 +1239,16 @@ hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize l
 		return FALSE;
 	store->next_id = v;
 	for (guint i = 0; i < json_array_get_length(list); i++) {
-		if (!load_reservation(json_array_get_element(list, i), store, version, error))
-			return FALSE;
+		g_autoptr(GError) local = NULL;
+		/* one bad entry costs that reservation, not all the others */
+		if (!load_reservation(json_array_get_element(list, i), store, version, &local)) {
+			g_ptr_array_remove_index(store->list, store->list->len - 1);
+			g_warning("%s: entry %u skipped: %s", store->path, i, local->message);
+			if (store->skipped_errors->len < HR_RESERVATION_SKIPPED_MAX)
+				g_ptr_array_add(store->skipped_errors,
+						g_strdup_printf("entry %u: %s", i, local->message));
+			store->skipped++;
+		}
 	}
 	/* version 1 has no ledger, 2 no gone */
 	if (version >= 2 && !hr_reservation_ledger_load(store, o, error))
@@ -1225,6 +1271,14 @@ hr_reservation_store_load(HrReservationStore *store, GError **error)
 
 	if (store->path == NULL)
 		return TRUE;
+	/* a directory others may write to: they could swap the file between reads */
+	if (!hr_reservation_check_dir(store->path, &local)) {
+		if (g_error_matches(local, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+			return TRUE;
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
+			    "cannot read reservations from %s: %s", store->path, local->message);
+		return FALSE;
+	}
 	/* no symlink, FIFO or file another user could have written: a FIFO
 	 * would hang the start, a planted file would be trusted */
 	if (!hr_safefile_get_contents(store->path, getuid(), HR_SAFEFILE_SHARED,
@@ -1236,6 +1290,19 @@ hr_reservation_store_load(HrReservationStore *store, GError **error)
 		return FALSE;
 	}
 	if (hr_reservation_store_parse(store, text, len, &local)) {
+		if (store->skipped > 0) {
+			/* the next write drops them: keep the file as it was for a person */
+			g_autoptr(GDateTime) when = g_date_time_new_now_utc();
+			g_autofree gchar *tag = g_date_time_format(when, "%Y%m%dT%H%M%S");
+			g_autofree gchar *copy = g_strdup_printf("%s.skipped-%s", store->path, tag);
+			if (!g_file_set_contents_full(copy, text, len,
+						      G_FILE_SET_CONTENTS_CONSISTENT, 0640, &local))
+				g_warning("%s", local->message);
+			g_warning("%s: %u reservation(s) could not be read and were skipped; the "
+				  "file as it was is kept as %s",
+				  store->path, store->skipped, copy);
+			hr_reservation_store_save_async(store);
+		}
 		if (store->load_version < FILE_VERSION) {
 			g_message("%s: migrated from version %d to %d", store->path,
 				  store->load_version, FILE_VERSION);
@@ -1284,6 +1351,39 @@ hr_reservation_store_set_changed_func(HrReservationStore *store, HrReservationFu
 	store->changed_data = user_data;
 }
 
+/*
+ * "r-" and 26 characters of Crockford's base32, as a ULID: 48 bits of
+ * the wall clock's milliseconds, then 80 random bits. Unique across
+ * restarts and hosts (a fleet keeps ids of many daemons in one place),
+ * and in the order they were made. Files of before have "r1", "r2", ...:
+ * those stay what they were.
+ */
+static gchar *
+hr_reservation_new_id(void)
+{
+	static const gchar digits[] = "0123456789abcdefghjkmnpqrstvwxyz";
+	guint64 ms = (guint64)g_get_real_time() / 1000;
+	guint8 rnd[10];
+	gchar id[2 + 26 + 1] = "r-";
+	guint bits = 0, nbits = 0, n = 2;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (gssize)sizeof(rnd))
+		for (guint i = 0; i < sizeof(rnd); i++)
+			rnd[i] = (guint8)g_random_int();
+	for (gint shift = 45; shift >= 0; shift -= 5)
+		id[n++] = digits[(ms >> shift) & 31];
+	for (guint i = 0; i < sizeof(rnd); i++) {
+		bits = (bits << 8) | rnd[i];
+		nbits += 8;
+		while (nbits >= 5) {
+			nbits -= 5;
+			id[n++] = digits[(bits >> nbits) & 31];
+		}
+	}
+	id[n] = '\0';
+	return g_strdup(id);
+}
+
 /* make room for one more: forget the oldest settled reservation holding nothing */
 static gboolean
 hr_reservation_store_make_room(HrReservationStore *store, GError **error)
@@ -1325,7 +1425,8 @@ hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node,
 	if (!hr_reservation_store_make_room(store, error))
 		return NULL;
 	r = hr_reservation_new();
-	r->id = g_strdup_printf("r%" G_GUINT64_FORMAT, store->next_id++);
+	r->id = hr_reservation_new_id();
+	store->next_id++;
 	r->bytes = bytes;
 	r->need_blocks = (bytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
 	r->node = node;
@@ -1424,4 +1525,12 @@ hr_reservation_store_promised(HrReservationStore *store, gint node, const HrRese
 		sum += r->obtained - MIN(r->obtained, r->pool_blocks);
 	}
 	return sum;
+}
+
+guint
+hr_reservation_store_get_skipped(HrReservationStore *store, GPtrArray **errors)
+{
+	if (errors != NULL)
+		*errors = store->skipped_errors;
+	return store->skipped;
 }

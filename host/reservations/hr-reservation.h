@@ -38,9 +38,15 @@
  * fails is tried again on its own, backing off from 1 s to 30 s, so the
  * file is not left stale when no change follows. Files of versions 1
  * (holds named by guest UUID) and 2 (holds without their VM's UUID, no
- * gone times) are migrated on load. A file that cannot be parsed is moved aside to
- * FILE.corrupt-TIMESTAMP and the store starts empty with an error that
- * says so; it never takes the daemon down.
+ * gone times) are migrated on load. A reservation of the file that cannot
+ * be read is skipped, logged and counted (hr_reservation_store_get_skipped:
+ * GET /v1/host and /metrics show it), the others are loaded, and the file
+ * as it was is kept as FILE.skipped-TIMESTAMP. A file that cannot be parsed
+ * at all is moved aside to FILE.corrupt-TIMESTAMP and the store starts
+ * empty with an error that says so; it never takes the daemon down. The
+ * file's directory must be owned by root or the daemon's uid and not
+ * writable by others: else it is neither read nor written (the writes
+ * fail, so GET /healthz says degraded).
  */
 
 #include <json-glib/json-glib.h>
@@ -106,7 +112,7 @@ typedef struct {
 } HrReservationHold;
 
 typedef struct {
-	gchar *id; /* "r1", "r2", ...: unique for the store's life */
+	gchar *id; /* "r-" and a ULID: unique across restarts and hosts ("r1" in old files) */
 	guint64 bytes;
 	guint64 need_blocks; /* bytes in 2 MiB blocks, rounded up */
 	gint node;	     /* asked: a node, or HR_RESERVATION_ANY_NODE */
@@ -120,6 +126,12 @@ typedef struct {
 	 */
 	gchar *idempotency_key;
 	gchar *request_digest;
+	/*
+	 * Who made it ("uid:0", "token:..."; the API's principal), NULL in
+	 * files of before: only it (and the requester it named) may consume
+	 * or release it unless an admin forces it.
+	 */
+	gchar *owner;
 	HrReservationState state;
 	gchar *reason; /* why it failed, expired, was cancelled or is partial */
 	gboolean partial;
@@ -229,6 +241,12 @@ hr_reservation_store_save_failures(HrReservationStore *store);
 /* the error of the latest write if it failed, else NULL (free it) */
 gchar *
 hr_reservation_store_dup_save_error(HrReservationStore *store);
+/*
+ * how many reservations of the file loaded were skipped; @errors (may be
+ * NULL) gets why, for the first few
+ */
+guint
+hr_reservation_store_get_skipped(HrReservationStore *store, GPtrArray **errors);
 /* wait for the writes in progress, not for a retry's time (tests, shutdown) */
 void
 hr_reservation_store_flush(HrReservationStore *store);

@@ -14,6 +14,7 @@ clients); the event stream; /metrics through promtool. TAP output.
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -705,16 +706,55 @@ def test_event_replay(env):
     assert re.search(r"^hugeroom_api_events_replayed_total [1-9]", text, re.M)
 
 
+def test_owner(env):
+    """Only the client that made a reservation, for its requester, ends it, unless forced."""
+    c = env.unix
+    other_admin = env.as_user(OTHER_UID, ADMIN_GID)
+    r = expect(c("POST", "/v1/reservations", {"size": "2M", "requester": "libvirt:vm-a"}), 201)
+    assert r["owner"] == "uid:0", r
+    path = "/v1/reservations/%s" % r["id"]
+    # another uid, even an admin
+    err = expect(other_admin("POST", path + "/release"), 403, "not_owner")
+    assert "uid:0" in err["error"] and "force" in err["error"], err
+    expect(other_admin("DELETE", path), 403, "not_owner")
+    # the owner acting for another requester: a VM's start taking another's memory
+    err = expect(c("POST", path + "/consume", {"requester": "libvirt:vm-b"}), 403, "not_owner")
+    assert "libvirt:vm-a" in err["error"], err
+    expect(c("DELETE", path + "?requester=libvirt:vm-b"), 403, "not_owner")
+    expect(c("POST", path + "/release", {"requester": 5}), 400, "invalid_argument")
+    expect(c("POST", path + "/release", {"force": "yes"}), 400, "invalid_argument")
+    expect(c("DELETE", path + "?force=maybe"), 400, "invalid_argument")
+    assert expect(c("GET", path), 200)["state"] not in ("cancelled", "consumed")
+    # an admin that says so may, and the log says who did
+    expect(other_admin("POST", path + "/release", {"force": True}), 200)
+    assert "forced by uid:%d" % OTHER_UID in env.sim.daemon_log(), env.sim.daemon_log()[-800:]
+    # the owner for its own requester may, as may one that names none
+    r = expect(c("POST", "/v1/reservations", {"size": "2M", "requester": "libvirt:vm-a"}), 201)
+    expect(c("POST", "/v1/reservations/%s/release" % r["id"],
+             {"requester": "libvirt:vm-a"}), 200)
+    # a token is its own owner: root on the socket is another client
+    r = expect(env.tcp(ADMIN_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 201)
+    assert r["owner"].startswith("token:") and ADMIN_TOKEN not in r["owner"], r
+    expect(c("DELETE", "/v1/reservations/" + r["id"]), 403, "not_owner")
+    expect(env.tcp(ADMIN_TOKEN)("DELETE", "/v1/reservations/" + r["id"]), 200)
+
+
 def test_restart(env):
-    """The event stream's epoch grows across restarts and an old id gets a reset."""
+    """The event stream's epoch grows across restarts and an old id gets a reset;
+    reservation ids are never made again."""
     sim = simharness.SimSetup()
     try:
+        before = sim.api("POST", "/v1/reservations", {"size": "2M"}, expect=201)["id"]
         e1 = sim.api("GET", "/healthz")["event_epoch"]
         with open(os.path.join(sim.dir, "events-epoch")) as f:
             assert int(f.read()) == e1
         sim.restart_daemon()
         e2 = sim.api("GET", "/healthz")["event_epoch"]
         assert e2 == e1 + 1, (e1, e2)
+        after = sim.api("POST", "/v1/reservations", {"size": "2M"}, expect=201)["id"]
+        assert re.match(r"^r-[0-9a-z]{26}$", after) and before < after, (before, after)
+        assert [r["id"] for r in sim.api("GET", "/v1/reservations")["reservations"]] == [
+            before, after]
         p = subprocess.Popen(["curl", "-sSN", "--unix-socket", sim.api_sock, "-H",
                               "Last-Event-ID: %d:1" % e1, "http://localhost/v1/events"],
                              stdout=subprocess.PIPE, text=True)
@@ -724,6 +764,36 @@ def test_restart(env):
             assert d["type"] == "reset" and "restarted" in d["reason"], d
         finally:
             stop(p)
+    finally:
+        sim.close()
+
+
+def test_state_file_skipped(env):
+    """A bad entry of the state file is skipped and reported, the others are kept."""
+    sim = simharness.SimSetup()
+    try:
+        ids = [sim.api("POST", "/v1/reservations", {"size": "2M", "requester": "keep%d" % i},
+                       expect=201)["id"] for i in range(2)]
+        sim.daemon.send_signal(signal.SIGTERM)
+        sim.daemon.wait(20)
+        path = os.path.join(sim.dir, "reservations.json")
+        with open(path) as f:
+            state = json.load(f)
+        state["reservations"][0]["state"] = "no-such-state"
+        with open(path, "w") as f:
+            json.dump(state, f)
+        if os.path.exists(sim.api_sock):
+            os.unlink(sim.api_sock)
+        sim._start_daemon()
+        got = [r["id"] for r in sim.api("GET", "/v1/reservations")["reservations"]]
+        assert got == ids[1:], (got, ids)
+        host = sim.api("GET", "/v1/host")
+        sf = host["state_file"]
+        assert sf["skipped"] == 1 and "no-such-state" in sf["skipped_entries"][0], sf
+        _, text = simharness.http_get(sim.api_sock, "/metrics")
+        assert re.search(r"^hugeroom_state_file_skipped_entries 1$", text, re.M)
+        assert "entry 0 skipped" in sim.daemon_log()
+        assert any(n.startswith("reservations.json.skipped-") for n in os.listdir(sim.dir))
     finally:
         sim.close()
 
@@ -758,7 +828,7 @@ def main():
     tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
              test_metrics_promtool, test_slow_clients, test_keepalive, test_request_ids,
              test_idempotency, test_list_filters, test_meta_routes, test_event_replay,
-             test_restart]
+             test_owner, test_restart, test_state_file_skipped]
     if os.geteuid() != 0:
         print("1..0 # the access matrix runs curl as other users: needs root")
         return 1
