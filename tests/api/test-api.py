@@ -798,6 +798,25 @@ def test_state_file_skipped(env):
         sim.close()
 
 
+def test_log_escaped(env):
+    """A guest name with a newline and ESC reaches the log as one line, escaped."""
+    sim = simharness.SimSetup(verbose=True)
+    try:
+        evil = "evil\x1b[31m\nhugeroomd: forged line "
+        sim.start_guests(1, 1, prefix=evil)
+        deadline = time.time() + 20
+        while "connected from pid" not in sim.daemon_log():
+            assert time.time() < deadline, sim.daemon_log()[-1000:]
+            time.sleep(0.1)
+        log = sim.daemon_log()
+        assert "\x1b" not in log, repr(log[-1000:])
+        assert "\nhugeroomd: forged line" not in log, repr(log[-1000:])
+        # (hr-simguest cuts the name at 31 bytes)
+        assert "evil\\x1b[31m\\x0ahugeroomd: forged" in log, repr(log[-1000:])
+    finally:
+        sim.close()
+
+
 def test_config_refused(env):
     """A network API without TLS and tokens, or with tokens others can read, never starts."""
     d = tempfile.mkdtemp(prefix="hugeroom-api-conf-")
@@ -828,7 +847,7 @@ def main():
     tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
              test_metrics_promtool, test_slow_clients, test_keepalive, test_request_ids,
              test_idempotency, test_list_filters, test_meta_routes, test_event_replay,
-             test_owner, test_restart, test_state_file_skipped]
+             test_owner, test_restart, test_state_file_skipped, test_log_escaped]
     if os.geteuid() != 0:
         print("1..0 # the access matrix runs curl as other users: needs root")
         return 1

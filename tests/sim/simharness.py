@@ -45,7 +45,8 @@ def build_dir():
 class SimSetup:
     """A daemon in a temporary directory; guests added with start_guests()."""
 
-    def __init__(self, status_interval_ms=1000, extra_config="", libvirt_uri=""):
+    def __init__(self, status_interval_ms=1000, extra_config="", libvirt_uri="", verbose=False):
+        self.verbose = verbose
         b = build_dir()
         self.daemon_bin = os.path.join(b, "host", "hugeroomd")
         self.ctl_bin = os.path.join(b, "host", "hugeroomctl")
@@ -71,7 +72,7 @@ class SimSetup:
         wrapper = shlex.split(os.environ.get("HUGEROOM_DAEMON_WRAPPER", ""))
         self.daemon = subprocess.Popen(
             wrapper + [self.daemon_bin, "-c", self.conf, "--vm-socket", self.vm_sock,
-                       "--api-socket", self.api_sock, "-f"],
+                       "--api-socket", self.api_sock, "-f"] + (["-v"] if self.verbose else []),
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + (120 if wrapper else 10)
         while not os.path.exists(self.api_sock):
