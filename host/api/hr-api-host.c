@@ -266,6 +266,14 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 	    "connection after its first (keep-alive)\n"
 	    "# TYPE hugeroom_api_connection_reuses_total counter\n"
 	    "hugeroom_api_connection_reuses_total %" G_GUINT64_FORMAT "\n"
+	    "# HELP hugeroom_api_tls_handshakes TLS connections waiting for their "
+	    "client's first bytes or in their handshake\n"
+	    "# TYPE hugeroom_api_tls_handshakes gauge\n"
+	    "hugeroom_api_tls_handshakes %u\n"
+	    "# HELP hugeroom_api_tls_handshake_failures_total TLS connections closed "
+	    "before their handshake ended: timed out, refused (TLS < 1.2), too many\n"
+	    "# TYPE hugeroom_api_tls_handshake_failures_total counter\n"
+	    "hugeroom_api_tls_handshake_failures_total %" G_GUINT64_FORMAT "\n"
 	    "# HELP hugeroom_api_idle_connections connections kept open for "
 	    "their next request\n"
 	    "# TYPE hugeroom_api_idle_connections gauge\n"
@@ -274,7 +282,9 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 	    hr_event_stream_get_dropped(api->events),
 	    hr_reservation_store_get_skipped(hr_prepare_get_store(api->prepare), NULL),
 	    hr_event_stream_get_replayed(api->events), hr_event_stream_get_resets(api->events),
-	    api->n_connections, api->n_reused, g_hash_table_size(api->idle));
+	    api->n_connections, api->n_reused,
+	    api->handshakes != NULL ? g_hash_table_size(api->handshakes) : 0,
+	    api->n_handshake_failures, g_hash_table_size(api->idle));
 	len = out->len;
 	soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
 	soup_server_message_set_response(msg, "text/plain; version=0.0.4", SOUP_MEMORY_TAKE,

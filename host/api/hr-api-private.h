@@ -45,6 +45,9 @@ struct _HrApi {
 	GSocket *socket;
 	GPtrArray *tcp_acceptors; /* HrAcceptor, one per address */
 	GTlsCertificate *certificate;
+	GThreadPool *handshake_pool; /* TLS handshakes (hr-api-tls.c) */
+	GHashTable *handshakes;	     /* the handshakes waiting or running */
+	guint64 n_handshake_failures;
 	HrApiTokens *tokens; /* NULL without api_listen */
 	gchar *tokens_path;  /* the file they were read from */
 	gid_t admin_gid;
@@ -111,6 +114,9 @@ hr_api_parse_reservation(JsonObject *obj, guint64 *bytes, gint *node, guint64 *d
 /* hr-api-tls.c: the TCP listener with TLS and bearer tokens */
 gboolean
 hr_api_listen_tcp(HrApi *api, const HrConfig *config, GError **error);
+/* end the handshakes under way (before the TCP acceptors' free) */
+void
+hr_api_tls_free(HrApi *api);
 
 /* the handlers, by resource */
 void

@@ -72,6 +72,7 @@ hr_api_free(HrApi *api)
 		return;
 	g_clear_pointer(&api->acceptor, hr_acceptor_free);
 	g_clear_pointer(&api->tcp_acceptors, g_ptr_array_unref);
+	hr_api_tls_free(api);
 	hr_api_close_idle(api);
 	g_hash_table_unref(api->idle);
 	g_clear_handle_id(&api->trim_id, g_source_remove);

@@ -817,6 +817,56 @@ def test_log_escaped(env):
         sim.close()
 
 
+def test_tls_idle_handshakes(env):
+    """100 TCP clients that never send a ClientHello hold up neither /v1/host nor TLS."""
+    idle = [socket.create_connection(("127.0.0.1", env.port)) for _ in range(100)]
+    try:
+        time.sleep(1)
+        worst = 0
+        # each a little later than the last host read is fresh (250 ms): a new read each
+        for _ in range(8):
+            t0 = time.time()
+            expect(env.unix("GET", "/v1/host"), 200)
+            worst = max(worst, time.time() - t0)
+            time.sleep(0.3)
+        assert worst < 2, "GET /v1/host took %.1f s with 100 idle TLS clients" % worst
+        t0 = time.time()
+        expect(env.tcp(READ_TOKEN)("GET", "/v1/host"), 200)
+        assert time.time() - t0 < 3, time.time() - t0
+        assert metrics(env, "hugeroom_api_tls_handshakes")[0] >= 100
+    finally:
+        for s in idle:
+            s.close()
+
+
+def tls_request(env, version):
+    """GET /v1/guests over TLS @version only: the answer's first line, or why there is none."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(env.ca)
+    ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    ctx.minimum_version = ctx.maximum_version = version
+    try:
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", env.port), timeout=15),
+                             server_hostname="127.0.0.1") as s:
+            s.sendall(b"GET /v1/guests HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                      + READ_TOKEN.encode() + b"\r\nConnection: close\r\n\r\n")
+            return s.recv(100).split(b"\r\n")[0].decode()
+    except (ssl.SSLError, OSError) as e:
+        return "refused: %s" % e
+
+
+def test_tls_versions(env):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for old in (ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1):
+            got = tls_request(env, old)
+            assert not got.startswith("HTTP/"), (old, got)
+    for new in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        got = tls_request(env, new)
+        assert got == "HTTP/1.1 200 OK", (new, got)
+
+
 def test_config_refused(env):
     """A network API without TLS and tokens, or with tokens others can read, never starts."""
     d = tempfile.mkdtemp(prefix="hugeroom-api-conf-")
@@ -847,7 +897,8 @@ def main():
     tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
              test_metrics_promtool, test_slow_clients, test_keepalive, test_request_ids,
              test_idempotency, test_list_filters, test_meta_routes, test_event_replay,
-             test_owner, test_restart, test_state_file_skipped, test_log_escaped]
+             test_owner, test_restart, test_state_file_skipped, test_log_escaped,
+             test_tls_idle_handshakes, test_tls_versions]
     if os.geteuid() != 0:
         print("1..0 # the access matrix runs curl as other users: needs root")
         return 1
