@@ -280,6 +280,10 @@ hr_reservation_hold_free(HrReservationHold *hold);
 /* @hold is @guest_key's now (a QEMU process of its VM that took it over) */
 void
 hr_reservation_hold_set_key(HrReservationHold *hold, const gchar *guest_key);
+/*
+ * @r as the state file keeps it (hr-reservation-file.c); the API's view of
+ * a reservation is the API's (hr_api_reservation_add_json)
+ */
 void
 hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);
 
