@@ -243,7 +243,7 @@ hr_api_guest_to_json(HrGuest *guest)
 	else
 		json_builder_add_null_value(b);
 	hr_json_add_int(b, "cmds_sent", guest->cmds_sent);
-	hr_json_add_int(b, "cmds_pending", g_hash_table_size(guest->pending));
+	hr_json_add_int(b, "cmds_pending", hr_inflight_count(guest->commands, HR_INFLIGHT_REPORT));
 	hr_json_add_int(b, "cmds_lost", guest->cmds_lost);
 	/* what the guest said that nothing on our side accounts for (reconciled) */
 	hr_json_add_int(b, "holds_unknown", guest->holds_unknown);

@@ -718,11 +718,13 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 	GHashTableIter iter;
 	HrHeldBlock *b;
 	HrRequest *request;
+	g_autoptr(GPtrArray) requests = NULL;
 	LiveCtx ctx = {guest, g_get_real_time()};
 
 	/* the API's requests that run: their blocks are the operator's */
-	g_hash_table_iter_init(&iter, guest->requests);
-	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&request)) {
+	requests = hr_guest_list_requests(guest);
+	for (guint i = 0; i < requests->len; i++) {
+		request = g_ptr_array_index(requests, i);
 		if (request->kind != HR_REQUEST_RETURN &&
 		    !hr_request_state_is_final(request->state) &&
 		    request->state != HR_REQUEST_QUEUED && !prep_executor_request(p, request->id))
