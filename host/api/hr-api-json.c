@@ -474,7 +474,7 @@ static void
 hr_api_step_add_json(HrReservationStep *s, JsonBuilder *b)
 {
 	json_builder_begin_object(b);
-	hr_api_add_str(b, "kind", s->kind);
+	hr_api_add_str(b, "kind", hr_step_kind_to_string(s->kind));
 	hr_json_add_int(b, "node", s->node);
 	if (s->guest != NULL) {
 		hr_api_add_str(b, "guest", s->guest);
@@ -483,7 +483,7 @@ hr_api_step_add_json(HrReservationStep *s, JsonBuilder *b)
 		hr_json_add_int(b, "blocks_asked", s->blocks_asked);
 		hr_json_add_int(b, "blocks_held", s->blocks_held);
 	}
-	hr_api_add_str(b, "state", s->state);
+	hr_api_add_str(b, "state", hr_step_state_to_string(s->state));
 	hr_api_add_str(b, "detail", s->detail);
 	hr_json_add_int(b, "expect_milli", s->expect_milli);
 	hr_json_add_int(b, "gained", s->gained);

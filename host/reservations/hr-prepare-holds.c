@@ -289,8 +289,7 @@ prep_find_interrupted(HrPrepare *p)
 		for (guint j = 0; j < r->steps->len; j++) {
 			HrReservationStep *s = g_ptr_array_index(r->steps, j);
 			Interrupted *it;
-			if (g_strcmp0(s->kind, "donate") != 0 ||
-			    g_strcmp0(s->state, "running") != 0)
+			if (s->kind != HR_STEP_DONATE || s->state != HR_STEP_RUNNING)
 				continue;
 			it = g_new0(Interrupted, 1);
 			it->res_id = g_strdup(r->id);
@@ -299,7 +298,8 @@ prep_find_interrupted(HrPrepare *p)
 			it->guest_key = g_strdup(s->guest_key);
 			it->left = s->blocks_asked;
 			g_ptr_array_add(p->interrupted, it);
-			prep_set_step_state(s, "failed", "the daemon restarted while it ran");
+			hr_reservation_step_set_state(s, HR_STEP_FAILED,
+						      "the daemon restarted while it ran");
 			g_message("reservation %s: the donation of %s (request %" G_GUINT64_FORMAT
 				  ") was running when the daemon stopped; what it freed is kept "
 				  "when the guest reports it",
@@ -339,7 +339,7 @@ interrupted_claim(HrPrepare *p, Interrupted *it, HrGuest *guest, guint64 gpa)
 		detail = g_strdup_printf("the daemon restarted while it ran; %" G_GUINT64_FORMAT
 					 " blocks it freed were found held",
 					 s->blocks_held);
-		prep_set_step_state(s, "short", detail);
+		hr_reservation_step_set_state(s, HR_STEP_SHORT, detail);
 	}
 	hr_reservation_touch(p->store, r);
 }

@@ -43,7 +43,7 @@ static void
 hr_reservation_step_add_json(HrReservationStep *s, JsonBuilder *b)
 {
 	json_builder_begin_object(b);
-	add_str(b, "kind", s->kind);
+	add_str(b, "kind", hr_step_kind_to_string(s->kind));
 	hr_json_add_int(b, "node", s->node);
 	if (s->guest != NULL) {
 		add_str(b, "guest", s->guest);
@@ -52,7 +52,7 @@ hr_reservation_step_add_json(HrReservationStep *s, JsonBuilder *b)
 		hr_json_add_int(b, "blocks_asked", s->blocks_asked);
 		hr_json_add_int(b, "blocks_held", s->blocks_held);
 	}
-	add_str(b, "state", s->state);
+	add_str(b, "state", hr_step_state_to_string(s->state));
 	add_str(b, "detail", s->detail);
 	hr_json_add_int(b, "expect_milli", s->expect_milli);
 	hr_json_add_int(b, "gained", s->gained);
@@ -526,6 +526,8 @@ load_step(JsonNode *node, HrReservation *r, GError **error)
 {
 	JsonObject *o;
 	HrReservationStep *s;
+	g_autofree gchar *kind = NULL;
+	g_autofree gchar *state = NULL;
 	gint64 v = 0;
 
 	if (!JSON_NODE_HOLDS_OBJECT(node))
@@ -533,10 +535,16 @@ load_step(JsonNode *node, HrReservation *r, GError **error)
 	o = json_node_get_object(node);
 	s = g_new0(HrReservationStep, 1);
 	g_ptr_array_add(r->steps, s);
-	if (!get_str(o, "kind", FALSE, &s->kind, error) ||
-	    !get_str(o, "state", FALSE, &s->state, error) ||
+	if (!get_str(o, "kind", FALSE, &kind, error) ||
+	    !get_str(o, "state", FALSE, &state, error) ||
 	    !get_str(o, "detail", TRUE, &s->detail, error))
 		return FALSE;
+	if (hr_step_kind_from_string(kind) < 0)
+		return corrupt(error, "a step's kind is not free, compact or donate");
+	if (hr_step_state_from_string(state) < 0)
+		return corrupt(error, "a step's state is not running, done, short or failed");
+	s->kind = hr_step_kind_from_string(kind);
+	s->state = hr_step_state_from_string(state);
 	if (!get_int(o, "node", -1, G_MAXINT, &v, error))
 		return FALSE;
 	s->node = v;

@@ -21,6 +21,61 @@ static const gchar *state_names[HR_RESERVATION_N_STATES] = {
     [HR_RESERVATION_FAILED] = "failed",
 };
 
+static const gchar *step_kind_names[HR_STEP_N_KINDS] = {
+    [HR_STEP_FREE] = "free",
+    [HR_STEP_COMPACT] = "compact",
+    [HR_STEP_DONATE] = "donate",
+};
+
+static const gchar *step_state_names[HR_STEP_N_STATES] = {
+    [HR_STEP_RUNNING] = "running",
+    [HR_STEP_DONE] = "done",
+    [HR_STEP_SHORT] = "short",
+    [HR_STEP_FAILED] = "failed",
+};
+
+static gint
+name_index(const gchar *const *names, guint n, const gchar *str)
+{
+	for (guint i = 0; i < n; i++) {
+		if (g_strcmp0(str, names[i]) == 0)
+			return i;
+	}
+	return -1;
+}
+
+const gchar *
+hr_step_kind_to_string(HrStepKind kind)
+{
+	return kind < HR_STEP_N_KINDS ? step_kind_names[kind] : "unknown";
+}
+
+gint
+hr_step_kind_from_string(const gchar *str)
+{
+	return name_index(step_kind_names, HR_STEP_N_KINDS, str);
+}
+
+const gchar *
+hr_step_state_to_string(HrStepState state)
+{
+	return state < HR_STEP_N_STATES ? step_state_names[state] : "unknown";
+}
+
+gint
+hr_step_state_from_string(const gchar *str)
+{
+	return name_index(step_state_names, HR_STEP_N_STATES, str);
+}
+
+void
+hr_reservation_step_set_state(HrReservationStep *step, HrStepState state, const gchar *detail)
+{
+	step->state = state;
+	g_free(step->detail);
+	step->detail = g_strdup(detail);
+}
+
 const gchar *
 hr_reservation_state_to_string(HrReservationState state)
 {
@@ -115,10 +170,8 @@ hr_parse_size(const gchar *str, guint64 *bytes)
 static void
 hr_reservation_step_free(HrReservationStep *step)
 {
-	g_free(step->kind);
 	g_free(step->guest);
 	g_free(step->guest_key);
-	g_free(step->state);
 	g_free(step->detail);
 	g_free(step);
 }
@@ -198,12 +251,12 @@ hr_reservation_set_obtained(HrReservationStore *store, HrReservation *r, guint64
 }
 
 HrReservationStep *
-hr_reservation_add_step(HrReservation *r, const gchar *kind, gint node)
+hr_reservation_add_step(HrReservation *r, HrStepKind kind, gint node)
 {
 	HrReservationStep *s = g_new0(HrReservationStep, 1);
-	s->kind = g_strdup(kind);
+	s->kind = kind;
 	s->node = node;
-	s->state = g_strdup("running");
+	s->state = HR_STEP_RUNNING;
 	s->started_at = g_get_real_time();
 	g_ptr_array_add(r->steps, s);
 	return s;

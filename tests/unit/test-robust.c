@@ -830,7 +830,7 @@ static void
 grow_on_full_disk(HrReservationStore *store, HrReservation *r)
 {
 	for (guint i = 0; i < 20; i++) {
-		HrReservationStep *s = hr_reservation_add_step(r, "compact", 0);
+		HrReservationStep *s = hr_reservation_add_step(r, HR_STEP_COMPACT, 0);
 		s->detail = g_strnfill(200, 'x');
 		hr_reservation_touch(store, r);
 	}
