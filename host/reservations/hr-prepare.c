@@ -88,10 +88,11 @@ prep_get_run(HrPrepare *p, HrReservation *r)
 GuestPlanState *
 prep_get_gstate(HrPrepare *p, HrGuest *guest)
 {
-	GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest->id);
+	GuestPlanState *gs = g_hash_table_lookup(p->gstates, &(guint64){hr_guest_get_id(guest)});
 	if (gs == NULL) {
 		gs = g_new0(GuestPlanState, 1);
-		g_hash_table_insert(p->gstates, g_memdup2(&guest->id, sizeof(guest->id)), gs);
+		g_hash_table_insert(
+		    p->gstates, g_memdup2(&(guint64){hr_guest_get_id(guest)}, sizeof(guint64)), gs);
 	}
 	return gs;
 }
@@ -187,7 +188,7 @@ note_api_request(HrPrepare *p, HrGuest *guest, HrRequest *request)
 	    (request->state != HR_REQUEST_SENT && request->state != HR_REQUEST_RUNNING) ||
 	    prep_executor_request(p, request->id))
 		return;
-	hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
+	hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest), 0, request->id);
 }
 
 /* our own requests: the events they raise while submitted are not the API's */
@@ -214,9 +215,10 @@ core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 		note_api_request(p, event->guest, event->request);
 	else if (event->kind == HR_EVENT_GUEST_REMOVED)
 		hr_prepare_forget_guest(p, event->guest);
-	else if (event->kind == HR_EVENT_GUEST_CONNECTED && event->guest->prev_key != NULL) {
+	else if (event->kind == HR_EVENT_GUEST_CONNECTED &&
+		 hr_guest_get_prev_key(event->guest) != NULL) {
 		/* a new QEMU of the VM took the entry over: a migration's, maybe */
-		g_autofree gchar *prev = g_steal_pointer(&event->guest->prev_key);
+		g_autofree gchar *prev = hr_guest_take_prev_key(event->guest);
 		prep_rekey_owner(p, prev, event->guest);
 	}
 }
@@ -296,11 +298,11 @@ hr_prepare_forget_guest(HrPrepare *p, HrGuest *guest)
 	/* what its process owned outlives the entry when the VM runs on elsewhere */
 	if (!hr_guest_is_connected(guest))
 		prep_follow_migration(p, guest);
-	g_hash_table_remove(p->gstates, &guest->id);
+	g_hash_table_remove(p->gstates, &(guint64){hr_guest_get_id(guest)});
 	g_hash_table_iter_init(&iter, p->runs);
 	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&run)) {
-		g_hash_table_remove(run->tried, &guest->id);
-		g_hash_table_remove(run->strikes, &guest->id);
+		g_hash_table_remove(run->tried, &(guint64){hr_guest_get_id(guest)});
+		g_hash_table_remove(run->strikes, &(guint64){hr_guest_get_id(guest)});
 	}
 }
 
@@ -330,7 +332,7 @@ prep_find_guest(HrPrepare *p, guint64 id)
 	GPtrArray *guests = hr_core_get_guests(p->core);
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
-		if (guest->id == id)
+		if (hr_guest_get_id(guest) == id)
 			return guest;
 	}
 	return NULL;
@@ -343,10 +345,11 @@ snapshot_scans(HrPrepare *p, HrGuest *guest, gint64 now)
 	GuestPlanState *gs;
 	HrGuestPolicy policy;
 
-	if (p->config->backing != HR_BACKING_SCAN || guest->ram_size > THPMAP_SNAPSHOT_MAX_BYTES ||
+	if (p->config->backing != HR_BACKING_SCAN ||
+	    hr_guest_get_ram_size(guest) > THPMAP_SNAPSHOT_MAX_BYTES ||
 	    !prep_guest_can_donate(guest))
 		return FALSE;
-	hr_config_guest_policy(p->config, guest->name, &policy);
+	hr_config_guest_policy(p->config, hr_guest_get_name(guest), &policy);
 	if (!policy.donor)
 		return FALSE;
 	gs = prep_get_gstate(p, guest);
@@ -376,14 +379,15 @@ request_snapshot(HrPrepare *p)
 	request = hr_snapshot_request_new(p->config->host_root, p->epoch);
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
-		gboolean scan = guest->pid > 0 && snapshot_scans(p, guest, now);
+		gboolean scan = hr_guest_get_pid(guest) > 0 && snapshot_scans(p, guest, now);
+		guint n_ram;
+		const HrRamRange *ram = hr_guest_get_ram(guest, &n_ram);
 		/* a donor's QEMU's RSS is what the pool got from it */
-		if (scan ||
-		    (guest->pid > 0 && ((p->config->hold_in_pool && prep_guest_can_donate(guest)) ||
-					measuring(p, guest->id))))
-			hr_snapshot_request_add_guest(request, guest->id, guest->pid,
-						      (const HrRamRange *)guest->ram->data,
-						      guest->ram->len, scan);
+		if (scan || (hr_guest_get_pid(guest) > 0 &&
+			     ((p->config->hold_in_pool && prep_guest_can_donate(guest)) ||
+			      measuring(p, hr_guest_get_id(guest)))))
+			hr_snapshot_request_add_guest(request, hr_guest_get_id(guest),
+						      hr_guest_get_pid(guest), ram, n_ram, scan);
 	}
 	p->reading = TRUE;
 	hr_snapshot_read_async(request, p->cancellable, snapshot_read_cb, p);
