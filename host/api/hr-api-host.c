@@ -10,6 +10,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include "hr-api-json.h"
 #include "hr-api-private.h"
 
 /* @node from hr_prepare_*_json(), or NULL with @error from reading the host */
@@ -133,7 +134,8 @@ hr_api_host_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, c
 	(void)data;
 	if (host != NULL && hr_host_reader_get_serial(api->host) != api->host_json_serial) {
 		g_clear_pointer(&api->host_json, json_node_unref);
-		api->host_json = hr_prepare_host_json(api->prepare, host);
+		api->host_json = hr_api_host_to_json(host, hr_prepare_get_store(api->prepare),
+						     hr_core_get_config(api->core)->backing);
 		api->host_json_serial = hr_host_reader_get_serial(api->host);
 		hr_api_add_state_file(api, json_node_get_object(api->host_json));
 	}

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "hr-api-json.h"
 #include "hr-api-private.h"
 
 static void
@@ -43,7 +44,7 @@ hr_api_reply_reservation(HrApi *api, SoupServerMessage *msg, guint status, HrRes
 	g_autoptr(JsonNode) node = NULL;
 	const gchar *plan = hr_prepare_get_last_plan(api->prepare, r->id);
 
-	hr_reservation_add_json(r, b, TRUE);
+	hr_api_reservation_add_json(r, b, TRUE);
 	node = json_builder_get_root(b);
 	json_object_set_string_member(json_node_get_object(node), "last_plan", plan);
 	if (plan == NULL)
@@ -268,7 +269,7 @@ hr_api_reservations(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar
 			next = ((HrReservation *)g_ptr_array_index(list, i - 1))->id;
 			break;
 		}
-		hr_reservation_add_json(r, b, FALSE);
+		hr_api_reservation_add_json(r, b, FALSE);
 		n++;
 	}
 	json_builder_end_array(b);

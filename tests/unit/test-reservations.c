@@ -14,7 +14,7 @@
 
 #include "hr-ctl.h"
 #include "hr-prepare.h"
-#include "hr-reservation.h"
+#include "hr-reservation-store.h"
 #include "test-fake.h"
 
 typedef struct {
@@ -205,17 +205,16 @@ filled_store(const gchar *path)
 	a = hr_reservation_store_create(store, MiB(64), 0, 1234567, TRUE, "launcher \"x\"", NULL);
 	hr_reservation_set_state(store, a, HR_RESERVATION_IN_PROGRESS, NULL, NULL);
 	a->planned_node = 0;
-	s = hr_reservation_add_step(a, "donate", 0);
+	s = hr_reservation_add_step(a, HR_STEP_DONATE, 0);
 	s->guest = g_strdup("vm1");
 	s->request_id = 77;
 	s->blocks_asked = 20;
 	s->blocks_held = 18;
 	s->gained = -1;
 	s->pages_migrated = 4000;
-	g_free(s->state);
-	s->state = g_strdup("short");
+	s->state = HR_STEP_SHORT;
 	s->detail = g_strdup("2 blocks unmovable");
-	s = hr_reservation_add_step(a, "compact", 0);
+	s = hr_reservation_add_step(a, HR_STEP_COMPACT, 0);
 	s->pages_scanned = 123456;
 	s->elapsed_ms = 450;
 	hr_reservation_add_hold(a, "11111111-2222-3333-4444-555555555555", "vm1", MiB(4096));
@@ -606,11 +605,11 @@ answer_evacuate(FakeDevice *dev, const HrCmd *cmd, guint freed)
 }
 
 static HrReservationStep *
-find_step(HrReservation *r, const gchar *kind)
+find_step(HrReservation *r, HrStepKind kind)
 {
 	for (guint i = 0; i < r->steps->len; i++) {
 		HrReservationStep *s = g_ptr_array_index(r->steps, i);
-		if (g_strcmp0(s->kind, kind) == 0)
+		if (s->kind == kind)
 			return s;
 	}
 	return NULL;
@@ -635,10 +634,10 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	wait_state(f, a->id, HR_RESERVATION_READY);
 	g_assert_cmpuint(a->obtained, ==, 98);
 	g_assert_false(a->partial);
-	s = find_step(a, "free");
+	s = find_step(a, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 98);
-	g_assert_null(find_step(a, "donate"));
+	g_assert_null(find_step(a, HR_STEP_DONATE));
 
 	/* 5 more: 2 are unpromised, the donor must give 3 */
 	b = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(10), 0, 0, FALSE, "b", NULL);
@@ -659,10 +658,10 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	answer_evacuate(dev, cmd, 3);
 	wait_state(f, b->id, HR_RESERVATION_READY);
 	g_assert_cmpuint(b->obtained, ==, 5);
-	s = find_step(b, "donate");
+	s = find_step(b, HR_STEP_DONATE);
 	g_assert_nonnull(s);
 	g_assert_cmpstr(s->guest, ==, "donor");
-	g_assert_cmpstr(s->state, ==, "done");
+	g_assert_cmpint(s->state, ==, HR_STEP_DONE);
 	g_assert_cmpuint(s->blocks_asked, ==, 3);
 	g_assert_cmpuint(s->blocks_held, ==, 3);
 	g_assert_cmpuint(s->pages_migrated, ==, 42);
@@ -710,8 +709,8 @@ test_exec_partial(Fixture *f, gconstpointer data)
 	g_assert_true(r->partial);
 	g_assert_cmpuint(r->obtained, ==, 12);
 	g_assert_nonnull(strstr(r->reason, "no more sources: 12 of 20 blocks"));
-	s = find_step(r, "donate");
-	g_assert_cmpstr(s->state, ==, "short");
+	s = find_step(r, HR_STEP_DONATE);
+	g_assert_cmpint(s->state, ==, HR_STEP_SHORT);
 	g_assert_nonnull(strstr(s->detail, "2 of 3 blocks held"));
 	g_assert_nonnull(strstr(s->detail, "1 unmovable"));
 	/* the tried blocks were not offered again */
@@ -1098,8 +1097,8 @@ test_exec_restart_mid_donation(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(ret->nr_gpas, ==, 1);
 	r = hr_reservation_store_find(exec_store(f), id);
 	g_assert_cmpuint(r->holds->len, ==, 3);
-	s = find_step(r, "donate");
-	g_assert_cmpstr(s->state, ==, "short");
+	s = find_step(r, HR_STEP_DONATE);
+	g_assert_cmpint(s->state, ==, HR_STEP_SHORT);
 	g_assert_nonnull(strstr(s->detail, "restarted while it ran; 3 blocks"));
 	{
 		/* the guest takes it back; RETURNs run one at a time */
@@ -1166,7 +1165,7 @@ test_exec_deferral(Fixture *f, gconstpointer data)
 	again = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
 	g_assert_cmpint(g_get_monotonic_time() - failed_at, >=, 900 * 1000);
 	g_assert_cmpuint(again->gpas[0], >=, MiB(700));
-	g_assert_cmpstr(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, "failed");
+	g_assert_cmpint(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, HR_STEP_FAILED);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1221,10 +1220,10 @@ test_pool_free(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->obtained, ==, 10);
 	g_assert_cmpuint(pool_read(f), ==, 15);
 	g_assert_nonnull(strstr(r->reason, "held in node 0's hugetlb pool"));
-	s = find_step(r, "free");
+	s = find_step(r, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 10);
-	g_assert_cmpstr(s->state, ==, "done");
+	g_assert_cmpint(s->state, ==, HR_STEP_DONE);
 	g_assert_nonnull(strstr(s->detail, "held 10 of 10 blocks in node 0's hugetlb pool"));
 	/* held blocks are not free memory: nobody else is promised them */
 	g_assert_cmpuint(hr_reservation_store_promised(exec_store(f), 0, NULL), ==, 0);
@@ -1272,7 +1271,7 @@ test_pool_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(cmd->count, ==, 3);
 	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
 	g_assert_cmpuint(r->pool_blocks, ==, 0);
-	g_assert_null(find_step(r, "free"));
+	g_assert_null(find_step(r, HR_STEP_FREE));
 	/* QEMU discarded them: 4 free blocks, 3 of them above the watermark */
 	host_set_free(f, 25000, 4);
 	answer_evacuate(dev, cmd, 3);
@@ -1281,10 +1280,10 @@ test_pool_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->pool_blocks, ==, 3);
 	g_assert_cmpuint(pool_read(f), ==, 8);
 	g_assert_cmpuint(r->holds->len, ==, 3);
-	s = find_step(r, "donate");
+	s = find_step(r, HR_STEP_DONATE);
 	g_assert_nonnull(s);
 	g_assert_cmpuint(s->blocks_held, ==, 3);
-	s = find_step(r, "free");
+	s = find_step(r, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 3);
 }
@@ -1335,8 +1334,8 @@ test_pool_asked_again(Fixture *f, gconstpointer data)
 	g_assert_false(r->partial);
 	g_assert_cmpuint(r->pool_blocks, ==, 6);
 	for (guint i = 0; i < r->steps->len; i++)
-		donations += g_strcmp0(((HrReservationStep *)g_ptr_array_index(r->steps, i))->kind,
-				       "donate") == 0;
+		donations +=
+		    ((HrReservationStep *)g_ptr_array_index(r->steps, i))->kind == HR_STEP_DONATE;
 	g_assert_cmpuint(donations, ==, 2);
 	g_assert_cmpuint(r->holds->len, ==, 6);
 }
