@@ -176,7 +176,7 @@ def main():
             time.sleep(1)
             for _ in range(5):
                 t0 = time.time()
-                r = s.api("POST", "/v1/reservations", {"size": "2M"}, expect=202)
+                r = s.api("POST", "/v1/reservations", {"size": "2M"}, expect=201)
                 while r["id"] not in reader.reservations and time.time() - t0 < 10:
                     time.sleep(0.001)
                 with reader.lock:

@@ -161,7 +161,7 @@ def main():
         relay.terminate()
         relay.wait()
         relay = None
-        # the daemon gives malloc's free memory back every 30 s (hr-api.c)
+        # the daemon gives malloc's free memory back every 30 s (host/api/hr-api.c)
         time.sleep(35)
         m_after = daemon_metrics(s)
 

@@ -95,6 +95,24 @@ hr_api_peer_role(GSocket *socket, gid_t admin_gid, gid_t read_gid, GError **erro
 	return HR_API_ROLE_NONE;
 }
 
+gchar *
+hr_api_peer_principal(GSocket *socket)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(g_socket_get_fd(socket), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+		return NULL;
+	return g_strdup_printf("uid:%u", (guint)cred.uid);
+}
+
+gchar *
+hr_api_token_principal(const gchar *token)
+{
+	g_autofree gchar *sum = g_compute_checksum_for_string(G_CHECKSUM_SHA256, token, -1);
+	return g_strdup_printf("token:%.16s", sum);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Bearer tokens */
 

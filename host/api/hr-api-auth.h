@@ -46,6 +46,15 @@ HrApiTokens *
 hr_api_tokens_load(const gchar *path, GError **error);
 void
 hr_api_tokens_free(HrApiTokens *tokens);
+/*
+ * Who a client is, for what it owns (a reservation it made): "uid:N" for
+ * a Unix socket peer, NULL when its credentials cannot be read
+ */
+gchar *
+hr_api_peer_principal(GSocket *socket);
+/* "token:" and the first 16 hex digits of the token's SHA-256: not the token itself */
+gchar *
+hr_api_token_principal(const gchar *token);
 /* NONE for an unknown token */
 HrApiRole
 hr_api_tokens_lookup(HrApiTokens *tokens, const gchar *token);

@@ -14,9 +14,10 @@ typedef struct _HrApi HrApi;
 /* One route of the API; host/API.md and openapi.json describe each. */
 typedef struct {
 	const gchar *method;
-	const gchar *path;     /* "/v1/guests/{name}": {} is one path segment */
-	gboolean admin;	       /* needs the admin role; else read is enough */
-	const gchar *statuses; /* what the handler answers, "200 404" */
+	const gchar *path;	/* "/v1/guests/{name}": {} is one path segment */
+	gboolean admin;		/* needs the admin role; else read is enough */
+	const gchar *statuses;	/* what the handler answers, "200 404" */
+	const gchar *operation; /* its operationId in openapi.json */
 } HrApiRoute;
 
 /* the route table, for the tests: NULL past the end */

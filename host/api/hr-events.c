@@ -4,9 +4,22 @@
 
 #include "hr-events.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hr-api-json.h"
+#include "hr-json.h"
+#include "hr-safefile.h"
+
+/* one event as it was sent, kept for the clients that reconnect */
+typedef struct {
+	guint64 seq;
+	guint type;
+	gchar *guest_name; /* NULL: not a guest's event */
+	gchar *guest_uuid;
+	GBytes *text;
+} HrEventRecord;
 
 typedef struct {
 	HrEventStream *stream; /* NULL once closed */
@@ -37,10 +50,15 @@ struct _HrEventStream {
 	HrCore *core;
 	HrPrepare *prepare;
 	GPtrArray *clients; /* HrEventClient */
+	guint64 epoch;
 	guint64 seq;
+	GQueue ring; /* HrEventRecord, oldest first */
+	gsize ring_bytes;
 	guint ping_id;
 	guint64 delivered;
 	guint64 dropped;
+	guint64 replayed;
+	guint64 resets;
 };
 
 static void
@@ -166,43 +184,73 @@ hr_event_client_read_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 }
 
 static gboolean
-hr_event_client_wants(HrEventClient *client, guint type, HrGuest *guest)
+hr_event_client_wants(HrEventClient *client, guint type, const gchar *name, const gchar *uuid)
 {
 	if ((client->types_mask & (1u << type)) == 0)
 		return FALSE;
 	if (client->guest == NULL)
 		return TRUE;
-	return guest != NULL && (g_strcmp0(guest->name, client->guest) == 0 ||
-				 g_ascii_strcasecmp(guest->uuid, client->guest) == 0);
+	return name != NULL && (g_strcmp0(name, client->guest) == 0 ||
+				g_ascii_strcasecmp(uuid, client->guest) == 0);
+}
+
+static void
+hr_event_record_free(HrEventRecord *rec)
+{
+	g_free(rec->guest_name);
+	g_free(rec->guest_uuid);
+	g_bytes_unref(rec->text);
+	g_free(rec);
+}
+
+/* keep @rec for replays, forgetting the oldest past the ring's bounds */
+static void
+hr_event_stream_keep(HrEventStream *stream, HrEventRecord *rec)
+{
+	g_queue_push_tail(&stream->ring, rec);
+	stream->ring_bytes += g_bytes_get_size(rec->text);
+	while (stream->ring.length > HR_EVENTS_RING_MAX ||
+	       stream->ring_bytes > HR_EVENTS_RING_BYTES) {
+		HrEventRecord *old = g_queue_pop_head(&stream->ring);
+		stream->ring_bytes -= g_bytes_get_size(old->text);
+		hr_event_record_free(old);
+	}
 }
 
 /* one of @event (a guest's) and @pevent (the executor's) */
 static void
 hr_event_stream_deliver(HrEventStream *stream, const HrEvent *event, const HrPrepareEvent *pevent)
 {
-	guint type = event != NULL ? event->kind : HR_EVENT_N_KINDS + pevent->kind;
 	HrGuest *guest = event != NULL ? event->guest : NULL;
-	g_autoptr(GBytes) text = NULL;
-	guint64 seq = ++stream->seq;
+	HrEventRecord *rec = g_new0(HrEventRecord, 1);
+	g_autoptr(JsonNode) node = NULL;
+	g_autofree gchar *json = NULL;
+	gchar *str;
 
+	rec->seq = ++stream->seq;
+	rec->type = event != NULL ? event->kind : HR_EVENT_N_KINDS + pevent->kind;
+	if (guest != NULL) {
+		rec->guest_name = g_strdup(guest->name);
+		rec->guest_uuid = g_strdup(guest->uuid);
+	}
+	/* every event is written once, whether a client is there or not: the ring keeps it */
+	node = event != NULL ? hr_api_event_to_json(event, rec->seq)
+			     : hr_api_prepare_event_to_json(pevent, rec->seq);
+	json_object_set_int_member(json_node_get_object(node), "epoch", stream->epoch);
+	json = json_to_string(node, FALSE);
+	str = g_strdup_printf("id: %" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT "\nevent: %s\n"
+			      "data: %s\n\n",
+			      stream->epoch, rec->seq, hr_event_type_to_string(rec->type), json);
+	rec->text = g_bytes_new_take(str, strlen(str));
 	/* backwards: a client may be closed (and removed) on the way */
 	for (guint i = stream->clients->len; i > 0; i--) {
 		HrEventClient *client = g_ptr_array_index(stream->clients, i - 1);
-		if (!hr_event_client_wants(client, type, guest))
+		if (!hr_event_client_wants(client, rec->type, rec->guest_name, rec->guest_uuid))
 			continue;
-		if (text == NULL) {
-			g_autoptr(JsonNode) node = event != NULL
-						       ? hr_api_event_to_json(event, seq)
-						       : hr_api_prepare_event_to_json(pevent, seq);
-			g_autofree gchar *json = json_to_string(node, FALSE);
-			gchar *str = g_strdup_printf("id: %" G_GUINT64_FORMAT "\nevent: %s\n"
-						     "data: %s\n\n",
-						     seq, hr_event_type_to_string(type), json);
-			text = g_bytes_new_take(str, strlen(str));
-		}
 		stream->delivered++;
-		hr_event_client_send(client, text);
+		hr_event_client_send(client, rec->text);
 	}
+	hr_event_stream_keep(stream, rec);
 }
 
 static void
@@ -230,10 +278,56 @@ hr_event_stream_ping_cb(gpointer user_data)
 	return G_SOURCE_CONTINUE;
 }
 
+/*
+ * This start's epoch: the one before it, kept in STATE_DIR/events-epoch,
+ * plus one. Without a file that can be written the wall clock's seconds
+ * stand in, which grow across restarts as well.
+ */
+static guint64
+hr_event_stream_next_epoch(const gchar *state_dir)
+{
+	g_autofree gchar *path =
+	    state_dir != NULL ? g_build_filename(state_dir, "events-epoch", NULL) : NULL;
+	g_autofree gchar *text = NULL;
+	g_autofree gchar *next_text = NULL;
+	g_autoptr(GError) error = NULL;
+	guint64 epoch = 0;
+
+	if (path == NULL)
+		return (guint64)g_get_real_time() / G_USEC_PER_SEC;
+	if (!hr_safefile_get_contents(path, getuid(), HR_SAFEFILE_SHARED, 64, &text, NULL,
+				      &error)) {
+		if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+			g_warning("%s", error->message);
+		g_clear_error(&error);
+	} else if (!g_ascii_string_to_unsigned(g_strstrip(text), 10, 0, G_MAXUINT32, &epoch,
+					       &error)) {
+		g_warning("%s: %s; the event stream's epoch starts again", path, error->message);
+		g_clear_error(&error);
+	}
+	epoch++;
+	next_text = g_strdup_printf("%" G_GUINT64_FORMAT "\n", epoch);
+	/* as the reservations' store makes it, before its first write */
+	if (g_mkdir_with_parents(state_dir, 0750) != 0)
+		g_set_error(&error, G_IO_ERROR, g_io_error_from_errno(errno), "%s: %s", state_dir,
+			    g_strerror(errno));
+	if (error != NULL ||
+	    !g_file_set_contents_full(path, next_text, -1,
+				      G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE,
+				      0644, &error)) {
+		g_warning("cannot keep the event stream's epoch: %s; using the clock's seconds",
+			  error->message);
+		return (guint64)g_get_real_time() / G_USEC_PER_SEC;
+	}
+	return epoch;
+}
+
 HrEventStream *
 hr_event_stream_new(HrCore *core, HrPrepare *prepare)
 {
 	HrEventStream *stream = g_new0(HrEventStream, 1);
+	stream->epoch = hr_event_stream_next_epoch(hr_core_get_config(core)->state_dir);
+	g_queue_init(&stream->ring);
 	stream->core = core;
 	stream->prepare = prepare;
 	stream->clients = g_ptr_array_new_with_free_func((GDestroyNotify)hr_event_client_unref);
@@ -254,6 +348,7 @@ hr_event_stream_free(HrEventStream *stream)
 	while (stream->clients->len > 0)
 		hr_event_client_close(g_ptr_array_index(stream->clients, 0), "daemon stopping");
 	g_ptr_array_unref(stream->clients);
+	g_queue_clear_full(&stream->ring, (GDestroyNotify)hr_event_record_free);
 	g_free(stream);
 }
 
@@ -301,9 +396,70 @@ hr_event_stream_parse_filter(GHashTable *query, guint32 *types_mask, const gchar
 	return TRUE;
 }
 
+/*
+ * What a client that comes back with Last-Event-ID "EPOCH:SEQ" missed:
+ * the kept events after SEQ that pass its filter, or, when they are not
+ * all kept (an earlier epoch, a SEQ older than the ring), a reset.
+ */
+static void
+hr_event_client_catch_up(HrEventClient *client, const gchar *last_event_id)
+{
+	HrEventStream *stream = client->stream;
+	HrEventRecord *oldest = g_queue_peek_head(&stream->ring);
+	g_auto(GStrv) parts = g_strsplit(last_event_id, ":", 3);
+	const gchar *why = NULL;
+	guint64 epoch = 0, seq = 0;
+
+	if (g_strv_length(parts) != 2 ||
+	    !g_ascii_string_to_unsigned(parts[0], 10, 0, G_MAXUINT64, &epoch, NULL) ||
+	    !g_ascii_string_to_unsigned(parts[1], 10, 0, G_MAXUINT64, &seq, NULL))
+		why = "Last-Event-ID is not an id of this stream (EPOCH:SEQ)";
+	else if (epoch != stream->epoch)
+		why = "the daemon restarted since: the events between are not kept";
+	else if (seq > stream->seq)
+		why = "Last-Event-ID is ahead of the stream";
+	else if (seq < stream->seq && (oldest == NULL || seq + 1 < oldest->seq))
+		why = "the events since are no longer kept";
+	if (why != NULL) {
+		g_autoptr(JsonBuilder) b = json_builder_new();
+		g_autoptr(JsonNode) node = NULL;
+		g_autofree gchar *json = NULL;
+		gchar *str;
+
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "seq", stream->seq);
+		hr_json_add_int(b, "epoch", stream->epoch);
+		json_builder_set_member_name(b, "type");
+		json_builder_add_string_value(b, "reset");
+		json_builder_set_member_name(b, "reason");
+		json_builder_add_string_value(b, why);
+		hr_json_add_int(b, "time_us", g_get_real_time());
+		json_builder_end_object(b);
+		node = json_builder_get_root(b);
+		json = json_to_string(node, FALSE);
+		str = g_strdup_printf("id: %" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT
+				      "\nevent: reset\ndata: %s\n\n",
+				      stream->epoch, stream->seq, json);
+		{
+			g_autoptr(GBytes) text = g_bytes_new_take(str, strlen(str));
+			hr_event_client_send(client, text);
+		}
+		stream->resets++;
+		return;
+	}
+	for (GList *l = stream->ring.head; l != NULL && client->stream != NULL; l = l->next) {
+		HrEventRecord *rec = l->data;
+		if (rec->seq <= seq ||
+		    !hr_event_client_wants(client, rec->type, rec->guest_name, rec->guest_uuid))
+			continue;
+		stream->replayed++;
+		hr_event_client_send(client, rec->text);
+	}
+}
+
 void
 hr_event_stream_add_client(HrEventStream *stream, GIOStream *io, guint32 types_mask,
-			   const gchar *guest)
+			   const gchar *guest, const gchar *last_event_id)
 {
 	static const gchar head[] = "HTTP/1.1 200 OK\r\n"
 				    "Content-Type: text/event-stream\r\n"
@@ -323,7 +479,10 @@ hr_event_stream_add_client(HrEventStream *stream, GIOStream *io, guint32 types_m
 	g_queue_init(&client->outq);
 	g_ptr_array_add(stream->clients, client);
 	hr_event_client_send(client, text);
-	hr_event_client_read_next(client);
+	if (last_event_id != NULL && client->stream != NULL)
+		hr_event_client_catch_up(client, last_event_id);
+	if (client->stream != NULL)
+		hr_event_client_read_next(client);
 }
 
 guint
@@ -342,4 +501,22 @@ guint64
 hr_event_stream_get_dropped(HrEventStream *stream)
 {
 	return stream->dropped;
+}
+
+guint64
+hr_event_stream_get_replayed(HrEventStream *stream)
+{
+	return stream->replayed;
+}
+
+guint64
+hr_event_stream_get_resets(HrEventStream *stream)
+{
+	return stream->resets;
+}
+
+guint64
+hr_event_stream_get_epoch(HrEventStream *stream)
+{
+	return stream->epoch;
 }

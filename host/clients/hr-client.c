@@ -3,13 +3,14 @@
 #define G_LOG_DOMAIN "HrClient"
 
 #include "hr-client.h"
+#include "hr-text.h"
 
 #include <gio/gunixsocketaddress.h>
 #include <libsoup/soup.h>
 #include <stdio.h>
 #include <string.h>
 
-G_DEFINE_QUARK(hr-client-error-quark, hr_client_error)
+G_DEFINE_QUARK(hr - client - error - quark, hr_client_error)
 
 struct _HrClient {
 	gchar *socket_path; /* the Unix socket, or NULL */
@@ -62,11 +63,9 @@ hr_client_new_url(const gchar *url, const gchar *token, const gchar *ca_file, GE
 	client->host = g_strdup(g_uri_get_host(uri));
 	client->port = (guint16)g_uri_get_port(uri);
 	client->token = g_strdup(token);
-	client->describe = g_strdup_printf("hugeroomd at https://%s%s%s:%u",
-					   strchr(client->host, ':') != NULL ? "[" : "",
-					   client->host,
-					   strchr(client->host, ':') != NULL ? "]" : "",
-					   client->port);
+	client->describe = g_strdup_printf(
+	    "hugeroomd at https://%s%s%s:%u", strchr(client->host, ':') != NULL ? "[" : "",
+	    client->host, strchr(client->host, ':') != NULL ? "]" : "", client->port);
 	return g_steal_pointer(&client);
 }
 
@@ -135,8 +134,8 @@ hr_client_call(HrClient *client, const gchar *method, const gchar *path, const g
 		soup_session_set_tls_database(session, client->ca);
 	if (client->token != NULL) {
 		g_autofree gchar *auth = g_strconcat("Bearer ", client->token, NULL);
-		soup_message_headers_replace(soup_message_get_request_headers(msg),
-					     "Authorization", auth);
+		soup_message_headers_replace(soup_message_get_request_headers(msg), "Authorization",
+					     auth);
 	}
 	if (body != NULL) {
 		g_autoptr(GBytes) bytes = g_bytes_new(body, strlen(body));
@@ -168,47 +167,14 @@ hr_client_request(const gchar *socket_path, const gchar *method, const gchar *pa
 gchar *
 hr_client_escape(const gchar *text)
 {
-	g_autoptr(GString) out = g_string_new(NULL);
-	const gchar *p = text != NULL ? text : "";
-	const gchar *end = p + strlen(p);
-
-	while (p < end) {
-		gunichar c = g_utf8_get_char_validated(p, end - p);
-		const gchar *next = c == (gunichar)-1 || c == (gunichar)-2 ? p + 1
-									   : g_utf8_next_char(p);
-		gboolean safe = next == p + 1 ? c >= 0x20 && c < 0x7f && c != '\\' : TRUE;
-
-		if (next > p + 1) {
-			switch (g_unichar_type(c)) {
-			case G_UNICODE_CONTROL:
-			case G_UNICODE_FORMAT:
-			case G_UNICODE_LINE_SEPARATOR:
-			case G_UNICODE_PARAGRAPH_SEPARATOR:
-			case G_UNICODE_SURROGATE:
-			case G_UNICODE_UNASSIGNED:
-				safe = FALSE;
-				break;
-			default:
-				break;
-			}
-		}
-		if (safe) {
-			g_string_append_len(out, p, next - p);
-		} else {
-			/* as util-linux encodes what it cannot print: each byte as \xHH */
-			for (const gchar *b = p; b < next; b++)
-				g_string_append_printf(out, "\\x%02x", (guint)(guchar)*b);
-		}
-		p = next;
-	}
-	return g_string_free(g_steal_pointer(&out), FALSE);
+	return hr_text_escape(text);
 }
 
 gchar *
 hr_client_error_message(JsonNode *root, guint status)
 {
-	JsonObject *obj = root != NULL && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root)
-								       : NULL;
+	JsonObject *obj =
+	    root != NULL && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
 	const gchar *msg =
 	    obj != NULL ? json_object_get_string_member_with_default(obj, "error", NULL) : NULL;
 	if (msg != NULL)
@@ -345,9 +311,8 @@ hr_client_events_open(HrClient *client, const gchar *query, GError **error)
 	}
 	if (sscanf(events->buf->str, "HTTP/1.%*d %u", &status) != 1 || status != 200) {
 		g_set_error(error, HR_CLIENT_ERROR, HR_CLIENT_ERROR_REFUSED,
-			    "%s refused GET /v1/events: %.*s",
-			    client->describe, (gint)strcspn(events->buf->str, "\r\n"),
-			    events->buf->str);
+			    "%s refused GET /v1/events: %.*s", client->describe,
+			    (gint)strcspn(events->buf->str, "\r\n"), events->buf->str);
 		return NULL;
 	}
 	g_string_erase(events->buf, 0, end + 4 - events->buf->str);
@@ -363,7 +328,8 @@ hr_client_events_next(HrClientEvents *events, gint64 timeout_ms, gchar **type, g
 	for (;;) {
 		const gchar *end = strstr(events->buf->str, "\n\n");
 		if (end != NULL) {
-			g_autofree gchar *block = g_strndup(events->buf->str, end - events->buf->str);
+			g_autofree gchar *block =
+			    g_strndup(events->buf->str, end - events->buf->str);
 			g_auto(GStrv) lines = g_strsplit(block, "\n", -1);
 			g_autofree gchar *ev_type = NULL;
 			g_autofree gchar *ev_data = NULL;

@@ -58,14 +58,7 @@ hr_client_request(const gchar *socket_path, const gchar *method, const gchar *pa
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrClient, hr_client_free)
 
-/*
- * @text made safe for a terminal or a log line, as util-linux's tables
- * (libsmartcols) encode what they cannot print: control characters (a
- * newline, ESC), Unicode format characters (bidirectional overrides), line
- * separators, bytes that are not UTF-8 and the backslash itself as \xHH,
- * byte by byte; everything else as it is. Names come from guests and
- * domain XML, which anyone who runs a VM writes.
- */
+/* hr_text_escape(): @text made safe for a terminal (hr-text.h) */
 gchar *
 hr_client_escape(const gchar *text);
 

@@ -41,11 +41,7 @@
 /* a best-effort reservation settles at its deadline; allow the daemon a tick or two */
 #define HR_HOOK_SETTLE_S 5
 #define HR_HOOK_POLL_MS 250
-/*
- * The longest domain name the hook handles: its reservations' requester,
- * "libvirt:NAME", is at most 256 bytes (host/API.md), and its state file
- * NAME.json must fit a file name.
- */
+/* The longest domain name the hook handles: its state file NAME.json must fit a file name. */
 #define HR_HOOK_DOMAIN_MAX 200
 /* a state file holds a few reservation ids */
 #define HR_HOOK_STATE_MAX (64 * 1024)
@@ -63,12 +59,17 @@ typedef struct {
 typedef struct {
 	HrHookConfig config;
 	const gchar *domain;
+	/*
+	 * "libvirt:UUID": the requester of the domain's reservations, which
+	 * the daemon lets only the same requester consume or release; from
+	 * the domain's XML at prepare, from the state file after
+	 */
+	gchar *requester;
 	HrLibvirtFailure on_failure; /* the configuration's, or the domain policy's */
 	const gchar *on_failure_from;
 } HrHook;
 
-static void G_GNUC_PRINTF(3, 4)
-hr_hook_log(HrHook *hook, int priority, const gchar *fmt, ...)
+static void G_GNUC_PRINTF(3, 4) hr_hook_log(HrHook *hook, int priority, const gchar *fmt, ...)
 {
 	g_autofree gchar *raw = NULL;
 	g_autofree gchar *msg = NULL;
@@ -82,7 +83,7 @@ hr_hook_log(HrHook *hook, int priority, const gchar *fmt, ...)
 	msg = hr_client_escape(raw);
 	/* stderr reaches libvirt (its log; the user's error when we exit 1), syslog the admin */
 	g_printerr("hugeroom hook: domain %s: %s%s\n", domain,
-		   priority <= LOG_ERR	       ? "error: "
+		   priority <= LOG_ERR	     ? "error: "
 		   : priority == LOG_WARNING ? "warning: "
 					     : "",
 		   msg);
@@ -93,8 +94,7 @@ hr_hook_log(HrHook *hook, int priority, const gchar *fmt, ...)
  * A problem with the daemon or a reservation: the exit code for libvirt
  * after telling why, 0 (start anyway) or 1 (refuse), by on_failure.
  */
-static int G_GNUC_PRINTF(2, 3)
-hr_hook_fail(HrHook *hook, const gchar *fmt, ...)
+static int G_GNUC_PRINTF(2, 3) hr_hook_fail(HrHook *hook, const gchar *fmt, ...)
 {
 	g_autofree gchar *msg = NULL;
 	va_list ap;
@@ -152,9 +152,9 @@ hr_hook_config_uint(GKeyFile *kf, const gchar *key, guint min, guint max, guint 
 static gboolean
 hr_hook_config_load(HrHookConfig *config, const gchar *path, GError **error)
 {
-	static const gchar *const keys[] = {"api_socket",     "state_dir",	   "on_failure",
-					    "strict",	      "deadline_s",	   "max_deadline_s",
-					    "request_timeout_s", NULL};
+	static const gchar *const keys[] = {
+	    "api_socket", "state_dir",	    "on_failure",	 "strict",
+	    "deadline_s", "max_deadline_s", "request_timeout_s", NULL};
 	g_autoptr(GKeyFile) kf = g_key_file_new();
 	g_autoptr(GError) local = NULL;
 	g_auto(GStrv) groups = NULL;
@@ -220,8 +220,7 @@ hr_hook_config_load(HrHookConfig *config, const gchar *path, GError **error)
 		config->strict = g_strcmp0(strict, "true") == 0;
 	}
 	if (!hr_hook_config_uint(kf, "deadline_s", 1, 86400, &config->deadline_s, error) ||
-	    !hr_hook_config_uint(kf, "max_deadline_s", 1, 86400, &config->max_deadline_s,
-				 error) ||
+	    !hr_hook_config_uint(kf, "max_deadline_s", 1, 86400, &config->max_deadline_s, error) ||
 	    !hr_hook_config_uint(kf, "request_timeout_s", 1, 600, &config->request_timeout_s,
 				 error)) {
 		g_prefix_error(error, "%s: ", path);
@@ -251,8 +250,8 @@ hr_hook_state_save(HrHook *hook, GPtrArray *ids, GError **error)
 	g_autofree gchar *path = hr_hook_state_path(hook);
 
 	if (g_mkdir_with_parents(hook->config.state_dir, 0700) != 0) {
-		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
-			    "cannot create %s: %s", hook->config.state_dir, g_strerror(errno));
+		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "cannot create %s: %s",
+			    hook->config.state_dir, g_strerror(errno));
 		return FALSE;
 	}
 	/* what others may write in, they may make us consume or release */
@@ -268,6 +267,8 @@ hr_hook_state_save(HrHook *hook, GPtrArray *ids, GError **error)
 										       : "open");
 	json_builder_set_member_name(b, "on_failure_from");
 	json_builder_add_string_value(b, hook->on_failure_from);
+	json_builder_set_member_name(b, "requester");
+	json_builder_add_string_value(b, hook->requester);
 	json_builder_set_member_name(b, "reservations");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < ids->len; i++)
@@ -287,9 +288,11 @@ hr_hook_state_save(HrHook *hook, GPtrArray *ids, GError **error)
 /*
  * The ids in the state file; NULL and no error when there is none. With
  * @adopt_failure the hook takes the on_failure the prepare decided.
+ * @requester gets the requester they were made for (NULL in a file of a
+ * hook before requesters were kept).
  */
 static GPtrArray *
-hr_hook_state_load(HrHook *hook, gboolean adopt_failure, GError **error)
+hr_hook_state_load(HrHook *hook, gboolean adopt_failure, gchar **requester, GError **error)
 {
 	g_autofree gchar *path = hr_hook_state_path(hook);
 	g_autoptr(JsonParser) parser = json_parser_new();
@@ -331,6 +334,7 @@ hr_hook_state_load(HrHook *hook, gboolean adopt_failure, GError **error)
 		hook->on_failure_from = g_intern_string(
 		    json_object_get_string_member_with_default(obj, "on_failure_from", path));
 	}
+	*requester = g_strdup(json_object_get_string_member_with_default(obj, "requester", NULL));
 	for (guint i = 0; i < json_array_get_length(arr); i++) {
 		const gchar *id = json_array_get_string_element(arr, i);
 		if (id != NULL)
@@ -368,29 +372,42 @@ hr_hook_call(HrHook *hook, const gchar *method, const gchar *path, const gchar *
 	return json_node_get_object(*root);
 }
 
+/* as @requester: the daemon refuses a reservation of another's */
 static gboolean
-hr_hook_reservation_action(HrHook *hook, const gchar *id, const gchar *action, guint *status,
-			   GError **error)
+hr_hook_reservation_action(HrHook *hook, const gchar *id, const gchar *action,
+			   const gchar *requester, guint *status, GError **error)
 {
 	g_autofree gchar *escaped = g_uri_escape_string(id, NULL, FALSE);
 	g_autofree gchar *path = g_strdup_printf("/v1/reservations/%s/%s", escaped, action);
+	g_autofree gchar *body = NULL;
 	g_autoptr(JsonNode) root = NULL;
-	if (hr_hook_call(hook, SOUP_METHOD_POST, path, NULL, &root, status, error) == NULL) {
+
+	if (requester != NULL) {
+		g_autoptr(JsonBuilder) b = json_builder_new();
+		g_autoptr(JsonNode) node = NULL;
+		json_builder_begin_object(b);
+		json_builder_set_member_name(b, "requester");
+		json_builder_add_string_value(b, requester);
+		json_builder_end_object(b);
+		node = json_builder_get_root(b);
+		body = json_to_string(node, FALSE);
+	}
+	if (hr_hook_call(hook, SOUP_METHOD_POST, path, body, &root, status, error) == NULL) {
 		g_prefix_error(error, "%s of reservation %s: ", action, id);
 		return FALSE;
 	}
 	return TRUE;
 }
 
-/* release each of @ids; one that already ended (409) is not a problem */
+/* release each of @ids, made for @requester; one that already ended (409) is not a problem */
 static void
-hr_hook_release_ids(HrHook *hook, GPtrArray *ids)
+hr_hook_release_ids(HrHook *hook, GPtrArray *ids, const gchar *requester)
 {
 	for (guint i = 0; i < ids->len; i++) {
 		g_autoptr(GError) error = NULL;
 		const gchar *id = g_ptr_array_index(ids, i);
 		guint status;
-		if (hr_hook_reservation_action(hook, id, "release", &status, &error))
+		if (hr_hook_reservation_action(hook, id, "release", requester, &status, &error))
 			hr_hook_log(hook, LOG_INFO, "reservation %s released", id);
 		else if (status != SOUP_STATUS_CONFLICT)
 			hr_hook_log(hook, LOG_WARNING, "%s", error->message);
@@ -403,8 +420,6 @@ hr_hook_reservation_body(HrHook *hook, const HrLibvirtPlacement *p, guint deadli
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonNode) root = NULL;
-	g_autofree gchar *requester = g_strconcat("libvirt:", hook->domain, NULL);
-
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "bytes");
 	json_builder_add_int_value(b, (gint64)p->bytes);
@@ -417,7 +432,7 @@ hr_hook_reservation_body(HrHook *hook, const HrLibvirtPlacement *p, guint deadli
 	json_builder_set_member_name(b, "strict");
 	json_builder_add_boolean_value(b, strict);
 	json_builder_set_member_name(b, "requester");
-	json_builder_add_string_value(b, requester);
+	json_builder_add_string_value(b, hook->requester);
 	json_builder_end_object(b);
 	root = json_builder_get_root(b);
 	return json_to_string(root, FALSE);
@@ -434,8 +449,7 @@ hr_hook_state_is_live(const gchar *state)
  * one's last answer (NULL where the daemon did not answer).
  */
 static gboolean
-hr_hook_wait(HrHook *hook, GPtrArray *ids, gint64 timeout_us, JsonNode **results,
-	     GError **error)
+hr_hook_wait(HrHook *hook, GPtrArray *ids, gint64 timeout_us, JsonNode **results, GError **error)
 {
 	gint64 end = g_get_monotonic_time() + timeout_us;
 
@@ -513,6 +527,7 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 	g_autoptr(HrLibvirtDomain) domain = hr_libvirt_domain_parse(xml, len, &error);
 	g_autoptr(GPtrArray) ids = g_ptr_array_new_with_free_func(g_free);
 	g_autoptr(GPtrArray) stale = NULL;
+	g_autofree gchar *stale_requester = NULL;
 	g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func(g_free);
 	g_autoptr(GPtrArray) drop = g_ptr_array_new_with_free_func(g_free);
 	g_autoptr(GString) problems = g_string_new(NULL);
@@ -539,12 +554,15 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 		hook->on_failure = domain->policy.on_failure;
 		hook->on_failure_from = "the domain's <hugeroom:policy>";
 	}
+	/* by its UUID: a domain defined again under the name is another requester */
+	hook->requester =
+	    g_strconcat("libvirt:", domain->uuid != NULL ? domain->uuid : domain->name, NULL);
 	/* a start that never reached release (libvirtd died): end its reservations */
-	stale = hr_hook_state_load(hook, FALSE, &error);
+	stale = hr_hook_state_load(hook, FALSE, &stale_requester, &error);
 	if (stale != NULL) {
 		hr_hook_log(hook, LOG_NOTICE, "releasing %u reservation(s) of an earlier start",
 			    stale->len);
-		hr_hook_release_ids(hook, stale);
+		hr_hook_release_ids(hook, stale, stale_requester);
 	} else if (error != NULL) {
 		hr_hook_log(hook, LOG_WARNING, "%s", error->message);
 		g_clear_error(&error);
@@ -586,13 +604,14 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 		JsonObject *obj;
 		guint status;
 
-		obj = hr_hook_call(hook, SOUP_METHOD_POST, "/v1/reservations", body, &root,
-				   &status, &error);
+		obj = hr_hook_call(hook, SOUP_METHOD_POST, "/v1/reservations", body, &root, &status,
+				   &error);
 		if (obj == NULL || !json_object_has_member(obj, "id")) {
-			rc = hr_hook_fail(hook, "cannot reserve %" G_GUINT64_FORMAT " MiB on %s: %s",
-					  p->bytes >> 20, p->node >= 0 ? "its node" : "any node",
-					  error != NULL ? error->message : "no id in the answer");
-			hr_hook_release_ids(hook, ids);
+			rc =
+			    hr_hook_fail(hook, "cannot reserve %" G_GUINT64_FORMAT " MiB on %s: %s",
+					 p->bytes >> 20, p->node >= 0 ? "its node" : "any node",
+					 error != NULL ? error->message : "no id in the answer");
+			hr_hook_release_ids(hook, ids, hook->requester);
 			return rc;
 		}
 		g_ptr_array_add(ids, g_strdup(json_object_get_string_member(obj, "id")));
@@ -600,7 +619,7 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 	/* saved before the wait, so a release after a crash still finds them */
 	if (!hr_hook_state_save(hook, ids, &error)) {
 		rc = hr_hook_fail(hook, "%s", error->message);
-		hr_hook_release_ids(hook, ids);
+		hr_hook_release_ids(hook, ids, hook->requester);
 		return rc;
 	}
 	results = g_new0(JsonNode *, ids->len);
@@ -615,7 +634,8 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 		const gchar *id = g_ptr_array_index(ids, i);
 		JsonObject *obj = json_node_get_object(results[i]);
 		const gchar *state = json_object_get_string_member_with_default(obj, "state", "?");
-		const gchar *reason = json_object_get_string_member_with_default(obj, "reason", NULL);
+		const gchar *reason =
+		    json_object_get_string_member_with_default(obj, "reason", NULL);
 
 		if (g_strcmp0(state, "ready") == 0) {
 			gboolean partial =
@@ -623,17 +643,18 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 			hr_hook_log(hook, partial ? LOG_WARNING : LOG_INFO,
 				    "reservation %s ready%s after %.1f s%s%s", id,
 				    partial ? " in part" : "",
-				    (g_get_monotonic_time() - start) / 1e6, reason != NULL ? ": " : "",
-				    reason != NULL ? reason : "");
+				    (g_get_monotonic_time() - start) / 1e6,
+				    reason != NULL ? ": " : "", reason != NULL ? reason : "");
 			g_ptr_array_add(keep, g_strdup(id));
 			continue;
 		}
 		g_ptr_array_add(drop, g_strdup(id));
 		if (hr_hook_state_is_live(state))
-			g_string_append_printf(problems,
-					       "; reservation %s still %s after %u s (deadline %u s): "
-					       "hugeroomd is too slow",
-					       id, state, deadline_s + HR_HOOK_SETTLE_S, deadline_s);
+			g_string_append_printf(
+			    problems,
+			    "; reservation %s still %s after %u s (deadline %u s): "
+			    "hugeroomd is too slow",
+			    id, state, deadline_s + HR_HOOK_SETTLE_S, deadline_s);
 		else
 			g_string_append_printf(problems, "; reservation %s %s%s%s", id, state,
 					       reason != NULL ? ": " : "",
@@ -647,12 +668,12 @@ hr_hook_prepare(HrHook *hook, const gchar *xml, gsize len)
 	rc = hr_hook_fail(hook, "%s", problems->str + 2);
 	if (rc != 0 || keep->len == 0) {
 		/* refused, or nothing ready (or the daemon failed mid-wait) */
-		hr_hook_release_ids(hook, ids);
+		hr_hook_release_ids(hook, ids, hook->requester);
 		hr_hook_state_remove(hook);
 		return rc;
 	}
 	/* fail-open: what is ready still helps; the rest is released */
-	hr_hook_release_ids(hook, drop);
+	hr_hook_release_ids(hook, drop, hook->requester);
 	if (!hr_hook_state_save(hook, keep, &error))
 		hr_hook_log(hook, LOG_WARNING, "%s", error->message);
 	return 0;
@@ -662,7 +683,7 @@ static int
 hr_hook_start(HrHook *hook)
 {
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GPtrArray) ids = hr_hook_state_load(hook, TRUE, &error);
+	g_autoptr(GPtrArray) ids = hr_hook_state_load(hook, TRUE, &hook->requester, &error);
 	g_autoptr(GString) problems = g_string_new(NULL);
 	int rc;
 
@@ -674,9 +695,12 @@ hr_hook_start(HrHook *hook)
 	for (guint i = 0; i < ids->len; i++) {
 		const gchar *id = g_ptr_array_index(ids, i);
 		guint status;
-		if (hr_hook_reservation_action(hook, id, "consume", &status, &error)) {
-			hr_hook_log(hook, LOG_INFO, "reservation %s consumed: its memory is free "
-				    "for QEMU", id);
+		if (hr_hook_reservation_action(hook, id, "consume", hook->requester, &status,
+					       &error)) {
+			hr_hook_log(hook, LOG_INFO,
+				    "reservation %s consumed: its memory is free "
+				    "for QEMU",
+				    id);
 			continue;
 		}
 		g_string_append_printf(problems, "; %s", error->message);
@@ -686,7 +710,7 @@ hr_hook_start(HrHook *hook)
 		return 0;
 	rc = hr_hook_fail(hook, "%s", problems->str + 2);
 	if (rc != 0) {
-		hr_hook_release_ids(hook, ids);
+		hr_hook_release_ids(hook, ids, hook->requester);
 		hr_hook_state_remove(hook);
 	}
 	return rc;
@@ -696,10 +720,10 @@ static int
 hr_hook_release(HrHook *hook)
 {
 	g_autoptr(GError) error = NULL;
-	g_autoptr(GPtrArray) ids = hr_hook_state_load(hook, FALSE, &error);
+	g_autoptr(GPtrArray) ids = hr_hook_state_load(hook, FALSE, &hook->requester, &error);
 
 	if (ids != NULL)
-		hr_hook_release_ids(hook, ids);
+		hr_hook_release_ids(hook, ids, hook->requester);
 	else if (error != NULL)
 		hr_hook_log(hook, LOG_WARNING, "%s", error->message);
 	hr_hook_state_remove(hook);
@@ -768,8 +792,7 @@ main(int argc, char **argv)
 	if (strlen(hook.domain) > HR_HOOK_DOMAIN_MAX) {
 		rc = hr_hook_fail(&hook,
 				  "the domain name is %" G_GSIZE_FORMAT " bytes, more than the %d "
-				  "the hook handles (its reservations' requester is libvirt:NAME, at "
-				  "most 256 bytes)",
+				  "the hook handles (its state file is NAME.json)",
 				  strlen(hook.domain), HR_HOOK_DOMAIN_MAX);
 		goto out;
 	}
@@ -785,6 +808,7 @@ main(int argc, char **argv)
 out:
 	g_free(hook.config.api_socket);
 	g_free(hook.config.state_dir);
+	g_free(hook.requester);
 	closelog();
 	return rc;
 }

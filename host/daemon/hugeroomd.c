@@ -11,6 +11,7 @@
 #include "hr-daemon.h"
 #include "hr-notify.h"
 #include "hr-peer.h"
+#include "hr-text.h"
 
 static gboolean opt_foreground;
 static gboolean opt_verbose;
@@ -18,13 +19,31 @@ static gchar *opt_config;
 static gchar *opt_vm_socket;
 static gchar *opt_api_socket;
 
-/* the journal when we run under systemd, else stderr */
+/*
+ * The journal when we run under systemd, else stderr. A message is one
+ * line of text whatever it quotes: guest names, requesters and paths come
+ * from whoever runs a VM or calls the API, and a newline or an ESC in one
+ * would forge a log line or drive the terminal of whoever reads it.
+ */
 static GLogWriterOutput
 hr_log_writer(GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
 {
+	g_autofree GLogField *safe = NULL;
+	g_autofree gchar *escaped = NULL;
+
 	(void)user_data;
 	if (g_log_writer_default_would_drop(level, NULL) && !opt_verbose)
 		return G_LOG_WRITER_HANDLED;
+	for (gsize i = 0; i < n_fields; i++) {
+		if (g_strcmp0(fields[i].key, "MESSAGE") != 0 || fields[i].length != -1 ||
+		    hr_text_is_safe(fields[i].value))
+			continue;
+		safe = g_memdup2(fields, n_fields * sizeof(*fields));
+		escaped = hr_text_escape(fields[i].value);
+		safe[i].value = escaped;
+		fields = safe;
+		break;
+	}
 	if (!opt_foreground &&
 	    g_log_writer_journald(level, fields, n_fields, NULL) == G_LOG_WRITER_HANDLED)
 		return G_LOG_WRITER_HANDLED;
@@ -136,6 +155,12 @@ main(int argc, char **argv)
 	};
 
 	setlocale(LC_ALL, "");
+	/*
+	 * No TLS 1.0 or 1.1 on the API, refused in the handshake by GnuTLS
+	 * (glib-networking reads this when it starts; an admin's own setting
+	 * wins). The API checks the version after the handshake as well.
+	 */
+	g_setenv("G_TLS_GNUTLS_PRIORITY", "NORMAL:-VERS-TLS1.1:-VERS-TLS1.0", FALSE);
 	g_option_context_set_summary(context, "Makes room for huge pages by asking KVM guests "
 					      "for whole 2 MiB blocks.");
 	g_option_context_add_main_entries(context, entries, NULL);

@@ -4,6 +4,7 @@
 #include <glib.h>
 
 #include "hr-codec.h"
+#include "hr-inflight.h"
 #include "hr-peer.h"
 #include "hr-request.h"
 
@@ -17,13 +18,6 @@ typedef struct _HrDevice HrDevice;
  * the guest's state never calls up into the channel that feeds it.
  */
 typedef void (*HrGuestSendFunc)(HrDevice *device, guint16 type, GBytes *payload);
-
-/* A command sent to a guest and not answered yet. */
-typedef struct {
-	guint64 request_id;
-	guint16 type;
-	gint64 sent_at; /* monotonic, us */
-} HrPendingCmd;
 
 /* One block the guest holds for the host (SPEC 1.6.4). */
 typedef struct {
@@ -85,18 +79,21 @@ typedef struct {
 	void (*held_changed)(gpointer guest, gpointer data);
 	gpointer held_changed_data;
 	HrResult *last_result;
-	GHashTable *pending; /* request_id -> HrPendingCmd: REPORTs */
-	gboolean ready;	     /* connected and the resync is over */
+	gboolean ready; /* connected and the resync is over */
 
 	/*
 	 * EVACUATE, CAPTURE and RETURN, one at a time (the driver runs one
 	 * EVACUATE or CAPTURE at a time; keeping RETURN in line too makes the
 	 * order of a guest's commands the order they were asked in).
 	 */
-	GQueue queue;	      /* HrRequest waiting, oldest first */
-	HrRequest *active;    /* sent or running */
-	GQueue finished;      /* the last @history finished, oldest first */
-	GHashTable *requests; /* id -> HrRequest, owns every one above */
+	GQueue queue;	   /* HrRequest waiting, oldest first */
+	HrRequest *active; /* sent or running */
+	GQueue finished;   /* the last @history finished, oldest first */
+	/*
+	 * Every command of the guest by request id (REPORTs, SET_PCPs, and
+	 * the requests above, which it owns): what answers match.
+	 */
+	HrInflight *commands;
 	guint history;
 	guint retry_id; /* sends the queue's head again after S_BUSY */
 	guint64 requests_final[HR_REQUEST_N_STATES];
@@ -124,10 +121,66 @@ typedef struct {
 	HrPcpPolicy pcp_config;
 	gboolean pcp_applied_set;
 	HrPcpPolicy pcp_applied;   /* the last one the guest answered S_OK */
-	GList *pcp_calls;	   /* SET_PCPs sent and not answered, oldest first */
-	gboolean pcp_density_sent; /* by the first of those, to undo at the last */
+	gboolean pcp_density_sent; /* by the first SET_PCP in flight, to undo at the last */
 	guint pcp_evacuations;	   /* the executor's, running: the guest runs density */
 } HrGuest;
+
+/*
+ * What the layers above read of a guest (the reservations layer reads a
+ * guest through these only; the struct above is to become opaque).
+ */
+guint64
+hr_guest_get_id(const HrGuest *guest);
+const gchar *
+hr_guest_get_name(const HrGuest *guest);
+/* HrGuest.key: the guest bound to its QEMU process */
+const gchar *
+hr_guest_get_key(const HrGuest *guest);
+gint
+hr_guest_get_pid(const HrGuest *guest);
+const HrPeer *
+hr_guest_get_peer(const HrGuest *guest);
+/* the UUID when it is known (uuid_known), else NULL */
+const gchar *
+hr_guest_get_known_uuid(const HrGuest *guest);
+/* connected and its resync over */
+gboolean
+hr_guest_is_ready(const HrGuest *guest);
+/* monotonic us it is disconnected since, 0 while connected */
+gint64
+hr_guest_get_gone_at(const HrGuest *guest);
+/* gpa -> HrHeldBlock: the blocks it holds (the guest's; read only) */
+GHashTable *
+hr_guest_get_held(const HrGuest *guest);
+/* bumped by every change of the held set */
+guint64
+hr_guest_get_held_gen(const HrGuest *guest);
+/* the latest valid STATUS, or NULL */
+const HrStatus *
+hr_guest_get_status(const HrGuest *guest);
+/* the latest DEVICE_STATE, or NULL before one */
+const HrChanDeviceState *
+hr_guest_get_state(const HrGuest *guest);
+/* its RAM layout: @n_ranges ranges */
+const HrRamRange *
+hr_guest_get_ram(const HrGuest *guest, guint *n_ranges);
+guint64
+hr_guest_get_ram_size(const HrGuest *guest);
+/* the request sent or running, or NULL */
+HrRequest *
+hr_guest_get_active_request(const HrGuest *guest);
+/* the request that finished last, or NULL */
+HrRequest *
+hr_guest_get_last_finished(const HrGuest *guest);
+/* the key of the process the entry had before a new QEMU of the VM took it, or NULL */
+const gchar *
+hr_guest_get_prev_key(const HrGuest *guest);
+/* ... and it is the caller's: the entry forgets it */
+gchar *
+hr_guest_take_prev_key(HrGuest *guest);
+/* RETURNs were sent for @n of its held blocks, @gpas, that nobody owned */
+void
+hr_guest_mark_orphans(HrGuest *guest, const guint64 *gpas, guint n);
 
 /* takes @peer */
 HrGuest *

@@ -34,26 +34,10 @@
 #include "hr-guest.h"
 #include "hr-monitor.h"
 #include "hr-planner.h"
-#include "hr-reservation.h"
+#include "hr-prepare-types.h"
+#include "hr-reservation-store.h"
 
 G_BEGIN_DECLS
-
-typedef struct _HrPrepare HrPrepare;
-
-/* the executor's news, for the layers above (the event stream, the metrics) */
-typedef enum {
-	HR_PREPARE_RESERVATION_CHANGED, /* a reservation was created or changed */
-	HR_PREPARE_PLAN_MADE,		/* the planner decided for a reservation */
-	HR_PREPARE_N_KINDS,
-} HrPrepareEventKind;
-
-typedef struct {
-	HrPrepareEventKind kind;
-	HrReservation *reservation;
-	gint64 duration_us; /* PLAN_MADE: the planner's decision time */
-} HrPrepareEvent;
-
-typedef void (*HrPrepareFunc)(HrPrepare *prepare, const HrPrepareEvent *event, gpointer user_data);
 
 /* loads the state file; a corrupt one is set aside and logged */
 HrPrepare *
@@ -112,9 +96,9 @@ hr_prepare_plan_json(HrPrepare *prepare, const HrHostState *host, const HrPlanRe
 const gchar *
 hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);
 
-/* GET /v1/host: @host's state per node, with the reservations' promises */
-JsonNode *
-hr_prepare_host_json(HrPrepare *prepare, const HrHostState *host);
+/* the free 2 MiB blocks of a node above its high watermark, as the planner's FREE step counts */
+guint64
+hr_prepare_node_available(const HrNodeState *ns);
 void
 hr_plan_add_json(const HrPlan *plan, JsonBuilder *b);
 

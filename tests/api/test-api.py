@@ -14,6 +14,7 @@ clients); the event stream; /metrics through promtool. TAP output.
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -170,7 +171,7 @@ def test_every_route(env):
     long_ev = expect(c("POST", "/v1/guests/sim1/evacuate", {"blocks": 400}), 202)
     expect(c("POST", "/v1/guests/sim1/cancel", {"request_id": long_ev["request_id"]}),
            202)
-    r = expect(c("POST", "/v1/reservations", {"size": "4M", "requester": "test"}), 202)
+    r = expect(c("POST", "/v1/reservations", {"size": "4M", "requester": "test"}), 201)
     expect(c("GET", "/v1/reservations"), 200)
     expect(c("GET", "/v1/reservations/" + r["id"]), 200)
     expect(c("GET", "/v1/reservations/r999"), 404, "unknown_reservation")
@@ -183,7 +184,7 @@ def test_every_route(env):
     expect(c("POST", "/v1/reservations/r999/consume"), 404)
     expect(c("POST", "/v1/reservations/%s/release" % r["id"]), 200)
     expect(c("POST", "/v1/reservations/r999/release"), 404)
-    r2 = expect(c("POST", "/v1/reservations", {"bytes": 2 << 20}), 202)
+    r2 = expect(c("POST", "/v1/reservations", {"bytes": 2 << 20}), 201)
     expect(c("DELETE", "/v1/reservations/" + r2["id"]), 200)
     expect(c("DELETE", "/v1/reservations/" + r2["id"]), 409, "wrong_state")
     expect(c("DELETE", "/v1/reservations/r999"), 404)
@@ -191,6 +192,9 @@ def test_every_route(env):
     expect(c("POST", "/v1/plan", {"size": "8M"}), 200)
     expect(c("POST", "/v1/plan", {"size": "8Q"}), 400)
     expect(c("GET", "/v1/host"), 200)
+    expect(c("GET", "/healthz"), 200)
+    expect(c("GET", "/v1/version"), 200)
+    expect(c("GET", "/openapi.json"), 200)
     # a guest not seen yet keeps its PCP policy for when it comes (hr-simguest has no PCP)
     expect(c("PUT", "/v1/guests/not-seen-yet/pcp", {"policy": "latency"}), 202)
     expect(c("PUT", "/v1/guests/sim0/pcp", {"policy": "no-such-policy"}), 400,
@@ -394,11 +398,11 @@ def test_unix_access(env):
     data = expect(reader("POST", "/v1/reservations", {"size": "2M"}), 403, "read_only")
     assert "admin" in data["error"], data
     admin = env.as_user(OTHER_UID, ADMIN_GID)
-    r = expect(admin("POST", "/v1/reservations", {"size": "2M"}), 202)
+    r = expect(admin("POST", "/v1/reservations", {"size": "2M"}), 201)
     expect(admin("DELETE", "/v1/reservations/" + r["id"]), 200)
     # a supplementary group counts as well
     admin2 = env.as_user(OTHER_UID, OTHER_GID, [ADMIN_GID])
-    r = expect(admin2("POST", "/v1/reservations", {"size": "2M"}), 202)
+    r = expect(admin2("POST", "/v1/reservations", {"size": "2M"}), 201)
     expect(admin2("DELETE", "/v1/reservations/" + r["id"]), 200)
     other = env.as_user(OTHER_UID, OTHER_GID)
     data = expect(other("GET", "/v1/guests", check_doc=False), 403, "forbidden")
@@ -412,7 +416,7 @@ def test_tls_access(env):
     expect(env.tcp(READ_TOKEN)("GET", "/v1/guests"), 200)
     expect(env.tcp(READ_TOKEN)("GET", "/v1/reservations"), 200)
     expect(env.tcp(READ_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 403, "read_only")
-    r = expect(env.tcp(ADMIN_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 202)
+    r = expect(env.tcp(ADMIN_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 201)
     expect(env.tcp(ADMIN_TOKEN)("DELETE", "/v1/reservations/" + r["id"]), 200)
     # the server's certificate is checked against the test CA, and is refused without it
     rc, _, err = env.tcp(ADMIN_TOKEN, ca=False)("GET", "/v1/guests")
@@ -427,7 +431,7 @@ def test_tls_access(env):
                          stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)
-        r = expect(env.tcp(ADMIN_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 202)
+        r = expect(env.tcp(ADMIN_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 201)
         ev = read_event(p, lambda t, d: t == "reservation" and d["reservation"]["id"] == r["id"])
         assert ev["reservation"]["bytes"] == 2 << 20
         expect(env.tcp(ADMIN_TOKEN)("DELETE", "/v1/reservations/" + r["id"]), 200)
@@ -506,7 +510,7 @@ def test_events(env):
 def test_metrics_promtool(env):
     # something in every histogram first
     expect(env.unix("POST", "/v1/guests/sim0/evacuate", {"blocks": 1}), 202)
-    expect(env.unix("POST", "/v1/reservations", {"size": "2M"}), 202)
+    expect(env.unix("POST", "/v1/reservations", {"size": "2M"}), 201)
     time.sleep(1.5)
     status, _, text = env.unix("GET", "/metrics")
     assert status == 200
@@ -531,6 +535,336 @@ def test_metrics_promtool(env):
                        text=True)
     # promtool prints lint hints on stdout; a parse error fails it
     assert r.returncode == 0, "promtool: %s %s" % (r.stdout[-2000:], r.stderr[-2000:])
+
+
+def req(env, method, path, body=None, headers=None):
+    """A request on the Unix socket: (status, headers with lower-case names, JSON or text)."""
+    conn = simharness.UnixHTTPConnection(env.sim.api_sock, timeout=30)
+    data = None if body is None else (body if isinstance(body, str) else json.dumps(body))
+    hdrs = dict(headers or {})
+    if data is not None:
+        hdrs["Content-Type"] = "application/json"
+    conn.request(method, path, body=data, headers=hdrs)
+    r = conn.getresponse()
+    text = r.read().decode()
+    got = {k.lower(): v for k, v in r.getheaders()}
+    conn.close()
+    try:
+        return r.status, got, json.loads(text)
+    except ValueError:
+        return r.status, got, text
+
+
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def test_request_ids(env):
+    """X-Request-Id is echoed, made when absent or unfit, and names the log lines of a change."""
+    status, h, _ = req(env, "GET", "/v1/guests", headers={"X-Request-Id": "orch-read-1"})
+    assert status == 200 and h.get("x-request-id") == "orch-read-1", h
+    status, h, _ = req(env, "GET", "/v1/host")
+    assert status == 200 and UUID.match(h.get("x-request-id", "")), h
+    for bad in ("has spaces in it", "x" * 129, "semi;colon"):
+        _, h, _ = req(env, "GET", "/v1/guests", headers={"X-Request-Id": bad})
+        assert UUID.match(h.get("x-request-id", "")), (bad, h)
+    # errors carry it too, also the dispatcher's own
+    status, h, _ = req(env, "GET", "/v1/nothing", headers={"X-Request-Id": "orch-404"})
+    assert status == 404 and h.get("x-request-id") == "orch-404", h
+    status, h, r = req(env, "POST", "/v1/reservations", {"size": "2M"},
+                       headers={"X-Request-Id": "orch-create-42"})
+    assert status == 201 and h.get("x-request-id") == "orch-create-42", (status, h)
+    expect(env.unix("DELETE", "/v1/reservations/" + r["id"]), 200)
+    deadline = time.time() + 5
+    while "request orch-create-42: reservation %s created" % r["id"] not in env.sim.daemon_log():
+        assert time.time() < deadline, "the log does not name the request: %s" % (
+            env.sim.daemon_log()[-1500:])
+        time.sleep(0.1)
+    assert "request orch-create-42: POST /v1/reservations: 201" in env.sim.daemon_log()
+
+
+def test_idempotency(env):
+    """The same Idempotency-Key and body is the same reservation; another body is a 422."""
+    key = {"Idempotency-Key": "7d2c1b0e-idem-%d" % os.getpid()}
+    body = {"size": "2M", "requester": "idem"}
+    status, h, first = req(env, "POST", "/v1/reservations", body, headers=key)
+    assert status == 201, (status, first)
+    assert h.get("location") == "/v1/reservations/" + first["id"], h
+    assert "idempotent-replayed" not in h, h
+    status, h, again = req(env, "POST", "/v1/reservations", body, headers=key)
+    assert status == 201 and again["id"] == first["id"], (status, again)
+    assert h.get("idempotent-replayed") == "true" and h.get("location") == \
+        "/v1/reservations/" + first["id"], h
+    status, _, err = req(env, "POST", "/v1/reservations", {"size": "4M", "requester": "idem"},
+                         headers=key)
+    assert status == 422 and err["code"] == "idempotency_key_reused", (status, err)
+    assert first["id"] in err["error"], err
+    mine = [r for r in expect(env.unix("GET", "/v1/reservations"), 200)["reservations"]
+            if r["requester"] == "idem"]
+    assert [r["id"] for r in mine] == [first["id"]], mine
+    # without a key two requests are two reservations
+    a = expect(env.unix("POST", "/v1/reservations", body), 201)
+    b = expect(env.unix("POST", "/v1/reservations", body), 201)
+    assert a["id"] != b["id"]
+    status, _, err = req(env, "POST", "/v1/reservations", body,
+                         headers={"Idempotency-Key": "k" * 256})
+    assert status == 400 and "Idempotency-Key" in err["error"], err
+    for r in (first, a, b):
+        expect(env.unix("DELETE", "/v1/reservations/" + r["id"]), 200)
+
+
+def test_list_filters(env):
+    c = env.unix
+    made = [expect(c("POST", "/v1/reservations", {"size": "2M", "requester": "filt"}), 201)
+            for _ in range(3)]
+    expect(c("DELETE", "/v1/reservations/" + made[1]["id"]), 200)
+    page = expect(c("GET", "/v1/reservations?requester=filt&limit=2"), 200)
+    assert [r["id"] for r in page["reservations"]] == [m["id"] for m in made[:2]], page
+    assert page["next_cursor"] is not None, page
+    rest = expect(c("GET", "/v1/reservations?requester=filt&limit=2&cursor=" +
+                    page["next_cursor"]), 200)
+    assert [r["id"] for r in rest["reservations"]] == [made[2]["id"]], rest
+    assert rest["next_cursor"] is None, rest
+    cancelled = expect(c("GET", "/v1/reservations?requester=filt&state=cancelled"), 200)
+    assert [r["id"] for r in cancelled["reservations"]] == [made[1]["id"]], cancelled
+    both = expect(c("GET", "/v1/reservations?requester=filt&state=cancelled,created,"
+                    "in-progress,ready"), 200)
+    assert len(both["reservations"]) == 3, both
+    assert expect(c("GET", "/v1/reservations?requester=nobody-at-all"), 200)[
+        "reservations"] == []
+    for q, what in (("state=bogus", "bogus"), ("limit=0", "limit"), ("limit=x", "limit"),
+                    ("limit=1001", "limit"), ("color=red", "color"),
+                    ("cursor=r-no-such", "cursor")):
+        err = expect(c("GET", "/v1/reservations?" + q), 400, "invalid_argument")
+        assert what in err["error"], (q, err)
+    for m in (made[0], made[2]):
+        expect(c("DELETE", "/v1/reservations/" + m["id"]), 200)
+
+
+def test_meta_routes(env):
+    health = expect(env.unix("GET", "/healthz"), 200)
+    assert health["status"] == "ok" and health["state_file"] == "ok", health
+    assert health["event_epoch"] >= 1 and health["guests"] == 2, health
+    version = expect(env.unix("GET", "/v1/version"), 200)
+    assert version["api"] == "v1" and re.match(r"^\d+\.\d+", version["version"]), version
+    # the document the daemon serves is the one in the tree, also over TLS
+    assert expect(env.unix("GET", "/openapi.json"), 200) == DOC
+    assert expect(env.tcp(READ_TOKEN)("GET", "/openapi.json"), 200) == DOC
+    expect(env.tcp()("GET", "/healthz"), 401, "unauthenticated")
+
+
+def events_proc(env, query="", last=None):
+    cmd = ["curl", "-sSN", "--unix-socket", env.sim.api_sock]
+    if last is not None:
+        cmd += ["-H", "Last-Event-ID: " + last]
+    p = subprocess.Popen(cmd + ["http://localhost/v1/events" + query], stdout=subprocess.PIPE,
+                         text=True)
+    head = p.stdout.readline()
+    assert head.startswith("retry:"), head
+    return p
+
+
+def stop(p):
+    p.kill()
+    p.wait()
+
+
+def test_event_replay(env):
+    """A client back with Last-Event-ID gets what it missed; one from too long ago a reset."""
+    p = events_proc(env, "?types=reservation")
+    try:
+        r1 = expect(env.unix("POST", "/v1/reservations", {"size": "2M"}), 201)
+        ev = read_event(p, lambda t, d: d["reservation"]["id"] == r1["id"])
+    finally:
+        stop(p)
+    last = "%d:%d" % (ev["epoch"], ev["seq"])
+    # while nobody listens
+    r2 = expect(env.unix("POST", "/v1/reservations", {"size": "2M"}), 201)
+    expect(env.unix("DELETE", "/v1/reservations/" + r2["id"]), 200)
+    p = events_proc(env, "?types=reservation", last)
+    try:
+        first = read_event(p, lambda t, d: True)
+        assert first["type"] == "reservation" and first["seq"] > ev["seq"], first
+        seen = [first]
+        while not any(d["reservation"]["id"] == r2["id"] and
+                      d["reservation"]["state"] == "cancelled" for d in seen):
+            seen.append(read_event(p, lambda t, d: True, timeout=5))
+        assert all(d["type"] == "reservation" and d["epoch"] == ev["epoch"] for d in seen), seen
+        assert [d["seq"] for d in seen] == sorted(d["seq"] for d in seen), seen
+    finally:
+        stop(p)
+    # another epoch (0 is none's), an id that is no id: a reset first, whatever the filter
+    for bad in ("0:5", "junk", "%d:%d" % (ev["epoch"], 10 ** 12)):
+        p = events_proc(env, "?types=status", bad)
+        try:
+            d = read_event(p, lambda t, d: True, timeout=5)
+            assert d["type"] == "reset" and d["epoch"] == ev["epoch"], (bad, d)
+        finally:
+            stop(p)
+    expect(env.unix("DELETE", "/v1/reservations/" + r1["id"]), 200)
+    _, _, text = env.unix("GET", "/metrics")
+    assert re.search(r"^hugeroom_api_event_resets_total [3-9]", text, re.M), text[-2000:]
+    assert re.search(r"^hugeroom_api_events_replayed_total [1-9]", text, re.M)
+
+
+def test_owner(env):
+    """Only the client that made a reservation, for its requester, ends it, unless forced."""
+    c = env.unix
+    other_admin = env.as_user(OTHER_UID, ADMIN_GID)
+    r = expect(c("POST", "/v1/reservations", {"size": "2M", "requester": "libvirt:vm-a"}), 201)
+    assert r["owner"] == "uid:0", r
+    path = "/v1/reservations/%s" % r["id"]
+    # another uid, even an admin
+    err = expect(other_admin("POST", path + "/release"), 403, "not_owner")
+    assert "uid:0" in err["error"] and "force" in err["error"], err
+    expect(other_admin("DELETE", path), 403, "not_owner")
+    # the owner acting for another requester: a VM's start taking another's memory
+    err = expect(c("POST", path + "/consume", {"requester": "libvirt:vm-b"}), 403, "not_owner")
+    assert "libvirt:vm-a" in err["error"], err
+    expect(c("DELETE", path + "?requester=libvirt:vm-b"), 403, "not_owner")
+    expect(c("POST", path + "/release", {"requester": 5}), 400, "invalid_argument")
+    expect(c("POST", path + "/release", {"force": "yes"}), 400, "invalid_argument")
+    expect(c("DELETE", path + "?force=maybe"), 400, "invalid_argument")
+    assert expect(c("GET", path), 200)["state"] not in ("cancelled", "consumed")
+    # an admin that says so may, and the log says who did
+    expect(other_admin("POST", path + "/release", {"force": True}), 200)
+    assert "forced by uid:%d" % OTHER_UID in env.sim.daemon_log(), env.sim.daemon_log()[-800:]
+    # the owner for its own requester may, as may one that names none
+    r = expect(c("POST", "/v1/reservations", {"size": "2M", "requester": "libvirt:vm-a"}), 201)
+    expect(c("POST", "/v1/reservations/%s/release" % r["id"],
+             {"requester": "libvirt:vm-a"}), 200)
+    # a token is its own owner: root on the socket is another client
+    r = expect(env.tcp(ADMIN_TOKEN)("POST", "/v1/reservations", {"size": "2M"}), 201)
+    assert r["owner"].startswith("token:") and ADMIN_TOKEN not in r["owner"], r
+    expect(c("DELETE", "/v1/reservations/" + r["id"]), 403, "not_owner")
+    expect(env.tcp(ADMIN_TOKEN)("DELETE", "/v1/reservations/" + r["id"]), 200)
+
+
+def test_restart(env):
+    """The event stream's epoch grows across restarts and an old id gets a reset;
+    reservation ids are never made again."""
+    sim = simharness.SimSetup()
+    try:
+        before = sim.api("POST", "/v1/reservations", {"size": "2M"}, expect=201)["id"]
+        e1 = sim.api("GET", "/healthz")["event_epoch"]
+        with open(os.path.join(sim.dir, "events-epoch")) as f:
+            assert int(f.read()) == e1
+        sim.restart_daemon()
+        e2 = sim.api("GET", "/healthz")["event_epoch"]
+        assert e2 == e1 + 1, (e1, e2)
+        after = sim.api("POST", "/v1/reservations", {"size": "2M"}, expect=201)["id"]
+        assert re.match(r"^r-[0-9a-z]{26}$", after) and before < after, (before, after)
+        assert [r["id"] for r in sim.api("GET", "/v1/reservations")["reservations"]] == [
+            before, after]
+        p = subprocess.Popen(["curl", "-sSN", "--unix-socket", sim.api_sock, "-H",
+                              "Last-Event-ID: %d:1" % e1, "http://localhost/v1/events"],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout.readline().startswith("retry:")
+            d = read_event(p, lambda t, d: True, timeout=5)
+            assert d["type"] == "reset" and "restarted" in d["reason"], d
+        finally:
+            stop(p)
+    finally:
+        sim.close()
+
+
+def test_state_file_skipped(env):
+    """A bad entry of the state file is skipped and reported, the others are kept."""
+    sim = simharness.SimSetup()
+    try:
+        ids = [sim.api("POST", "/v1/reservations", {"size": "2M", "requester": "keep%d" % i},
+                       expect=201)["id"] for i in range(2)]
+        sim.daemon.send_signal(signal.SIGTERM)
+        sim.daemon.wait(20)
+        path = os.path.join(sim.dir, "reservations.json")
+        with open(path) as f:
+            state = json.load(f)
+        state["reservations"][0]["state"] = "no-such-state"
+        with open(path, "w") as f:
+            json.dump(state, f)
+        if os.path.exists(sim.api_sock):
+            os.unlink(sim.api_sock)
+        sim._start_daemon()
+        got = [r["id"] for r in sim.api("GET", "/v1/reservations")["reservations"]]
+        assert got == ids[1:], (got, ids)
+        host = sim.api("GET", "/v1/host")
+        sf = host["state_file"]
+        assert sf["skipped"] == 1 and "no-such-state" in sf["skipped_entries"][0], sf
+        _, text = simharness.http_get(sim.api_sock, "/metrics")
+        assert re.search(r"^hugeroom_state_file_skipped_entries 1$", text, re.M)
+        assert "entry 0 skipped" in sim.daemon_log()
+        assert any(n.startswith("reservations.json.skipped-") for n in os.listdir(sim.dir))
+    finally:
+        sim.close()
+
+
+def test_log_escaped(env):
+    """A guest name with a newline and ESC reaches the log as one line, escaped."""
+    sim = simharness.SimSetup(verbose=True)
+    try:
+        evil = "evil\x1b[31m\nhugeroomd: forged line "
+        sim.start_guests(1, 1, prefix=evil)
+        deadline = time.time() + 20
+        while "connected from pid" not in sim.daemon_log():
+            assert time.time() < deadline, sim.daemon_log()[-1000:]
+            time.sleep(0.1)
+        log = sim.daemon_log()
+        assert "\x1b" not in log, repr(log[-1000:])
+        assert "\nhugeroomd: forged" not in log, repr(log[-1000:])
+        # (hr-simguest cuts the name at 31 bytes)
+        assert "evil\\x1b[31m\\x0ahugeroomd: forged" in log, repr(log[-1000:])
+    finally:
+        sim.close()
+
+
+def test_tls_idle_handshakes(env):
+    """100 TCP clients that never send a ClientHello hold up neither /v1/host nor TLS."""
+    idle = [socket.create_connection(("127.0.0.1", env.port)) for _ in range(100)]
+    try:
+        time.sleep(1)
+        worst = 0
+        # each a little later than the last host read is fresh (250 ms): a new read each
+        for _ in range(8):
+            t0 = time.time()
+            expect(env.unix("GET", "/v1/host"), 200)
+            worst = max(worst, time.time() - t0)
+            time.sleep(0.3)
+        assert worst < 2, "GET /v1/host took %.1f s with 100 idle TLS clients" % worst
+        t0 = time.time()
+        expect(env.tcp(READ_TOKEN)("GET", "/v1/host"), 200)
+        assert time.time() - t0 < 3, time.time() - t0
+        assert metrics(env, "hugeroom_api_tls_handshakes")[0] >= 100
+    finally:
+        for s in idle:
+            s.close()
+
+
+def tls_request(env, version):
+    """GET /v1/guests over TLS @version only: the answer's first line, or why there is none."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(env.ca)
+    ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+    ctx.minimum_version = ctx.maximum_version = version
+    try:
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", env.port), timeout=15),
+                             server_hostname="127.0.0.1") as s:
+            s.sendall(b"GET /v1/guests HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                      + READ_TOKEN.encode() + b"\r\nConnection: close\r\n\r\n")
+            return s.recv(100).split(b"\r\n")[0].decode()
+    except (ssl.SSLError, OSError) as e:
+        return "refused: %s" % e
+
+
+def test_tls_versions(env):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for old in (ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1):
+            got = tls_request(env, old)
+            assert not got.startswith("HTTP/"), (old, got)
+    for new in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+        got = tls_request(env, new)
+        assert got == "HTTP/1.1 200 OK", (new, got)
 
 
 def test_config_refused(env):
@@ -561,7 +895,10 @@ def test_config_refused(env):
 
 def main():
     tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
-             test_metrics_promtool, test_slow_clients, test_keepalive]
+             test_metrics_promtool, test_slow_clients, test_keepalive, test_request_ids,
+             test_idempotency, test_list_filters, test_meta_routes, test_event_replay,
+             test_owner, test_restart, test_state_file_skipped, test_log_escaped,
+             test_tls_idle_handshakes, test_tls_versions]
     if os.geteuid() != 0:
         print("1..0 # the access matrix runs curl as other users: needs root")
         return 1

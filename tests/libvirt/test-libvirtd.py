@@ -11,7 +11,7 @@ finds nothing to boot, which is all a start needs), 256 MiB, and the
 <qemu:commandline> that `hugeroomctl libvirt-xml` prints:
 
   1. daemon up: `virsh start` runs prepare (a reservation by
-     libvirt:DOMAIN, ready), start (consumed), the domain runs as
+     libvirt:UUID, ready), start (consumed), the domain runs as
      libvirt-qemu, its device connects to hugeroomd, which looks the
      domain up in libvirtd and applies its donor and floor; `virsh destroy`
      runs release;
@@ -304,10 +304,12 @@ def main():
         off = libvirtd.log_size()
         p = virsh("start", name, check=False)
         tap.ok(p.returncode == 0, "virsh start with hugeroomd up", p.stderr)
+        # the hook is the domain's UUID to the daemon
+        dom_uuid = virsh("domuuid", name).stdout.strip()
         mine = [r for r in daemon.ctl_json("reservations")["reservations"]
-                if r.get("requester") == "libvirt:" + name]
-        tap.ok(len(mine) == 1, "prepare made one reservation for libvirt:%s" % name,
-               json.dumps(mine))
+                if r.get("requester") == "libvirt:" + dom_uuid]
+        tap.ok(len(mine) == 1, "prepare made one reservation for libvirt:%s (%s)"
+               % (dom_uuid, name), json.dumps(mine))
         r = daemon.ctl_json("reservation", mine[0]["id"]) if mine else {}
         host = {k: v for k, v in hrhost.meminfo_host().items()
                 if k in ("MemFree", "HugePages_Total", "HugePages_Free")}

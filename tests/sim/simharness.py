@@ -45,7 +45,8 @@ def build_dir():
 class SimSetup:
     """A daemon in a temporary directory; guests added with start_guests()."""
 
-    def __init__(self, status_interval_ms=1000, extra_config="", libvirt_uri=""):
+    def __init__(self, status_interval_ms=1000, extra_config="", libvirt_uri="", verbose=False):
+        self.verbose = verbose
         b = build_dir()
         self.daemon_bin = os.path.join(b, "host", "hugeroomd")
         self.ctl_bin = os.path.join(b, "host", "hugeroomctl")
@@ -63,18 +64,29 @@ class SimSetup:
                     "qemu_executables=*\nlibvirt_uri=%s\n%s\n"
                     % (status_interval_ms, self.dir, libvirt_uri, extra_config))
         self.log = open(os.path.join(self.dir, "daemon.log"), "w")
+        self.sims = []
+        self._start_daemon()
+
+    def _start_daemon(self):
         # benchmarks run the daemon under a tool: HUGEROOM_DAEMON_WRAPPER="valgrind ..."
         wrapper = shlex.split(os.environ.get("HUGEROOM_DAEMON_WRAPPER", ""))
         self.daemon = subprocess.Popen(
             wrapper + [self.daemon_bin, "-c", self.conf, "--vm-socket", self.vm_sock,
-                       "--api-socket", self.api_sock, "-f"],
+                       "--api-socket", self.api_sock, "-f"] + (["-v"] if self.verbose else []),
             stdout=self.log, stderr=subprocess.STDOUT)
-        self.sims = []
         deadline = time.time() + (120 if wrapper else 10)
         while not os.path.exists(self.api_sock):
             if self.daemon.poll() is not None or time.time() > deadline:
                 raise RuntimeError("hugeroomd did not start: " + self.daemon_log())
             time.sleep(0.05)
+
+    def restart_daemon(self):
+        """Stop the daemon (SIGTERM) and start it again on the same state and sockets."""
+        self.daemon.send_signal(signal.SIGTERM)
+        self.daemon.wait(20)
+        if os.path.exists(self.api_sock):
+            os.unlink(self.api_sock)
+        self._start_daemon()
 
     def daemon_log(self):
         with open(os.path.join(self.dir, "daemon.log")) as f:

@@ -49,7 +49,7 @@ RUN_S = 5.0
 MAX_RUN_S = 60.0
 # distinct host reads the run waits for, so that a stall would show
 MIN_READS = 5
-# a read is fresh this long (HR_API_HOST_MAX_AGE_US, host/hr-api.c)
+# a read is fresh this long (HR_API_HOST_MAX_AGE_US, host/api/hr-api.c)
 FRESH_S = 0.25
 SAMPLE_EVERY_S = 0.004
 # each hammer asks this often: enough to need a new read as soon as the

@@ -343,7 +343,7 @@ def test_guests(s, names):
           show(rc, out, err))
     rc, out, err = ctl(s.api_sock, "--json", "reservations")
     j = as_json(out)
-    check(rc == 0 and j == {"reservations": []}, "reservations --json", show(rc, out, err))
+    check(rc == 0 and j == {"reservations": [], "next_cursor": None}, "reservations --json", show(rc, out, err))
     rc, out, err = ctl(s.api_sock, "reservation", "r999")
     check(rc == 1 and "r999" in err, "reservation that does not exist: exit 1",
           show(rc, out, err))

@@ -27,7 +27,7 @@ from hrvm import Tap  # noqa: E402
 from simharness import SimSetup, UnixHTTPConnection  # noqa: E402
 
 MAX_QUEUED = 4 << 20  # host/hr-events.h
-IDLE_TIMEOUT_S = 15  # HR_API_IDLE_TIMEOUT_S, host/hr-api.c
+IDLE_TIMEOUT_S = 15  # HR_API_IDLE_TIMEOUT_S, host/api/hr-api-http.c
 GUESTS = 64
 INTERVAL_MS = 20
 

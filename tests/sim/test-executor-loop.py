@@ -98,7 +98,7 @@ def main():
         time.sleep(0.3)
         # far more than the fixture has free: every donor is considered
         r = s.api("POST", "/v1/reservations",
-                  {"size": "64G", "node": 0, "deadline_s": 20, "requester": "loop"}, expect=202)
+                  {"size": "64G", "node": 0, "deadline_s": 20, "requester": "loop"}, expect=201)
         deadline = time.monotonic() + 60
         while True:
             r = s.api("GET", "/v1/reservations/%s" % r["id"])

@@ -64,7 +64,7 @@ def main():
         t0 = time.time()
         r = s.api("POST", "/v1/reservations",
                   {"bytes": want << 21, "node": 0, "deadline_s": 60, "requester": "scale"},
-                  expect=202)
+                  expect=201)
         while time.time() - t0 < 90:
             r = s.api("GET", "/v1/reservations/" + r["id"])
             if r["state"] not in ("created", "in-progress"):

@@ -17,12 +17,12 @@
 
 /* how the fake daemon answers GET /v1/reservations/ID */
 typedef enum {
-	FAKE_READY,	  /* in-progress at the first poll, then ready */
-	FAKE_PARTIAL,	  /* ready with part of it */
-	FAKE_FAILED,	  /* failed, with a reason */
-	FAKE_SLOW,	  /* in-progress for ever */
-	FAKE_MIXED,	  /* r1 ready, the others failed */
-	FAKE_BROKEN,	  /* answers 500 */
+	FAKE_READY,   /* in-progress at the first poll, then ready */
+	FAKE_PARTIAL, /* ready with part of it */
+	FAKE_FAILED,  /* failed, with a reason */
+	FAKE_SLOW,    /* in-progress for ever */
+	FAKE_MIXED,   /* r1 ready, the others failed */
+	FAKE_BROKEN,  /* answers 500 */
 } FakeOutcome;
 
 typedef struct {
@@ -37,6 +37,7 @@ typedef struct {
 	guint pcp_status;     /* answer to PUT /v1/guests/NAME/pcp */
 	GPtrArray *created;   /* bodies of POST /v1/reservations */
 	GPtrArray *calls;     /* "GET r1", "POST r1/consume", ... */
+	GPtrArray *acts;      /* "POST r1/consume BODY": consumes and releases with their bodies */
 	guint next_id;
 	GHashTable *polls; /* id -> GETs so far */
 } Fake;
@@ -63,14 +64,15 @@ fake_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable
 		SoupMessageBody *body = soup_server_message_get_request_body(msg);
 		g_autoptr(GBytes) bytes = soup_message_body_flatten(body);
 		g_autofree gchar *answer = NULL;
-		g_ptr_array_add(fake->created, g_strndup(g_bytes_get_data(bytes, NULL),
-							 g_bytes_get_size(bytes)));
+		g_ptr_array_add(fake->created,
+				g_strndup(g_bytes_get_data(bytes, NULL), g_bytes_get_size(bytes)));
 		if (fake->create_status != SOUP_STATUS_ACCEPTED) {
 			reply(msg, fake->create_status,
 			      "{\"error\": \"node: 7 is not a node of this host\"}");
 			return;
 		}
-		answer = g_strdup_printf("{\"id\": \"r%u\", \"state\": \"created\"}", ++fake->next_id);
+		answer =
+		    g_strdup_printf("{\"id\": \"r%u\", \"state\": \"created\"}", ++fake->next_id);
 		reply(msg, SOUP_STATUS_ACCEPTED, answer);
 		return;
 	}
@@ -85,23 +87,32 @@ fake_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable
 			return;
 		}
 		if (fake->outcome == FAKE_SLOW || n == 0)
-			answer = g_strdup_printf("{\"id\": \"%s\", \"state\": \"in-progress\"}", rest + 1);
+			answer = g_strdup_printf("{\"id\": \"%s\", \"state\": \"in-progress\"}",
+						 rest + 1);
 		else if (fake->outcome == FAKE_READY ||
 			 (fake->outcome == FAKE_MIXED && g_strcmp0(rest + 1, "r1") == 0))
-			answer = g_strdup_printf("{\"id\": \"%s\", \"state\": \"ready\", \"partial\": "
-						 "false, \"reason\": \"held in the pool\"}",
-						 rest + 1);
+			answer =
+			    g_strdup_printf("{\"id\": \"%s\", \"state\": \"ready\", \"partial\": "
+					    "false, \"reason\": \"held in the pool\"}",
+					    rest + 1);
 		else if (fake->outcome == FAKE_PARTIAL)
-			answer = g_strdup_printf("{\"id\": \"%s\", \"state\": \"ready\", \"partial\": "
-						 "true, \"reason\": \"deadline passed with 10 of 256 "
-						 "blocks\"}",
-						 rest + 1);
+			answer =
+			    g_strdup_printf("{\"id\": \"%s\", \"state\": \"ready\", \"partial\": "
+					    "true, \"reason\": \"deadline passed with 10 of 256 "
+					    "blocks\"}",
+					    rest + 1);
 		else
-			answer = g_strdup_printf("{\"id\": \"%s\", \"state\": \"failed\", \"reason\": "
-						 "\"strict: no donor could give more\"}",
-						 rest + 1);
+			answer =
+			    g_strdup_printf("{\"id\": \"%s\", \"state\": \"failed\", \"reason\": "
+					    "\"strict: no donor could give more\"}",
+					    rest + 1);
 		reply(msg, SOUP_STATUS_OK, answer);
 		return;
+	}
+	{
+		SoupMessageBody *body = soup_server_message_get_request_body(msg);
+		g_ptr_array_add(fake->acts, g_strdup_printf("%s %s %.*s", method, rest + 1,
+							    (int)body->length, body->data));
 	}
 	if (g_str_has_suffix(rest, "/consume") && fake->consume_status != SOUP_STATUS_OK) {
 		reply(msg, fake->consume_status, "{\"error\": \"reservation expired\"}");
@@ -129,9 +140,10 @@ fake_guests_cb(SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 	(void)server;
 	(void)query;
 
-	g_ptr_array_add(fake->calls, g_strdup_printf("%s %s %.*s", soup_server_message_get_method(msg),
-						     path + strlen("/v1/guests/"),
-						     (int)body->length, body->data));
+	g_ptr_array_add(fake->calls,
+			g_strdup_printf("%s %s %.*s", soup_server_message_get_method(msg),
+					path + strlen("/v1/guests/"), (int)body->length,
+					body->data));
 	if (fake->pcp_status == SOUP_STATUS_ACCEPTED)
 		reply(msg, fake->pcp_status,
 		      "{\"guest\":\"vm1\",\"policy\":\"explicit:1500\",\"applied\":false}");
@@ -155,6 +167,7 @@ fake_new(gboolean listen)
 	fake->pcp_status = SOUP_STATUS_ACCEPTED;
 	fake->created = g_ptr_array_new_with_free_func(g_free);
 	fake->calls = g_ptr_array_new_with_free_func(g_free);
+	fake->acts = g_ptr_array_new_with_free_func(g_free);
 	fake->polls = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	fake_write_config(fake, NULL);
 	if (listen) {
@@ -197,6 +210,7 @@ fake_free(Fake *fake)
 	g_free(fake->state_dir);
 	g_ptr_array_unref(fake->created);
 	g_ptr_array_unref(fake->calls);
+	g_ptr_array_unref(fake->acts);
 	g_hash_table_unref(fake->polls);
 	g_free(fake);
 }
@@ -282,13 +296,49 @@ parse_object(JsonParser *parser, const gchar *json)
 	return json_node_get_object(json_parser_get_root(parser));
 }
 
-#define XML_PLAIN                                                                             \
-	"<domain type='qemu'><name>vm1</name><memory unit='MiB'>512</memory></domain>"
+#define XML_PLAIN "<domain type='qemu'><name>vm1</name><memory unit='MiB'>512</memory></domain>"
 
-#define XML_POLICY(children)                                                                  \
-	"<domain type='qemu'><name>vm1</name><memory unit='MiB'>512</memory><metadata>"       \
-	"<hugeroom:policy xmlns:hugeroom='https://hugeroom.org/xmlns/1'>" children            \
+#define XML_POLICY(children)                                                            \
+	"<domain type='qemu'><name>vm1</name><memory unit='MiB'>512</memory><metadata>" \
+	"<hugeroom:policy xmlns:hugeroom='https://hugeroom.org/xmlns/1'>" children      \
 	"</hugeroom:policy></metadata></domain>"
+
+#define VM1_UUID "0f6f5a4e-61cb-4d5e-8a6b-3c2d9e1f7a10"
+#define XML_UUID                                                                \
+	"<domain type='qemu'><name>vm1</name><uuid>" VM1_UUID "</uuid><memory " \
+	"unit='MiB'>512</memory></domain>"
+
+/*
+ * The hook is the domain's UUID to the daemon: its reservations' requester,
+ * kept in its state file, named in every consume and release (the daemon
+ * refuses one of another requester's reservations)
+ */
+static void
+test_requester_uuid(void)
+{
+	g_autoptr(Fake) fake = fake_new(TRUE);
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autofree gchar *err = NULL;
+	g_autofree gchar *state = state_file(fake, "vm1");
+	g_autofree gchar *text = NULL;
+	JsonObject *body;
+
+	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin", XML_UUID, &err), ==, 0);
+	body = parse_object(parser, g_ptr_array_index(fake->created, 0));
+	g_assert_cmpstr(json_object_get_string_member(body, "requester"), ==, "libvirt:" VM1_UUID);
+	g_assert_true(g_file_get_contents(state, &text, NULL, NULL));
+	assert_contains(text, "\"libvirt:" VM1_UUID "\"");
+	g_clear_pointer(&err, g_free);
+	/* start and release read the state file, not the XML */
+	g_assert_cmpint(run_hook(fake, "vm1", "start", "begin", XML_PLAIN, &err), ==, 0);
+	g_clear_pointer(&err, g_free);
+	g_assert_cmpint(run_hook(fake, "vm1", "release", "end", XML_PLAIN, &err), ==, 0);
+	g_assert_cmpuint(fake->acts->len, ==, 2);
+	g_assert_cmpstr(g_ptr_array_index(fake->acts, 0), ==,
+			"POST r1/consume {\"requester\":\"libvirt:" VM1_UUID "\"}");
+	g_assert_cmpstr(g_ptr_array_index(fake->acts, 1), ==,
+			"POST r1/release {\"requester\":\"libvirt:" VM1_UUID "\"}");
+}
 
 /* prepare creates, waits for ready and remembers; start consumes; release releases */
 static void
@@ -332,11 +382,12 @@ static void
 test_other_operations(void)
 {
 	g_autoptr(Fake) fake = fake_new(TRUE);
-	const gchar *ops[][2] = {{"started", "begin"}, {"stopped", "end"}, {"reconnect", "begin"},
-				 {"migrate", "begin"},	{"restore", "begin"}, {"attach", "begin"},
+	const gchar *ops[][2] = {{"started", "begin"}, {"stopped", "end"},   {"reconnect", "begin"},
+				 {"migrate", "begin"}, {"restore", "begin"}, {"attach", "begin"},
 				 {"prepare", "end"}};
 	for (guint i = 0; i < G_N_ELEMENTS(ops); i++)
-		g_assert_cmpint(run_hook(fake, "vm1", ops[i][0], ops[i][1], XML_PLAIN, NULL), ==, 0);
+		g_assert_cmpint(run_hook(fake, "vm1", ops[i][0], ops[i][1], XML_PLAIN, NULL), ==,
+				0);
 	g_assert_cmpuint(fake->created->len, ==, 0);
 	g_assert_cmpuint(fake->calls->len, ==, 0);
 	/* start and release of a domain nothing was prepared for */
@@ -470,9 +521,10 @@ test_too_slow(void)
 	g_assert_cmpint(run_hook(fake, "vm1", "prepare", "begin",
 				 XML_POLICY("<hugeroom:deadline>1</hugeroom:deadline>"), &err),
 			==, 0);
-	g_assert_cmpint(json_object_get_int_member(
-			    parse_object(parser, g_ptr_array_index(fake->created, 0)), "deadline_s"),
-			==, 1);
+	g_assert_cmpint(
+	    json_object_get_int_member(parse_object(parser, g_ptr_array_index(fake->created, 0)),
+				       "deadline_s"),
+	    ==, 1);
 	/* deadline plus the daemon's time to settle, not more */
 	g_assert_cmpint(g_get_monotonic_time() - start, <, 9 * G_USEC_PER_SEC);
 	assert_contains(err, "reservation r1 still in-progress after 6 s (deadline 1 s): "
@@ -510,9 +562,10 @@ test_deadline_capped(void)
 				 XML_POLICY("<hugeroom:deadline>3600</hugeroom:deadline>"), &err),
 			==, 0);
 	assert_contains(err, "<hugeroom:deadline> 3600 s is more than max_deadline_s=20");
-	g_assert_cmpint(json_object_get_int_member(
-			    parse_object(parser, g_ptr_array_index(fake->created, 0)), "deadline_s"),
-			==, 20);
+	g_assert_cmpint(
+	    json_object_get_int_member(parse_object(parser, g_ptr_array_index(fake->created, 0)),
+				       "deadline_s"),
+	    ==, 20);
 }
 
 /* one reservation per host node the guest's NUMA cells go to */
@@ -520,8 +573,8 @@ static void
 test_numa(void)
 {
 	g_autoptr(Fake) fake = fake_new(TRUE);
-	g_autofree gchar *path = g_test_build_filename(G_TEST_DIST, "fixtures", "libvirt",
-						       "numa-cells.xml", NULL);
+	g_autofree gchar *path =
+	    g_test_build_filename(G_TEST_DIST, "fixtures", "libvirt", "numa-cells.xml", NULL);
 	g_autofree gchar *xml = NULL;
 	g_autofree gchar *state = state_file(fake, "numa4");
 	g_autofree gchar *text = NULL;
@@ -532,7 +585,8 @@ test_numa(void)
 	for (guint i = 0; i < 3; i++) {
 		g_autoptr(JsonParser) parser = json_parser_new();
 		JsonObject *body = parse_object(parser, g_ptr_array_index(fake->created, i));
-		g_assert_cmpint(json_object_get_int_member(body, "bytes"), ==, G_GINT64_CONSTANT(2) << 30);
+		g_assert_cmpint(json_object_get_int_member(body, "bytes"), ==,
+				G_GINT64_CONSTANT(2) << 30);
 		g_assert_cmpint(json_object_get_int_member_with_default(body, "node", -1), ==,
 				(gint)i - 1);
 	}
@@ -549,8 +603,8 @@ static void
 test_numa_mixed(void)
 {
 	g_autoptr(Fake) fake = fake_new(TRUE);
-	g_autofree gchar *path = g_test_build_filename(G_TEST_DIST, "fixtures", "libvirt",
-						       "numa-cells.xml", NULL);
+	g_autofree gchar *path =
+	    g_test_build_filename(G_TEST_DIST, "fixtures", "libvirt", "numa-cells.xml", NULL);
 	g_autofree gchar *xml = NULL;
 	g_autofree gchar *err = NULL;
 	g_autofree gchar *state = state_file(fake, "numa4");
@@ -682,8 +736,7 @@ test_escaped_names(void)
 	g_autofree gchar *err = NULL;
 	g_auto(GStrv) lines = NULL;
 
-	g_assert_cmpint(run_hook(fake, "vm\n1\033[2J", "prepare", "begin", "<domain><name>",
-				 &err),
+	g_assert_cmpint(run_hook(fake, "vm\n1\033[2J", "prepare", "begin", "<domain><name>", &err),
 			==, 0);
 	assert_contains(err, "hugeroom hook: domain vm\\x0a1\\x1b[2J: warning: the domain XML");
 	g_assert_null(strchr(err, '\033'));
@@ -831,6 +884,7 @@ main(int argc, char **argv)
 	g_test_init(&argc, &argv, NULL);
 	g_assert_nonnull(g_getenv("HUGEROOM_HOOK"));
 	g_test_add_func("/hook/lifecycle", test_lifecycle);
+	g_test_add_func("/hook/requester-uuid", test_requester_uuid);
 	g_test_add_func("/hook/other-operations", test_other_operations);
 	g_test_add_func("/hook/daemon-down", test_daemon_down);
 	g_test_add_func("/hook/daemon-refuses", test_daemon_refuses);

@@ -177,10 +177,11 @@ static HrReservation *
 reservation_of(Fixture *f, FakeDevice *dev, HrGuest *guest, guint n)
 {
 	g_autoptr(GError) error = NULL;
-	HrReservation *r = hr_reservation_store_create(store(f), MiB(2) * n, 0, 0, FALSE, "vm2",
-						       &error);
+	HrReservation *r =
+	    hr_reservation_store_create(store(f), MiB(2) * n, 0, 0, FALSE, "vm2", &error);
 	g_assert_no_error(error);
-	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_IN_PROGRESS, NULL, NULL));
+	g_assert_true(
+	    hr_reservation_set_state(store(f), r, HR_RESERVATION_IN_PROGRESS, NULL, NULL));
 	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_READY, NULL, NULL));
 	g_assert_true(hr_reservation_set_state(store(f), r, HR_RESERVATION_CONSUMED, NULL, NULL));
 	reservation_add(f, dev, r, guest, n);
@@ -345,8 +346,8 @@ test_dest_connects_after_source_gone(Fixture *f, gconstpointer data)
 
 	mig_start(f, &m);
 	id = api_evacuation(f, m.src, m.sg, N_HELD);
-	result = make_result(VIRTIO_HUGEROOM_MSG_RESULT, id, VIRTIO_HUGEROOM_S_PARTIAL, 8, N_HELD,
-			     10);
+	result =
+	    make_result(VIRTIO_HUGEROOM_MSG_RESULT, id, VIRTIO_HUGEROOM_S_PARTIAL, 8, N_HELD, 10);
 	fake_send(m.src, HR_CHAN_GUEST_MSG, result);
 	wait_held(f, m.src_qemu, N_HELD);
 	fake_expect_silence(m.src, 200);
@@ -461,6 +462,7 @@ test_grace_survives_restart(Fixture *f, gconstpointer data)
 	const gint64 grace = 4 * G_USEC_PER_SEC;
 	g_auto(Mig) m = {0};
 	HrReservation *r;
+	g_autofree gchar *id = NULL;
 	gint64 exited, restarted, dropped;
 	(void)data;
 
@@ -473,11 +475,12 @@ test_grace_survives_restart(Fixture *f, gconstpointer data)
 	source_exits(f, &m.src, m.sg);
 	run_loop(1500);
 	g_assert_cmpuint(r->holds->len, ==, N_HELD);
+	id = g_strdup(r->id);
 
 	hr_daemon_free(f->daemon);
 	fixture_start(f);
 	restarted = g_get_monotonic_time();
-	r = hr_reservation_store_find(store(f), "r1");
+	r = hr_reservation_store_find(store(f), id);
 	g_assert_nonnull(r);
 	g_assert_cmpuint(r->holds->len, ==, N_HELD);
 	wait_for(cond_no_holds, r, "the holds dropped after migration_grace_s");

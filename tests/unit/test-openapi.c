@@ -3,7 +3,8 @@
  * host/openapi.json against the server's route table: the same paths, the
  * same methods on each, and on each operation the statuses its handler
  * answers plus those the dispatcher answers for every route (401, 403,
- * 408, 413). tests/api checks the statuses a running daemon really sends.
+ * 408, 413), and the operationId the table gives it. tests/api checks the
+ * statuses a running daemon really sends.
  */
 
 #include <json-glib/json-glib.h>
@@ -14,8 +15,8 @@
 static JsonObject *
 load_paths(JsonParser *parser)
 {
-	g_autofree gchar *path = g_test_build_filename(G_TEST_DIST, "..", "..", "host",
-						       "openapi.json", NULL);
+	g_autofree gchar *path =
+	    g_test_build_filename(G_TEST_DIST, "..", "..", "host", "openapi.json", NULL);
 	g_autoptr(GError) error = NULL;
 	JsonObject *root;
 
@@ -60,6 +61,9 @@ test_routes_documented(void)
 		op = json_object_get_object_member(item, method);
 		g_assert_cmpstr(json_object_get_string_member(op, "x-hugeroom-role"), ==,
 				route->admin ? "admin" : "read");
+		g_assert_nonnull(route->operation);
+		g_assert_cmpstr(json_object_get_string_member_with_default(op, "operationId", NULL),
+				==, route->operation);
 		for (guint i = 0; codes[i] != NULL; i++)
 			g_hash_table_add(want, codes[i]);
 		g_hash_table_add(want, "401");
@@ -75,6 +79,32 @@ test_routes_documented(void)
 		g_assert_cmpstr(have_str, ==, want_str);
 	}
 	g_assert_cmpuint(n, >, 10);
+}
+
+/* every operation has an operationId, a distinct one, as code generators need */
+static void
+test_operation_ids(void)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	JsonObject *paths = load_paths(parser);
+	g_autoptr(GList) names = json_object_get_members(paths);
+	g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+
+	for (GList *l = names; l != NULL; l = l->next) {
+		JsonObject *item = json_object_get_object_member(paths, l->data);
+		g_autoptr(GList) methods = json_object_get_members(item);
+		for (GList *m = methods; m != NULL; m = m->next) {
+			JsonObject *op = json_object_get_object_member(item, m->data);
+			const gchar *id =
+			    json_object_get_string_member_with_default(op, "operationId", NULL);
+			if (id == NULL || !g_regex_match_simple("^[a-z][A-Za-z]+$", id, 0, 0))
+				g_error("%s %s: operationId %s is missing or not camelCase",
+					(const gchar *)m->data, (const gchar *)l->data, id);
+			if (!g_hash_table_add(seen, (gpointer)id))
+				g_error("operationId %s is given twice", id);
+		}
+	}
+	g_assert_cmpuint(g_hash_table_size(seen), >, 10);
 }
 
 /* and the document has no route the server does not serve */
@@ -98,8 +128,8 @@ test_no_extra_routes(void)
 					found = TRUE;
 			}
 			if (!found)
-				g_error("openapi.json has %s %s, the server does not",
-					upper, (const gchar *)l->data);
+				g_error("openapi.json has %s %s, the server does not", upper,
+					(const gchar *)l->data);
 		}
 	}
 }
@@ -110,5 +140,6 @@ main(int argc, char **argv)
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/openapi/routes-documented", test_routes_documented);
 	g_test_add_func("/openapi/no-extra-routes", test_no_extra_routes);
+	g_test_add_func("/openapi/operation-ids", test_operation_ids);
 	return g_test_run();
 }

@@ -14,7 +14,7 @@
 
 #include "hr-ctl.h"
 #include "hr-prepare.h"
-#include "hr-reservation.h"
+#include "hr-reservation-store.h"
 #include "test-fake.h"
 
 typedef struct {
@@ -108,7 +108,8 @@ test_lifecycle(void)
 
 	r = hr_reservation_store_create(store, MiB(5), 0, 0, FALSE, "test", &error);
 	g_assert_no_error(error);
-	g_assert_cmpstr(r->id, ==, "r1");
+	/* "r-" and a ULID: 26 of Crockford's base32 */
+	g_assert_true(g_regex_match_simple("^r-[0-9a-hjkmnp-tv-z]{26}$", r->id, 0, 0));
 	g_assert_cmpuint(r->need_blocks, ==, 3); /* rounded up */
 	g_assert_cmpint(r->state, ==, HR_RESERVATION_CREATED);
 	g_assert_null(hr_reservation_store_create(store, 0, 0, 0, FALSE, NULL, &error));
@@ -125,8 +126,8 @@ test_lifecycle(void)
 	g_assert_cmpuint(r->obtained, ==, 3); /* clamped to the need */
 	g_assert_true(hr_reservation_set_state(store, r, HR_RESERVATION_READY, NULL, &error));
 	g_assert_cmpint(r->finished_at, >, 0);
-	g_assert_true(hr_reservation_set_state(store, r, HR_RESERVATION_CONSUMED, "vm started",
-					       &error));
+	g_assert_true(
+	    hr_reservation_set_state(store, r, HR_RESERVATION_CONSUMED, "vm started", &error));
 	g_assert_cmpstr(r->reason, ==, "vm started");
 	/* final */
 	g_assert_false(hr_reservation_set_state(store, r, HR_RESERVATION_CANCELLED, NULL, &error));
@@ -204,17 +205,16 @@ filled_store(const gchar *path)
 	a = hr_reservation_store_create(store, MiB(64), 0, 1234567, TRUE, "launcher \"x\"", NULL);
 	hr_reservation_set_state(store, a, HR_RESERVATION_IN_PROGRESS, NULL, NULL);
 	a->planned_node = 0;
-	s = hr_reservation_add_step(a, "donate", 0);
+	s = hr_reservation_add_step(a, HR_STEP_DONATE, 0);
 	s->guest = g_strdup("vm1");
 	s->request_id = 77;
 	s->blocks_asked = 20;
 	s->blocks_held = 18;
 	s->gained = -1;
 	s->pages_migrated = 4000;
-	g_free(s->state);
-	s->state = g_strdup("short");
+	s->state = HR_STEP_SHORT;
 	s->detail = g_strdup("2 blocks unmovable");
-	s = hr_reservation_add_step(a, "compact", 0);
+	s = hr_reservation_add_step(a, HR_STEP_COMPACT, 0);
 	s->pages_scanned = 123456;
 	s->elapsed_ms = 450;
 	hr_reservation_add_hold(a, "11111111-2222-3333-4444-555555555555", "vm1", MiB(4096));
@@ -257,18 +257,21 @@ test_round_trip(Tmp *t, gconstpointer data)
 	g_assert_no_error(error);
 	after = store_json(again);
 	g_assert_cmpstr(after, ==, before);
-	r = hr_reservation_store_find(again, "r1");
+	r = hr_reservation_store_find(
+	    again, ((HrReservation *)g_ptr_array_index(hr_reservation_store_list(store), 0))->id);
 	g_assert_nonnull(r);
 	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
 	g_assert_true(r->strict);
 	g_assert_cmpstr(r->requester, ==, "launcher \"x\"");
 	g_assert_cmpuint(r->holds->len, ==, 1);
-	g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(r->holds, 0))->gpa, ==,
-			 MiB(4096));
+	g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(r->holds, 0))->gpa, ==, MiB(4096));
 	g_assert_cmpint(((HrReservationStep *)g_ptr_array_index(r->steps, 0))->gained, ==, -1);
-	/* ids continue after a restart, never reused */
+	/* ids are never reused after a restart, and sort in the order they were made */
 	n = hr_reservation_store_create(again, MiB(2), 0, 0, FALSE, NULL, NULL);
-	g_assert_cmpstr(n->id, ==, "r3");
+	for (guint i = 0; i < hr_reservation_store_list(store)->len; i++) {
+		HrReservation *old = g_ptr_array_index(hr_reservation_store_list(store), i);
+		g_assert_cmpstr(old->id, <, n->id);
+	}
 	/* promises survive the restart */
 	g_assert_cmpuint(hr_reservation_store_promised(again, 0, NULL), ==, 17);
 	/* no temporary file left behind */
@@ -311,13 +314,15 @@ expect_corrupt(Tmp *t, const gchar *content, gssize len, const gchar *what)
 		if (!g_str_has_prefix(name, "reservations.json.corrupt-"))
 			continue;
 		g_assert_true(g_file_get_contents(full, &kept_text, &kept_len, NULL));
-		g_assert_cmpmem(kept_text, kept_len, content, len < 0 ? strlen(content) : (gsize)len);
+		g_assert_cmpmem(kept_text, kept_len, content,
+				len < 0 ? strlen(content) : (gsize)len);
 		g_assert_cmpint(g_unlink(full), ==, 0);
 		kept = TRUE;
 	}
 	g_assert_true(kept);
 	r = hr_reservation_store_create(store, MiB(2), 0, 0, FALSE, NULL, NULL);
-	g_assert_cmpstr(r->id, ==, "r1");
+	g_assert_nonnull(r);
+	g_assert_cmpuint(hr_reservation_store_list(store)->len, ==, 1);
 	hr_reservation_store_flush(store);
 	g_assert_true(g_file_test(t->path, G_FILE_TEST_IS_REGULAR));
 	g_assert_cmpint(g_unlink(t->path), ==, 0);
@@ -342,19 +347,97 @@ test_corrupt(Tmp *t, gconstpointer data)
 	expect_corrupt(t, "", 0, "empty");
 	expect_corrupt(t, "\x00\x01garbage", 9, "binary");
 	expect_corrupt(t, "[]", -1, "not an object");
-	expect_corrupt(t, "{\"version\":3,\"next_id\":1,\"reservations\":[]}", -1, "future version");
-	expect_corrupt(t,
-		       "{\"version\":1,\"next_id\":1,\"reservations\":[{\"id\":\"r1\",\"bytes\":"
-		       "\"many\"}]}",
-		       -1, "wrong type");
+	expect_corrupt(t, "{\"version\":3,\"next_id\":1,\"reservations\":[]}", -1,
+		       "future version");
+	expect_corrupt(t, "{\"version\":1,\"next_id\":1,\"reservations\":{}}", -1,
+		       "no list of reservations");
+}
+
+/*
+ * One reservation of the file that cannot be read costs that one only: the
+ * others load, the skipped one is logged and counted, and the file as it
+ * was is kept aside (the next write drops it).
+ */
+static void
+test_bad_entry_skipped(Tmp *t, gconstpointer data)
+{
+	g_autofree gchar *good = NULL;
+	g_autofree gchar *dir = g_path_get_dirname(t->path);
+	g_autoptr(GDir) d = NULL;
+	const gchar *name;
+	gboolean kept = FALSE;
+	gchar *p;
+	GPtrArray *errors = NULL;
+	(void)data;
+
 	{
-		/* a valid file with one bad state name */
-		g_autofree gchar *bad = g_strdup(good);
-		gchar *p = strstr(bad, "\"in-progress\"");
-		g_assert_nonnull(p);
-		memcpy(p + 1, "in-pogress", 10);
-		expect_corrupt(t, bad, -1, "unknown state");
+		g_autoptr(HrReservationStore) store = filled_store(t->path);
 	}
+	g_assert_true(g_file_get_contents(t->path, &good, NULL, NULL));
+	/* the first entry, in progress, gets a state no daemon knows */
+	p = strstr(good, "\"in-progress\"");
+	g_assert_nonnull(p);
+	memcpy(p + 1, "in-pogress", 10);
+	g_assert_true(g_file_set_contents(t->path, good, -1, NULL));
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
+		g_autoptr(GError) error = NULL;
+		HrReservation *r;
+
+		g_test_expect_message("HrReservation", G_LOG_LEVEL_WARNING,
+				      "*entry 0 skipped*unknown*");
+		g_test_expect_message("HrReservation", G_LOG_LEVEL_WARNING,
+				      "*1 reservation(s) could not be read*");
+		g_assert_true(hr_reservation_store_load(store, &error));
+		g_test_assert_expected_messages();
+		g_assert_no_error(error);
+		g_assert_cmpuint(hr_reservation_store_list(store)->len, ==, 1);
+		r = g_ptr_array_index(hr_reservation_store_list(store), 0);
+		g_assert_cmpint(r->state, ==, HR_RESERVATION_CANCELLED);
+		g_assert_cmpuint(hr_reservation_store_get_skipped(store, &errors), ==, 1);
+		g_assert_cmpuint(errors->len, ==, 1);
+		g_assert_nonnull(strstr(g_ptr_array_index(errors, 0), "in-pogress"));
+		hr_reservation_store_flush(store);
+	}
+	d = g_dir_open(dir, 0, NULL);
+	while ((name = g_dir_read_name(d)) != NULL) {
+		g_autofree gchar *full = g_build_filename(dir, name, NULL);
+		g_autofree gchar *text = NULL;
+		if (!g_str_has_prefix(name, "reservations.json.skipped-"))
+			continue;
+		g_assert_true(g_file_get_contents(full, &text, NULL, NULL));
+		g_assert_cmpstr(text, ==, good);
+		g_assert_cmpint(g_unlink(full), ==, 0);
+		kept = TRUE;
+	}
+	g_assert_true(kept);
+}
+
+/* a state directory others may write to is neither read nor written */
+static void
+test_unsafe_dir(Tmp *t, gconstpointer data)
+{
+	g_autofree gchar *dir = g_path_get_dirname(t->path);
+	g_autoptr(GError) error = NULL;
+	(void)data;
+
+	{
+		g_autoptr(HrReservationStore) store = filled_store(t->path);
+	}
+	g_assert_cmpint(g_chmod(dir, 0777), ==, 0);
+	{
+		g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
+		g_assert_false(hr_reservation_store_load(store, &error));
+		g_assert_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO);
+		g_test_message("%s", error->message);
+		g_assert_nonnull(strstr(error->message, "state_dir"));
+		g_assert_cmpuint(hr_reservation_store_list(store)->len, ==, 0);
+		g_clear_error(&error);
+		g_assert_false(hr_reservation_store_save(store, &error));
+		g_assert_nonnull(error);
+		g_assert_nonnull(strstr(error->message, "state_dir"));
+	}
+	g_assert_cmpint(g_chmod(dir, 0750), ==, 0);
 }
 
 static void
@@ -389,11 +472,14 @@ host_set_free(Fixture *f, guint dma32_pages, guint blocks)
 {
 	g_autofree gchar *dir = host_dir(f);
 	g_autofree gchar *path = g_build_filename(dir, "proc", "buddyinfo", NULL);
-	g_autofree gchar *text = g_strdup_printf(
-	    "Node 0, zone      DMA      0      0      0      0      0      0      0      0      1      1      3 \n"
-	    "Node 0, zone    DMA32 %6u      0      0      0      0      0      0      0      0      0      0 \n"
-	    "Node 0, zone   Normal    100     50     20      0      0      0      0      0      0 %6u      0 \n",
-	    dma32_pages, blocks);
+	g_autofree gchar *text =
+	    g_strdup_printf("Node 0, zone      DMA      0      0      0      0      0      0      "
+			    "0      0      1      1      3 \n"
+			    "Node 0, zone    DMA32 %6u      0      0      0      0      0      0   "
+			    "   0      0      0      0 \n"
+			    "Node 0, zone   Normal    100     50     20      0      0      0      "
+			    "0      0      0 %6u      0 \n",
+			    dma32_pages, blocks);
 	g_assert_true(g_file_set_contents(path, text, -1, NULL));
 	/* what the executor decides from now on, it decides on these files */
 	if (f->daemon != NULL)
@@ -463,8 +549,8 @@ static void
 wait_state(Fixture *f, const gchar *id, HrReservationState state)
 {
 	WaitState w = {f, id, state};
-	g_autofree gchar *what = g_strdup_printf("reservation %s %s", id,
-						 hr_reservation_state_to_string(state));
+	g_autofree gchar *what =
+	    g_strdup_printf("reservation %s %s", id, hr_reservation_state_to_string(state));
 	wait_for(cond_state, &w, what);
 }
 
@@ -511,18 +597,19 @@ answer_evacuate(FakeDevice *dev, const HrCmd *cmd, guint freed)
 		hold_msg = hr_blocks_encode(hold);
 		fake_send(dev, HR_CHAN_GUEST_MSG, hold_msg);
 	}
-	result = make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id,
-			     freed == cmd->nr_gpas ? VIRTIO_HUGEROOM_S_OK : VIRTIO_HUGEROOM_S_PARTIAL,
-			     cmd->nr_gpas, freed, 14 * freed);
+	result =
+	    make_result(VIRTIO_HUGEROOM_MSG_RESULT, cmd->hdr.request_id,
+			freed == cmd->nr_gpas ? VIRTIO_HUGEROOM_S_OK : VIRTIO_HUGEROOM_S_PARTIAL,
+			cmd->nr_gpas, freed, 14 * freed);
 	fake_send(dev, HR_CHAN_GUEST_MSG, result);
 }
 
 static HrReservationStep *
-find_step(HrReservation *r, const gchar *kind)
+find_step(HrReservation *r, HrStepKind kind)
 {
 	for (guint i = 0; i < r->steps->len; i++) {
 		HrReservationStep *s = g_ptr_array_index(r->steps, i);
-		if (g_strcmp0(s->kind, kind) == 0)
+		if (s->kind == kind)
 			return s;
 	}
 	return NULL;
@@ -547,10 +634,10 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	wait_state(f, a->id, HR_RESERVATION_READY);
 	g_assert_cmpuint(a->obtained, ==, 98);
 	g_assert_false(a->partial);
-	s = find_step(a, "free");
+	s = find_step(a, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 98);
-	g_assert_null(find_step(a, "donate"));
+	g_assert_null(find_step(a, HR_STEP_DONATE));
 
 	/* 5 more: 2 are unpromised, the donor must give 3 */
 	b = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(10), 0, 0, FALSE, "b", NULL);
@@ -571,10 +658,10 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	answer_evacuate(dev, cmd, 3);
 	wait_state(f, b->id, HR_RESERVATION_READY);
 	g_assert_cmpuint(b->obtained, ==, 5);
-	s = find_step(b, "donate");
+	s = find_step(b, HR_STEP_DONATE);
 	g_assert_nonnull(s);
 	g_assert_cmpstr(s->guest, ==, "donor");
-	g_assert_cmpstr(s->state, ==, "done");
+	g_assert_cmpint(s->state, ==, HR_STEP_DONE);
 	g_assert_cmpuint(s->blocks_asked, ==, 3);
 	g_assert_cmpuint(s->blocks_held, ==, 3);
 	g_assert_cmpuint(s->pages_migrated, ==, 42);
@@ -622,8 +709,8 @@ test_exec_partial(Fixture *f, gconstpointer data)
 	g_assert_true(r->partial);
 	g_assert_cmpuint(r->obtained, ==, 12);
 	g_assert_nonnull(strstr(r->reason, "no more sources: 12 of 20 blocks"));
-	s = find_step(r, "donate");
-	g_assert_cmpstr(s->state, ==, "short");
+	s = find_step(r, HR_STEP_DONATE);
+	g_assert_cmpint(s->state, ==, HR_STEP_SHORT);
 	g_assert_nonnull(strstr(s->detail, "2 of 3 blocks held"));
 	g_assert_nonnull(strstr(s->detail, "1 unmovable"));
 	/* the tried blocks were not offered again */
@@ -723,10 +810,10 @@ test_exec_api(Fixture *f, gconstpointer data)
 
 	created = http_body(f, "POST", "/v1/reservations",
 			    "{\"size\":\"20M\",\"node\":0,\"deadline_s\":5,\"requester\":\"ci\"}",
-			    202, NULL);
+			    201, NULL);
 	o = json_node_get_object(created);
 	id = json_object_get_string_member(o, "id");
-	g_assert_cmpstr(id, ==, "r1");
+	g_assert_true(g_str_has_prefix(id, "r-"));
 	g_assert_cmpint(json_object_get_int_member(o, "need_blocks"), ==, 10);
 	wait_state(f, id, HR_RESERVATION_READY);
 	path = g_strdup_printf("/v1/reservations/%s", id);
@@ -739,14 +826,17 @@ test_exec_api(Fixture *f, gconstpointer data)
 		/* hugeroomctl's report of it: each step, what it gave and cost */
 		g_autoptr(GString) out = g_string_new(NULL);
 		g_autoptr(GError) error = NULL;
-		g_autofree gchar *line = hr_ctl_reservation_progress_line(one, 60, TRUE);
+		g_autofree gchar *line = hr_ctl_reservation_progress_line(one, 80, TRUE);
 		g_assert_true(hr_ctl_render_reservation(one, out, &error));
 		g_assert_nonnull(strstr(out->str, "State:        ready\n"));
 		g_assert_nonnull(strstr(out->str, "10 of 10 free 2 MiB blocks"));
 		g_test_message("%s", out->str);
-		g_assert_nonnull(strstr(out->str, "\n   1 free host node 0 done      10.0     10 "));
+		g_assert_nonnull(
+		    strstr(out->str, "\n   1 free host node 0 done      10.0     10 "));
 		g_assert_nonnull(strstr(out->str, "Cost:         0 pages migrated"));
-		g_assert_cmpstr(line, ==, "[####################] r1 ready: 10/10 blocks, 1 steps (0 ru");
+		g_autofree gchar *want =
+		    g_strdup_printf("[####################] %s ready: 10/10", id);
+		g_assert_true(g_str_has_prefix(line, want));
 	}
 	list = http(f, "GET", "/v1/reservations", 200, NULL);
 	g_assert_cmpint(json_array_get_length(json_object_get_array_member(
@@ -756,7 +846,8 @@ test_exec_api(Fixture *f, gconstpointer data)
 		g_autoptr(GString) out = g_string_new(NULL);
 		g_assert_true(hr_ctl_render_reservations(list, out, NULL));
 		g_test_message("%s", out->str);
-		g_assert_nonnull(strstr(out->str, "\nr1 ready "));
+		g_autofree gchar *row = g_strdup_printf("\n%s ready ", id);
+		g_assert_nonnull(strstr(out->str, row));
 		g_assert_nonnull(strstr(out->str, "ci"));
 	}
 	host = http(f, "GET", "/v1/host", 200, NULL);
@@ -787,7 +878,10 @@ test_exec_api(Fixture *f, gconstpointer data)
 	g_assert_cmpstr(json_object_get_string_member(json_node_get_object(released), "state"), ==,
 			"cancelled");
 	/* twice is a conflict, with the state named */
-	err = http_body(f, "POST", "/v1/reservations/r1/release", "{}", 409, NULL);
+	{
+		g_autofree gchar *again = g_strdup_printf("%s/release", path);
+		err = http_body(f, "POST", again, "{}", 409, NULL);
+	}
 	g_assert_nonnull(strstr(json_object_get_string_member(json_node_get_object(err), "error"),
 				"cancelled already"));
 }
@@ -932,9 +1026,8 @@ test_exec_zero_uuid(Fixture *f, gconstpointer data)
 	answer_evacuate(donor, cmd, 3);
 	wait_state(f, r->id, HR_RESERVATION_READY);
 	g_assert_cmpuint(r->holds->len, ==, 3);
-	g_assert_true(g_str_has_prefix(((HrReservationHold *)g_ptr_array_index(r->holds, 0))
-					   ->guest_key,
-				       "name:giver@pid:"));
+	g_assert_true(g_str_has_prefix(
+	    ((HrReservationHold *)g_ptr_array_index(r->holds, 0))->guest_key, "name:giver@pid:"));
 	g_assert_true(hr_prepare_release(hr_daemon_get_prepare(f->daemon), r->id, NULL));
 	ret = fake_expect_cmd(donor, VIRTIO_HUGEROOM_CMD_RETURN);
 	g_assert_cmpuint(ret->nr_gpas, ==, 3);
@@ -1004,15 +1097,16 @@ test_exec_restart_mid_donation(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(ret->nr_gpas, ==, 1);
 	r = hr_reservation_store_find(exec_store(f), id);
 	g_assert_cmpuint(r->holds->len, ==, 3);
-	s = find_step(r, "donate");
-	g_assert_cmpstr(s->state, ==, "short");
+	s = find_step(r, HR_STEP_DONATE);
+	g_assert_cmpint(s->state, ==, HR_STEP_SHORT);
 	g_assert_nonnull(strstr(s->detail, "restarted while it ran; 3 blocks"));
 	{
 		/* the guest takes it back; RETURNs run one at a time */
-		g_autoptr(GBytes) back = make_blocks(VIRTIO_HUGEROOM_MSG_RETURNED, ret->hdr.request_id,
-						     VIRTIO_HUGEROOM_RET_HOST, ret->gpas[0], 1);
-		g_autoptr(GBytes) done = make_result(VIRTIO_HUGEROOM_MSG_RESULT, ret->hdr.request_id,
-						     VIRTIO_HUGEROOM_S_OK, 1, 1, 0);
+		g_autoptr(GBytes) back =
+		    make_blocks(VIRTIO_HUGEROOM_MSG_RETURNED, ret->hdr.request_id,
+				VIRTIO_HUGEROOM_RET_HOST, ret->gpas[0], 1);
+		g_autoptr(GBytes) done = make_result(
+		    VIRTIO_HUGEROOM_MSG_RESULT, ret->hdr.request_id, VIRTIO_HUGEROOM_S_OK, 1, 1, 0);
 		fake_send(dev2, HR_CHAN_GUEST_MSG, back);
 		fake_send(dev2, HR_CHAN_GUEST_MSG, done);
 	}
@@ -1071,7 +1165,7 @@ test_exec_deferral(Fixture *f, gconstpointer data)
 	again = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
 	g_assert_cmpint(g_get_monotonic_time() - failed_at, >=, 900 * 1000);
 	g_assert_cmpuint(again->gpas[0], >=, MiB(700));
-	g_assert_cmpstr(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, "failed");
+	g_assert_cmpint(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, HR_STEP_FAILED);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1126,10 +1220,10 @@ test_pool_free(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->obtained, ==, 10);
 	g_assert_cmpuint(pool_read(f), ==, 15);
 	g_assert_nonnull(strstr(r->reason, "held in node 0's hugetlb pool"));
-	s = find_step(r, "free");
+	s = find_step(r, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 10);
-	g_assert_cmpstr(s->state, ==, "done");
+	g_assert_cmpint(s->state, ==, HR_STEP_DONE);
 	g_assert_nonnull(strstr(s->detail, "held 10 of 10 blocks in node 0's hugetlb pool"));
 	/* held blocks are not free memory: nobody else is promised them */
 	g_assert_cmpuint(hr_reservation_store_promised(exec_store(f), 0, NULL), ==, 0);
@@ -1177,7 +1271,7 @@ test_pool_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(cmd->count, ==, 3);
 	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
 	g_assert_cmpuint(r->pool_blocks, ==, 0);
-	g_assert_null(find_step(r, "free"));
+	g_assert_null(find_step(r, HR_STEP_FREE));
 	/* QEMU discarded them: 4 free blocks, 3 of them above the watermark */
 	host_set_free(f, 25000, 4);
 	answer_evacuate(dev, cmd, 3);
@@ -1186,10 +1280,10 @@ test_pool_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->pool_blocks, ==, 3);
 	g_assert_cmpuint(pool_read(f), ==, 8);
 	g_assert_cmpuint(r->holds->len, ==, 3);
-	s = find_step(r, "donate");
+	s = find_step(r, HR_STEP_DONATE);
 	g_assert_nonnull(s);
 	g_assert_cmpuint(s->blocks_held, ==, 3);
-	s = find_step(r, "free");
+	s = find_step(r, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 3);
 }
@@ -1240,8 +1334,8 @@ test_pool_asked_again(Fixture *f, gconstpointer data)
 	g_assert_false(r->partial);
 	g_assert_cmpuint(r->pool_blocks, ==, 6);
 	for (guint i = 0; i < r->steps->len; i++)
-		donations += g_strcmp0(((HrReservationStep *)g_ptr_array_index(r->steps, i))->kind,
-				       "donate") == 0;
+		donations +=
+		    ((HrReservationStep *)g_ptr_array_index(r->steps, i))->kind == HR_STEP_DONATE;
 	g_assert_cmpuint(donations, ==, 2);
 	g_assert_cmpuint(r->holds->len, ==, 6);
 }
@@ -1282,8 +1376,8 @@ test_unsafe_file(Tmp *t, gconstpointer data)
 		g_clear_error(&error);
 	}
 	g_assert_cmpint(g_unlink(t->path), ==, 0);
-	g_assert_true(g_file_set_contents(target, "{\"version\": 3, \"reservations\": []}", -1,
-					  NULL));
+	g_assert_true(
+	    g_file_set_contents(target, "{\"version\": 3, \"reservations\": []}", -1, NULL));
 	g_assert_cmpint(symlink(target, t->path), ==, 0);
 	{
 		g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
@@ -1292,8 +1386,8 @@ test_unsafe_file(Tmp *t, gconstpointer data)
 		g_clear_error(&error);
 	}
 	g_assert_cmpint(g_unlink(t->path), ==, 0);
-	g_assert_true(g_file_set_contents(t->path, "{\"version\": 3, \"reservations\": []}", -1,
-					  NULL));
+	g_assert_true(
+	    g_file_set_contents(t->path, "{\"version\": 3, \"reservations\": []}", -1, NULL));
 	g_assert_cmpint(g_chmod(t->path, 0666), ==, 0);
 	{
 		g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
@@ -1315,6 +1409,10 @@ main(int argc, char **argv)
 	g_test_add_func("/reservations/no-double-promise", test_promises);
 	g_test_add_func("/reservations/holds-oldest-first", test_holds);
 	g_test_add("/reservations/persist/round-trip", Tmp, NULL, tmp_setup, test_round_trip,
+		   tmp_teardown);
+	g_test_add("/reservations/persist/bad-entry-skipped", Tmp, NULL, tmp_setup,
+		   test_bad_entry_skipped, tmp_teardown);
+	g_test_add("/reservations/persist/unsafe-dir", Tmp, NULL, tmp_setup, test_unsafe_dir,
 		   tmp_teardown);
 	g_test_add("/reservations/persist/corrupt", Tmp, NULL, tmp_setup, test_corrupt,
 		   tmp_teardown);
