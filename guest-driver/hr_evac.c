@@ -320,12 +320,17 @@ static bool virtio_hugeroom_deflate_on_oom(struct virtio_hugeroom *vh)
 	return virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM);
 }
 
-/* Shrinker: the held pages are what it can free. */
+/*
+ * Shrinker: the claimed pages of a running EVACUATE, and the held pages
+ * (with F_DEFLATE_ON_OOM), are what it can free.
+ */
 static unsigned long virtio_hugeroom_count(struct virtio_hugeroom *vh)
 {
-	if (!virtio_hugeroom_deflate_on_oom(vh))
-		return 0;
-	return (unsigned long)READ_ONCE(vh->nr_held) * pageblock_nr_pages;
+	unsigned long n = READ_ONCE(vh->nr_claimed);
+
+	if (virtio_hugeroom_deflate_on_oom(vh))
+		n += (unsigned long)READ_ONCE(vh->nr_held) * pageblock_nr_pages;
+	return n;
 }
 
 /*
@@ -352,23 +357,27 @@ static bool virtio_hugeroom_under_pressure(void)
 }
 
 /*
- * Give back blocks for @nr_to_scan pages.  Reclaim may run in any task,
- * including our own workers while they hold a lock, so only trylock.
+ * Give back @nr_to_scan pages: claims first, then held blocks.  Reclaim
+ * may run in any task, including our own workers while they hold a lock,
+ * so only trylock (claims take no lock of ours but the claim lock).
  */
 static unsigned long virtio_hugeroom_scan_held(struct virtio_hugeroom *vh,
 					       unsigned long nr_to_scan)
 {
-	unsigned int want, given;
+	unsigned long got;
+	unsigned int want, given = 0;
 
-	if (!virtio_hugeroom_deflate_on_oom(vh) ||
-	    !virtio_hugeroom_under_pressure())
+	if (!virtio_hugeroom_under_pressure())
 		return SHRINK_STOP;
-	want = DIV_ROUND_UP(nr_to_scan, pageblock_nr_pages);
-	given = virtio_hugeroom_return_some(vh, want,
-					    VIRTIO_HUGEROOM_RET_PRESSURE, true);
-	if (!given)
-		return SHRINK_STOP;
-	return (unsigned long)given * pageblock_nr_pages;
+	got = virtio_hugeroom_claims_drop(vh, NULL, nr_to_scan);
+	if (got < nr_to_scan && virtio_hugeroom_deflate_on_oom(vh)) {
+		want = DIV_ROUND_UP(nr_to_scan - got, pageblock_nr_pages);
+		given = virtio_hugeroom_return_some(vh, want,
+						    VIRTIO_HUGEROOM_RET_PRESSURE,
+						    true);
+	}
+	got += (unsigned long)given * pageblock_nr_pages;
+	return got ? got : SHRINK_STOP;
 }
 
 #ifdef VIRTIO_HUGEROOM_HAVE_SHRINKER_ALLOC
@@ -445,19 +454,24 @@ void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh)
 #endif
 
 /*
- * Last resort before an OOM kill: give blocks back and say how many pages
- * that freed.  Waiting for the RETURNED ack is allowed here (SPEC 1.6.6.1
- * item 2); nobody allocates while holding return_lock or event_lock.
+ * Last resort before an OOM kill: give every claim back, and blocks too
+ * if the claims came to less than VIRTIO_HUGEROOM_OOM_BLOCKS of them, and
+ * say how many pages that freed.  Waiting for the RETURNED ack is allowed
+ * here (SPEC 1.6.6.1 item 2); nobody allocates while holding return_lock
+ * or event_lock.
  */
 int virtio_hugeroom_oom_notify(struct notifier_block *nb,
 			       unsigned long dummy, void *parm)
 {
 	struct virtio_hugeroom *vh = container_of(nb, struct virtio_hugeroom,
 						  oom_nb);
-	unsigned long *freed = parm;
+	unsigned long *freed = parm, got;
 	unsigned int given;
 
-	if (!virtio_hugeroom_deflate_on_oom(vh))
+	got = virtio_hugeroom_claims_drop(vh, NULL, ULONG_MAX);
+	*freed += got;
+	if (got >= VIRTIO_HUGEROOM_OOM_BLOCKS * pageblock_nr_pages ||
+	    !virtio_hugeroom_deflate_on_oom(vh))
 		return NOTIFY_OK;
 	given = virtio_hugeroom_return_some(vh, VIRTIO_HUGEROOM_OOM_BLOCKS,
 					    VIRTIO_HUGEROOM_RET_PRESSURE,
@@ -562,7 +576,7 @@ static void virtio_hugeroom_pressure_arm(struct virtio_hugeroom *vh)
 {
 	unsigned long flags;
 
-	if (!virtio_hugeroom_deflate_on_oom(vh))
+	if (!virtio_hugeroom_deflate_on_oom(vh) && !READ_ONCE(vh->nr_claimed))
 		return;
 	spin_lock_irqsave(&vh->stop_lock, flags);
 	if (!vh->stop)
@@ -601,6 +615,7 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 	bool fresh = now - vh->pressure_last_ns <
 		     (u64)VIRTIO_HUGEROOM_PRESSURE_STALE_MS * NSEC_PER_MSEC;
 	unsigned long ours = taken - vh->pressure_taken_seen, ahead_max = 0;
+	unsigned long claims = 0;
 	unsigned int i = 0, given = 0;
 	int nid, zid;
 
@@ -608,6 +623,7 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 		for (zid = 0; zid < MAX_NR_ZONES; zid++) {
 			struct zone *zone = &NODE_DATA(nid)->node_zones[zid];
 			unsigned long free, last, floor, margin, ahead = 0;
+			unsigned long need, got;
 			unsigned int want;
 
 			/* A ZONE_DMA block is never held (R_ZONE). */
@@ -621,11 +637,19 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 			floor = virtio_hugeroom_zone_floor(zone);
 			margin = virtio_hugeroom_zone_margin(zone);
 			if (free < floor + margin + ahead) {
-				want = DIV_ROUND_UP(floor + 2 * margin + ahead -
-						    free, pageblock_nr_pages);
-				want = virtio_hugeroom_return_zone(vh, zone,
-								   want);
-				if (want)
+				/* Claims first: the running pass's shortcut. */
+				need = floor + 2 * margin + ahead - free;
+				got = virtio_hugeroom_claims_drop(vh, zone,
+								  need);
+				claims += got;
+				want = 0;
+				if (got < need &&
+				    virtio_hugeroom_deflate_on_oom(vh))
+					want = virtio_hugeroom_return_zone(vh,
+									   zone,
+									   DIV_ROUND_UP(need - got,
+											pageblock_nr_pages));
+				if (want || got)
 					free = zone_page_state(zone,
 							       NR_FREE_PAGES);
 				given += want;
@@ -640,17 +664,17 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 	vh->pressure_taken_seen = taken;
 	vh->pressure_last_ns = now;
 	WRITE_ONCE(vh->pressure_polls, vh->pressure_polls + 1);
-	if (given) {
+	if (given || claims) {
 		WRITE_ONCE(vh->pressure_returns, vh->pressure_returns + 1);
 		WRITE_ONCE(vh->pressure_blocks, vh->pressure_blocks + given);
 		dev_dbg(&vh->vdev->dev,
-			"pressure: %u blocks given back, %lu pages ahead\n",
-			given, ahead_max);
+			"pressure: %lu claimed pages and %u blocks given back, %lu pages ahead\n",
+			claims, given, ahead_max);
 	} else {
 		WRITE_ONCE(vh->pressure_idle_ns, vh->pressure_idle_ns +
 			   ktime_get_ns() - now);
 	}
-	if (READ_ONCE(vh->nr_held))
+	if (READ_ONCE(vh->nr_held) || READ_ONCE(vh->nr_claimed))
 		virtio_hugeroom_pressure_arm(vh);
 }
 
@@ -799,14 +823,19 @@ void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
 
 /*
  * The free pages of a block a pass will empty, claimed (see "Claiming
- * holes" below): runs of pages we allocated, linked through the head
- * page's lru, each run's length in its head's page_private().
+ * holes" below): pages we allocated, one bit each in @map, each page's
+ * page_private() pointing at its claim while it is claimed.  Published
+ * in vh->claims, so that pressure gives them back before anything else
+ * (virtio_hugeroom_claims_drop()).
  */
 struct virtio_hugeroom_claim {
+	struct virtio_hugeroom *vh;
 	unsigned long pfn;
-	struct list_head runs;
-	unsigned int pages;
+	unsigned int pages;		/* claimed now, under the claim lock */
+	unsigned int taken;		/* claimed by the pass, for pages_taken */
 	unsigned int used;		/* its in-use pages when planned */
+	/* pages of the block claimed now, under the claim lock */
+	DECLARE_BITMAP(map, VIRTIO_HUGEROOM_CLAIM_BITS);
 };
 
 /* One running EVACUATE or CAPTURE. */
@@ -1351,22 +1380,84 @@ MODULE_PARM_DESC(claim_holes,
  * a pageblock with a page in use that is neither on an LRU nor movable
  * (has_unmovable_pages() looks at the whole pageblock, on 6.1 and 6.12):
  * the second claim of a block failed -EBUSY.  So claimed pages are
- * movable_ops pages, as balloon pages are, whose isolation always fails:
- * compaction and alloc_contig_range() leave them where they are, and
- * isolating their pageblock works.  6.17 took __SetPageMovable() away:
- * movable_ops are the core's, for page types it knows (balloon's
+ * movable_ops pages, as balloon pages are.  6.17 took __SetPageMovable()
+ * away: movable_ops are the core's, for page types it knows (balloon's
  * PageOffline, zsmalloc), one set per type.  A claimed page would make
  * the second claim of its block fail, so there are no claims there
  * (VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE, a feature test in Kbuild);
  * EVACUATE migrates as without claim_holes.
+ *
+ * A claim is ours only until someone else needs the page.  Isolation
+ * for a synchronous migration (alloc_contig_range() of virtio-mem
+ * unplug, gigantic pages or CMA, memory offline, full compaction) gives
+ * the claim up: isolate_page takes the page off its claim, drops our
+ * reference and unmarks it, and the migration finds it "released by its
+ * owner" and frees it (migrate_movable_ops_page(), the refcount-1 case of
+ * migrate_folio_unmap()), so the range frees.  Asynchronous compaction
+ * (kcompactd, the first pass of direct compaction) is refused: it would
+ * undo the claims for nothing.  A claim goes back with __free_page() per
+ * page, never free_contig_range(): an isolator may hold a reference for a
+ * moment (isolate_movable_page() takes one before it looks), and then
+ * the last of the two frees the page, without free_contig_range()'s
+ * "pages are still in use" warning.
+ *
+ * The claim lock (a spinlock of the module: isolate_page has only the
+ * page) protects every claim's @map and @pages, the pages' private and
+ * vh->claims/nr_claims/nr_claimed.  A leaf: taken under a page lock
+ * (isolate_page), nothing is taken under it.
  */
+static DEFINE_SPINLOCK(virtio_hugeroom_claim_lock);
+
+/* Take up to @max claimed pages off @cl into @pfns.  Claim lock held. */
+static unsigned int virtio_hugeroom_claim_detach(struct virtio_hugeroom_claim *cl,
+						 unsigned long *pfns,
+						 unsigned int max)
+{
+	unsigned int n = 0, b;
+
+	for_each_set_bit(b, cl->map, VIRTIO_HUGEROOM_CLAIM_BITS) {
+		if (n == max)
+			break;
+		__clear_bit(b, cl->map);
+		set_page_private(pfn_to_page(cl->pfn + b), 0);
+		pfns[n++] = cl->pfn + b;
+	}
+	cl->pages -= n;
+	cl->vh->nr_claimed -= n;
+	return n;
+}
+
 #ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
+/*
+ * Someone isolates a claimed page (its page lock held): refuse an
+ * asynchronous compaction, give the claim up to anyone else (above).
+ */
 static bool virtio_hugeroom_claim_isolate(struct page *page,
 					  isolate_mode_t mode)
 {
-	return false;
+	struct virtio_hugeroom_claim *cl;
+
+	if (mode & ISOLATE_ASYNC_MIGRATE)
+		return false;
+	spin_lock(&virtio_hugeroom_claim_lock);
+	cl = (struct virtio_hugeroom_claim *)page_private(page);
+	if (cl) {
+		__clear_bit(page_to_pfn(page) - cl->pfn, cl->map);
+		set_page_private(page, 0);
+		cl->pages--;
+		cl->vh->nr_claimed--;
+		cl->vh->claims_isolated++;
+	}
+	spin_unlock(&virtio_hugeroom_claim_lock);
+	if (!cl)
+		return false;
+	/* Released by its owner: the isolator's reference frees it. */
+	VIRTIO_HUGEROOM_CLEAR_MOVABLE(page);
+	put_page(page);
+	return true;
 }
 
+/* Never called: a page given up is no longer movable_ops. */
 static int virtio_hugeroom_claim_migrate(struct page *dst, struct page *src,
 					 enum migrate_mode mode)
 {
@@ -1383,9 +1474,8 @@ static const struct movable_operations virtio_hugeroom_claim_mops = {
 	.putback_page = virtio_hugeroom_claim_putback,
 };
 
-/* Mark (@movable) or unmark the @n claimed pages at @pfn. */
-static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n,
-				       bool movable)
+/* Mark the @n pages at @pfn, just claimed, movable_ops pages. */
+static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n)
 {
 	unsigned long i;
 
@@ -1393,41 +1483,124 @@ static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n,
 		struct page *page = pfn_to_page(pfn + i);
 
 		lock_page(page);
-		if (movable)
-			VIRTIO_HUGEROOM_SET_MOVABLE(page,
-						    &virtio_hugeroom_claim_mops);
-		else
-			VIRTIO_HUGEROOM_CLEAR_MOVABLE(page);
+		VIRTIO_HUGEROOM_SET_MOVABLE(page, &virtio_hugeroom_claim_mops);
 		unlock_page(page);
 	}
 }
+
+/*
+ * Give back a claimed page taken off its claim: unmarked under its page
+ * lock (an isolator that holds it finds no claim and lets go), then our
+ * reference dropped.  Freeing clears the mapping unmarking leaves.
+ */
+static void virtio_hugeroom_claim_put(unsigned long pfn)
+{
+	struct page *page = pfn_to_page(pfn);
+
+	lock_page(page);
+	VIRTIO_HUGEROOM_CLEAR_MOVABLE(page);
+	unlock_page(page);
+	__free_page(page);
+}
 #else
 /* Never called: claim_due() says no on these kernels. */
-static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n,
-				       bool movable)
+static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n)
 {
-	WARN_ON_ONCE(movable);
+	WARN_ON_ONCE(1);
+}
+
+static void virtio_hugeroom_claim_put(unsigned long pfn)
+{
+	WARN_ON_ONCE(1);
 }
 #endif
 
-static void virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
-					  struct virtio_hugeroom_claim *cl)
+#define VIRTIO_HUGEROOM_CLAIM_PUT_BATCH	32
+
+/* Give back what is left of the claim @cl; how many pages that was. */
+static unsigned int virtio_hugeroom_claim_release(struct virtio_hugeroom_run *r,
+						  struct virtio_hugeroom_claim *cl)
 {
-	struct page *page, *tmp;
+	unsigned long pfns[VIRTIO_HUGEROOM_CLAIM_PUT_BATCH];
+	unsigned int n, k, given = 0;
 
-	list_for_each_entry_safe(page, tmp, &cl->runs, lru) {
-		unsigned long n = page_private(page);
-
-		list_del(&page->lru);
-		set_page_private(page, 0);
-		virtio_hugeroom_claim_mark(page_to_pfn(page), n, false);
-		/* Freeing clears the mapping unmarking leaves. */
-		free_contig_range(page_to_pfn(page), n);
-	}
+	do {
+		spin_lock(&virtio_hugeroom_claim_lock);
+		n = virtio_hugeroom_claim_detach(cl, pfns, ARRAY_SIZE(pfns));
+		spin_unlock(&virtio_hugeroom_claim_lock);
+		for (k = 0; k < n; k++)
+			virtio_hugeroom_claim_put(pfns[k]);
+		given += n;
+	} while (n);
 	/* Taking the block counts all its pages again. */
-	WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken - cl->pages);
-	cl->pages = 0;
+	WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken - cl->taken);
+	cl->taken = 0;
+	return given;
 }
+
+/*
+ * Memory is short: give back up to @want claimed pages (of @zone, if
+ * given), the blocks the pass empties last first.  Claims are the first
+ * memory to go back under pressure, before held blocks (the pressure
+ * trigger, the shrinker, the OOM notifier): they are a shortcut of the
+ * running pass, not memory the host was promised.  Takes the claim lock
+ * and the pages' locks only, so reclaim may call it.  Returns how many.
+ */
+unsigned long virtio_hugeroom_claims_drop(struct virtio_hugeroom *vh,
+					  struct zone *zone,
+					  unsigned long want)
+{
+	unsigned long pfns[VIRTIO_HUGEROOM_CLAIM_PUT_BATCH], got = 0;
+	unsigned int i, n, k;
+
+	while (got < want && READ_ONCE(vh->nr_claimed)) {
+		n = 0;
+		spin_lock(&virtio_hugeroom_claim_lock);
+		for (i = vh->nr_claims; i-- > 0 && n < ARRAY_SIZE(pfns) &&
+		     got + n < want; ) {
+			struct virtio_hugeroom_claim *cl = &vh->claims[i];
+
+			if (!cl->pages ||
+			    (zone && page_zone(pfn_to_page(cl->pfn)) != zone))
+				continue;
+			n += virtio_hugeroom_claim_detach(cl, pfns + n,
+							  min_t(unsigned long,
+								ARRAY_SIZE(pfns) - n,
+								want - got - n));
+		}
+		spin_unlock(&virtio_hugeroom_claim_lock);
+		if (!n)
+			break;
+		for (k = 0; k < n; k++)
+			virtio_hugeroom_claim_put(pfns[k]);
+		got += n;
+	}
+	if (got) {
+		spin_lock(&vh->hold_lock);
+		vh->claims_pressure += got;
+		spin_unlock(&vh->hold_lock);
+		dev_dbg(&vh->vdev->dev, "pressure: %lu claimed pages given back\n",
+			got);
+	}
+	return got;
+}
+
+#ifdef CONFIG_VIRTIO_HUGEROOM_TEST
+/* debugfs "claims" (hr_test.c): the claimed blocks, "0x<gpa> pages". */
+void virtio_hugeroom_claims_list(struct virtio_hugeroom *vh,
+				 struct seq_file *m)
+{
+	unsigned int i;
+
+	spin_lock(&virtio_hugeroom_claim_lock);
+	for (i = 0; i < vh->nr_claims; i++)
+		if (vh->claims[i].pages)
+			seq_printf(m, "0x%llx %u\n",
+				   (u64)PFN_PHYS(vh->claims[i].pfn),
+				   vh->claims[i].pages);
+	spin_unlock(&virtio_hugeroom_claim_lock);
+}
+#endif
 
 /*
  * The next run of free pages in the block at @head from @*i: its start,
@@ -1476,7 +1649,7 @@ static unsigned int virtio_hugeroom_count_runs(struct page *head,
 static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 					struct virtio_hugeroom_claim *cl)
 {
-	unsigned long pfn = cl->pfn, i = 0, start, n;
+	unsigned long pfn = cl->pfn, i = 0, start, n, k;
 	struct page *head = pfn_to_page(pfn);
 	struct zone *zone = page_zone(head);
 	u64 t0;
@@ -1497,10 +1670,16 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 				(u64)PFN_PHYS(pfn + start), n, rc);
 			continue;
 		}
-		virtio_hugeroom_claim_mark(pfn + start, n, true);
-		set_page_private(head + start, n);
-		list_add(&head[start].lru, &cl->runs);
+		virtio_hugeroom_claim_mark(pfn + start, n);
+		spin_lock(&virtio_hugeroom_claim_lock);
+		for (k = start; k < i; k++) {
+			set_page_private(head + k, (unsigned long)cl);
+			__set_bit(k, cl->map);
+		}
 		cl->pages += n;
+		r->vh->nr_claimed += n;
+		spin_unlock(&virtio_hugeroom_claim_lock);
+		cl->taken += n;
 		WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken + n);
 	}
 	return true;
@@ -1562,11 +1741,18 @@ static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 	ev0 = virtio_hugeroom_pgmigrate(r->vh);
 	nr = min(nr, want);
 	for (i = 0; i < nr; i++) {
-		INIT_LIST_HEAD(&r->claims[i].runs);
+		r->claims[i].vh = r->vh;
 		r->claims[i].pages = 0;
+		r->claims[i].taken = 0;
+		bitmap_zero(r->claims[i].map, VIRTIO_HUGEROOM_CLAIM_BITS);
 		before += r->claims[i].used;
 	}
 	r->nr_claims = nr;
+	/* Pressure finds them from now on (virtio_hugeroom_claims_drop()). */
+	spin_lock(&virtio_hugeroom_claim_lock);
+	r->vh->claims = r->claims;
+	r->vh->nr_claims = nr;
+	spin_unlock(&virtio_hugeroom_claim_lock);
 	free_all = global_zone_page_state(NR_FREE_PAGES);
 	for (i = nr; i-- > 0 && admitted && !r->stop; ) {
 		struct virtio_hugeroom_claim *cl = &r->claims[i];
@@ -1581,6 +1767,9 @@ static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 	ev1 = virtio_hugeroom_pgmigrate(r->vh);
 	if (ev1 > ev0)
 		r->c.migrated += ev1 - ev0;
+	/* The pressure trigger watches while claims sit, held blocks or not. */
+	if (READ_ONCE(r->vh->nr_claimed))
+		virtio_hugeroom_pressure_arm(r->vh);
 	spin_lock(&r->vh->hold_lock);
 	r->vh->evac_claim_ns += ktime_get_ns() - t0;
 	r->vh->evac_claim_calls += r->claim_calls - calls0;
@@ -1610,15 +1799,11 @@ static bool virtio_hugeroom_claim_due(struct virtio_hugeroom_run *r)
 static unsigned int virtio_hugeroom_unclaim(struct virtio_hugeroom_run *r,
 					    unsigned long pfn)
 {
-	unsigned int i, pages;
+	unsigned int i;
 
-	for (i = 0; i < r->nr_claims; i++) {
-		if (r->claims[i].pfn == pfn && r->claims[i].pages) {
-			pages = r->claims[i].pages;
-			virtio_hugeroom_claim_release(r, &r->claims[i]);
-			return pages;
-		}
-	}
+	for (i = 0; i < r->nr_claims; i++)
+		if (r->claims[i].pfn == pfn)
+			return virtio_hugeroom_claim_release(r, &r->claims[i]);
 	return 0;
 }
 
@@ -1628,6 +1813,9 @@ static void virtio_hugeroom_unclaim_all(struct virtio_hugeroom_run *r)
 
 	for (i = 0; i < r->nr_claims; i++)
 		virtio_hugeroom_claim_release(r, &r->claims[i]);
+	spin_lock(&virtio_hugeroom_claim_lock);
+	r->vh->nr_claims = 0;
+	spin_unlock(&virtio_hugeroom_claim_lock);
 	r->nr_claims = 0;
 }
 
@@ -1659,6 +1847,7 @@ static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 			virtio_hugeroom_claim(r, n);
 		}
 		pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
+		virtio_hugeroom_fault_block(&r->vh->evac_scan);
 		virtio_hugeroom_evac_block(r, pfn, UINT_MAX,
 					   virtio_hugeroom_unclaim(r, pfn));
 		if (r->stop)
@@ -1744,6 +1933,7 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 				if (r->stop)
 					goto out;
 			}
+			virtio_hugeroom_fault_block(&r->vh->evac_scan);
 			/* A claimed block cannot have filled up. */
 			released = virtio_hugeroom_unclaim(r, c->pfn);
 			if (!released && virtio_hugeroom_cand_stale(c)) {
@@ -1877,6 +2067,10 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 			virtio_hugeroom_evac_explicit(&r, (const void *)(ev + 1),
 						      le32_to_cpu(ev->nr_gpas));
 	}
+	spin_lock(&virtio_hugeroom_claim_lock);
+	vh->claims = NULL;
+	vh->nr_claims = 0;
+	spin_unlock(&virtio_hugeroom_claim_lock);
 	kvfree(r.claims);
 	virtio_hugeroom_run_flush(&r);
 	virtio_hugeroom_run_release(&r);

@@ -120,6 +120,8 @@
 #define VIRTIO_HUGEROOM_STALE_SWEEPS	8
 /* Blocks a pass claims the free pages of before it migrates (hr_evac.c). */
 #define VIRTIO_HUGEROOM_MAX_CLAIMS	VIRTIO_HUGEROOM_MAX_CANDIDATES
+/* Pages of a claimed block (one bit each, hr_evac.c): a pageblock. */
+#define VIRTIO_HUGEROOM_CLAIM_BITS	512
 /* Pages a command migrates before it weighs claims against migrations. */
 #define VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES	256
 /*
@@ -167,6 +169,8 @@ struct virtio_hugeroom_evbuf {
 	bool late;			/* timed out: settle when it returns */
 	bool limbo;			/* a late HOLD whose blocks are in limbo */
 };
+
+struct virtio_hugeroom_claim;
 
 /* A pageblock seen by the scanner that may be worth evacuating. */
 struct virtio_hugeroom_cand {
@@ -223,6 +227,7 @@ struct virtio_hugeroom_scan {
 	unsigned int nr_ranges;
 #ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 	unsigned int fault_delay_ms;	/* debugfs fault_inject sweep_delay_ms */
+	unsigned int fault_block_ms;	/* debugfs fault_inject block_delay_ms */
 #endif
 };
 
@@ -326,6 +331,17 @@ struct virtio_hugeroom {
 	u64 evac_claim_ns;
 	u64 evac_claim_calls;
 	u64 evac_claim_failed;
+	/* claimed pages given back under pressure (under hold_lock) */
+	u64 claims_pressure;
+	/*
+	 * The running pass's claims, @nr_claims of them, @nr_claimed pages
+	 * now, and pages given up to someone's isolation, ever: under the
+	 * claim lock (hr_evac.c), read locklessly as hints.
+	 */
+	struct virtio_hugeroom_claim *claims;
+	unsigned int nr_claims;
+	unsigned long nr_claimed;
+	u64 claims_isolated;
 	struct mutex return_lock;	/* see above */
 
 	/*
@@ -444,6 +460,9 @@ void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
 			       const struct virtio_hugeroom_return *ret);
 void virtio_hugeroom_job_work(struct work_struct *work);
 void virtio_hugeroom_pressure_work(struct work_struct *work);
+unsigned long virtio_hugeroom_claims_drop(struct virtio_hugeroom *vh,
+					  struct zone *zone,
+					  unsigned long want);
 int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh);
 void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh);
 int virtio_hugeroom_oom_notify(struct notifier_block *nb,
@@ -470,6 +489,7 @@ void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh);
 /* hr_test.c: test aids, or nothing in the build users load */
 #ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s);
+void virtio_hugeroom_fault_block(struct virtio_hugeroom_scan *s);
 void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh);
 bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh);
 int virtio_hugeroom_test_init(struct virtio_hugeroom *vh);
@@ -477,11 +497,17 @@ void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh);
 void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 				  struct dentry *dir);
 void virtio_hugeroom_test_evac_start(struct virtio_hugeroom *vh);
+void virtio_hugeroom_claims_list(struct virtio_hugeroom *vh,
+				 struct seq_file *m);
 void virtio_hugeroom_test_evac_rec(struct virtio_hugeroom *vh,
 				   unsigned long pfn, unsigned int chosen_free,
 				   unsigned int free, u64 migrated, int rc);
 #else
 static inline void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
+{
+}
+
+static inline void virtio_hugeroom_fault_block(struct virtio_hugeroom_scan *s)
 {
 }
 
