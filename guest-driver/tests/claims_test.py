@@ -20,7 +20,7 @@ block_delay_ms, a test aid), so that the claims sit.  Checks, as TAP:
   the isolator's reference racing free_contig_range() warned "pages are
   still in use", a panic with panic_on_warn.
 * Pressure: an allocation burst of more than the free memory and the
-  held blocks, by 3/4 of what the claims hold, while the claims sit,
+  held blocks, by a third of what the claims hold, while the claims sit,
   completes without an OOM kill, and the claims went back under pressure
   (evac_claims_pressure).  Before, the pressure trigger, the shrinker
   and the OOM notifier gave back held blocks only, and the burst was
@@ -75,18 +75,20 @@ class Claims(ht.Run):
         self.d.send(eo.evacuate_ranges(rid, count, eo.ranges_of(backed)))
         hrvm.log('request %d: %d of %d half-used blocks asked for, %d ms '
                  'a block' % (rid, count, len(backed), delay_ms))
-        cl = {}
+        # until the pass has made its claims: the sum stops growing
+        cl, last = {}, -1
         end = time.monotonic() + 300
         while time.monotonic() < end:
             cl = self.claims()
-            if len(cl) >= min(count // 2, 40):
+            if len(cl) >= 10 and sum(cl.values()) <= last:
                 break
-            time.sleep(2)
+            last = sum(cl.values())
+            time.sleep(3)
         return count, cl
 
     def end_pass(self, rid):
         self.g.cmd('sh echo "block_delay_ms 0" >%s/fault_inject' % D)
-        self.d.send(ht.cancel(rid + 1000))
+        self.d.send(ht.cancel(rid))
         res, _, _, _ = self.command(None, rid, timeout=600)
         return res
 
@@ -129,11 +131,14 @@ class Claims(ht.Run):
         mi = g.meminfo()
         held = len(self.guest_held())
         claimed_mib = claimed * PAGE_KB // 1024
-        need = mi['MemFree'] // 1024 + 2 * held + claimed_mib * 3 // 4
+        # More than free memory and the held blocks by a third of the
+        # claims, less than all of them by two thirds of the claims: met
+        # only if the claims go back.
+        need = mi['MemFree'] // 1024 + 2 * held + claimed_mib // 3
         hrvm.log('burst: MemFree %d kB, %d held, %d claimed pages (%d MiB) '
                  'in %d blocks: %d MiB' % (mi['MemFree'], held, claimed,
                                            claimed_mib, len(cl), need))
-        self.ok(claimed_mib >= 32, 'the pass claims %d MiB before the burst' %
+        self.ok(claimed_mib >= 64, 'the pass claims %d MiB before the burst' %
                 claimed_mib)
         p0 = self.counter('evac_claims_pressure')
         out = g.cmd('sh /tools/pressure %d; echo rc=$?' % need, timeout=900)
@@ -169,8 +174,8 @@ class Claims(ht.Run):
                 str(out))
         self.views_agree('before rmmod')
         g.cmd('sh rmmod virtio_hugeroom')
-        dm = g.cmd('sh dmesg | grep -E "WARNING|BUG|Oops|panic|still in use" '
-                   '|| true')
+        dm = g.cmd('sh dmesg | grep -E "WARNING|BUG|Oops|Kernel panic|'
+                   'still in use" || true')
         self.ok(not dm and 'Kernel panic' not in g.console(),
                 'no warning (panic_on_warn) in the guest log',
                 '\n'.join(dm))
