@@ -1141,6 +1141,13 @@ static int virtio_hugeroom_evac_check(struct virtio_hugeroom *vh,
 	    mt == VIRTIO_HUGEROOM_MT_HIGHATOMIC ||
 	    (mt != VIRTIO_HUGEROOM_MT_MOVABLE && *free < pageblock_nr_pages))
 		return VIRTIO_HUGEROOM_R_ZONE;
+	/*
+	 * Wholly free and reported by free page reporting: discarded on the
+	 * host already, so its HOLD would free nothing (hr_report.c).
+	 */
+	if (*free == pageblock_nr_pages &&
+	    virtio_hugeroom_block_reported(head, pfn))
+		return VIRTIO_HUGEROOM_R_OTHER;
 	/* Its claimed pages, just given back, count as taken already. */
 	if (!virtio_hugeroom_admit_pages(vh, zone, pageblock_nr_pages -
 					 min_t(unsigned int, released,

@@ -439,6 +439,7 @@ u8 virtio_hugeroom_wire_mt(int mt);
 int virtio_hugeroom_block_mt(unsigned long pfn);
 unsigned int virtio_hugeroom_buddy_order(struct page *page);
 unsigned int virtio_hugeroom_block_free(struct page *head, unsigned long pfn);
+bool virtio_hugeroom_block_reported(struct page *head, unsigned long pfn);
 void virtio_hugeroom_scan(struct virtio_hugeroom_scan *s,
 			  unsigned long budget, u64 deadline_ns);
 int virtio_hugeroom_status_reap(struct virtio_hugeroom *vh, bool wait);
