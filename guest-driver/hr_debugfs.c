@@ -111,7 +111,7 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 		   READ_ONCE(vh->pressure_blocks));
 	seq_printf(m, "pressure_ahead_pages %lu\n",
 		   READ_ONCE(vh->pressure_ahead));
-	hr_pcp_show(m);
+	virtio_hugeroom_pcp_show(m);
 	if (!vh->report_len) {
 		seq_puts(m, "report none\n");
 		goto out_unlock;

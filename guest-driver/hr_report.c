@@ -524,7 +524,7 @@ static void virtio_hugeroom_zone_pcp(struct zone *zone,
 	z->pcp_high_min = cpu_to_le32(READ_ONCE(zone->pageset_high_min));
 	z->pcp_high_max = cpu_to_le32(READ_ONCE(zone->pageset_high_max));
 #endif
-	hr_pcp_fill_zone(z);
+	virtio_hugeroom_pcp_fill_zone(z);
 }
 
 /* Fill @z from @zone; returns false if the migratetype walk was capped. */
@@ -593,7 +593,7 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 	}
 	sw = vh->scan.done;
 	if (virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_PCP))
-		hr_pcp_check(&vh->vdev->dev);
+		virtio_hugeroom_pcp_check(&vh->vdev->dev);
 
 	memset(st, 0, sizeof(*st));
 	for_each_online_node(nid) {

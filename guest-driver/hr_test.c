@@ -328,43 +328,6 @@ static const struct file_operations virtio_hugeroom_inject_fops = {
 	.llseek = noop_llseek,
 };
 
-/* "sweep_delay_ms": EVACUATE CHEAPEST's sweep, slowed down per batch. */
-void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
-{
-	unsigned int ms = READ_ONCE(s->fault_delay_ms);
-
-	if (ms)
-		msleep(ms);
-}
-
-/* "block_delay_ms": EVACUATE sleeps before each block, claims in place. */
-void virtio_hugeroom_fault_block(struct virtio_hugeroom_scan *s)
-{
-	unsigned int ms = READ_ONCE(s->fault_block_ms);
-
-	if (ms)
-		msleep(ms);
-}
-
-/* Kick a chain held back by "event_stall", now that the next is written. */
-void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
-{
-	if (!vh->fault_stalled)
-		return;
-	vh->fault_stalled = false;
-	virtqueue_kick(vh->event_vq);
-}
-
-/* Should the chain just added stay unkicked ("event_stall")? */
-bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
-{
-	if (!vh->fault_stall_next)
-		return false;
-	vh->fault_stall_next = false;
-	vh->fault_stalled = true;
-	return true;
-}
-
 /*
  * "fault_inject", a test aid: writing "event_stall" makes the device see
  * the next eventq chain only when the driver is about to send the one
