@@ -1084,7 +1084,7 @@ unsigned long virtio_hugeroom_claims_drop(struct virtio_hugeroom *vh,
 }
 
 #ifdef CONFIG_VIRTIO_HUGEROOM_TEST
-/* debugfs "claims" (hr_test.c): the claimed blocks, "0x<gpa> pages". */
+/* debugfs "claimed_blocks" (hr_test.c): the claimed blocks, "0x<gpa> pages". */
 void virtio_hugeroom_claims_list(struct virtio_hugeroom *vh,
 				 struct seq_file *m)
 {

@@ -470,7 +470,7 @@ static int virtio_hugeroom_occupancy_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_occupancy);
 
-/* "claims": the running pass's claimed blocks, "0x<gpa> pages". */
+/* "claimed_blocks": the running pass's claimed blocks, "0x<gpa> pages". */
 static int virtio_hugeroom_claims_show(struct seq_file *m, void *unused)
 {
 	virtio_hugeroom_claims_list(m->private, m);
@@ -563,7 +563,7 @@ void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 			    &virtio_hugeroom_evac_log_fops);
 	debugfs_create_file("occupancy", 0400, dir, vh,
 			    &virtio_hugeroom_occupancy_fops);
-	debugfs_create_file("claims", 0400, dir, vh,
+	debugfs_create_file("claimed_blocks", 0400, dir, vh,
 			    &virtio_hugeroom_claims_fops);
 	debugfs_create_file("contig", 0200, dir, vh,
 			    &virtio_hugeroom_contig_fops);

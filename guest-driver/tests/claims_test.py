@@ -50,9 +50,9 @@ class Claims(ht.Run):
                                    append='panic_on_warn=1'))
 
     def claims(self):
-        """{gpa: claimed pages} of the running pass (debugfs claims)."""
+        """{gpa: claimed pages} of the running pass (debugfs claimed_blocks)."""
         out = {}
-        for line in self.g.debugfs('claims'):
+        for line in self.g.debugfs('claimed_blocks'):
             f = line.split()
             if len(f) == 2:
                 out[int(f[0], 16)] = int(f[1])
