@@ -99,7 +99,10 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 	seq_printf(m, "evac_claim_failed %llu\n", vh->evac_claim_failed);
 	seq_printf(m, "evac_claims_supported %d\n",
 		   virtio_hugeroom_claims_supported());
+	seq_printf(m, "evac_claims_pressure %llu\n", vh->claims_pressure);
 	spin_unlock(&vh->hold_lock);
+	seq_printf(m, "evac_claimed %lu\nevac_claims_isolated %llu\n",
+		   READ_ONCE(vh->nr_claimed), READ_ONCE(vh->claims_isolated));
 	seq_printf(m, "pressure_polls %llu\npressure_idle_ns %llu\n",
 		   READ_ONCE(vh->pressure_polls),
 		   READ_ONCE(vh->pressure_idle_ns));
@@ -108,7 +111,7 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 		   READ_ONCE(vh->pressure_blocks));
 	seq_printf(m, "pressure_ahead_pages %lu\n",
 		   READ_ONCE(vh->pressure_ahead));
-	hr_pcp_show(m);
+	virtio_hugeroom_pcp_show(m);
 	if (!vh->report_len) {
 		seq_puts(m, "report none\n");
 		goto out_unlock;

@@ -6,8 +6,9 @@
  * order targeted compaction of 2 MiB guest-physical blocks, which the
  * guest then holds for the host.  The wire format is
  * protocol/virtio_hugeroom.h; hr_internal.h says which file does what.
- * This file has the device: its virtqueues, probe/remove/PM, the eventq
- * senders and the command worker with its one dispatch switch.
+ * This file has the device: its virtqueues, probe/remove/PM and the
+ * command worker with its one dispatch switch; the eventq senders are
+ * hr_event.c's, holds and reclaim hr_hold.c's.
  *
  * Virtqueues and who drives them:
  *
@@ -27,10 +28,10 @@
  *   the device from virtqueue_add_sgs() until virtqueue_get_buf() gives
  *   them back, also after the driver stopped waiting: a chain whose ack did
  *   not come in time stays "stuck" and its buffer is never rewritten, so a
- *   device that pops it late reads the message that was sent.  Late acks
- *   are settled when the chain comes back (a late HOLD ack takes its blocks
- *   out of limbo, hr_evac.c), and no evacuation runs while a chain is
- *   stuck.
+ *   device that pops it late reads the message that was sent (hr_event.c).
+ *   Late acks are settled when the chain comes back (a late HOLD ack takes
+ *   its blocks out of limbo, hr_hold.c), and no evacuation runs while a
+ *   chain is stuck.
  *
  * Context: virtqueue callbacks and config_changed run in interrupt context
  * and only wake a waiter or queue work.  Everything that sleeps runs in work
@@ -72,255 +73,6 @@ static void virtio_hugeroom_arm_status(struct virtio_hugeroom *vh,
 		mod_delayed_work(vh->wq, &vh->status_work,
 				 msecs_to_jiffies(delay_ms));
 	spin_unlock_irqrestore(&vh->stop_lock, flags);
-}
-
-/* The one place that turns a device ack into an errno. */
-int virtio_hugeroom_ack_errno(u32 status)
-{
-	switch (status) {
-	case VIRTIO_HUGEROOM_ACK_OK:
-		return 0;
-	case VIRTIO_HUGEROOM_ACK_INVALID:
-		return -EINVAL;
-	case VIRTIO_HUGEROOM_ACK_NO_DISCARD:
-		return -EOPNOTSUPP;
-	default:
-		return -EPROTO;
-	}
-}
-
-/* ---------------------------------------------------------------------- */
-/* eventq */
-
-/*
- * Take back every chain the device has used.  The one a sender waits for
- * is marked done and stays with that sender; a late one (its sender gave
- * up) goes to event_late for virtio_hugeroom_event_settle().  Runs in a
- * wait condition, so it does nothing that may sleep.  event_lock held.
- */
-static void virtio_hugeroom_event_reap(struct virtio_hugeroom *vh)
-{
-	struct virtio_hugeroom_evbuf *eb;
-	unsigned int used;
-
-	if (!vh->ready)
-		return;
-	while ((eb = virtqueue_get_buf(vh->event_vq, &used))) {
-		eb->used = used;
-		if (eb->late)
-			list_add_tail(&eb->node, &vh->event_late);
-		else
-			eb->done = true;
-	}
-}
-
-/* Reap, then settle the late chains and free them.  event_lock held. */
-void virtio_hugeroom_event_settle(struct virtio_hugeroom *vh)
-{
-	struct virtio_hugeroom_evbuf *eb, *tmp;
-
-	virtio_hugeroom_event_reap(vh);
-	list_for_each_entry_safe(eb, tmp, &vh->event_late, node) {
-		virtio_hugeroom_settle_late(vh, eb);
-		eb->late = false;
-		eb->limbo = false;
-		vh->event_stuck--;
-		vh->event_late_acks++;
-		list_move(&eb->node, &vh->event_free);
-	}
-}
-
-static bool virtio_hugeroom_event_acked(struct virtio_hugeroom *vh,
-					struct virtio_hugeroom_evbuf *eb)
-{
-	virtio_hugeroom_event_reap(vh);
-	return eb->done;
-}
-
-/*
- * A free chain to write a message into, or NULL while the device owns all
- * of them (chains stuck with it).  event_lock held.
- */
-struct virtio_hugeroom_evbuf *
-virtio_hugeroom_event_get(struct virtio_hugeroom *vh)
-{
-	struct virtio_hugeroom_evbuf *eb;
-
-	virtio_hugeroom_event_settle(vh);
-	eb = list_first_entry_or_null(&vh->event_free,
-				      struct virtio_hugeroom_evbuf, node);
-	if (eb)
-		list_del(&eb->node);
-	return eb;
-}
-
-/*
- * Send the @len byte message in @eb (from virtio_hugeroom_event_get()) and
- * wait for the device's ack, copied to @ack if not NULL.  @eb is the
- * device's until it comes back: after a timeout it stays stuck (-ETIMEDOUT)
- * and is settled and freed by whoever reaps it later.  Called with
- * event_lock held; sleeps.
- */
-int virtio_hugeroom_event_send(struct virtio_hugeroom *vh,
-			       struct virtio_hugeroom_evbuf *eb,
-			       u32 len, struct virtio_hugeroom_ack *ack)
-{
-	struct scatterlist out, in, *sgs[2] = { &out, &in };
-	int rc;
-
-	if (!vh->ready) {
-		rc = -ENODEV;
-		goto out_free;
-	}
-	sg_init_one(&out, eb->msg, len);
-	sg_init_one(&in, eb->ack, sizeof(*eb->ack));
-	memset(eb->ack, 0xff, sizeof(*eb->ack));
-	eb->done = false;
-	virtio_hugeroom_fault_event_send(vh);
-	/*
-	 * Never allocate with event_lock held: the OOM notifier waits for it.
-	 * Without an indirect table the ring uses direct descriptors.
-	 */
-	rc = virtqueue_add_sgs(vh->event_vq, sgs, 1, 1, eb,
-			       GFP_NOWAIT | __GFP_NOWARN);
-	if (rc)
-		goto out_free;
-	if (!virtio_hugeroom_fault_event_stall(vh))
-		virtqueue_kick(vh->event_vq);
-
-	if (!wait_event_timeout(vh->event_acked,
-				virtio_hugeroom_event_acked(vh, eb),
-				VIRTIO_HUGEROOM_TX_TIMEOUT)) {
-		/* The device may still read it: @eb is not ours to reuse. */
-		eb->late = true;
-		vh->event_stuck++;
-		vh->event_timeouts++;
-		dev_warn_ratelimited(&vh->vdev->dev,
-				     "eventq: no ack for message type %u in %u s, %u chains stuck\n",
-				     le16_to_cpu(((struct virtio_hugeroom_hdr *)
-						  eb->msg)->type),
-				     VIRTIO_HUGEROOM_TX_TIMEOUT / HZ,
-				     vh->event_stuck);
-		/* Not settled here: the caller has not parked its blocks. */
-		return -ETIMEDOUT;
-	}
-	virtio_hugeroom_event_settle(vh);
-	if (eb->used < sizeof(*eb->ack)) {
-		rc = -EPROTO;
-	} else {
-		if (ack)
-			*ack = *eb->ack;
-		rc = virtio_hugeroom_ack_errno(le32_to_cpu(eb->ack->status));
-	}
-out_free:
-	list_add(&eb->node, &vh->event_free);
-	return rc;
-}
-
-/* Is a chain stuck with the device?  Reaps first.  Takes event_lock. */
-bool virtio_hugeroom_event_stuck(struct virtio_hugeroom *vh)
-{
-	bool stuck;
-
-	if (!READ_ONCE(vh->event_stuck))
-		return false;
-	mutex_lock(&vh->event_lock);
-	virtio_hugeroom_event_settle(vh);
-	stuck = vh->event_stuck;
-	mutex_unlock(&vh->event_lock);
-	return stuck;
-}
-
-/*
- * After a device reset every chain is ours again; a stuck HOLD's blocks are
- * still in limbo, for virtio_hugeroom_release_all().  event_lock not
- * needed: no sender runs.
- */
-static void virtio_hugeroom_event_reset(struct virtio_hugeroom *vh)
-{
-	unsigned int i;
-
-	INIT_LIST_HEAD(&vh->event_free);
-	INIT_LIST_HEAD(&vh->event_late);
-	for (i = 0; i < VIRTIO_HUGEROOM_NR_EVENT_BUFS; i++) {
-		struct virtio_hugeroom_evbuf *eb = &vh->evbufs[i];
-
-		eb->done = false;
-		eb->late = false;
-		eb->limbo = false;
-		list_add_tail(&eb->node, &vh->event_free);
-	}
-	vh->event_stuck = 0;
-}
-
-/* Virtqueue buffers must be in the linear map: kmalloc, not vmalloc. */
-static int virtio_hugeroom_event_alloc(struct virtio_hugeroom *vh)
-{
-	unsigned int i;
-
-	for (i = 0; i < VIRTIO_HUGEROOM_NR_EVENT_BUFS; i++) {
-		struct virtio_hugeroom_evbuf *eb = &vh->evbufs[i];
-
-		eb->msg = kmalloc(VIRTIO_HUGEROOM_MAX_MSG, GFP_KERNEL);
-		eb->ack = kmalloc(sizeof(*eb->ack), GFP_KERNEL);
-		if (!eb->msg || !eb->ack)
-			return -ENOMEM;
-	}
-	virtio_hugeroom_event_reset(vh);
-	return 0;
-}
-
-/* Send a RESULT or PROGRESS (@type) with @c for @request_id. */
-int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
-				u64 request_id, u32 status,
-				const struct virtio_hugeroom_counts *c)
-{
-	struct virtio_hugeroom_evbuf *eb;
-	struct virtio_hugeroom_result *res;
-	unsigned int i;
-	int rc = -EBUSY;
-
-	mutex_lock(&vh->event_lock);
-	eb = virtio_hugeroom_event_get(vh);
-	if (!eb)
-		goto out_err;
-	res = eb->msg;
-	memset(res, 0, sizeof(*res));
-	res->hdr.type = cpu_to_le16(type);
-	res->hdr.len = cpu_to_le32(sizeof(*res));
-	res->hdr.request_id = cpu_to_le64(request_id);
-	res->status = cpu_to_le32(status);
-	if (c) {
-		res->blocks_tried = cpu_to_le32(c->tried);
-		res->blocks_freed = cpu_to_le32(c->freed);
-		for (i = 0; i < VIRTIO_HUGEROOM_NR_REASONS; i++)
-			res->failed[i] = cpu_to_le32(c->failed[i]);
-		res->pages_migrated = cpu_to_le64(c->migrated);
-		res->elapsed_us = cpu_to_le64(div_u64(ktime_get_ns() -
-						      c->start_ns,
-						      NSEC_PER_USEC));
-	}
-	rc = virtio_hugeroom_event_send(vh, eb, sizeof(*res), NULL);
-out_err:
-	if (rc) {
-		vh->event_errors++;
-		dev_warn_ratelimited(&vh->vdev->dev,
-				     "%s for request %llu failed: %d\n",
-				     type == VIRTIO_HUGEROOM_MSG_RESULT ?
-				     "result" : "progress", request_id, rc);
-	} else {
-		vh->events_sent++;
-	}
-	mutex_unlock(&vh->event_lock);
-	return rc;
-}
-
-/* Send a RESULT with @status and nothing done for @request_id. */
-static int virtio_hugeroom_send_result(struct virtio_hugeroom *vh,
-				       u64 request_id, u32 status)
-{
-	return virtio_hugeroom_send_counts(vh, VIRTIO_HUGEROOM_MSG_RESULT,
-					   request_id, status, NULL);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -454,10 +206,10 @@ static void virtio_hugeroom_handle_cmd(struct virtio_hugeroom *vh,
 	default: {
 		const struct virtio_hugeroom_set_pcp *pcp = buf;
 
-		virtio_hugeroom_send_result(vh, request_id,
-					    hr_pcp_set(&vh->vdev->dev,
-						       le32_to_cpu(pcp->policy),
-						       le32_to_cpu(pcp->high)));
+		status = virtio_hugeroom_pcp_set(&vh->vdev->dev,
+						 le32_to_cpu(pcp->policy),
+						 le32_to_cpu(pcp->high));
+		virtio_hugeroom_send_result(vh, request_id, status);
 		break;
 	}
 	}
@@ -683,7 +435,7 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	 * would have the OOM notifier wait for the lock its own task holds
 	 * (hr_internal.h).  No SET_PCP can come any more: cmd_work is done.
 	 */
-	hr_pcp_restore(&vh->vdev->dev);
+	virtio_hugeroom_pcp_restore(&vh->vdev->dev);
 
 	/*
 	 * Give every held block back before the reset (SPEC 1.6.6.1 item 4).
@@ -818,6 +570,7 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	INIT_DELAYED_WORK(&vh->status_work, virtio_hugeroom_status_work);
 	INIT_WORK(&vh->job_work, virtio_hugeroom_job_work);
 	INIT_DELAYED_WORK(&vh->pressure_work, virtio_hugeroom_pressure_work);
+	vh->event_late_ack = virtio_hugeroom_settle_late;
 	vh->scan.nid = NUMA_NO_NODE;
 	vh->evac_scan.nid = NUMA_NO_NODE;
 	spin_lock_init(&vh->hold_lock);

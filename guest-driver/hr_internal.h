@@ -3,15 +3,18 @@
  * virtio-hugeroom guest driver: what the files of the module share.
  *
  * The module is one driver in several files, each with one job:
- *   hr_dev.c      the device: virtqueues, probe/remove/PM, the eventq
- *                 senders, the command worker and its dispatch switch
+ *   hr_dev.c      the device: virtqueues, probe/remove/PM, the command
+ *                 worker and its dispatch switch
+ *   hr_event.c    the eventq senders: chains, acks, late acks handed up
  *   hr_cmd.c      the command decoder: the checks a host command passes
  *                 before it is acted on (also built in user space, for
  *                 tests/fuzz)
  *   hr_report.c   STATUS reports: the pageblock sweep, the free-list and
  *                 zone counts, the statusq
- *   hr_evac.c     holds: EVACUATE and CAPTURE, RETURNED, the pressure
- *                 trigger, the shrinker, the OOM, memory-offline notifiers
+ *   hr_hold.c     holds and reclaim: holding blocks, RETURNED and RETURN,
+ *                 the pressure trigger, the shrinker, the OOM and
+ *                 memory-offline notifiers, the claims' storage
+ *   hr_evac.c     EVACUATE and CAPTURE: the job, admission, hole claims
  *   hr_debugfs.c  the debugfs files every build has
  *   hr_test.c     the test aids (debugfs pin_unmovable, inject,
  *                 fault_inject), only in a test build
@@ -120,6 +123,8 @@
 #define VIRTIO_HUGEROOM_STALE_SWEEPS	8
 /* Blocks a pass claims the free pages of before it migrates (hr_evac.c). */
 #define VIRTIO_HUGEROOM_MAX_CLAIMS	VIRTIO_HUGEROOM_MAX_CANDIDATES
+/* Pages of a claimed block (one bit each, hr_evac.c): a pageblock. */
+#define VIRTIO_HUGEROOM_CLAIM_BITS	512
 /* Pages a command migrates before it weighs claims against migrations. */
 #define VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES	256
 /*
@@ -167,6 +172,8 @@ struct virtio_hugeroom_evbuf {
 	bool late;			/* timed out: settle when it returns */
 	bool limbo;			/* a late HOLD whose blocks are in limbo */
 };
+
+struct virtio_hugeroom_claim;
 
 /* A pageblock seen by the scanner that may be worth evacuating. */
 struct virtio_hugeroom_cand {
@@ -223,6 +230,7 @@ struct virtio_hugeroom_scan {
 	unsigned int nr_ranges;
 #ifdef CONFIG_VIRTIO_HUGEROOM_TEST
 	unsigned int fault_delay_ms;	/* debugfs fault_inject sweep_delay_ms */
+	unsigned int fault_block_ms;	/* debugfs fault_inject block_delay_ms */
 #endif
 };
 
@@ -281,6 +289,14 @@ struct virtio_hugeroom {
 	u64 event_timeouts;
 	u64 event_late_acks;
 	wait_queue_head_t event_acked;
+	/*
+	 * A chain the device gave back after its sender stopped waiting,
+	 * settled under event_lock by the layer that sent it (hr_hold.c's
+	 * virtio_hugeroom_settle_late(), set at probe): the eventq knows no
+	 * message but its own and calls nothing above it.
+	 */
+	void (*event_late_ack)(struct virtio_hugeroom *vh,
+			       struct virtio_hugeroom_evbuf *eb);
 
 	/* Set while the vqs exist and DRIVER_OK is set; see the locks above. */
 	bool ready;
@@ -326,6 +342,17 @@ struct virtio_hugeroom {
 	u64 evac_claim_ns;
 	u64 evac_claim_calls;
 	u64 evac_claim_failed;
+	/* claimed pages given back under pressure (under hold_lock) */
+	u64 claims_pressure;
+	/*
+	 * The running pass's claims, @nr_claims of them, @nr_claimed pages
+	 * now, and pages given up to someone's isolation, ever: under the
+	 * claim lock (hr_evac.c), read locklessly as hints.
+	 */
+	struct virtio_hugeroom_claim *claims;
+	unsigned int nr_claims;
+	unsigned long nr_claimed;
+	u64 claims_isolated;
 	struct mutex return_lock;	/* see above */
 
 	/*
@@ -396,6 +423,24 @@ struct virtio_hugeroom {
 	struct dentry *debugfs;
 };
 
+/*
+ * The free pages of a block a pass will empty, claimed (see "Claiming
+ * holes" in hr_evac.c, "Claims" in hr_hold.c): pages we allocated, one
+ * bit each in @map, each page's page_private() pointing at its claim
+ * while it is claimed.  Published
+ * in vh->claims, so that pressure gives them back before anything else
+ * (virtio_hugeroom_claims_drop()).
+ */
+struct virtio_hugeroom_claim {
+	struct virtio_hugeroom *vh;
+	unsigned long pfn;
+	unsigned int pages;		/* claimed now, under the claim lock */
+	unsigned int taken;		/* claimed by the pass, for pages_taken */
+	unsigned int used;		/* its in-use pages when planned */
+	/* pages of the block claimed now, under the claim lock */
+	DECLARE_BITMAP(map, VIRTIO_HUGEROOM_CLAIM_BITS);
+};
+
 /* Counts of one command, as RESULT and PROGRESS carry them. */
 struct virtio_hugeroom_counts {
 	u32 tried;
@@ -405,7 +450,7 @@ struct virtio_hugeroom_counts {
 	u64 start_ns;
 };
 
-/* hr_dev.c: the device and the eventq senders */
+/* hr_event.c: the eventq senders */
 int virtio_hugeroom_ack_errno(u32 status);
 struct virtio_hugeroom_evbuf *
 virtio_hugeroom_event_get(struct virtio_hugeroom *vh);
@@ -417,12 +462,17 @@ bool virtio_hugeroom_event_stuck(struct virtio_hugeroom *vh);
 int virtio_hugeroom_send_counts(struct virtio_hugeroom *vh, u16 type,
 				u64 request_id, u32 status,
 				const struct virtio_hugeroom_counts *c);
+int virtio_hugeroom_send_result(struct virtio_hugeroom *vh, u64 request_id,
+				u32 status);
+void virtio_hugeroom_event_reset(struct virtio_hugeroom *vh);
+int virtio_hugeroom_event_alloc(struct virtio_hugeroom *vh);
 
 /* hr_report.c: the pageblock sweep and STATUS reports */
 u8 virtio_hugeroom_wire_mt(int mt);
 int virtio_hugeroom_block_mt(unsigned long pfn);
 unsigned int virtio_hugeroom_buddy_order(struct page *page);
 unsigned int virtio_hugeroom_block_free(struct page *head, unsigned long pfn);
+bool virtio_hugeroom_block_reported(struct page *head, unsigned long pfn);
 void virtio_hugeroom_scan(struct virtio_hugeroom_scan *s,
 			  unsigned long budget, u64 deadline_ns);
 int virtio_hugeroom_status_reap(struct virtio_hugeroom *vh, bool wait);
@@ -431,7 +481,15 @@ int virtio_hugeroom_status_send(struct virtio_hugeroom *vh, void *buf,
 int virtio_hugeroom_report(struct virtio_hugeroom *vh, u64 request_id,
 			   bool wait);
 
-/* hr_evac.c: holds, evacuation, giving blocks back */
+/* hr_hold.c: holds, claims, giving blocks back */
+void virtio_hugeroom_block_offline(unsigned long pfn);
+void virtio_hugeroom_block_put(unsigned long pfn, bool managed);
+bool virtio_hugeroom_is_held_locked(struct virtio_hugeroom *vh,
+				    unsigned long pfn);
+int virtio_hugeroom_send_blocks(struct virtio_hugeroom *vh, u16 type,
+				u64 request_id, u32 reason,
+				struct list_head *list, unsigned int nr,
+				u32 *done, bool trylock);
 void virtio_hugeroom_settle_late(struct virtio_hugeroom *vh,
 				 struct virtio_hugeroom_evbuf *eb);
 unsigned int virtio_hugeroom_return_locked(struct virtio_hugeroom *vh,
@@ -442,7 +500,9 @@ unsigned int virtio_hugeroom_return_locked(struct virtio_hugeroom *vh,
 void virtio_hugeroom_release_all(struct virtio_hugeroom *vh);
 void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
 			       const struct virtio_hugeroom_return *ret);
-void virtio_hugeroom_job_work(struct work_struct *work);
+unsigned long virtio_hugeroom_zone_floor(struct zone *zone);
+unsigned long virtio_hugeroom_zone_margin(struct zone *zone);
+void virtio_hugeroom_pressure_arm(struct virtio_hugeroom *vh);
 void virtio_hugeroom_pressure_work(struct work_struct *work);
 int virtio_hugeroom_shrinker_register(struct virtio_hugeroom *vh);
 void virtio_hugeroom_shrinker_unregister(struct virtio_hugeroom *vh);
@@ -450,6 +510,18 @@ int virtio_hugeroom_oom_notify(struct notifier_block *nb,
 			       unsigned long dummy, void *parm);
 int virtio_hugeroom_memory_notify(struct notifier_block *nb,
 				  unsigned long action, void *arg);
+void virtio_hugeroom_claim_add(struct virtio_hugeroom_claim *cl,
+			       unsigned long start, unsigned long end);
+unsigned int virtio_hugeroom_claim_release(struct virtio_hugeroom_claim *cl);
+void virtio_hugeroom_claims_publish(struct virtio_hugeroom *vh,
+				    struct virtio_hugeroom_claim *claims,
+				    unsigned int nr);
+unsigned long virtio_hugeroom_claims_drop(struct virtio_hugeroom *vh,
+					  struct zone *zone,
+					  unsigned long want);
+
+/* hr_evac.c: EVACUATE and CAPTURE */
+void virtio_hugeroom_job_work(struct work_struct *work);
 
 /*
  * May @zone hold blocks: populated and not ZONE_DMA (EVACUATE refuses
@@ -467,21 +539,69 @@ static inline bool virtio_hugeroom_zone_blocks(struct zone *zone)
 /* hr_debugfs.c */
 void virtio_hugeroom_debugfs_init(struct virtio_hugeroom *vh);
 
-/* hr_test.c: test aids, or nothing in the build users load */
+/*
+ * hr_test.c: test aids, or nothing in the build users load.  The fault
+ * hooks the sweep, the job and the eventq call are inline here, on state
+ * debugfs fault_inject sets, so that no file below hr_test.c calls it.
+ */
 #ifdef CONFIG_VIRTIO_HUGEROOM_TEST
-void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s);
-void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh);
-bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh);
+/* "sweep_delay_ms": EVACUATE CHEAPEST's sweep, slowed down per batch. */
+static inline void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
+{
+	unsigned int ms = READ_ONCE(s->fault_delay_ms);
+
+	if (ms)
+		msleep(ms);
+}
+
+/* "block_delay_ms": EVACUATE sleeps before each block, claims in place. */
+static inline void virtio_hugeroom_fault_block(struct virtio_hugeroom_scan *s)
+{
+	unsigned int ms = READ_ONCE(s->fault_block_ms);
+
+	if (ms)
+		msleep(ms);
+}
+
+/*
+ * Kick a chain held back by "event_stall", now that the next is written.
+ * event_lock held.
+ */
+static inline void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
+{
+	if (!vh->fault_stalled)
+		return;
+	vh->fault_stalled = false;
+	virtqueue_kick(vh->event_vq);
+}
+
+/* Should the chain just added stay unkicked ("event_stall")? */
+static inline bool
+virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
+{
+	if (!vh->fault_stall_next)
+		return false;
+	vh->fault_stall_next = false;
+	vh->fault_stalled = true;
+	return true;
+}
+
 int virtio_hugeroom_test_init(struct virtio_hugeroom *vh);
 void virtio_hugeroom_test_fini(struct virtio_hugeroom *vh);
 void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 				  struct dentry *dir);
 void virtio_hugeroom_test_evac_start(struct virtio_hugeroom *vh);
+void virtio_hugeroom_claims_list(struct virtio_hugeroom *vh,
+				 struct seq_file *m);
 void virtio_hugeroom_test_evac_rec(struct virtio_hugeroom *vh,
 				   unsigned long pfn, unsigned int chosen_free,
 				   unsigned int free, u64 migrated, int rc);
 #else
 static inline void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
+{
+}
+
+static inline void virtio_hugeroom_fault_block(struct virtio_hugeroom_scan *s)
 {
 }
 

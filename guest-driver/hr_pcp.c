@@ -39,7 +39,7 @@
  * force to show in /proc/zoneinfo.  Pages above the new high go back to
  * the buddy allocator at the CPU's next free, or, on 6.7 and later, within
  * seconds from the vmstat worker; DENSITY drains the lists at once
- * (hr_pcp_drain()), and an EVACUATE drains each zone it touches.
+ * (virtio_hugeroom_pcp_drain()), and an EVACUATE drains each zone it touches.
  *
  * State is global, like the sysctl; the mutex serializes all of it.
  */
@@ -68,10 +68,10 @@
 #define HR_PCP_MIN_FRACTION	8
 #define HR_PCP_BALANCED_FRACTION	0
 #define HR_PCP_DENSITY_FRACTION	INT_MAX
-/* pageblocks hr_pcp_drain() tries per zone */
+/* pageblocks virtio_hugeroom_pcp_drain() tries per zone */
 #define HR_PCP_DRAIN_TRIES	16
 
-static DEFINE_MUTEX(hr_pcp_lock);
+static DEFINE_MUTEX(virtio_hugeroom_pcp_lock);
 static struct {
 	bool active;	/* a policy is in force: @saved is the admin's value */
 	int saved;
@@ -81,7 +81,7 @@ static struct {
 	u32 high;	/* EXPLICIT */
 } hr_pcp;
 
-static const char * const hr_pcp_names[] = {
+static const char * const virtio_hugeroom_pcp_names[] = {
 	[VIRTIO_HUGEROOM_PCP_DEFAULT] = "default",
 	[VIRTIO_HUGEROOM_PCP_LATENCY] = "latency",
 	[VIRTIO_HUGEROOM_PCP_BALANCED] = "balanced",
@@ -93,7 +93,7 @@ static const char * const hr_pcp_names[] = {
  * The populated zone after @zone, or the first for NULL:
  * for_each_populated_zone() needs symbols modules do not get.
  */
-static struct zone *hr_pcp_next_zone(struct zone *zone)
+static struct zone *virtio_hugeroom_pcp_next_zone(struct zone *zone)
 {
 	int nid = zone ? zone_to_nid(zone) : first_online_node;
 	int zid = zone ? zone_idx(zone) + 1 : 0;
@@ -108,7 +108,7 @@ static struct zone *hr_pcp_next_zone(struct zone *zone)
 	return NULL;
 }
 
-static int hr_pcp_sysctl(int *val, bool write)
+static int virtio_hugeroom_pcp_sysctl(int *val, bool write)
 {
 	char buf[16];
 	struct file *f;
@@ -139,12 +139,13 @@ static int hr_pcp_sysctl(int *val, bool write)
 }
 
 #ifdef VIRTIO_HUGEROOM_HAVE_PCP_HIGH_MIN
-static void hr_pcp_clamp(void)
+static void virtio_hugeroom_pcp_clamp(void)
 {
 	struct zone *zone;
 	int cpu;
 
-	for (zone = hr_pcp_next_zone(NULL); zone; zone = hr_pcp_next_zone(zone)) {
+	for (zone = virtio_hugeroom_pcp_next_zone(NULL); zone;
+	     zone = virtio_hugeroom_pcp_next_zone(zone)) {
 		for_each_online_cpu(cpu) {
 			struct per_cpu_pages *pcp;
 
@@ -158,7 +159,7 @@ static void hr_pcp_clamp(void)
 }
 #else
 /* Before 6.7 the kernel sets pcp->high itself. */
-static void hr_pcp_clamp(void)
+static void virtio_hugeroom_pcp_clamp(void)
 {
 }
 #endif
@@ -172,11 +173,12 @@ static void hr_pcp_clamp(void)
  * first pageblocks whose head is free; one with unmovable pages refuses
  * the isolation, then the next is tried) and give it back.  Sleeps.
  */
-static void hr_pcp_drain(void)
+static void virtio_hugeroom_pcp_drain(void)
 {
 	struct zone *zone;
 
-	for (zone = hr_pcp_next_zone(NULL); zone; zone = hr_pcp_next_zone(zone)) {
+	for (zone = virtio_hugeroom_pcp_next_zone(NULL); zone;
+	     zone = virtio_hugeroom_pcp_next_zone(zone)) {
 		unsigned long pfn = ALIGN(zone->zone_start_pfn, pageblock_nr_pages);
 		unsigned int tries = 0;
 
@@ -202,14 +204,15 @@ static void hr_pcp_drain(void)
  * -EINVAL if the kernel cannot give it: below 4 * batch, or above the
  * high of the smallest fraction it accepts.
  */
-static int hr_pcp_explicit_fraction(u32 high)
+static int virtio_hugeroom_pcp_explicit_fraction(u32 high)
 {
 	struct zone *zone, *big = NULL;
 	unsigned long managed;
 	unsigned int cpus;
 	u64 f;
 
-	for (zone = hr_pcp_next_zone(NULL); zone; zone = hr_pcp_next_zone(zone))
+	for (zone = virtio_hugeroom_pcp_next_zone(NULL); zone;
+	     zone = virtio_hugeroom_pcp_next_zone(zone))
 		if (!big || zone_managed_pages(zone) > zone_managed_pages(big))
 			big = zone;
 	if (!big)
@@ -227,20 +230,20 @@ static int hr_pcp_explicit_fraction(u32 high)
 }
 
 /*
- * Under hr_pcp_lock: read the sysctl, and if someone else changed it
+ * Under virtio_hugeroom_pcp_lock: read the sysctl, and if someone else changed it
  * while a policy was in force, let their value win.  Returns its value or
  * a negative errno.
  */
-static int hr_pcp_sync(struct device *dev, int *cur)
+static int virtio_hugeroom_pcp_sync(struct device *dev, int *cur)
 {
-	int rc = hr_pcp_sysctl(cur, false);
+	int rc = virtio_hugeroom_pcp_sysctl(cur, false);
 
 	if (rc)
 		return rc;
 	WRITE_ONCE(hr_pcp.now, *cur);
 	if (hr_pcp.active && *cur != hr_pcp.applied) {
 		dev_info(dev, "%s changed to %d by someone else: PCP policy %s dropped\n",
-			 HR_PCP_SYSCTL, *cur, hr_pcp_names[hr_pcp.policy]);
+			 HR_PCP_SYSCTL, *cur, virtio_hugeroom_pcp_names[hr_pcp.policy]);
 		hr_pcp.active = false;
 		WRITE_ONCE(hr_pcp.policy, VIRTIO_HUGEROOM_PCP_DEFAULT);
 		hr_pcp.high = 0;
@@ -248,16 +251,16 @@ static int hr_pcp_sync(struct device *dev, int *cur)
 	return 0;
 }
 
-static int hr_pcp_write(int cur, int target)
+static int virtio_hugeroom_pcp_write(int cur, int target)
 {
 	int rc = 0;
 
 	if (target != cur)
-		rc = hr_pcp_sysctl(&target, true);
+		rc = virtio_hugeroom_pcp_sysctl(&target, true);
 	if (!rc) {
 		hr_pcp.applied = target;
 		WRITE_ONCE(hr_pcp.now, target);
-		hr_pcp_clamp();
+		virtio_hugeroom_pcp_clamp();
 	}
 	return rc;
 }
@@ -267,13 +270,13 @@ static int hr_pcp_write(int cur, int target)
  * EXPLICIT) to every populated zone.  Returns the RESULT status; on any
  * failure nothing has changed.  Sleeps.
  */
-u32 hr_pcp_set(struct device *dev, u32 policy, u32 high)
+u32 virtio_hugeroom_pcp_set(struct device *dev, u32 policy, u32 high)
 {
 	u32 status = VIRTIO_HUGEROOM_S_OK;
 	int cur, target, rc;
 
-	mutex_lock(&hr_pcp_lock);
-	rc = hr_pcp_sync(dev, &cur);
+	mutex_lock(&virtio_hugeroom_pcp_lock);
+	rc = virtio_hugeroom_pcp_sync(dev, &cur);
 	if (rc) {
 		dev_warn(dev, "cannot read %s: %d\n", HR_PCP_SYSCTL, rc);
 		status = VIRTIO_HUGEROOM_S_UNSUPPORTED;
@@ -293,7 +296,7 @@ u32 hr_pcp_set(struct device *dev, u32 policy, u32 high)
 		target = HR_PCP_DENSITY_FRACTION;
 		break;
 	default:
-		target = hr_pcp_explicit_fraction(high);
+		target = virtio_hugeroom_pcp_explicit_fraction(high);
 		break;
 	}
 	if (target < 0) {
@@ -302,7 +305,7 @@ u32 hr_pcp_set(struct device *dev, u32 policy, u32 high)
 		status = VIRTIO_HUGEROOM_S_INVALID;
 		goto out;
 	}
-	rc = hr_pcp_write(cur, target);
+	rc = virtio_hugeroom_pcp_write(cur, target);
 	if (rc) {
 		dev_warn(dev, "writing %d to %s: %d\n", target, HR_PCP_SYSCTL,
 			 rc);
@@ -315,66 +318,66 @@ u32 hr_pcp_set(struct device *dev, u32 policy, u32 high)
 	WRITE_ONCE(hr_pcp.policy, policy);
 	hr_pcp.high = high;
 	if (policy == VIRTIO_HUGEROOM_PCP_DENSITY)
-		hr_pcp_drain();
+		virtio_hugeroom_pcp_drain();
 out:
-	mutex_unlock(&hr_pcp_lock);
+	mutex_unlock(&virtio_hugeroom_pcp_lock);
 	return status;
 }
 
 /* Removal, freeze, device reset: back to the value before any policy. */
-void hr_pcp_restore(struct device *dev)
+void virtio_hugeroom_pcp_restore(struct device *dev)
 {
 	int cur;
 
-	mutex_lock(&hr_pcp_lock);
-	if (!hr_pcp_sync(dev, &cur) && hr_pcp.active &&
-	    hr_pcp_write(cur, hr_pcp.saved))
+	mutex_lock(&virtio_hugeroom_pcp_lock);
+	if (!virtio_hugeroom_pcp_sync(dev, &cur) && hr_pcp.active &&
+	    virtio_hugeroom_pcp_write(cur, hr_pcp.saved))
 		dev_warn(dev, "cannot restore %s to %d\n", HR_PCP_SYSCTL,
 			 hr_pcp.saved);
 	hr_pcp.active = false;
 	WRITE_ONCE(hr_pcp.policy, VIRTIO_HUGEROOM_PCP_DEFAULT);
 	hr_pcp.high = 0;
-	mutex_unlock(&hr_pcp_lock);
+	mutex_unlock(&virtio_hugeroom_pcp_lock);
 }
 
 /*
  * Before each report: notice an admin's change, keep EXPLICIT's high when
  * the number of CPUs changed, and show the kernel's recomputed values.
  */
-void hr_pcp_check(struct device *dev)
+void virtio_hugeroom_pcp_check(struct device *dev)
 {
 	int cur, target;
 
-	mutex_lock(&hr_pcp_lock);
-	if (hr_pcp_sync(dev, &cur))
+	mutex_lock(&virtio_hugeroom_pcp_lock);
+	if (virtio_hugeroom_pcp_sync(dev, &cur))
 		goto out;
 	if (!hr_pcp.active) {
-		hr_pcp_clamp();
+		virtio_hugeroom_pcp_clamp();
 		goto out;
 	}
 	target = cur;
 	if (hr_pcp.policy == VIRTIO_HUGEROOM_PCP_EXPLICIT) {
-		target = hr_pcp_explicit_fraction(hr_pcp.high);
+		target = virtio_hugeroom_pcp_explicit_fraction(hr_pcp.high);
 		if (target < 0)
 			target = cur;	/* the nearest the kernel can do */
 	}
-	if (hr_pcp_write(cur, target))
+	if (virtio_hugeroom_pcp_write(cur, target))
 		dev_warn_ratelimited(dev, "cannot re-apply PCP policy\n");
 out:
-	mutex_unlock(&hr_pcp_lock);
+	mutex_unlock(&virtio_hugeroom_pcp_lock);
 }
 
-void hr_pcp_fill_zone(struct virtio_hugeroom_zone *z)
+void virtio_hugeroom_pcp_fill_zone(struct virtio_hugeroom_zone *z)
 {
 	z->pcp_policy = READ_ONCE(hr_pcp.policy);
 	z->pcp_fraction = cpu_to_le32(READ_ONCE(hr_pcp.now));
 }
 
-void hr_pcp_show(struct seq_file *m)
+void virtio_hugeroom_pcp_show(struct seq_file *m)
 {
-	mutex_lock(&hr_pcp_lock);
+	mutex_lock(&virtio_hugeroom_pcp_lock);
 	seq_printf(m, "pcp_policy %s\npcp_fraction %d\npcp_saved %d\n",
-		   hr_pcp_names[hr_pcp.policy], hr_pcp.now,
+		   virtio_hugeroom_pcp_names[hr_pcp.policy], hr_pcp.now,
 		   hr_pcp.active ? hr_pcp.saved : hr_pcp.now);
-	mutex_unlock(&hr_pcp_lock);
+	mutex_unlock(&virtio_hugeroom_pcp_lock);
 }

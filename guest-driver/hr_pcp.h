@@ -11,10 +11,10 @@
 
 #include "virtio_hugeroom.h"
 
-u32 hr_pcp_set(struct device *dev, u32 policy, u32 high);
-void hr_pcp_restore(struct device *dev);
-void hr_pcp_check(struct device *dev);
-void hr_pcp_fill_zone(struct virtio_hugeroom_zone *z);
-void hr_pcp_show(struct seq_file *m);
+u32 virtio_hugeroom_pcp_set(struct device *dev, u32 policy, u32 high);
+void virtio_hugeroom_pcp_restore(struct device *dev);
+void virtio_hugeroom_pcp_check(struct device *dev);
+void virtio_hugeroom_pcp_fill_zone(struct virtio_hugeroom_zone *z);
+void virtio_hugeroom_pcp_show(struct seq_file *m);
 
 #endif /* HR_PCP_H */

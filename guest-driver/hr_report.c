@@ -150,6 +150,41 @@ unsigned int virtio_hugeroom_buddy_order(struct page *page)
 }
 
 /*
+ * Is the block at @pfn (its first page @head) wholly free and reported
+ * by free page reporting (virtio-balloon's free-page-reporting, in the
+ * same guest)?  Reporting hands free buddies of at least
+ * page_reporting_order (a pageblock by default) to its device, which
+ * discards them on the host, and marks them PageReported until they are
+ * allocated.  Holding such a block frees nothing on the host: it is not
+ * backed any more, and its HOLD would only discard it a second time
+ * while the guest gives up 2 MiB for nothing.  Lockless, a hint, as the
+ * free count is.
+ */
+bool virtio_hugeroom_block_reported(struct page *head, unsigned long pfn)
+{
+	struct page *buddy = head;
+	unsigned int order;
+
+	if (!IS_ALIGNED(pfn, MAX_ORDER_NR_PAGES)) {
+		struct page *big = pfn_to_online_page(ALIGN_DOWN(pfn,
+							   MAX_ORDER_NR_PAGES));
+
+		if (big && PageBuddy(big)) {
+			order = virtio_hugeroom_buddy_order(big);
+			if (order < VIRTIO_HUGEROOM_KERNEL_ORDERS &&
+			    ALIGN_DOWN(pfn, MAX_ORDER_NR_PAGES) +
+			    (1UL << order) >= pfn + pageblock_nr_pages)
+				buddy = big;
+		}
+	}
+	if (!PageBuddy(buddy))
+		return false;
+	order = virtio_hugeroom_buddy_order(buddy);
+	return order >= pageblock_order &&
+	       order < VIRTIO_HUGEROOM_KERNEL_ORDERS && PageReported(buddy);
+}
+
+/*
  * Free pages in the pageblock starting at @head, counted without zone->lock
  * as compaction's free scanner does.  A buddy larger than a pageblock starts
  * at a MAX_ORDER_NR_PAGES boundary, which may lie in the previous block.
@@ -338,6 +373,10 @@ static void virtio_hugeroom_scan_block(const struct virtio_hugeroom_scan *s,
 #endif
 	if (s->ranges && !virtio_hugeroom_in_ranges(s, pfn))
 		return;
+	/* Discarded on the host already: holding it would give nothing. */
+	if (free == pageblock_nr_pages &&
+	    virtio_hugeroom_block_reported(head, pfn))
+		return;
 
 	c.pfn = pfn;
 	c.free = free;
@@ -485,7 +524,7 @@ static void virtio_hugeroom_zone_pcp(struct zone *zone,
 	z->pcp_high_min = cpu_to_le32(READ_ONCE(zone->pageset_high_min));
 	z->pcp_high_max = cpu_to_le32(READ_ONCE(zone->pageset_high_max));
 #endif
-	hr_pcp_fill_zone(z);
+	virtio_hugeroom_pcp_fill_zone(z);
 }
 
 /* Fill @z from @zone; returns false if the migratetype walk was capped. */
@@ -554,7 +593,7 @@ static u32 virtio_hugeroom_build_report(struct virtio_hugeroom *vh,
 	}
 	sw = vh->scan.done;
 	if (virtio_has_feature(vh->vdev, VIRTIO_HUGEROOM_F_PCP))
-		hr_pcp_check(&vh->vdev->dev);
+		virtio_hugeroom_pcp_check(&vh->vdev->dev);
 
 	memset(st, 0, sizeof(*st));
 	for_each_online_node(nid) {

@@ -328,40 +328,14 @@ static const struct file_operations virtio_hugeroom_inject_fops = {
 	.llseek = noop_llseek,
 };
 
-/* "sweep_delay_ms": EVACUATE CHEAPEST's sweep, slowed down per batch. */
-void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
-{
-	unsigned int ms = READ_ONCE(s->fault_delay_ms);
-
-	if (ms)
-		msleep(ms);
-}
-
-/* Kick a chain held back by "event_stall", now that the next is written. */
-void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
-{
-	if (!vh->fault_stalled)
-		return;
-	vh->fault_stalled = false;
-	virtqueue_kick(vh->event_vq);
-}
-
-/* Should the chain just added stay unkicked ("event_stall")? */
-bool virtio_hugeroom_fault_event_stall(struct virtio_hugeroom *vh)
-{
-	if (!vh->fault_stall_next)
-		return false;
-	vh->fault_stall_next = false;
-	vh->fault_stalled = true;
-	return true;
-}
-
 /*
  * "fault_inject", a test aid: writing "event_stall" makes the device see
  * the next eventq chain only when the driver is about to send the one
  * after it, well past the ack timeout, as a stalled device would;
  * "sweep_delay_ms N" makes EVACUATE CHEAPEST's sweep sleep N ms every
- * VIRTIO_HUGEROOM_SCAN_BATCH blocks, as on a guest of many TiB.
+ * VIRTIO_HUGEROOM_SCAN_BATCH blocks, as on a guest of many TiB;
+ * "block_delay_ms N" makes EVACUATE sleep N ms before each block, as a
+ * pass of thousands of blocks would take, with its claims in place.
  */
 static ssize_t virtio_hugeroom_fault_write(struct file *file,
 					   const char __user *ubuf,
@@ -382,6 +356,13 @@ static ssize_t virtio_hugeroom_fault_write(struct file *file,
 		if (rc)
 			return rc;
 		WRITE_ONCE(vh->evac_scan.fault_delay_ms, min(ms, 10000U));
+		return count;
+	}
+	if (str_has_prefix(p, "block_delay_ms ")) {
+		rc = kstrtouint(strim(p + strlen("block_delay_ms ")), 0, &ms);
+		if (rc)
+			return rc;
+		WRITE_ONCE(vh->evac_scan.fault_block_ms, min(ms, 10000U));
 		return count;
 	}
 	if (strcmp(p, "event_stall"))
@@ -489,6 +470,57 @@ static int virtio_hugeroom_occupancy_show(struct seq_file *m, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_occupancy);
 
+/* "claimed_blocks": the running pass's claimed blocks, "0x<gpa> pages". */
+static int virtio_hugeroom_claims_show(struct seq_file *m, void *unused)
+{
+	virtio_hugeroom_claims_list(m->private, m);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(virtio_hugeroom_claims);
+
+/*
+ * "contig" (write a gpa): take the 2 MiB block there with
+ * alloc_contig_range() as virtio-mem's unplug does (GFP_KERNEL, up to 5
+ * tries on -EBUSY), and free it at once: a contiguous allocation of
+ * someone else over the block, e.g. over claimed pages.  The write
+ * fails with alloc_contig_range()'s errno.
+ */
+static ssize_t virtio_hugeroom_contig_write(struct file *file,
+					    const char __user *ubuf,
+					    size_t count, loff_t *ppos)
+{
+	unsigned long pfn;
+	unsigned int tries;
+	u64 gpa;
+	int rc;
+
+	rc = kstrtou64_from_user(ubuf, count, 0, &gpa);
+	if (rc)
+		return rc;
+	pfn = PHYS_PFN(gpa);
+	if (!IS_ALIGNED(pfn, pageblock_nr_pages) || !pfn_to_online_page(pfn) ||
+	    !pfn_to_online_page(pfn + pageblock_nr_pages - 1))
+		return -EINVAL;
+	for (tries = 0; tries < 5; tries++) {
+		rc = virtio_hugeroom_acr(pfn, pfn + pageblock_nr_pages,
+					 GFP_KERNEL);
+		if (rc != -EBUSY)
+			break;
+		cond_resched();
+	}
+	if (rc)
+		return rc;
+	free_contig_range(pfn, pageblock_nr_pages);
+	return count;
+}
+
+static const struct file_operations virtio_hugeroom_contig_fops = {
+	.owner = THIS_MODULE,
+	.open = simple_open,
+	.write = virtio_hugeroom_contig_write,
+	.llseek = noop_llseek,
+};
+
 int virtio_hugeroom_test_init(struct virtio_hugeroom *vh)
 {
 	mutex_init(&vh->pin_lock);
@@ -531,4 +563,8 @@ void virtio_hugeroom_test_debugfs(struct virtio_hugeroom *vh,
 			    &virtio_hugeroom_evac_log_fops);
 	debugfs_create_file("occupancy", 0400, dir, vh,
 			    &virtio_hugeroom_occupancy_fops);
+	debugfs_create_file("claimed_blocks", 0400, dir, vh,
+			    &virtio_hugeroom_claims_fops);
+	debugfs_create_file("contig", 0200, dir, vh,
+			    &virtio_hugeroom_contig_fops);
 }

@@ -17,6 +17,8 @@ Usage: fake-daemon.py SOCKET_PATH [TIMEOUT_S]
        fake-daemon.py pcp SERIES          (6.12 or 6.1)
        fake-daemon.py shutdown SERIES     (6.12 or 6.1)
        fake-daemon.py evac-order SERIES   (6.12 or 6.1)
+       fake-daemon.py claims SERIES       (6.12 or 6.1)
+       fake-daemon.py reporting SERIES    (6.12, 6.1 or sid)
 
 "holds" boots a guest itself (tests/vm/hrvm.py, the patched QEMU, the
 guest agent and memfill) with this script as its daemon, and drives
@@ -177,6 +179,14 @@ if __name__ == '__main__':
         import evac_order_test  # noqa: E402  (next to this file)
         sys.exit(evac_order_test.main(sys.argv[2] if len(sys.argv) > 2
                                       else '6.12'))
+    if len(sys.argv) > 1 and sys.argv[1] == 'claims':
+        import claims_test  # noqa: E402  (next to this file)
+        sys.exit(claims_test.main(sys.argv[2] if len(sys.argv) > 2
+                                  else '6.12'))
+    if len(sys.argv) > 1 and sys.argv[1] == 'reporting':
+        import reporting_test  # noqa: E402  (next to this file)
+        sys.exit(reporting_test.main(sys.argv[2] if len(sys.argv) > 2
+                                     else '6.12'))
     if len(sys.argv) > 1 and sys.argv[1] == 'pressure':
         import pressure_test  # noqa: E402  (next to this file)
         sys.exit(pressure_test.main(sys.argv[2] if len(sys.argv) > 2

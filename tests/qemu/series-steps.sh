@@ -46,6 +46,7 @@ declare -A QTESTS=(
     [0015-hw-virtio-virtio-hugeroom-relay-RETURNED-for-held-bl.patch]=39
     [0016-hw-virtio-virtio-hugeroom-back-returned-blocks-of-sh.patch]=40
     [0017-hw-virtio-virtio-hugeroom-let-the-eventq-wait-for-a-.patch]=41
+    [0018-hw-virtio-virtio-hugeroom-the-daemon-channel-in-a-fi.patch]=41
 )
 
 S=$HUGEROOM_CACHE/qemu-steps

@@ -3,7 +3,8 @@
 # and the driver picks kernel interfaces by feature tests, not versions:
 #   tests/vm/driver-builds.sh 6.12|6.1|sid
 # Builds both variants of the driver for the given kernel series and looks
-# for the debugfs names of the test aids (pin_unmovable, inject, fault_inject) in
+# for the debugfs names of the test aids (pin_unmovable, inject, fault_inject,
+# contig, claimed_blocks) in
 # each .ko: none may be in the user build, all must be in the test build
 # (else the tests would load a module without them and skip).
 . "$(dirname "$0")/../../scripts/lib.sh"
@@ -13,7 +14,7 @@ kver=$(hr_series_kver "$series")
 user=$(bash "$HR_SCRIPTS/build-module.sh" "$kver" | tail -n1)
 test=$(bash "$HR_SCRIPTS/build-module.sh" --test "$kver" | tail -n1)
 
-aids=(pin_unmovable inject fault_inject)
+aids=(pin_unmovable inject fault_inject contig claimed_blocks)
 echo "TAP version 13"
 echo "1..$((2 * ${#aids[@]} + 3))"
 n=1 rc=0
