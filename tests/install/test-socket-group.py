@@ -21,7 +21,6 @@ api_group's members cannot connect.  With the unit before SocketGroup=
 (mode 0660, root's group) the member got exit 3 as well.  TAP.
 """
 
-import configparser
 import grp
 import os
 import pwd
@@ -34,33 +33,17 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vm"))
 from hrvm import Tap  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pkgfiles  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 tap = Tap()
 check = tap.ok
 
 
-def build_debs():
-    out = subprocess.run(["bash", os.path.join(HERE, "build-debs.sh")],
-                         stdout=subprocess.PIPE, text=True, check=True).stdout
-    return out.strip().splitlines()[-1]
-
-
-def extract(debs, d):
-    deb = [f for f in os.listdir(debs) if f.startswith("hugeroom_") and f.endswith(".deb")]
-    assert len(deb) == 1, "one hugeroom_*.deb in %s: %s" % (debs, deb)
-    root = os.path.join(d, "pkg")
-    subprocess.run(["dpkg-deb", "-x", os.path.join(debs, deb[0]), root], check=True)
-    return root
-
-
-def socket_section(unit):
-    """[Socket] of the unit as systemd reads it (last assignment wins)."""
-    p = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",),
-                                  comment_prefixes=("#", ";"))
-    p.optionxform = str
-    p.read(unit)
-    return dict(p["Socket"])
+def socket_section(path):
+    """[Socket] of the unit as systemd reads it"""
+    return dict(pkgfiles.unit(path)["Socket"])
 
 
 def activate(sec, path):
@@ -108,14 +91,12 @@ def main():
     made_group = None
     pid = None
     try:
-        root = extract(build_debs(), d)
+        root = pkgfiles.extract(pkgfiles.build_debs(), d)
         unit = os.path.join(root, "lib/systemd/system/hugeroomd.socket")
         sec = socket_section(unit)
         group = sec.get("SocketGroup", "")
         # the packaged configuration, with its paths moved into the test's directory
-        cp = configparser.ConfigParser(interpolation=None)
-        cp.optionxform = str
-        cp.read(os.path.join(root, "etc/hugeroom/hugeroomd.conf"))
+        cp = pkgfiles.conf(os.path.join(root, "etc/hugeroom/hugeroomd.conf"))
         h = cp["hugeroomd"]
         check(h.get("api_socket") == sec.get("ListenStream"),
               "the unit listens where hugeroomd.conf's api_socket is (%s, %s)"
