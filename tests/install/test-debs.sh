@@ -103,6 +103,11 @@ main() {
               printf '%s\n' "$out" | grep -q ' /etc/hugeroom/hugeroomd.conf ' &&
               printf '%s\n' "$out" | grep -q ' /etc/hugeroom/hook.conf '; echo $?)" \
             "round $round: the group hugeroom, the programs run, both .conf files are conffiles" "$out"
+        # where libvirt's AppArmor profiles let libvirtd and virtqemud run it
+        # (host/HOOK.md): qemu.d/ links to sbindir
+        out=$(readlink "$m/etc/libvirt/hooks/qemu.d/hugeroom")
+        ok "$([ "$out" = /usr/sbin/hugeroom-hook ] && [ -x "$m/usr/sbin/hugeroom-hook" ]; echo $?)" \
+            "round $round: /etc/libvirt/hooks/qemu.d/hugeroom links to /usr/sbin/hugeroom-hook ($out)"
         for kver in $kvers; do
             out=$(hr_in_root "$m" dkms status -k "$kver" 2>&1)
             ok "$(printf '%s\n' "$out" | grep -q "^hugeroom/.*, $kver, x86_64: installed" &&
