@@ -16,6 +16,7 @@ BASE_PKGS=(
     curl openssl glib-networking wrk systemd groff-base man-db
     xz-utils zstd gzip ca-certificates util-linux
     debootstrap dwarves valgrind clang-format
+    debhelper dh-dkms lintian fakeroot
 )
 # From bookworm-backports (meson >= 1.5 is needed by QEMU 10).
 BPO_PKGS=(meson python3-pycotap)

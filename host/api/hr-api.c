@@ -13,6 +13,7 @@
 #include "hr-api.h"
 
 #include <malloc.h>
+#include <sys/stat.h>
 
 #include "hr-api-private.h"
 #include "hr-socket.h"
@@ -112,6 +113,26 @@ hr_api_incoming_cb(GSocketConnection *connection, gpointer user_data)
 		      role == HR_API_ROLE_NONE ? error->message : NULL, principal);
 }
 
+/*
+ * A socket the service manager made keeps its file as the socket unit set
+ * it (SocketGroup=, SocketMode=): say so when a group the configuration
+ * names cannot connect to it, instead of the members' bare "Couldn't
+ * connect".
+ */
+static void
+hr_api_check_passed_mode(const gchar *path, gid_t gid, const gchar *key, const gchar *group)
+{
+	struct stat st;
+
+	if (gid == (gid_t)-1 || stat(path, &st) != 0)
+		return;
+	if ((st.st_mode & S_IWOTH) != 0 || (st.st_gid == gid && (st.st_mode & S_IWGRP) != 0))
+		return;
+	g_warning("%s from the service manager is mode %04o, group %u: %s=%s's members cannot "
+		  "connect; give the socket unit SocketGroup=%s (or SocketMode=0666)",
+		  path, (guint)(st.st_mode & 07777), (guint)st.st_gid, key, group, group);
+}
+
 gboolean
 hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 {
@@ -137,6 +158,12 @@ hr_api_listen(HrApi *api, const HrConfig *config, GError **error)
 	    api->admin_gid != (gid_t)-1 || api->read_gid != (gid_t)-1 ? 0666 : 0660, error);
 	if (socket == NULL)
 		return FALSE;
+	if (hr_socket_is_passed(config->api_socket)) {
+		hr_api_check_passed_mode(config->api_socket, api->admin_gid, "api_group",
+					 config->api_group);
+		hr_api_check_passed_mode(config->api_socket, api->read_gid, "api_read_group",
+					 config->api_read_group);
+	}
 	api->acceptor = hr_acceptor_new(socket, "API socket", hr_api_incoming_cb, api);
 	/* a refused peer gets its 403 on one connection, not a thousand idle ones */
 	hr_acceptor_set_max_per_uid(api->acceptor, HR_API_MAX_PER_UID);

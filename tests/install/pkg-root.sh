@@ -3,9 +3,11 @@
 # The clean Debian 12 root the package tests install hugeroom's .debs into:
 # $HUGEROOM_CACHE/pkg-root, made once (scripts/lib.sh hr_bookworm_root)
 # with what the packages depend on already there (so that a test run needs
-# no download) and the linux-headers of the suite's cached 6.1 and 6.12
-# guest kernels (scripts/fetch-kernels.sh) installed, for DKMS to build
-# against.  The tests never change it: they work in an overlay of it
+# no download) and the suite's cached 6.1 and 6.12 guest kernels
+# (scripts/fetch-kernels.sh) installed, image and headers, as on a guest:
+# DKMS builds against the headers, and depmod's indexes of each kernel's
+# modules are there before the packages come (a headers-only kernel gets
+# them from DKMS's depmod, and they stay).  The tests never change it: they work in an overlay of it
 # (tests/install/pkgroot.py).
 #
 # Usage: tests/install/pkg-root.sh        prints the root's path
@@ -22,14 +24,14 @@ main() {
     hr_bookworm_root "$ROOT" "$(echo $PKGS)"
     local kvers kver debs=() want
     kvers=$(bash "$HR_SCRIPTS/fetch-kernels.sh" | awk '{ print $1 }')
-    want=$(printf '%s\n' $kvers | sort | tr '\n' ' ')
+    want="images+headers $(printf '%s\n' $kvers | sort | tr '\n' ' ')"
     if [ "$(cat "$ROOT/.headers" 2>/dev/null)" = "$want" ]; then
         printf '%s\n' "$ROOT"
         return 0
     fi
     for kver in $kvers; do
         local pkg
-        for pkg in "linux-headers-$kver" \
+        for pkg in "linux-image-$kver" "linux-headers-$kver" \
             $(dpkg-deb -f "$(ls "$HUGEROOM_CACHE"/kernels/debs/linux-headers-"${kver}"_*.deb | tail -1)" Depends |
                 tr ',' '\n' | awk '$1 ~ /^linux-(headers|kbuild)-/ { print $1 }'); do
             debs+=("$(ls "$HUGEROOM_CACHE/kernels/debs/${pkg}_"*.deb | sort -V | tail -1)")
