@@ -375,3 +375,70 @@ hr_api_prepare_event_to_json(const HrPrepareEvent *event, guint64 seq)
 	json_builder_end_object(b);
 	return json_builder_get_root(b);
 }
+
+JsonNode *
+hr_api_host_to_json(const HrHostState *host, HrReservationStore *store, HrBackingMode backing)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	const HrCompactCounters *c;
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "nodes");
+	json_builder_begin_array(b);
+	for (guint n = 0; n < host->nodes->len; n++) {
+		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "node", ns->node);
+		hr_json_add_int(b, "free_pages", ns->free_pages);
+		hr_json_add_int(b, "free_blocks", ns->free_blocks);
+		hr_json_add_int(b, "available_blocks", hr_prepare_node_available(ns));
+		hr_json_add_int(b, "promised_blocks",
+				hr_reservation_store_promised(store, ns->node, NULL));
+		hr_json_add_int(b, "wmark_min", ns->wmark_min);
+		hr_json_add_int(b, "wmark_low", ns->wmark_low);
+		hr_json_add_int(b, "wmark_high", ns->wmark_high);
+		hr_json_add_int(b, "managed", ns->managed);
+		hr_json_add_int(b, "present", ns->present);
+		hr_json_add_int(b, "unusable_index", ns->unusable_index);
+		if (ns->has_meminfo) {
+			hr_json_add_int(b, "mem_total_kb", ns->mem_total_kb);
+			hr_json_add_int(b, "mem_free_kb", ns->mem_free_kb);
+		}
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	c = &host->compact;
+	json_builder_set_member_name(b, "compaction");
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "compact_stall", c->compact_stall);
+	hr_json_add_int(b, "compact_fail", c->compact_fail);
+	hr_json_add_int(b, "compact_success", c->compact_success);
+	hr_json_add_int(b, "compact_migrate_scanned", c->compact_migrate_scanned);
+	hr_json_add_int(b, "compact_free_scanned", c->compact_free_scanned);
+	hr_json_add_int(b, "compact_isolated", c->compact_isolated);
+	hr_json_add_int(b, "compact_daemon_wake", c->compact_daemon_wake);
+	hr_json_add_int(b, "pgmigrate_success", c->pgmigrate_success);
+	hr_json_add_int(b, "pgmigrate_fail", c->pgmigrate_fail);
+	hr_json_add_int(b, "thp_fault_alloc", c->thp_fault_alloc);
+	hr_json_add_int(b, "thp_fault_fallback", c->thp_fault_fallback);
+	hr_json_add_int(b, "thp_collapse_alloc", c->thp_collapse_alloc);
+	hr_json_add_int(b, "thp_split_page", c->thp_split_page);
+	json_builder_end_object(b);
+	json_builder_set_member_name(b, "thp");
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "enabled");
+	json_builder_add_string_value(b, host->thp.enabled);
+	json_builder_set_member_name(b, "defrag");
+	json_builder_add_string_value(b, host->thp.defrag);
+	json_builder_set_member_name(b, "khugepaged_defrag");
+	if (host->thp.khugepaged_defrag != NULL)
+		json_builder_add_string_value(b, host->thp.khugepaged_defrag);
+	else
+		json_builder_add_null_value(b);
+	hr_json_add_int(b, "hpage_pmd_size", host->thp.hpage_pmd_size);
+	json_builder_end_object(b);
+	json_builder_set_member_name(b, "backing");
+	json_builder_add_string_value(b, hr_backing_mode_to_string(backing));
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}

@@ -18,6 +18,10 @@ hr_api_guest_to_json(HrGuest *guest);
 JsonNode *
 hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request);
 
+/* GET /v1/host: @host's state per node, with the reservations' promises */
+JsonNode *
+hr_api_host_to_json(const HrHostState *host, HrReservationStore *store, HrBackingMode backing);
+
 /* the data of a /v1/events event (hr-events.h) */
 JsonNode *
 hr_api_event_to_json(const HrEvent *event, guint64 seq);

@@ -927,7 +927,8 @@ hr_api_host_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, c
 	(void)data;
 	if (host != NULL && hr_host_reader_get_serial(api->host) != api->host_json_serial) {
 		g_clear_pointer(&api->host_json, json_node_unref);
-		api->host_json = hr_prepare_host_json(api->prepare, host);
+		api->host_json = hr_api_host_to_json(host, hr_prepare_get_store(api->prepare),
+						     hr_core_get_config(api->core)->backing);
 		api->host_json_serial = hr_host_reader_get_serial(api->host);
 	}
 	hr_api_reply_prepare_json(msg, host != NULL ? api->host_json : NULL, error);

@@ -44,7 +44,7 @@ gboolean
 hr_pcp_handle_result(HrGuest *guest, const HrResult *result);
 void
 hr_pcp_driver_ready(const HrConfig *config, HrGuest *guest);
-/* for hr-prepare.c: around each evacuation of a donor */
+/* for hr-prepare-steps.c: around each evacuation of a donor */
 void
 hr_pcp_evacuation_begin(const HrConfig *config, HrGuest *guest);
 void

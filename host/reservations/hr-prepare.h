@@ -112,9 +112,9 @@ hr_prepare_plan_json(HrPrepare *prepare, const HrHostState *host, const HrPlanRe
 const gchar *
 hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);
 
-/* GET /v1/host: @host's state per node, with the reservations' promises */
-JsonNode *
-hr_prepare_host_json(HrPrepare *prepare, const HrHostState *host);
+/* the free 2 MiB blocks of a node above its high watermark, as the planner's FREE step counts */
+guint64
+hr_prepare_node_available(const HrNodeState *ns);
 void
 hr_plan_add_json(const HrPlan *plan, JsonBuilder *b);
 

@@ -1,0 +1,803 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+/*
+ * The hold book: giving held blocks back to their guests, and reconciling what
+ * guests hold with who owns it (reservations, the API's ledger, donations a
+ * previous daemon left running, a migration's source).
+ */
+
+#define G_LOG_DOMAIN "HrPrepare"
+
+#include "hr-prepare-private.h"
+
+/* ---------------------------------------------------------------------- */
+/* Giving holds back */
+
+static void
+guest_index_end(HrPrepare *p);
+
+static void
+guest_index_begin(HrPrepare *p);
+
+/*
+ * The guest that holds @h: the one bound to the same QEMU process. A hold
+ * from a version 1 state file names its guest by UUID only: a guest with
+ * that UUID known adopts it.
+ */
+static HrGuest *
+find_hold_guest(HrPrepare *p, HrReservationHold *h)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+
+	if (p->guest_index != NULL && h->guest_key != NULL)
+		return g_hash_table_lookup(p->guest_index, h->guest_key);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		if (h->guest_key != NULL
+			? g_strcmp0(guest->key, h->guest_key) == 0
+			: guest->uuid_known && h->guest_uuid != NULL &&
+			      g_ascii_strcasecmp(guest->uuid, h->guest_uuid) == 0) {
+			if (h->guest_key == NULL)
+				h->guest_key = g_strdup(guest->key);
+			return guest;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The QEMU process that held @h is gone (killed, or the VM shut down):
+ * the block went back to the host with its memory, nobody is to return it.
+ */
+static gboolean
+hold_process_gone(HrGuest *guest, HrReservationHold *h)
+{
+	if (guest != NULL)
+		return !hr_guest_is_connected(guest) && !hr_peer_is_alive(guest->peer);
+	/* a version 1 hold names no process: it waits for its guest */
+	return h->guest_key != NULL && !hr_peer_key_alive(h->guest_key);
+}
+
+/*
+ * @h's QEMU is gone but less than migration_grace_s ago (counted from when
+ * a daemon first saw it gone: the store keeps that across restarts): the VM may run on in a migration's
+ * destination that has not connected yet (it connects late, or the daemon
+ * restarted mid-migration), whose resync will bring the block. Until then
+ * the hold is the reservation's still, but nobody can be asked to RETURN
+ * it, and its memory is not in any running QEMU (the host counts it free
+ * already): it is neither returned nor dropped, nor given return room.
+ */
+static gboolean
+hold_in_grace(HrPrepare *p, HrGuest *guest, HrReservationHold *h)
+{
+	if (h->guest_key == NULL || !hold_process_gone(guest, h))
+		return FALSE;
+	return hr_reservation_store_gone_for(p->store, h->guest_key) <
+	       (gint64)p->config->migration_grace_s * G_USEC_PER_SEC;
+}
+
+/* a RETURN that did not give everything back: the rest are still holds */
+void
+prep_return_notify(HrRequest *request, gpointer user_data)
+{
+	Op *op = user_data;
+	HrPrepare *p = op->prepare;
+	HrReservation *r;
+	HrGuest *guest;
+	g_autoptr(GHashTable) back = NULL;
+	guint kept = 0;
+
+	if (p == NULL || !hr_request_state_is_final(request->state))
+		return;
+	hr_request_remove_listener(request, prep_return_notify, op);
+	if (op->submitting) {
+		op->ended_early = TRUE;
+		return;
+	}
+	prep_host_changed(p);
+	r = hr_reservation_store_find(p->store, op->res_id);
+	guest = prep_find_guest(p, op->guest_id);
+	back = g_hash_table_new(g_int64_hash, g_int64_equal);
+	for (guint i = 0; request->blocks != NULL && i < request->blocks->len; i++)
+		g_hash_table_add(back, &g_array_index(request->blocks, guint64, i));
+	for (guint i = 0; r != NULL && guest != NULL && i < op->returning->len; i++) {
+		guint64 *gpa = &g_array_index(op->returning, guint64, i);
+		if (g_hash_table_contains(back, gpa) || !g_hash_table_contains(guest->held, gpa))
+			continue;
+		hr_reservation_add_hold(r, guest->key, guest->name, *gpa);
+		kept++;
+	}
+	if (kept > 0) {
+		r->blocks_returned -= MIN(r->blocks_returned, kept);
+		g_message("reservation %s: %s kept %u blocks its RETURN ended %s without; "
+			  "trying again later",
+			  r->id, guest->name, kept, hr_request_state_to_string(request->state));
+		hr_reservation_touch(p->store, r);
+	}
+	g_ptr_array_remove(p->ops, op);
+	prep_op_free(op);
+}
+
+/*
+ * RETURN up to @max of @r's holds, oldest first, to guests that are
+ * connected now; holds of a guest that no longer holds the block (it took
+ * it back under pressure, or its QEMU restarted) are dropped. Returns how
+ * many were sent back.
+ */
+guint
+prep_return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
+{
+	g_autoptr(GHashTable) per_guest = prep_guest_table_new((GDestroyNotify)g_array_unref);
+	GPtrArray *keep = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
+	GHashTableIter iter;
+	gpointer key, value;
+	guint sent = 0, dropped = 0;
+
+	for (guint i = 0; i < r->holds->len; i++) {
+		HrReservationHold *h = g_ptr_array_index(r->holds, i);
+		HrGuest *guest = find_hold_guest(p, h);
+		GArray *gpas;
+
+		g_ptr_array_index(r->holds, i) = NULL;
+		if (hold_in_grace(p, guest, h)) {
+			g_ptr_array_add(keep, h);
+			continue;
+		}
+		if ((guest != NULL && guest->ready &&
+		     !g_hash_table_contains(guest->held, &h->gpa)) ||
+		    hold_process_gone(guest, h)) {
+			dropped++;
+			hr_reservation_hold_free(h);
+			continue;
+		}
+		if (sent >= max || guest == NULL || !hr_guest_is_connected(guest) ||
+		    !guest->ready) {
+			g_ptr_array_add(keep, h);
+			continue;
+		}
+		gpas = g_hash_table_lookup(per_guest, &guest->id);
+		if (gpas == NULL) {
+			gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
+			g_hash_table_insert(per_guest, g_memdup2(&guest->id, sizeof(guest->id)),
+					    gpas);
+		}
+		g_array_append_val(gpas, h->gpa);
+		sent++;
+		hr_reservation_hold_free(h);
+	}
+	g_ptr_array_set_free_func(r->holds, NULL);
+	g_ptr_array_unref(r->holds);
+	r->holds = keep;
+
+	g_hash_table_iter_init(&iter, per_guest);
+	while (g_hash_table_iter_next(&iter, &key, &value)) {
+		HrGuest *guest = prep_find_guest(p, *(guint64 *)key);
+		GArray *gpas = value;
+		for (guint off = 0; off < gpas->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
+			g_autoptr(GError) error = NULL;
+			HrRequestParams params = {0};
+			HrRequest *request;
+			Op *op = g_new0(Op, 1);
+
+			params.kind = HR_REQUEST_RETURN;
+			params.gpas = &g_array_index(gpas, guint64, off);
+			params.nr_gpas = MIN(gpas->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
+			params.notify = prep_return_notify;
+			params.notify_data = op;
+			op->prepare = p;
+			op->res_id = g_strdup(r->id);
+			op->guest_id = guest->id;
+			op->returning = g_array_new(FALSE, FALSE, sizeof(guint64));
+			g_array_append_vals(op->returning, params.gpas, params.nr_gpas);
+			op->submitting = TRUE;
+			request = prep_submit(p, guest, &params, &error);
+			op->submitting = FALSE;
+			if (request == NULL) {
+				/* they stay holds: the next tick tries again */
+				for (guint i = 0; i < params.nr_gpas; i++)
+					hr_reservation_add_hold(r, guest->key, guest->name,
+								params.gpas[i]);
+				sent -= params.nr_gpas;
+				g_warning("reservation %s: cannot return %u blocks to %s: %s",
+					  r->id, params.nr_gpas, guest->name, error->message);
+				prep_op_free(op);
+				continue;
+			}
+			op->request = hr_request_ref(request);
+			g_ptr_array_add(p->ops, op);
+			if (op->ended_early)
+				prep_return_notify(request, op);
+		}
+		g_info("reservation %s: returning %u blocks to %s (%s)", r->id, gpas->len,
+		       guest->name, why);
+	}
+	r->blocks_returned += sent;
+	if (sent > 0 || dropped > 0)
+		hr_reservation_touch(p->store, r);
+	return sent;
+}
+
+/* consumed reservations: holds go back once a node has room again, oldest first */
+void
+prep_return_by_high_mark(HrPrepare *p, const HrHostState *host)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	guint64 mark_pages = p->config->return_high_mark_mb * 256;
+	g_autoptr(GPtrArray) holds = g_ptr_array_new();
+	g_autoptr(GHashTable) count = g_hash_table_new(g_direct_hash, g_direct_equal);
+	guint64 room = 0;
+
+	if (mark_pages == 0)
+		return;
+	for (guint n = 0; n < host->nodes->len; n++) {
+		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
+		if (ns->free_pages > mark_pages)
+			room += (ns->free_pages - mark_pages) / BLOCK_PAGES;
+	}
+	if (room == 0)
+		return;
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		if (r->state != HR_RESERVATION_CONSUMED)
+			continue;
+		guest_index_begin(p);
+		for (guint h = 0; h < r->holds->len; h++) {
+			HrReservationHold *hold = g_ptr_array_index(r->holds, h);
+			if (!hold_in_grace(p, find_hold_guest(p, hold), hold))
+				g_ptr_array_add(holds, r);
+		}
+		guest_index_end(p);
+	}
+	if (holds->len == 0)
+		return;
+	/* per reservation holds are oldest first; across them, oldest reservation first */
+	for (guint i = 0; i < holds->len && i < room; i++) {
+		gpointer r = g_ptr_array_index(holds, i);
+		g_hash_table_insert(
+		    count, r,
+		    GUINT_TO_POINTER(GPOINTER_TO_UINT(g_hash_table_lookup(count, r)) + 1));
+	}
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		guint n = GPOINTER_TO_UINT(g_hash_table_lookup(count, r));
+		if (n > 0)
+			prep_return_holds(p, r, n, "the host has room again");
+	}
+}
+
+/* ---------------------------------------------------------------------- */
+/* Reconciling what guests hold */
+
+/*
+ * Every block a guest holds has an owner: a reservation (its holds, or a
+ * donation in flight), the API (an operator's own evacuation, kept in the
+ * store's ledger), or a donation a previous daemon left running, whose
+ * blocks come in unasked after a restart (Interrupted). A block nobody
+ * owns (a HOLD for a request nobody knows, a block a resync lists that no
+ * reservation recorded) is an orphan: it would stay out of the guest for
+ * good, so it is given back.
+ */
+
+/* the donations a previous run left "running" */
+void
+prep_find_interrupted(HrPrepare *p)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		for (guint j = 0; j < r->steps->len; j++) {
+			HrReservationStep *s = g_ptr_array_index(r->steps, j);
+			Interrupted *it;
+			if (g_strcmp0(s->kind, "donate") != 0 ||
+			    g_strcmp0(s->state, "running") != 0)
+				continue;
+			it = g_new0(Interrupted, 1);
+			it->res_id = g_strdup(r->id);
+			it->step_index = j;
+			it->request_id = s->request_id;
+			it->guest_key = g_strdup(s->guest_key);
+			it->left = s->blocks_asked;
+			g_ptr_array_add(p->interrupted, it);
+			prep_set_step_state(s, "failed", "the daemon restarted while it ran");
+			g_message("reservation %s: the donation of %s (request %" G_GUINT64_FORMAT
+				  ") was running when the daemon stopped; what it freed is kept "
+				  "when the guest reports it",
+				  r->id, s->guest, s->request_id);
+		}
+	}
+}
+
+/* the interrupted donation @block of @guest belongs to, or NULL */
+static Interrupted *
+interrupted_for(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block)
+{
+	for (guint i = 0; i < p->interrupted->len; i++) {
+		Interrupted *it = g_ptr_array_index(p->interrupted, i);
+		if (it->left == 0 || g_strcmp0(it->guest_key, guest->key) != 0)
+			continue;
+		/* its late HOLDs name it; what it froze before, the resync lists */
+		if (block->request_id == it->request_id || block->request_id == 0)
+			return it;
+	}
+	return NULL;
+}
+
+static void
+interrupted_claim(HrPrepare *p, Interrupted *it, HrGuest *guest, guint64 gpa)
+{
+	HrReservation *r = hr_reservation_store_find(p->store, it->res_id);
+
+	it->left--;
+	if (r == NULL)
+		return;
+	hr_reservation_add_hold(r, guest->key, guest->name, gpa);
+	if (it->step_index < r->steps->len) {
+		HrReservationStep *s = g_ptr_array_index(r->steps, it->step_index);
+		g_autofree gchar *detail = NULL;
+		s->blocks_held++;
+		detail = g_strdup_printf("the daemon restarted while it ran; %" G_GUINT64_FORMAT
+					 " blocks it freed were found held",
+					 s->blocks_held);
+		prep_set_step_state(s, "short", detail);
+	}
+	hr_reservation_touch(p->store, r);
+}
+
+/* the gpas @guest holds for reservations (HrHeldBlock's gpa -> itself) */
+static GHashTable *
+reservation_owned(HrPrepare *p, HrGuest *guest)
+{
+	GHashTable *owned = g_hash_table_new(g_int64_hash, g_int64_equal);
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	guest_index_begin(p);
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		for (guint j = 0; j < r->holds->len; j++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (find_hold_guest(p, h) == guest)
+				g_hash_table_add(owned, &h->gpa);
+		}
+	}
+	guest_index_end(p);
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		if (op->guest_id != guest->id || op->request == NULL)
+			continue;
+		/* what a donation in flight got, what a RETURN in flight gives back */
+		for (guint j = 0; op->request->blocks != NULL && j < op->request->blocks->len; j++)
+			g_hash_table_add(owned, &g_array_index(op->request->blocks, guint64, j));
+		for (guint j = 0; op->returning != NULL && j < op->returning->len; j++)
+			g_hash_table_add(owned, &g_array_index(op->returning, guint64, j));
+	}
+	return owned;
+}
+
+gboolean
+prep_executor_request(HrPrepare *p, guint64 request_id)
+{
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		if (op->request != NULL && op->request->id == request_id)
+			return TRUE;
+	}
+	return FALSE;
+}
+
+typedef struct {
+	HrGuest *guest;
+	gint64 now;
+} LiveCtx;
+
+/* an API request in the ledger is live while the guest may still run it */
+static gboolean
+ledger_request_live(guint64 request_id, gint64 since, gpointer data)
+{
+	LiveCtx *ctx = data;
+	HrRequest *request = hr_guest_find_request(ctx->guest, request_id);
+	if (request != NULL)
+		return !hr_request_state_is_final(request->state);
+	/* from before a restart: no request outlives a day (request_timeout_s) */
+	return ctx->now - since < (gint64)86400 * G_USEC_PER_SEC;
+}
+
+static void
+return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
+{
+	for (guint off = 0; off < orphans->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
+		g_autoptr(GError) error = NULL;
+		HrRequestParams params = {0};
+
+		params.kind = HR_REQUEST_RETURN;
+		params.gpas = &g_array_index(orphans, guint64, off);
+		params.nr_gpas = MIN(orphans->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
+		if (prep_submit(p, guest, &params, &error) == NULL) {
+			g_warning("%s: cannot return %u blocks nobody owns: %s", guest->name,
+				  params.nr_gpas, error->message);
+			return;
+		}
+		for (guint i = 0; i < params.nr_gpas; i++) {
+			HrHeldBlock *b = g_hash_table_lookup(guest->held, &params.gpas[i]);
+			if (b != NULL)
+				b->orphan = TRUE;
+		}
+		guest->orphans_returned += params.nr_gpas;
+	}
+	g_message("%s: %u held blocks no reservation or request owns: returned", guest->name,
+		  orphans->len);
+}
+
+/* index the guests by key for a pass over every reservation's holds */
+static void
+guest_index_begin(HrPrepare *p)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+
+	p->guest_index = g_hash_table_new(g_str_hash, g_str_equal);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		g_hash_table_insert(p->guest_index, guest->key, guest);
+	}
+}
+
+static void
+guest_index_end(HrPrepare *p)
+{
+	g_clear_pointer(&p->guest_index, g_hash_table_unref);
+}
+
+/* forget the holds of every reservation that @pred says are no more, saying @why */
+void
+prep_drop_holds(HrPrepare *p, HoldPred pred, gpointer data, const gchar *why)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	guest_index_begin(p);
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		guint dropped = 0;
+		for (guint j = r->holds->len; j-- > 0;) {
+			if (!pred(p, g_ptr_array_index(r->holds, j), data))
+				continue;
+			g_ptr_array_remove_index(r->holds, j);
+			dropped++;
+		}
+		if (dropped > 0) {
+			g_message("reservation %s: %u holds dropped: %s", r->id, dropped, why);
+			hr_reservation_touch(p->store, r);
+		}
+	}
+	guest_index_end(p);
+}
+
+/*
+ * A hold on a block its guest no longer holds (it took it back under
+ * pressure, an operator returned it, its device was reset): nothing to
+ * give back. Blocks a donation in flight got are not holds yet.
+ */
+static gboolean
+hold_stale(HrPrepare *p, HrReservationHold *h, gpointer data)
+{
+	HrGuest *guest = data;
+	return !g_hash_table_contains(guest->held, &h->gpa) && find_hold_guest(p, h) == guest;
+}
+
+/*
+ * A hold of a live reservation whose QEMU is gone: its memory went with
+ * it, unless the VM runs on in another QEMU of this host (a live
+ * migration's source exits), where the hold follows the guest, or may yet
+ * (hold_in_grace: a destination that has not connected).
+ */
+gboolean
+prep_hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
+{
+	HrGuest *guest = find_hold_guest(p, h);
+	(void)data;
+	/* only a disconnected guest can have lost its process */
+	if ((guest != NULL && hr_guest_is_connected(guest)) || !hold_process_gone(guest, h))
+		return FALSE;
+	if (guest != NULL && prep_follow_migration(p, guest))
+		return FALSE;
+	return !hold_in_grace(p, guest, h);
+}
+
+/*
+ * Is @other the same VM as @guest in another QEMU process: the source of a
+ * live migration to @guest (same non-zero UUID and name)? Only migration
+ * brings held blocks into a new process (SPEC 2.9), so a block @guest's
+ * resync lists that @other owned moves to @guest with its owner.
+ */
+static gboolean
+migration_twin(HrGuest *guest, HrGuest *other)
+{
+	return other != guest && hr_guest_same_vm(guest, other);
+}
+
+/* what @from's QEMU process owned (holds, ledger) becomes @to's */
+void
+prep_rekey_owner(HrPrepare *p, const gchar *from, HrGuest *to)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < list->len; i++) {
+		HrReservation *r = g_ptr_array_index(list, i);
+		guint moved = 0;
+		for (guint j = 0; j < r->holds->len; j++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (g_strcmp0(h->guest_key, from) != 0)
+				continue;
+			hr_reservation_hold_set_key(h, to->key);
+			moved++;
+		}
+		if (moved > 0) {
+			g_message("reservation %s: %u holds of %s are %s's now", r->id, moved, from,
+				  to->key);
+			hr_reservation_touch(p->store, r);
+		}
+	}
+	hr_reservation_store_ledger_rekey(p->store, from, to->key);
+}
+
+/*
+ * @gone is disconnected and its QEMU exited (or is forgotten): when the
+ * VM runs on in another QEMU of this host, what @gone's process owned
+ * went there with the guest (a live migration whose source exited before
+ * the destination's resync was reconciled, or that was pruned first, or
+ * a destination taking the guest back after a failed migration). FALSE
+ * when no other QEMU of the VM runs.
+ */
+gboolean
+prep_follow_migration(HrPrepare *p, HrGuest *gone)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	HrGuest *to = NULL;
+
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *other = g_ptr_array_index(guests, i);
+		if (other == gone || !hr_guest_same_vm(gone, other))
+			continue;
+		if (!hr_guest_is_connected(other) && !hr_peer_is_alive(other->peer))
+			continue;
+		/* a connected one first, then the one started last */
+		if (to == NULL || (hr_guest_is_connected(other) && !hr_guest_is_connected(to)) ||
+		    (hr_guest_is_connected(other) == hr_guest_is_connected(to) &&
+		     other->peer->starttime > to->peer->starttime))
+			to = other;
+	}
+	if (to == NULL)
+		return FALSE;
+	g_info("%s: QEMU pid %d is gone, the VM runs on in pid %d: what it owned follows",
+	       gone->name, gone->pid, to->pid);
+	prep_rekey_owner(p, gone->key, to);
+	return TRUE;
+}
+
+/* give @h, a hold of @r that a twin's process owned, to @guest, where its block is now */
+static void
+adopt_hold(HrPrepare *p, HrReservation *r, HrReservationHold *h, HrGuest *guest)
+{
+	g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration from %s, still "
+	       "reservation %s's",
+	       guest->name, h->gpa, h->guest_key, r->id);
+	hr_reservation_hold_set_key(h, guest->key);
+	hr_reservation_touch(p->store, r);
+}
+
+/*
+ * Was @h held by a QEMU of @guest's VM: the same UUID where both have one
+ * (names can be reused by another VM, or be copied), else the same name?
+ */
+static gboolean
+hold_of_vm(HrReservationHold *h, HrGuest *guest)
+{
+	const gchar *uuid = hr_guest_vm_uuid(guest);
+
+	if (h->guest_uuid != NULL && uuid != NULL)
+		return g_ascii_strcasecmp(h->guest_uuid, uuid) == 0;
+	return g_strcmp0(h->guest_name, guest->name) == 0;
+}
+
+/*
+ * @gpa, which @guest holds, was held for a reservation by a QEMU of the
+ * same VM (hold_of_vm) that is gone and whose entry is not known (pruned,
+ * or before a restart of the daemon), within migration_grace_s: the
+ * migration's source. Only a migration brings held blocks into a new QEMU
+ * (SPEC 2.9).
+ */
+static gboolean
+adopt_unknown_source(HrPrepare *p, HrGuest *guest, guint64 gpa)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint j = 0; j < list->len; j++) {
+		HrReservation *r = g_ptr_array_index(list, j);
+		for (guint k = 0; k < r->holds->len; k++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, k);
+			if (h->gpa != gpa || !hold_of_vm(h, guest) ||
+			    find_hold_guest(p, h) != NULL || !hold_in_grace(p, NULL, h))
+				continue;
+			adopt_hold(p, r, h, guest);
+			return TRUE;
+		}
+	}
+	return FALSE;
+}
+
+/* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */
+static gboolean
+adopt_twin_record(HrPrepare *p, HrGuest *guest, guint64 gpa)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	GPtrArray *list = hr_reservation_store_list(p->store);
+
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *other = g_ptr_array_index(guests, i);
+		if (!migration_twin(guest, other))
+			continue;
+		if (hr_reservation_store_ledger_has(p->store, other->key, gpa, 0)) {
+			hr_reservation_store_ledger_add(p->store, guest->key, gpa, 0);
+			g_info("%s: block 0x%" G_GINT64_MODIFIER
+			       "x came with the migration from pid "
+			       "%d, still the operator's",
+			       guest->name, gpa, other->pid);
+			return TRUE;
+		}
+		for (guint j = 0; j < list->len; j++) {
+			HrReservation *r = g_ptr_array_index(list, j);
+			for (guint k = 0; k < r->holds->len; k++) {
+				HrReservationHold *h = g_ptr_array_index(r->holds, k);
+				if (h->gpa != gpa || g_strcmp0(h->guest_key, other->key) != 0)
+					continue;
+				adopt_hold(p, r, h, guest);
+				return TRUE;
+			}
+		}
+	}
+	return adopt_unknown_source(p, guest, gpa);
+}
+
+/* the API request @twin ran when its device went away, or still runs */
+static HrRequest *
+twin_running_request(HrPrepare *p, HrGuest *twin)
+{
+	HrRequest *request = twin->active;
+
+	if (request == NULL) {
+		request = g_queue_peek_tail(&twin->finished);
+		if (request != NULL && request->state != HR_REQUEST_LOST)
+			request = NULL;
+	}
+	if (request == NULL || request->kind == HR_REQUEST_RETURN ||
+	    prep_executor_request(p, request->id))
+		return NULL;
+	return request;
+}
+
+/*
+ * @block, which @guest holds, was a twin's, or was held by the command
+ * the API request of the latest twin (the migration's source) had sent,
+ * which migrated with the guest and held it on the destination (SPEC 1.7
+ * item 5; resynced with request id 0 if held before the destination's
+ * device reconnected): give its owner's record to @guest.
+ */
+static gboolean
+adopt_from_twin(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	HrGuest *source = NULL;
+	HrRequest *request;
+	gint64 latest = 0;
+
+	if (adopt_twin_record(p, guest, block->gpa))
+		return TRUE;
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *other = g_ptr_array_index(guests, i);
+		/* gone_at is 0 while connected: the latest of all */
+		gint64 gone = other->gone_at != 0 ? other->gone_at : G_MAXINT64;
+		if (migration_twin(guest, other) && gone > latest) {
+			source = other;
+			latest = gone;
+		}
+	}
+	request = source != NULL ? twin_running_request(p, source) : NULL;
+	if (request == NULL || (block->request_id != 0 && block->request_id != request->id))
+		return FALSE;
+	hr_reservation_store_ledger_add(p->store, guest->key, block->gpa, 0);
+	g_info("%s: block 0x%" G_GINT64_MODIFIER "x held by request %" G_GUINT64_FORMAT
+	       " of pid %d, which migrated with the guest: the operator's",
+	       guest->name, block->gpa, request->id, source->pid);
+	return TRUE;
+}
+
+static void
+reconcile_guest(HrPrepare *p, HrGuest *guest)
+{
+	g_autoptr(GHashTable) owned = reservation_owned(p, guest);
+	g_autoptr(GArray) orphans = g_array_new(FALSE, FALSE, sizeof(guint64));
+	GHashTableIter iter;
+	HrHeldBlock *b;
+	HrRequest *request;
+	LiveCtx ctx = {guest, g_get_real_time()};
+
+	/* the API's requests that run: their blocks are the operator's */
+	g_hash_table_iter_init(&iter, guest->requests);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&request)) {
+		if (request->kind != HR_REQUEST_RETURN &&
+		    !hr_request_state_is_final(request->state) &&
+		    request->state != HR_REQUEST_QUEUED && !prep_executor_request(p, request->id))
+			hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
+	}
+	g_hash_table_iter_init(&iter, guest->held);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&b)) {
+		Interrupted *it;
+		if (b->orphan || g_hash_table_contains(owned, &b->gpa) ||
+		    hr_reservation_store_ledger_has(p->store, guest->key, b->gpa, 0))
+			continue;
+		if (b->request_id != 0 && prep_executor_request(p, b->request_id))
+			continue;
+		if (b->request_id != 0 &&
+		    ((request = hr_guest_find_request(guest, b->request_id)) != NULL ||
+		     hr_reservation_store_ledger_has(p->store, guest->key, 0, b->request_id))) {
+			if (request == NULL || request->kind != HR_REQUEST_RETURN)
+				hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
+			continue;
+		}
+		it = interrupted_for(p, guest, b);
+		if (it != NULL) {
+			interrupted_claim(p, it, guest, b->gpa);
+			continue;
+		}
+		if (adopt_from_twin(p, guest, b))
+			continue;
+		/*
+		 * resynced after a restart while an operator's request of the
+		 * previous daemon ran (its HOLDs went unseen): the operator's
+		 */
+		if (b->request_id == 0 &&
+		    hr_reservation_store_ledger_has_requests(p->store, guest->key)) {
+			hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
+			continue;
+		}
+		g_array_append_val(orphans, b->gpa);
+	}
+	hr_reservation_store_ledger_sync(p->store, guest->key, guest->held, ledger_request_live,
+					 &ctx);
+	prep_drop_holds(p, hold_stale, guest, "the guest does not hold them any more");
+	if (orphans->len > 0 && p->config->return_orphans)
+		return_orphans(p, guest, orphans);
+	else if (orphans->len > 0)
+		g_message(
+		    "%s: %u held blocks no reservation or request owns (return_orphans is off)",
+		    guest->name, orphans->len);
+}
+
+void
+prep_reconcile_guests(HrPrepare *p)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+
+	if (!p->reconcile_all)
+		return;
+	p->reconcile_all = FALSE;
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		GuestPlanState *gs;
+		/* a resync in progress is not the guest's whole held set yet */
+		if (!hr_guest_is_connected(guest) || !guest->ready)
+			continue;
+		gs = prep_get_gstate(p, guest);
+		if (gs->reconciled_gen == guest->held_gen && guest->held_gen != 0)
+			continue;
+		gs->reconciled_gen = guest->held_gen;
+		reconcile_guest(p, guest);
+	}
+}
+
+void
+hr_prepare_held_changed(HrPrepare *p, HrGuest *guest)
+{
+	(void)guest;
+	p->reconcile_all = TRUE;
+	prep_kick(p);
+}
