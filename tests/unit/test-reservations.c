@@ -600,6 +600,55 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(b->blocks_returned, ==, 3);
 }
 
+/*
+ * A donor that connects while another's donation runs is asked at once,
+ * for what the running donation is not expected to bring (issue 21: the
+ * steps of a plan used to run to their end before the next plan).
+ */
+static void
+test_exec_late_donor(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) early = NULL;
+	g_autoptr(FakeDevice) late = NULL;
+	g_autoptr(HrCmd) first = NULL;
+	g_autoptr(HrCmd) second = NULL;
+	HrReservation *r;
+	HrReservationStep *s;
+	(void)data;
+
+	early = donor_up(f, "early", 1);
+	/* the 100 free blocks and 4 more: the early donor has 3 to give */
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(208), 0, 0, FALSE, "late",
+			      NULL);
+	first = fake_expect_cmd(early, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(first->count, ==, 3);
+	/* while it runs (unanswered), the second donor connects */
+	late = donor_up(f, "late", 2);
+	second = fake_expect_cmd(late, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	/* the one block the early donor's 3 are not expected to cover */
+	g_assert_cmpuint(second->count, ==, 1);
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
+	/* and the early donor, busy, is not asked twice */
+	fake_expect_silence(early, 200);
+
+	host_set_free_blocks(f, 103);
+	answer_evacuate(early, first, 3);
+	host_set_free_blocks(f, 104);
+	answer_evacuate(late, second, 1);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->obtained, ==, 104);
+	g_assert_cmpuint(r->holds->len, ==, 4);
+	for (guint i = 0, n = 0; i < r->steps->len; i++) {
+		s = g_ptr_array_index(r->steps, i);
+		if (g_strcmp0(s->kind, "donate") != 0)
+			continue;
+		g_assert_cmpstr(s->guest, ==, n == 0 ? "early" : "late");
+		g_assert_cmpuint(s->blocks_held, ==, n == 0 ? 3 : 1);
+		n++;
+	}
+}
+
 /* a best-effort reservation that cannot be met ends ready and partial, with why */
 static void
 test_exec_partial(Fixture *f, gconstpointer data)
@@ -1246,6 +1295,38 @@ test_pool_asked_again(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->holds->len, ==, 6);
 }
 
+/* the late donor in the pool: asked while the first donation runs, for the rest */
+static void
+test_pool_late_donor(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) early = NULL;
+	g_autoptr(FakeDevice) late = NULL;
+	g_autoptr(HrCmd) first = NULL;
+	g_autoptr(HrCmd) second = NULL;
+	HrReservation *r;
+	(void)data;
+
+	host_set_free(f, 25000, 0);
+	early = donor_up(f, "early", 1);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 60, FALSE, "d", NULL);
+	first = fake_expect_cmd(early, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(first->count, ==, 3);
+	late = donor_up(f, "late", 2);
+	second = fake_expect_cmd(late, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(second->count, ==, 1);
+	fake_expect_silence(early, 200);
+
+	host_set_free(f, 25000, 4);
+	answer_evacuate(early, first, 3);
+	wait_for(cond_pool_3, r, "3 blocks in the pool");
+	host_set_free(f, 25000, 2);
+	answer_evacuate(late, second, 1);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->pool_blocks, ==, 4);
+	g_assert_cmpuint(r->holds->len, ==, 4);
+}
+
 /* nothing free and no donor: a strict reservation fails and says why */
 static void
 test_pool_strict_fails(Fixture *f, gconstpointer data)
@@ -1326,6 +1407,7 @@ main(int argc, char **argv)
 	g_test_add("/reservations/exec/" name, Fixture, NULL, exec_setup, fn, exec_teardown)
 	ADD_EXEC("free-then-donate", test_exec_free_then_donate);
 	ADD_EXEC("partial", test_exec_partial);
+	ADD_EXEC("late-donor", test_exec_late_donor);
 	ADD_EXEC("strict", test_exec_strict);
 	ADD_EXEC("deadline", test_exec_deadline);
 	ADD_EXEC("policy-and-restart", test_exec_policy_and_restart);
@@ -1345,6 +1427,7 @@ main(int argc, char **argv)
 	ADD_POOL("donate", test_pool_donate);
 	ADD_POOL("strict-fails", test_pool_strict_fails);
 	ADD_POOL("asked-again", test_pool_asked_again);
+	ADD_POOL("late-donor", test_pool_late_donor);
 #undef ADD_POOL
 	return g_test_run();
 }
