@@ -402,6 +402,9 @@ prep_decide(HrPrepare *p, const HrHostState *host)
 			prep_drive(p, host, r);
 			break;
 		case HR_RESERVATION_READY:
+			/* the standing reserve's parts wait for a reservation to take them */
+			if (hr_reserve_is_part(r))
+				break;
 			if (now - r->finished_at >
 			    (gint64)p->config->reservation_ttl_s * G_USEC_PER_SEC) {
 				g_autofree gchar *why =
@@ -422,4 +425,5 @@ prep_decide(HrPrepare *p, const HrHostState *host)
 		}
 	}
 	prep_return_by_high_mark(p, host);
+	hr_reserve_tick(p->reserve, host);
 }

@@ -1390,6 +1390,15 @@ hr_reservation_take_holds(HrReservation *r, guint max)
 	return out;
 }
 
+guint
+hr_reservation_move_holds(HrReservation *from, HrReservation *to, guint max)
+{
+	guint n = MIN(max, from->holds->len);
+	for (guint i = 0; i < n; i++)
+		g_ptr_array_add(to->holds, g_ptr_array_steal_index(from->holds, 0));
+	return n;
+}
+
 guint64
 hr_reservation_store_promised(HrReservationStore *store, gint node, const HrReservation *except)
 {
