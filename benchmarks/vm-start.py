@@ -63,11 +63,15 @@ import hrvm  # noqa: E402
 import hrhost  # noqa: E402
 
 CASES = ("nothing", "compact", "balloon", "balloon-compact", "fpr", "fpr-whole",
-         "virtio-mem", "hugeroom")
+         "virtio-mem", "hugeroom", "roomy", "reserve")
 LABELS = {"nothing": "nothing", "compact": "host compact_memory",
           "balloon": "balloon inflate 4K", "balloon-compact": "balloon 4K + compact",
           "fpr": "free page reporting", "fpr-whole": "FPR, whole free blocks",
-          "virtio-mem": "virtio-mem unplug", "hugeroom": "hugeroom prepare"}
+          "virtio-mem": "virtio-mem unplug", "hugeroom": "hugeroom prepare",
+          "roomy": "roomy host", "reserve": "hugeroom reserve"}
+# hugeroomd runs in these; "reserve" with reserve= the new VM's size,
+# filled before the VM is asked for
+HUGEROOM_CASES = ("hugeroom", "reserve")
 BALLOON_CASES = ("balloon", "balloon-compact")
 FPR_CASES = ("fpr", "fpr-whole")
 # the wire's migratetype of a movable pageblock (debugfs occupancy)
@@ -277,12 +281,14 @@ class Bench:
 
     def boot_donors(self, case):
         a = self.a
-        if case == "hugeroom":
+        if case in HUGEROOM_CASES:
             self.daemon = hrvm.Daemon(self.work, interval_ms=1000)
             with open(self.daemon.conf, "a") as f:
                 # the shipped defaults (return_high_mark_mb among them) but
                 # where the state goes and the donors' floor
                 f.write("state_dir=%s\n" % self.work)
+                if case == "reserve":
+                    f.write("reserve=%dM\n" % a.vm_mem)
                 f.write("[guest:donor*]\nfloor_mb=%d\n" % a.floor)
             self.daemon.start()
         for i in range(a.donors):
@@ -317,7 +323,7 @@ class Bench:
             g = hrvm.Guest(self.qemu, self.kver, self.vmlinuz, self.initrd, self.work,
                            daemon=self.daemon, mem=mem, name="donor%d" % i,
                            uuid=str(uuid.uuid4()), tag=case, extra=extra,
-                           hugeroom=(case == "hugeroom"), append=append)
+                           hugeroom=(case in HUGEROOM_CASES), append=append)
             self.guests.append(g)
             g.start()
             # the OOM killer's first choice, before anything else on this host
@@ -326,15 +332,20 @@ class Bench:
                 g.cmd("sh modprobe virtio_balloon")
             if case == "virtio-mem":
                 self.wait_vmem_plugged(g, (a.donor_mem - a.vmem_base) << 20)
-            if case == "hugeroom" and a.claim_holes is not None:
+            if case in HUGEROOM_CASES and a.claim_holes is not None:
                 g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/claim_holes"
                       % a.claim_holes)
-        whole = int(a.touch * a.whole_free) // 8 * 8 if case == "fpr-whole" else 0
+        touch = a.touch
+        if case == "roomy" and not a.hog_leave:
+            # no dense helper to leave room: the donors touch what the new
+            # VM needs less, so its memory is free (and they still run)
+            touch = max(64, a.touch - (a.vm_mem + a.margin + a.donors - 1) // a.donors)
+        whole = int(touch * a.whole_free) // 8 * 8 if case == "fpr-whole" else 0
         for i, g in enumerate(self.guests):
             avail = g.meminfo()["MemAvailable"] >> 10
-            if a.touch > avail - 64:
+            if touch > avail - 64:
                 raise hrvm.Failure("%s has %d MiB available: --touch %d does not fit (at "
-                                   "most %d)" % (g.name, avail, a.touch, avail - 64))
+                                   "most %d)" % (g.name, avail, touch, avail - 64))
             if whole:
                 # touched first, so its pages lie together, and freed whole
                 # once the holed part is in place
@@ -345,9 +356,9 @@ class Bench:
         for i, g in enumerate(self.guests):
             # as much used memory as the other cases: the holes of the rest
             # are what --free-fraction leaves beyond the whole free blocks
-            ff = ((a.free_fraction * a.touch - whole) / (a.touch - whole) if whole
+            ff = ((a.free_fraction * touch - whole) / (touch - whole) if whole
                   else a.free_fraction)
-            hrhost.memfill_start(g, "fill", a.touch - whole, a.chunk, 100 + i,
+            hrhost.memfill_start(g, "fill", touch - whole, a.chunk, 100 + i,
                                  int(round(ff * 1000)), a.holes == "random")
         for g in self.guests:
             hrhost.memfill_wait(g, "fill")
@@ -362,14 +373,18 @@ class Bench:
             self.speed.start()
         if self.daemon:
             hrhost.wait_reporting(self.daemon, len(self.guests), timeout=120)
-        if a.hog_leave:
+        hog_leave = a.hog_leave
+        if case == "roomy" and hog_leave:
+            # the same donors, idle, but the new VM's memory already free
+            hog_leave += a.vm_mem + a.margin
+        if hog_leave:
             # Memory the host frees after the first look (a large process
             # that just exited, reclaim catching up) would otherwise stay
             # available in one case and not the next: top the helper up
             # until MiB is what is left, so every case starts alike.
             held = 0
             for _ in range(4):
-                kb = hrhost.meminfo_host()["MemAvailable"] - (a.hog_leave << 10)
+                kb = hrhost.meminfo_host()["MemAvailable"] - (hog_leave << 10)
                 if kb < (128 << 10) and held > 0:
                     break
                 if kb <= 0:
@@ -438,6 +453,9 @@ class Bench:
     def do_balloon_compact(self, r):
         self.do_balloon(r)
         self.do_compact(r)
+
+    def do_reserve(self, r):
+        self.do_hugeroom(r)
 
     def do_fpr_whole(self, r):
         self.do_fpr(r)
@@ -559,6 +577,62 @@ class Bench:
             rid = res[-1]["id"] if res else None
         r["reservation_id"] = rid
 
+    def reserve_json(self):
+        st, body = hrvm.http(self.daemon.api_sock, "GET", "/v1/reserve")
+        if st != 200:
+            raise hrvm.Failure("GET /v1/reserve: %d %s" % (st, body[:300]))
+        return json.loads(body)
+
+    def reserve_fill(self, r):
+        """Wait for the standing reserve (the new VM's size) to be filled
+        before the VM is asked for; what that cost the donors."""
+        free0 = sum(g.meminfo()["MemFree"] >> 10 for g in self.guests if g.alive())
+        t0 = time.monotonic()
+        try:
+            hrvm.wait_for(lambda: (lambda x: x["blocks_ready"] >= x["blocks"])(
+                self.reserve_json()), self.a.deadline, "the standing reserve filled",
+                interval=0.5)
+            r["reserve_filled"] = True
+        except hrvm.Failure:
+            r["reserve_filled"] = False
+        r["reserve_fill_s"] = time.monotonic() - t0
+        r["reserve_before"] = self.reserve_json()
+        r["reserve_donors_free_mib"] = [free0, sum(g.meminfo()["MemFree"] >> 10
+                                                   for g in self.guests if g.alive())]
+        say("  standing reserve: %d of %d blocks ready in %.1f s; donors' free memory %d -> "
+            "%d MiB" % (r["reserve_before"]["blocks_ready"], r["reserve_before"]["blocks"],
+                        r["reserve_fill_s"], r["reserve_donors_free_mib"][0],
+                        r["reserve_donors_free_mib"][1]))
+        # the host as the VM finds it, after the fill
+        mi = hrhost.meminfo_host()
+        r["host_after_fill"] = {"mem_free_mib": mi["MemFree"] >> 10,
+                                "mem_available_mib": mi["MemAvailable"] >> 10,
+                                "free_2m_blocks": hrhost.buddy_blocks()}
+
+    def reserve_refill(self, r):
+        """After the start (the VM runs): how long the reserve takes to
+        refill, from donors now, and what it gave back meanwhile."""
+        t0 = time.monotonic()
+        try:
+            hrvm.wait_for(lambda: (lambda x: x["blocks_ready"] >= x["blocks"])(
+                self.reserve_json()), self.a.deadline, "the standing reserve refilled",
+                interval=1)
+            r["reserve_refilled"] = True
+        except hrvm.Failure:
+            r["reserve_refilled"] = False
+        r["reserve_refill_wait_s"] = time.monotonic() - t0
+        r["reserve_after"] = self.reserve_json()
+        say("  standing reserve after the start: %d of %d blocks ready after %.1f s%s; "
+            "refill %s ms, given back %d blocks, paused: %s" % (
+                r["reserve_after"]["blocks_ready"], r["reserve_after"]["blocks"],
+                r["reserve_refill_wait_s"], "" if r["reserve_refilled"] else " (NOT refilled)",
+                r["reserve_after"]["last_refill_ms"], r["reserve_after"]["given_back_blocks"],
+                r["reserve_after"]["paused"]))
+        # the reserve off, so that releasing gives every hold back
+        st, body = hrvm.http(self.daemon.api_sock, "PUT", "/v1/reserve", {"bytes": 0})
+        if st != 200:
+            r["reserve_off_error"] = "%d %s" % (st, body[:300])
+
     def hugeroom_after_prepare(self, r):
         rid = r.get("reservation_id")
         if not rid:
@@ -646,6 +720,8 @@ class Bench:
                                      (n, m["rss"] >> 10, m["thp"] >> 10)
                                      for n, m in r["donors_before"].items() if m))
         say("  shortfall for a %d MiB VM: %d MiB" % (a.vm_mem, r["shortfall_mib"]))
+        if case == "reserve":
+            self.reserve_fill(r)
         if case == "hugeroom":
             self.candidates_snapshot(r)
             say("  occupancy snapshot: %s; host needs %d blocks from guests, minimum "
@@ -669,7 +745,7 @@ class Bench:
         r["vm_prepare"] = vdelta(v0, v1)
         r["donors_after_prepare"] = self.donors_mem()
         r["free_2m_blocks_ready"] = hrhost.buddy_blocks()
-        if case == "hugeroom":
+        if case in HUGEROOM_CASES:
             self.hugeroom_after_prepare(r)
             say("  prepare: exit %s, %s%s: %s" % (
                 r.get("prepare_exit"), r["reservation"]["state"],
@@ -701,6 +777,8 @@ class Bench:
         v2 = hrhost.vmstat_all()
         r["vm_start"] = vdelta(v1, v2)
         time.sleep(1)
+        if case == "reserve" and r.get("start_s") is not None:
+            self.reserve_refill(r)
         r["donors_after"] = self.donors_mem()
         r["donors_killed"] = [n for n in alive0
                               if not [g for g in self.guests if g.name == n and g.alive()]]
@@ -708,7 +786,7 @@ class Bench:
         self.vm.stop()
         self.vm = None
         r["guest_pages_migrated"] = max(0, self.guest_migrated() - gm0)
-        if case == "hugeroom":
+        if case in HUGEROOM_CASES:
             self.hugeroom_release(r)
         elif case in BALLOON_CASES and self.speed:
             self.balloon_deflate(r)
@@ -716,7 +794,7 @@ class Bench:
             self.speed.window("after", a.speed_window)
             r["donor_speed"] = self.speed.collect()
             r["donor_speed_phases"] = [(n, p1 - p0) for n, p0, p1 in self.speed.phases]
-        if case == "hugeroom":
+        if case in HUGEROOM_CASES:
             self.hugeroom_verify(r)
         self.cleanup_case()
         say("  new VM: %s%% THP, started in %s s; %d OOM kills (%s)" % (
@@ -755,7 +833,7 @@ def notes(r):
     if r.get("error"):
         return "ERROR: " + r["error"].strip().splitlines()[-1][:160]
     out = []
-    if r["case"] == "hugeroom":
+    if r["case"] in HUGEROOM_CASES:
         res = r.get("reservation") or {}
         out.append("prepare exit %s, %s%s" % (r.get("prepare_exit"), res.get("state"),
                                              " (partial)" if res.get("partial") else ""))
@@ -964,14 +1042,57 @@ def speed_targets(h, b):
     return out
 
 
+def reserve_targets(by):
+    """The standing reserve's targets (issue 21 item 1): the reserve case
+    against the roomy host of the same round."""
+    h, roomy = by.get("reserve"), by.get("roomy")
+    if not h:
+        return []
+    out = [("reserve: prepare <= 50 ms", h["prepare_s"] <= 0.05 and h.get("prepare_exit") == 0,
+            "%.0f ms (exit %s)%s" % (h["prepare_s"] * 1000, h.get("prepare_exit"),
+                                     "" if h.get("reserve_filled") else
+                                     "; the reserve was NOT filled before the VM was asked for"))]
+    if roomy and roomy["start_s"] is not None and h["start_s"] is not None:
+        out.append(("reserve: start <= 1.1x the roomy host's", h["start_s"] <= 1.1 * roomy["start_s"],
+                    "%.1f s vs %.1f s (%.2fx)" % (h["start_s"], roomy["start_s"],
+                                                 h["start_s"] / roomy["start_s"])))
+    else:
+        out.append(("reserve: start <= 1.1x the roomy host's", False,
+                    "no roomy case in this round, or a start failed"))
+    thp = h["vm_thp_pct"]
+    out.append(("reserve: new VM >= 99.5% THP", thp is not None and thp >= 99.5,
+                "%.1f%%" % thp if thp is not None else "the new VM did not start"))
+    out.append(("reserve: 0 processes killed", h["oom_kills"] == 0 and not h["donors_killed"],
+                "%d OOM kills" % h["oom_kills"]))
+    return out
+
+
+def reserve_cost(results):
+    """What the reserve cost, one line per run of the reserve case."""
+    lines = []
+    for r in results:
+        if r["case"] != "reserve" or r.get("error"):
+            continue
+        a, b = r.get("reserve_donors_free_mib", [0, 0]), r.get("reserve_after") or {}
+        lines.append("run %d: filled in %.1f s (donors' free memory %d -> %d MiB), after the "
+                     "start %d of %d blocks again after %.1f s (refill %s ms), given back under "
+                     "pressure %d blocks, paused: %s" % (
+                         r.get("rep", 1), r.get("reserve_fill_s", 0), a[0], a[1],
+                         b.get("blocks_ready", 0), b.get("blocks", 0),
+                         r.get("reserve_refill_wait_s", 0), b.get("last_refill_ms"),
+                         b.get("given_back_blocks", 0), b.get("paused")))
+    return lines
+
+
 def targets(results):
     """The issue's targets for the hugeroom case; (name, met, note)."""
     by = {r["case"]: r for r in results if not r.get("error")}
     h = by.get("hugeroom")
+    extra = reserve_targets(by)
     if not h:
         err = [r for r in results if r["case"] == "hugeroom"]
-        return [("the hugeroom case ran", False, err[0]["error"].strip().splitlines()[-1])
-                ] if err else []
+        return ([("the hugeroom case ran", False, err[0]["error"].strip().splitlines()[-1])]
+                if err else []) + extra
     b = by.get("balloon")
     out = []
     thp = h["vm_thp_pct"]
@@ -1029,7 +1150,7 @@ def targets(results):
                     ", ".join(h["checksums_bad"])))
     else:
         out.append(("donors' checksums intact after release", True, "all match"))
-    return out
+    return out + extra
 
 
 def plot(results, png, work):
@@ -1227,6 +1348,11 @@ def report(results):
         say(st)
     say("\nper case over its runs, median [min-max] (a failed start counts 0% THP):")
     say(summary_table(results))
+    rc = reserve_cost(results)
+    if rc:
+        say("\nwhat the standing reserve cost:")
+        for line in rc:
+            say("  " + line)
     tg = all_targets(results)
     if tg:
         say("\ntargets (hugeroom case), met in how many runs:")
