@@ -151,6 +151,20 @@ count(HrReserve *reserve, guint64 *ready, guint64 *filling, guint *parts)
 	}
 }
 
+/* a reservation somebody asked for is being prepared: it goes first */
+static gboolean
+demand(HrReserve *reserve)
+{
+	GPtrArray *list = hr_reservation_store_list(reserve->store);
+	for (guint i = 0; i < list->len; i++) {
+		const HrReservation *r = g_ptr_array_index(list, i);
+		if (!hr_reserve_is_part(r) &&
+		    (r->state == HR_RESERVATION_CREATED || r->state == HR_RESERVATION_IN_PROGRESS))
+			return TRUE;
+	}
+	return FALSE;
+}
+
 /* give the newest part back (its pool blocks to the host, its holds to the guests) */
 static gboolean
 give_back_newest(HrReserve *reserve, const gchar *why)
@@ -193,8 +207,8 @@ hr_reserve_take(HrReserve *reserve, HrReservation *r)
 		guint64 k;
 		guint holds;
 
-		if (!hr_reserve_is_part(part) || part->state != HR_RESERVATION_READY ||
-		    part->pool_blocks == 0)
+		/* a part being filled gives what it holds so far too (it fills the rest) */
+		if (!part_live(part) || part->pool_blocks == 0)
 			continue;
 		if ((r->node >= 0 && part->planned_node != r->node) ||
 		    (r->planned_node >= 0 && part->planned_node != r->planned_node))
@@ -211,7 +225,7 @@ hr_reserve_take(HrReserve *reserve, HrReservation *r)
 		r->planned_node = part->planned_node;
 		moved += k;
 		hr_reservation_touch(reserve->store, part);
-		if (part->pool_blocks == 0 &&
+		if (part->pool_blocks == 0 && part->state == HR_RESERVATION_READY &&
 		    !reserve->exec.consume(reserve->executor, part->id, &error))
 			g_warning("standing reserve: %s", error->message);
 	}
@@ -307,7 +321,9 @@ hr_reserve_tick(HrReserve *reserve, const HrHostState *host)
 		reserve->short_since_us = 0;
 		return;
 	}
-	if (host->has_psi && host->psi_some_avg10 >= limit)
+	if (demand(reserve))
+		reserve->paused = "a reservation is being prepared";
+	else if (host->has_psi && host->psi_some_avg10 >= limit)
 		reserve->paused = "host memory pressure";
 	else if (now < reserve->guest_pressure_until)
 		reserve->paused = "a donor's memory pressure";

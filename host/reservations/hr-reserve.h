@@ -14,9 +14,11 @@
  * none while the host is under memory pressure (PSI some avg10 at
  * reserve_pause_psi percent or more) or a donor gave blocks back for its
  * own pressure in the last minute: the reserve is made from memory nobody
- * needs now. A new reservation takes from the ready parts at once (their
- * pool blocks and their holds become its own, oldest part first); the
- * reserve refills after. Under host pressure (PSI full avg10 at
+ * needs now, and no part starts while a reservation somebody asked for is
+ * being prepared. A new reservation takes from the parts at once (their
+ * pool blocks and, in proportion, their holds become its own, oldest part
+ * first; a part being filled gives what it holds so far); the reserve
+ * refills after. Under host pressure (PSI full avg10 at
  * reserve_pause_psi or more), and when a donor gives blocks back for its
  * own pressure, the reserve gives its newest part back first: before any
  * reservation somebody asked for.
