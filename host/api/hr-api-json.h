@@ -18,6 +18,10 @@ hr_api_guest_to_json(HrGuest *guest);
 JsonNode *
 hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request);
 
+/* a reservation, with its steps and holds when @with_steps */
+void
+hr_api_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);
+
 /* GET /v1/host: @host's state per node, with the reservations' promises */
 JsonNode *
 hr_api_host_to_json(const HrHostState *host, HrReservationStore *store, HrBackingMode backing);

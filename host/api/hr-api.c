@@ -731,7 +731,7 @@ hr_api_reply_reservation(HrApi *api, SoupServerMessage *msg, guint status, HrRes
 	g_autoptr(JsonNode) node = NULL;
 	const gchar *plan = hr_prepare_get_last_plan(api->prepare, r->id);
 
-	hr_reservation_add_json(r, b, TRUE);
+	hr_api_reservation_add_json(r, b, TRUE);
 	node = json_builder_get_root(b);
 	json_object_set_string_member(json_node_get_object(node), "last_plan", plan);
 	if (plan == NULL)
@@ -780,7 +780,7 @@ hr_api_reservations(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar
 	json_builder_set_member_name(b, "reservations");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < list->len; i++)
-		hr_reservation_add_json(g_ptr_array_index(list, i), b, FALSE);
+		hr_api_reservation_add_json(g_ptr_array_index(list, i), b, FALSE);
 	json_builder_end_array(b);
 	json_builder_end_object(b);
 	node = json_builder_get_root(b);

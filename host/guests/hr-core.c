@@ -23,6 +23,38 @@ struct _HrCore {
 	guint sweep_id;
 };
 
+/* commands sent on an old connection will not be answered */
+static gboolean
+hr_core_drop_cb(HrInflightCmd *cmd, gpointer user_data)
+{
+	(void)cmd;
+	(void)user_data;
+	return TRUE;
+}
+
+typedef struct {
+	HrCore *core;
+	HrGuest *guest;
+	gint64 now;
+	gint64 timeout_us;
+} Sweep;
+
+/* a REPORT unanswered for command_timeout_ms is lost */
+static gboolean
+hr_core_lost_cb(HrInflightCmd *cmd, gpointer user_data)
+{
+	Sweep *sweep = user_data;
+
+	if (sweep->now - cmd->sent_at < sweep->timeout_us)
+		return FALSE;
+	g_warning("%s: %s request %" G_GUINT64_FORMAT " unanswered after %u ms, "
+		  "counted as lost",
+		  sweep->guest->name, hr_msg_type_to_string(cmd->type), cmd->request_id,
+		  sweep->core->config->command_timeout_ms);
+	sweep->guest->cmds_lost++;
+	return TRUE;
+}
+
 static gboolean
 hr_core_sweep_cb(gpointer user_data);
 
@@ -262,7 +294,7 @@ hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello
 	g_clear_pointer(&guest->disconnected_at, g_date_time_unref);
 	guest->connected_at = g_date_time_new_now_utc();
 	/* commands sent on the old connection will not be answered */
-	g_hash_table_remove_all(guest->pending);
+	hr_inflight_foreach_remove(guest->commands, HR_INFLIGHT_REPORT, hr_core_drop_cb, NULL);
 	if (added)
 		hr_core_emit(core, HR_EVENT_GUEST_ADDED, guest, NULL);
 	hr_core_emit(core, HR_EVENT_GUEST_CONNECTED, guest, NULL);
@@ -297,7 +329,6 @@ hr_core_request_report(HrCore *core, HrGuest *guest, GError **error)
 {
 	g_autoptr(HrCmd) cmd = NULL;
 	g_autoptr(GBytes) payload = NULL;
-	HrPendingCmd *pending;
 
 	if (!hr_guest_is_connected(guest)) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED,
@@ -308,11 +339,8 @@ hr_core_request_report(HrCore *core, HrGuest *guest, GError **error)
 	}
 	cmd = hr_cmd_new(VIRTIO_HUGEROOM_CMD_REPORT, core->next_request_id++);
 	payload = hr_cmd_encode(cmd);
-	pending = g_new0(HrPendingCmd, 1);
-	pending->request_id = cmd->hdr.request_id;
-	pending->type = cmd->hdr.type;
-	pending->sent_at = g_get_monotonic_time();
-	g_hash_table_insert(guest->pending, &pending->request_id, pending);
+	hr_inflight_add(guest->commands, cmd->hdr.request_id, HR_INFLIGHT_REPORT, cmd->hdr.type,
+			NULL, NULL);
 	guest->cmds_sent++;
 	hr_device_send(guest->device, HR_CHAN_HOST_CMD, payload);
 	g_info("%s: sent report request %" G_GUINT64_FORMAT, guest->name, cmd->hdr.request_id);
@@ -366,20 +394,10 @@ hr_core_sweep_cb(gpointer user_data)
 
 	for (guint i = 0; i < core->guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(core->guests, i);
-		GHashTableIter iter;
-		HrPendingCmd *cmd;
+		Sweep sweep = {core, guest, now, timeout_us};
 
-		g_hash_table_iter_init(&iter, guest->pending);
-		while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&cmd)) {
-			if (now - cmd->sent_at < timeout_us)
-				continue;
-			g_warning("%s: %s request %" G_GUINT64_FORMAT " unanswered after %u ms, "
-				  "counted as lost",
-				  guest->name, hr_msg_type_to_string(cmd->type), cmd->request_id,
-				  core->config->command_timeout_ms);
-			guest->cmds_lost++;
-			g_hash_table_iter_remove(&iter);
-		}
+		hr_inflight_foreach_remove(guest->commands, HR_INFLIGHT_REPORT, hr_core_lost_cb,
+					   &sweep);
 		/* a new QEMU process starts with no holds (SPEC 2.9) */
 		if (!hr_guest_is_connected(guest) && g_hash_table_size(guest->held) > 0 &&
 		    !hr_peer_is_alive(guest->peer)) {

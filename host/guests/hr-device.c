@@ -220,9 +220,8 @@ hr_device_handle_status(HrDevice *device, HrStatus *status, GError **error)
 	if (!hr_device_check_ram(device, "status", gpas, status->nr_candidates, error))
 		return FALSE;
 	if (status->hdr.request_id != 0) {
-		HrPendingCmd *cmd = g_hash_table_lookup(guest->pending, &status->hdr.request_id);
-		if (cmd != NULL && cmd->type == VIRTIO_HUGEROOM_CMD_REPORT)
-			g_hash_table_remove(guest->pending, &status->hdr.request_id);
+		if (hr_inflight_lookup(guest->commands, status->hdr.request_id, HR_INFLIGHT_REPORT))
+			hr_inflight_remove(guest->commands, status->hdr.request_id);
 		else
 			g_info("%s: status answers unknown request %" G_GUINT64_FORMAT, guest->name,
 			       status->hdr.request_id);
@@ -265,13 +264,19 @@ static void
 hr_device_handle_result(HrDevice *device, HrResult *result)
 {
 	HrGuest *guest = device->guest;
+	/* what it answers, of any kind: one table (hr-inflight.h) */
+	HrInflightCmd *cmd =
+	    hr_inflight_lookup(guest->commands, result->hdr.request_id, HR_INFLIGHT_N_KINDS);
 
-	if (hr_pcp_handle_result(guest, result))
+	if (cmd != NULL && cmd->kind == HR_INFLIGHT_SET_PCP) {
+		hr_pcp_handle_result(guest, result);
 		return;
+	}
 	g_free(guest->last_result);
 	guest->last_result = g_memdup2(result, sizeof(*result));
 	/* a REPORT fails with a RESULT (S_UNSUPPORTED, S_INVALID) */
-	if (g_hash_table_remove(guest->pending, &result->hdr.request_id)) {
+	if (cmd != NULL && cmd->kind == HR_INFLIGHT_REPORT) {
+		hr_inflight_remove(guest->commands, result->hdr.request_id);
 		g_info("%s: report request %" G_GUINT64_FORMAT " failed: %s", guest->name,
 		       result->hdr.request_id, hr_result_status_to_string(result->status));
 		return;

@@ -110,14 +110,22 @@ hr_guest_new(guint64 id, const HrChanHello *hello, HrPeer *peer)
 	guest->id = id;
 	guest->ram = g_array_new(FALSE, TRUE, sizeof(HrRamRange));
 	guest->held = hr_guest_held_new();
-	guest->pending = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
 	g_queue_init(&guest->queue);
 	g_queue_init(&guest->finished);
-	guest->requests = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL,
-						(GDestroyNotify)hr_request_unref);
+	guest->commands = hr_inflight_new();
 	guest->history = 32;
 	hr_guest_update_identity(guest, hello, peer);
 	return guest;
+}
+
+static gboolean
+hr_guest_orphan_request_cb(HrInflightCmd *cmd, gpointer user_data)
+{
+	HrRequest *request = cmd->data;
+	(void)user_data;
+	g_clear_handle_id(&request->timeout_id, g_source_remove);
+	request->owner = NULL;
+	return FALSE;
 }
 
 void
@@ -135,21 +143,13 @@ hr_guest_free(HrGuest *guest)
 	g_clear_pointer(&guest->disconnected_at, g_date_time_unref);
 	hr_status_free(guest->status);
 	g_hash_table_unref(guest->held);
-	g_hash_table_unref(guest->pending);
 	g_clear_handle_id(&guest->retry_id, g_source_remove);
-	{
-		/* a planner may keep a request beyond us: no timer may fire on it */
-		GHashTableIter iter;
-		HrRequest *request;
-		g_hash_table_iter_init(&iter, guest->requests);
-		while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&request)) {
-			g_clear_handle_id(&request->timeout_id, g_source_remove);
-			request->owner = NULL;
-		}
-	}
+	/* a planner may keep a request beyond us: no timer may fire on it */
+	hr_inflight_foreach_remove(guest->commands, HR_INFLIGHT_REQUEST, hr_guest_orphan_request_cb,
+				   NULL);
 	g_queue_clear(&guest->queue);
 	g_queue_clear(&guest->finished);
-	g_hash_table_unref(guest->requests);
+	hr_inflight_free(guest->commands);
 	g_free(guest->last_result);
 	g_free(guest->last_reject_reason);
 	g_free(guest);
@@ -431,7 +431,8 @@ hr_guest_check_queue(HrGuest *guest, guint max, GError **error)
 HrRequest *
 hr_guest_find_request(HrGuest *guest, guint64 id)
 {
-	return g_hash_table_lookup(guest->requests, &id);
+	HrInflightCmd *cmd = hr_inflight_lookup(guest->commands, id, HR_INFLIGHT_REQUEST);
+	return cmd != NULL ? cmd->data : NULL;
 }
 
 GPtrArray *
@@ -483,7 +484,7 @@ hr_guest_retire(HrGuest *guest, HrRequest *request)
 	g_queue_push_tail(&guest->finished, request);
 	while (g_queue_get_length(&guest->finished) > guest->history) {
 		HrRequest *old = g_queue_pop_head(&guest->finished);
-		g_hash_table_remove(guest->requests, &old->id);
+		hr_inflight_remove(guest->commands, old->id);
 	}
 	g_info("%s: %s request %" G_GUINT64_FORMAT " %s%s%s", guest->name,
 	       hr_request_kind_to_string(request->kind), request->id,
@@ -566,7 +567,8 @@ hr_guest_submit(HrGuest *guest, HrRequest *request)
 	request->deadline = g_get_monotonic_time() + (gint64)request->timeout_s * G_USEC_PER_SEC;
 	request->timeout_id = g_timeout_add_seconds_full(G_PRIORITY_DEFAULT, request->timeout_s,
 							 hr_guest_timeout_cb, request, NULL);
-	g_hash_table_insert(guest->requests, &request->id, request);
+	hr_inflight_add(guest->commands, request->id, HR_INFLIGHT_REQUEST, request->cmd->hdr.type,
+			request, (GDestroyNotify)hr_request_unref);
 	g_queue_push_tail(&guest->queue, request);
 	g_info("%s: %s request %" G_GUINT64_FORMAT " queued (%u ahead)", guest->name,
 	       hr_request_kind_to_string(request->kind), request->id,
@@ -721,7 +723,7 @@ hr_guest_handle_cmds_dropped(HrGuest *guest, guint64 cmds_dropped)
 	 * seen since: no REPORT pending and no CANCEL sent.
 	 */
 	if (request == NULL || request->state != HR_REQUEST_SENT || request->cancel_sent ||
-	    g_hash_table_size(guest->pending) > 0)
+	    hr_inflight_count(guest->commands, HR_INFLIGHT_REPORT) > 0)
 		return;
 	error =
 	    g_strdup_printf("the device dropped the command (cmds_dropped is now %" G_GUINT64_FORMAT

@@ -4,6 +4,7 @@
 #include <glib.h>
 
 #include "hr-codec.h"
+#include "hr-inflight.h"
 #include "hr-peer.h"
 #include "hr-request.h"
 
@@ -17,13 +18,6 @@ typedef struct _HrDevice HrDevice;
  * the guest's state never calls up into the channel that feeds it.
  */
 typedef void (*HrGuestSendFunc)(HrDevice *device, guint16 type, GBytes *payload);
-
-/* A command sent to a guest and not answered yet. */
-typedef struct {
-	guint64 request_id;
-	guint16 type;
-	gint64 sent_at; /* monotonic, us */
-} HrPendingCmd;
 
 /* One block the guest holds for the host (SPEC 1.6.4). */
 typedef struct {
@@ -85,18 +79,21 @@ typedef struct {
 	void (*held_changed)(gpointer guest, gpointer data);
 	gpointer held_changed_data;
 	HrResult *last_result;
-	GHashTable *pending; /* request_id -> HrPendingCmd: REPORTs */
-	gboolean ready;	     /* connected and the resync is over */
+	gboolean ready; /* connected and the resync is over */
 
 	/*
 	 * EVACUATE, CAPTURE and RETURN, one at a time (the driver runs one
 	 * EVACUATE or CAPTURE at a time; keeping RETURN in line too makes the
 	 * order of a guest's commands the order they were asked in).
 	 */
-	GQueue queue;	      /* HrRequest waiting, oldest first */
-	HrRequest *active;    /* sent or running */
-	GQueue finished;      /* the last @history finished, oldest first */
-	GHashTable *requests; /* id -> HrRequest, owns every one above */
+	GQueue queue;	   /* HrRequest waiting, oldest first */
+	HrRequest *active; /* sent or running */
+	GQueue finished;   /* the last @history finished, oldest first */
+	/*
+	 * Every command of the guest by request id (REPORTs, SET_PCPs, and
+	 * the requests above, which it owns): what answers match.
+	 */
+	HrInflight *commands;
 	guint history;
 	guint retry_id; /* sends the queue's head again after S_BUSY */
 	guint64 requests_final[HR_REQUEST_N_STATES];
@@ -124,8 +121,7 @@ typedef struct {
 	HrPcpPolicy pcp_config;
 	gboolean pcp_applied_set;
 	HrPcpPolicy pcp_applied;   /* the last one the guest answered S_OK */
-	GList *pcp_calls;	   /* SET_PCPs sent and not answered, oldest first */
-	gboolean pcp_density_sent; /* by the first of those, to undo at the last */
+	gboolean pcp_density_sent; /* by the first SET_PCP in flight, to undo at the last */
 	guint pcp_evacuations;	   /* the executor's, running: the guest runs density */
 } HrGuest;
 

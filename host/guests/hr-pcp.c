@@ -23,7 +23,7 @@ hr_pcp_call_end(HrPcpCall *call, gint status)
 {
 	HrGuest *guest = call->guest;
 
-	guest->pcp_calls = g_list_remove(guest->pcp_calls, call);
+	hr_inflight_remove(guest->commands, call->request_id);
 	g_clear_handle_id(&call->timeout_id, g_source_remove);
 	if (status == VIRTIO_HUGEROOM_S_OK) {
 		guest->pcp_applied = call->policy;
@@ -80,7 +80,8 @@ hr_pcp_send(const HrConfig *config, HrGuest *guest, const HrPcpPolicy *policy, H
 	call->done = done;
 	call->user_data = user_data;
 	call->timeout_id = g_timeout_add(config->command_timeout_ms, hr_pcp_timeout_cb, call);
-	guest->pcp_calls = g_list_append(guest->pcp_calls, call);
+	hr_inflight_add(guest->commands, call->request_id, HR_INFLIGHT_SET_PCP,
+			VIRTIO_HUGEROOM_CMD_SET_PCP, call, NULL);
 	hr_guest_send_cmd(guest, cmd);
 	g_info("%s: sent set-pcp %s (request %" G_GUINT64_FORMAT ")", guest->name, text,
 	       call->request_id);
@@ -90,19 +91,19 @@ hr_pcp_send(const HrConfig *config, HrGuest *guest, const HrPcpPolicy *policy, H
 gboolean
 hr_pcp_handle_result(HrGuest *guest, const HrResult *result)
 {
-	for (GList *l = guest->pcp_calls; l != NULL; l = l->next) {
-		HrPcpCall *call = l->data;
-		g_autofree gchar *text = NULL;
+	HrInflightCmd *cmd =
+	    hr_inflight_lookup(guest->commands, result->hdr.request_id, HR_INFLIGHT_SET_PCP);
+	HrPcpCall *call;
+	g_autofree gchar *text = NULL;
 
-		if (call->request_id != result->hdr.request_id)
-			continue;
-		text = hr_pcp_policy_format(&call->policy);
-		g_info("%s: set-pcp %s (request %" G_GUINT64_FORMAT "): %s", guest->name, text,
-		       call->request_id, hr_result_status_to_string(result->status));
-		hr_pcp_call_end(call, (gint)result->status);
-		return TRUE;
-	}
-	return FALSE;
+	if (cmd == NULL)
+		return FALSE;
+	call = cmd->data;
+	text = hr_pcp_policy_format(&call->policy);
+	g_info("%s: set-pcp %s (request %" G_GUINT64_FORMAT "): %s", guest->name, text,
+	       call->request_id, hr_result_status_to_string(result->status));
+	hr_pcp_call_end(call, (gint)result->status);
+	return TRUE;
 }
 
 /* policies set for guests not seen yet, by name; one daemon per process */
@@ -242,12 +243,19 @@ hr_pcp_add_json(HrGuest *guest, JsonBuilder *b)
 	json_builder_end_object(b);
 }
 
+/* the guest goes: its calls end unanswered, telling nobody */
+static gboolean
+hr_pcp_drop_cb(HrInflightCmd *cmd, gpointer user_data)
+{
+	HrPcpCall *call = cmd->data;
+	(void)user_data;
+	call->done = NULL;
+	hr_pcp_call_end(call, -1); /* removes @cmd */
+	return FALSE;
+}
+
 void
 hr_pcp_guest_free(HrGuest *guest)
 {
-	while (guest->pcp_calls != NULL) {
-		HrPcpCall *call = guest->pcp_calls->data;
-		call->done = NULL;
-		hr_pcp_call_end(call, -1);
-	}
+	hr_inflight_foreach_remove(guest->commands, HR_INFLIGHT_SET_PCP, hr_pcp_drop_cb, NULL);
 }

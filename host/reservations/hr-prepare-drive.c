@@ -320,10 +320,12 @@ prep_drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	if (!run->free_recorded) {
 		/* what was there from the start: the first step, at no cost */
 		if (r->obtained > 0) {
-			HrReservationStep *s = hr_reservation_add_step(r, "free", r->planned_node);
+			HrReservationStep *s =
+			    hr_reservation_add_step(r, HR_STEP_FREE, r->planned_node);
 			s->gained = r->obtained;
 			s->expect_milli = r->obtained * 1000;
-			prep_set_step_state(s, "done", "free already, above the high watermark");
+			hr_reservation_step_set_state(s, HR_STEP_DONE,
+						      "free already, above the high watermark");
 			hr_reservation_touch(p->store, r);
 		}
 		run->free_recorded = TRUE;

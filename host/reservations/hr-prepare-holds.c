@@ -289,8 +289,7 @@ prep_find_interrupted(HrPrepare *p)
 		for (guint j = 0; j < r->steps->len; j++) {
 			HrReservationStep *s = g_ptr_array_index(r->steps, j);
 			Interrupted *it;
-			if (g_strcmp0(s->kind, "donate") != 0 ||
-			    g_strcmp0(s->state, "running") != 0)
+			if (s->kind != HR_STEP_DONATE || s->state != HR_STEP_RUNNING)
 				continue;
 			it = g_new0(Interrupted, 1);
 			it->res_id = g_strdup(r->id);
@@ -299,7 +298,8 @@ prep_find_interrupted(HrPrepare *p)
 			it->guest_key = g_strdup(s->guest_key);
 			it->left = s->blocks_asked;
 			g_ptr_array_add(p->interrupted, it);
-			prep_set_step_state(s, "failed", "the daemon restarted while it ran");
+			hr_reservation_step_set_state(s, HR_STEP_FAILED,
+						      "the daemon restarted while it ran");
 			g_message("reservation %s: the donation of %s (request %" G_GUINT64_FORMAT
 				  ") was running when the daemon stopped; what it freed is kept "
 				  "when the guest reports it",
@@ -339,7 +339,7 @@ interrupted_claim(HrPrepare *p, Interrupted *it, HrGuest *guest, guint64 gpa)
 		detail = g_strdup_printf("the daemon restarted while it ran; %" G_GUINT64_FORMAT
 					 " blocks it freed were found held",
 					 s->blocks_held);
-		prep_set_step_state(s, "short", detail);
+		hr_reservation_step_set_state(s, HR_STEP_SHORT, detail);
 	}
 	hr_reservation_touch(p->store, r);
 }
@@ -598,65 +598,6 @@ hold_of_vm(HrReservationHold *h, HrGuest *guest)
 	return g_strcmp0(h->guest_name, guest->name) == 0;
 }
 
-/*
- * @gpa, which @guest holds, was held for a reservation by a QEMU of the
- * same VM (hold_of_vm) that is gone and whose entry is not known (pruned,
- * or before a restart of the daemon), within migration_grace_s: the
- * migration's source. Only a migration brings held blocks into a new QEMU
- * (SPEC 2.9).
- */
-static gboolean
-adopt_unknown_source(HrPrepare *p, HrGuest *guest, guint64 gpa)
-{
-	GPtrArray *list = hr_reservation_store_list(p->store);
-
-	for (guint j = 0; j < list->len; j++) {
-		HrReservation *r = g_ptr_array_index(list, j);
-		for (guint k = 0; k < r->holds->len; k++) {
-			HrReservationHold *h = g_ptr_array_index(r->holds, k);
-			if (h->gpa != gpa || !hold_of_vm(h, guest) ||
-			    find_hold_guest(p, h) != NULL || !hold_in_grace(p, NULL, h))
-				continue;
-			adopt_hold(p, r, h, guest);
-			return TRUE;
-		}
-	}
-	return FALSE;
-}
-
-/* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */
-static gboolean
-adopt_twin_record(HrPrepare *p, HrGuest *guest, guint64 gpa)
-{
-	GPtrArray *guests = hr_core_get_guests(p->core);
-	GPtrArray *list = hr_reservation_store_list(p->store);
-
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *other = g_ptr_array_index(guests, i);
-		if (!migration_twin(guest, other))
-			continue;
-		if (hr_reservation_store_ledger_has(p->store, other->key, gpa, 0)) {
-			hr_reservation_store_ledger_add(p->store, guest->key, gpa, 0);
-			g_info("%s: block 0x%" G_GINT64_MODIFIER
-			       "x came with the migration from pid "
-			       "%d, still the operator's",
-			       guest->name, gpa, other->pid);
-			return TRUE;
-		}
-		for (guint j = 0; j < list->len; j++) {
-			HrReservation *r = g_ptr_array_index(list, j);
-			for (guint k = 0; k < r->holds->len; k++) {
-				HrReservationHold *h = g_ptr_array_index(r->holds, k);
-				if (h->gpa != gpa || g_strcmp0(h->guest_key, other->key) != 0)
-					continue;
-				adopt_hold(p, r, h, guest);
-				return TRUE;
-			}
-		}
-	}
-	return adopt_unknown_source(p, guest, gpa);
-}
-
 /* the API request @twin ran when its device went away, or still runs */
 static HrRequest *
 twin_running_request(HrPrepare *p, HrGuest *twin)
@@ -674,6 +615,142 @@ twin_running_request(HrPrepare *p, HrGuest *twin)
 	return request;
 }
 
+/* a hold of a reservation, as an index of holds by gpa finds it */
+typedef struct {
+	HrReservation *r;
+	HrReservationHold *h;
+} HoldRef;
+
+/*
+ * What a guest's reconcile adopts blocks from, read once per reconcile
+ * when a block nobody owns first needs it: the guest's migration twins,
+ * the latest of them and the API request it ran, and the holds a twin's
+ * process or a QEMU of the VM owned, by gpa. Each block then costs a few
+ * lookups, not a scan of every guest and every hold (issue 18: 200k
+ * blocks with 1000 gone guest entries took 13.6 s of main loop).
+ */
+typedef struct {
+	gboolean built;
+	GPtrArray *twins;	/* HrGuest: migration_twin(), in the registry's order */
+	HrGuest *source;	/* the latest twin (the migration's source), or NULL */
+	HrRequest *request;	/* twin_running_request() of @source, or NULL */
+	GHashTable *twin_holds; /* gpa -> GArray of HoldRef: holds keyed by a twin */
+	GHashTable *vm_holds;	/* gpa -> GArray of HoldRef: hold_of_vm() */
+	gint ledger_requests;	/* ledger_has_requests() of the guest; -1: not read yet */
+} Adopt;
+
+static void
+adopt_index_add(GHashTable *index, HrReservation *r, HrReservationHold *h)
+{
+	GArray *refs = g_hash_table_lookup(index, &h->gpa);
+	HoldRef ref = {r, h};
+
+	if (refs == NULL) {
+		refs = g_array_new(FALSE, FALSE, sizeof(HoldRef));
+		g_hash_table_insert(index, &h->gpa, refs);
+	}
+	g_array_append_val(refs, ref);
+}
+
+static void
+adopt_build(HrPrepare *p, HrGuest *guest, Adopt *a)
+{
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	g_autoptr(GHashTable) twin_keys = g_hash_table_new(g_str_hash, g_str_equal);
+	gint64 latest = 0;
+
+	a->built = TRUE;
+	a->twins = g_ptr_array_new();
+	a->twin_holds =
+	    g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, (GDestroyNotify)g_array_unref);
+	a->vm_holds =
+	    g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, (GDestroyNotify)g_array_unref);
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *other = g_ptr_array_index(guests, i);
+		/* gone_at is 0 while connected: the latest of all */
+		gint64 gone = other->gone_at != 0 ? other->gone_at : G_MAXINT64;
+		if (!migration_twin(guest, other))
+			continue;
+		g_ptr_array_add(a->twins, other);
+		g_hash_table_add(twin_keys, other->key);
+		if (gone > latest) {
+			a->source = other;
+			latest = gone;
+		}
+	}
+	a->request = a->source != NULL ? twin_running_request(p, a->source) : NULL;
+	/* in the order of the reservations and their holds, the first match wins */
+	for (guint j = 0; j < list->len; j++) {
+		HrReservation *r = g_ptr_array_index(list, j);
+		for (guint k = 0; k < r->holds->len; k++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, k);
+			if (h->guest_key != NULL && g_hash_table_contains(twin_keys, h->guest_key))
+				adopt_index_add(a->twin_holds, r, h);
+			if (hold_of_vm(h, guest))
+				adopt_index_add(a->vm_holds, r, h);
+		}
+	}
+}
+
+static void
+adopt_clear(Adopt *a)
+{
+	g_clear_pointer(&a->twins, g_ptr_array_unref);
+	g_clear_pointer(&a->twin_holds, g_hash_table_unref);
+	g_clear_pointer(&a->vm_holds, g_hash_table_unref);
+}
+
+/*
+ * @gpa, which @guest holds, was held for a reservation by a QEMU of the
+ * same VM (hold_of_vm) that is gone and whose entry is not known (pruned,
+ * or before a restart of the daemon), within migration_grace_s: the
+ * migration's source. Only a migration brings held blocks into a new QEMU
+ * (SPEC 2.9).
+ */
+static gboolean
+adopt_unknown_source(HrPrepare *p, HrGuest *guest, guint64 gpa, Adopt *a)
+{
+	GArray *refs = g_hash_table_lookup(a->vm_holds, &gpa);
+
+	for (guint i = 0; refs != NULL && i < refs->len; i++) {
+		HoldRef *ref = &g_array_index(refs, HoldRef, i);
+		if (!hold_of_vm(ref->h, guest) || find_hold_guest(p, ref->h) != NULL ||
+		    !hold_in_grace(p, NULL, ref->h))
+			continue;
+		adopt_hold(p, ref->r, ref->h, guest);
+		return TRUE;
+	}
+	return FALSE;
+}
+
+/* @gpa, which @guest holds, was a twin's: give its owner's record to @guest */
+static gboolean
+adopt_twin_record(HrPrepare *p, HrGuest *guest, guint64 gpa, Adopt *a)
+{
+	GArray *refs = g_hash_table_lookup(a->twin_holds, &gpa);
+
+	for (guint i = 0; i < a->twins->len; i++) {
+		HrGuest *other = g_ptr_array_index(a->twins, i);
+		if (hr_reservation_store_ledger_has(p->store, other->key, gpa, 0)) {
+			hr_reservation_store_ledger_add(p->store, guest->key, gpa, 0);
+			g_info("%s: block 0x%" G_GINT64_MODIFIER
+			       "x came with the migration from pid "
+			       "%d, still the operator's",
+			       guest->name, gpa, other->pid);
+			return TRUE;
+		}
+		for (guint j = 0; refs != NULL && j < refs->len; j++) {
+			HoldRef *ref = &g_array_index(refs, HoldRef, j);
+			if (g_strcmp0(ref->h->guest_key, other->key) != 0)
+				continue;
+			adopt_hold(p, ref->r, ref->h, guest);
+			return TRUE;
+		}
+	}
+	return adopt_unknown_source(p, guest, gpa, a);
+}
+
 /*
  * @block, which @guest holds, was a twin's, or was held by the command
  * the API request of the latest twin (the migration's source) had sent,
@@ -682,31 +759,21 @@ twin_running_request(HrPrepare *p, HrGuest *twin)
  * device reconnected): give its owner's record to @guest.
  */
 static gboolean
-adopt_from_twin(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block)
+adopt_from_twin(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block, Adopt *a)
 {
-	GPtrArray *guests = hr_core_get_guests(p->core);
-	HrGuest *source = NULL;
 	HrRequest *request;
-	gint64 latest = 0;
 
-	if (adopt_twin_record(p, guest, block->gpa))
+	if (!a->built)
+		adopt_build(p, guest, a);
+	if (adopt_twin_record(p, guest, block->gpa, a))
 		return TRUE;
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *other = g_ptr_array_index(guests, i);
-		/* gone_at is 0 while connected: the latest of all */
-		gint64 gone = other->gone_at != 0 ? other->gone_at : G_MAXINT64;
-		if (migration_twin(guest, other) && gone > latest) {
-			source = other;
-			latest = gone;
-		}
-	}
-	request = source != NULL ? twin_running_request(p, source) : NULL;
+	request = a->request;
 	if (request == NULL || (block->request_id != 0 && block->request_id != request->id))
 		return FALSE;
 	hr_reservation_store_ledger_add(p->store, guest->key, block->gpa, 0);
 	g_info("%s: block 0x%" G_GINT64_MODIFIER "x held by request %" G_GUINT64_FORMAT
 	       " of pid %d, which migrated with the guest: the operator's",
-	       guest->name, block->gpa, request->id, source->pid);
+	       guest->name, block->gpa, request->id, a->source->pid);
 	return TRUE;
 }
 
@@ -718,16 +785,21 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 	GHashTableIter iter;
 	HrHeldBlock *b;
 	HrRequest *request;
+	g_autoptr(GPtrArray) requests = NULL;
 	LiveCtx ctx = {guest, g_get_real_time()};
+	Adopt adopt = {.ledger_requests = -1};
 
 	/* the API's requests that run: their blocks are the operator's */
-	g_hash_table_iter_init(&iter, guest->requests);
-	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&request)) {
+	requests = hr_guest_list_requests(guest);
+	for (guint i = 0; i < requests->len; i++) {
+		request = g_ptr_array_index(requests, i);
 		if (request->kind != HR_REQUEST_RETURN &&
 		    !hr_request_state_is_final(request->state) &&
 		    request->state != HR_REQUEST_QUEUED && !prep_executor_request(p, request->id))
 			hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
 	}
+	/* find_hold_guest() by key, not by a scan of the guests */
+	guest_index_begin(p);
 	g_hash_table_iter_init(&iter, guest->held);
 	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&b)) {
 		Interrupted *it;
@@ -748,19 +820,23 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 			interrupted_claim(p, it, guest, b->gpa);
 			continue;
 		}
-		if (adopt_from_twin(p, guest, b))
+		if (adopt_from_twin(p, guest, b, &adopt))
 			continue;
 		/*
 		 * resynced after a restart while an operator's request of the
 		 * previous daemon ran (its HOLDs went unseen): the operator's
 		 */
-		if (b->request_id == 0 &&
-		    hr_reservation_store_ledger_has_requests(p->store, guest->key)) {
+		if (b->request_id == 0 && adopt.ledger_requests < 0)
+			adopt.ledger_requests =
+			    hr_reservation_store_ledger_has_requests(p->store, guest->key);
+		if (b->request_id == 0 && adopt.ledger_requests > 0) {
 			hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
 			continue;
 		}
 		g_array_append_val(orphans, b->gpa);
 	}
+	guest_index_end(p);
+	adopt_clear(&adopt);
 	hr_reservation_store_ledger_sync(p->store, guest->key, guest->held, ledger_request_live,
 					 &ctx);
 	prep_drop_holds(p, hold_stale, guest, "the guest does not hold them any more");

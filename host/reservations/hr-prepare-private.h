@@ -215,8 +215,6 @@ prep_reconcile_guests(HrPrepare *p);
 
 /* hr-prepare-steps.c */
 void
-prep_set_step_state(HrReservationStep *s, const gchar *state, const gchar *detail);
-void
 prep_start_compact(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 expect_milli);
 void
 prep_start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blocks,

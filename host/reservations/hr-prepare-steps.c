@@ -31,15 +31,6 @@ guest_rss_kb(HrPrepare *p, guint64 guest_id)
 	return sg != NULL ? sg->rss_kb : -1;
 }
 
-void
-prep_set_step_state(HrReservationStep *s, const gchar *state, const gchar *detail)
-{
-	g_free(s->state);
-	s->state = g_strdup(state);
-	g_free(s->detail);
-	s->detail = g_strdup(detail);
-}
-
 static void
 op_end(HrPrepare *p, Op *op)
 {
@@ -71,7 +62,7 @@ compact_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 		HrReservationStep *s = g_ptr_array_index(r->steps, op->step_index);
 		s->elapsed_ms = (g_get_monotonic_time() - op->started) / 1000;
 		if (result == NULL) {
-			prep_set_step_state(s, "failed", error->message);
+			hr_reservation_step_set_state(s, HR_STEP_FAILED, error->message);
 		} else {
 			g_autofree gchar *detail = NULL;
 			s->gained = hr_compact_result_blocks_gained(result);
@@ -83,14 +74,16 @@ compact_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 			    " free 2 MiB blocks, unusable index %u -> %u",
 			    result->node, result->free_blocks_before, result->free_blocks_after,
 			    result->unusable_index_before, result->unusable_index_after);
-			prep_set_step_state(
+			hr_reservation_step_set_state(
 			    s,
-			    (guint64)MAX(s->gained, 0) * 1000 >= s->expect_milli ? "done" : "short",
+			    (guint64)MAX(s->gained, 0) * 1000 >= s->expect_milli ? HR_STEP_DONE
+										 : HR_STEP_SHORT,
 			    detail);
 		}
 		g_info("reservation %s: compaction of node %d %s: %" G_GINT64_FORMAT
 		       " blocks in %" G_GUINT64_FORMAT " ms",
-		       r->id, op->node, s->state, s->gained, s->elapsed_ms);
+		       r->id, op->node, hr_step_state_to_string(s->state), s->gained,
+		       s->elapsed_ms);
 		hr_reservation_touch(p->store, r);
 	}
 	op_end(p, op);
@@ -99,7 +92,7 @@ compact_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 void
 prep_start_compact(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 expect_milli)
 {
-	HrReservationStep *s = hr_reservation_add_step(r, "compact", node);
+	HrReservationStep *s = hr_reservation_add_step(r, HR_STEP_COMPACT, node);
 	Op *op = g_new0(Op, 1);
 
 	s->expect_milli = expect_milli;
@@ -119,10 +112,8 @@ prep_start_compact(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 
 static void
 pool_step_assembled(HrReservationStep *s)
 {
-	if (g_strcmp0(s->kind, "free") != 0)
-		return;
-	g_free(s->kind);
-	s->kind = g_strdup("compact");
+	if (s->kind == HR_STEP_FREE)
+		s->kind = HR_STEP_COMPACT;
 }
 
 static void
@@ -172,7 +163,7 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 		guint grows = run != NULL ? run->pool_grows : 1;
 		s->elapsed_ms += (g_get_monotonic_time() - op->started) / 1000;
 		if (result == NULL) {
-			prep_set_step_state(s, "failed", error->message);
+			hr_reservation_step_set_state(s, HR_STEP_FAILED, error->message);
 		} else {
 			g_autofree gchar *detail = NULL;
 			g_autofree gchar *how =
@@ -194,15 +185,17 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 			/* blocks that were free already cost nothing: the rest was assembled */
 			if (s->pages_scanned > 0)
 				pool_step_assembled(s);
-			prep_set_step_state(s,
-					    (guint64)s->gained * 1000 >= s->expect_milli ? "done"
-					    : s->gained > 0				 ? "short"
-											 : "failed",
-					    detail);
+			hr_reservation_step_set_state(s,
+						      (guint64)s->gained * 1000 >= s->expect_milli
+							  ? HR_STEP_DONE
+						      : s->gained > 0 ? HR_STEP_SHORT
+								      : HR_STEP_FAILED,
+						      detail);
 		}
 		g_info("reservation %s: pool of node %d %s: %" G_GINT64_FORMAT
 		       " blocks in %" G_GUINT64_FORMAT " ms, %" G_GUINT64_FORMAT " pages scanned",
-		       r->id, op->node, s->state, s->gained, s->elapsed_ms, s->pages_scanned);
+		       r->id, op->node, hr_step_state_to_string(s->state), s->gained, s->elapsed_ms,
+		       s->pages_scanned);
 		hr_reservation_touch(p->store, r);
 	}
 	g_ptr_array_remove(p->ops, op);
@@ -226,7 +219,8 @@ prep_start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blo
 			pool_step_assembled(s);
 		run->pool_grows++;
 	} else {
-		s = hr_reservation_add_step(r, free_blocks >= blocks ? "free" : "compact", node);
+		s = hr_reservation_add_step(
+		    r, free_blocks >= blocks ? HR_STEP_FREE : HR_STEP_COMPACT, node);
 		run->pool_step = r->steps->len;
 		run->pool_grows = 1;
 	}
@@ -364,11 +358,11 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 						 why->str);
 			g_string_free(why, TRUE);
 		}
-		prep_set_step_state(s,
-				    held == 0		     ? "failed"
-				    : held < s->blocks_asked ? "short"
-							     : "done",
-				    detail);
+		hr_reservation_step_set_state(s,
+					      held == 0		       ? HR_STEP_FAILED
+					      : held < s->blocks_asked ? HR_STEP_SHORT
+								       : HR_STEP_DONE,
+					      detail);
 		if (g_hash_table_lookup(p->runs, r->id) != NULL)
 			((Run *)g_hash_table_lookup(p->runs, r->id))->held_total += held;
 		for (guint i = 0; i < held; i++)
@@ -452,7 +446,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	}
 	if (count == 0 || (gpas->len == 0 && n_ranges == 0))
 		return;
-	s = hr_reservation_add_step(r, "donate", step->node);
+	s = hr_reservation_add_step(r, HR_STEP_DONATE, step->node);
 	s->guest = g_strdup(guest->name);
 	s->blocks_asked = count;
 	s->expect_milli = step->gain_milli;
@@ -488,7 +482,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->submitting = FALSE;
 	if (request == NULL) {
 		hr_pcp_evacuation_end(p->config, guest);
-		prep_set_step_state(s, "failed", error->message);
+		hr_reservation_step_set_state(s, HR_STEP_FAILED, error->message);
 		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
 		prep_defer_guest(p, guest->id, TRUE);
 		prep_op_free(op);
@@ -539,11 +533,11 @@ prep_start_plan_steps(HrPrepare *p, HrReservation *r, Run *run, Input *in, const
 		case HR_PLAN_STEP_FREE:
 			if (!run->free_recorded) {
 				HrReservationStep *s =
-				    hr_reservation_add_step(r, "free", step->node);
+				    hr_reservation_add_step(r, HR_STEP_FREE, step->node);
 				s->expect_milli = step->gain_milli;
 				s->gained = step->blocks;
-				prep_set_step_state(s, "done",
-						    "free already, above the high watermark");
+				hr_reservation_step_set_state(
+				    s, HR_STEP_DONE, "free already, above the high watermark");
 				run->free_recorded = TRUE;
 				hr_reservation_touch(p->store, r);
 			}

@@ -522,10 +522,10 @@ take_from_reserve(HrPrepare *p, HrReservation *r)
 
 	if (moved == 0)
 		return;
-	s = hr_reservation_add_step(r, "reserve", r->planned_node);
+	s = hr_reservation_add_step(r, HR_STEP_RESERVE, r->planned_node);
 	s->gained = (gint64)moved;
 	s->expect_milli = moved * 1000;
-	prep_set_step_state(s, "done", "taken from the standing reserve");
+	hr_reservation_step_set_state(s, HR_STEP_DONE, "taken from the standing reserve");
 	hr_reservation_set_obtained(p->store, r, r->pool_blocks);
 	hr_reservation_set_state(p->store, r, HR_RESERVATION_IN_PROGRESS, NULL, NULL);
 	if (r->pool_blocks < r->need_blocks) {

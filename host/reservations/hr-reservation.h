@@ -71,14 +71,32 @@ typedef enum {
 
 #define HR_RESERVATION_ANY_NODE (-1)
 
+/* what a step does; its name in the API and the state file */
+typedef enum {
+	HR_STEP_FREE,	 /* "free": blocks free already (or held in the pool as they were) */
+	HR_STEP_COMPACT, /* "compact": compaction of the node (or the pool assembling) */
+	HR_STEP_DONATE,	 /* "donate": a guest's evacuation */
+	HR_STEP_RESERVE, /* "reserve": taken from the standing reserve (hr-reserve) */
+	HR_STEP_N_KINDS,
+} HrStepKind;
+
+/* where a step is: running until it ends done, short or failed */
+typedef enum {
+	HR_STEP_RUNNING, /* "running" */
+	HR_STEP_DONE,	 /* "done": it gave what was expected */
+	HR_STEP_SHORT,	 /* "short": less */
+	HR_STEP_FAILED,	 /* "failed": nothing, or an error */
+	HR_STEP_N_STATES,
+} HrStepState;
+
 /* One thing done for a reservation, with what it gave and cost. */
 typedef struct {
-	gchar *kind; /* "free", "compact", "donate" */
+	HrStepKind kind;
 	gint node;
-	gchar *guest;		/* donate: the guest's name */
-	gchar *guest_key;	/* donate: HrGuest.key, NULL in a version 1 file */
-	guint64 request_id;	/* donate: the evacuation request */
-	gchar *state;		/* "running", "done", "short", "failed" */
+	gchar *guest;	    /* donate: the guest's name */
+	gchar *guest_key;   /* donate: HrGuest.key, NULL in a version 1 file */
+	guint64 request_id; /* donate: the evacuation request */
+	HrStepState state;
 	gchar *detail;		/* why it fell short or failed, or NULL */
 	guint64 expect_milli;	/* the planner's expected gain, x1000 blocks */
 	gint64 gained;		/* host 2 MiB blocks it gave, measured */
@@ -134,6 +152,20 @@ typedef struct {
 
 typedef struct _HrReservationStore HrReservationStore;
 typedef void (*HrReservationFunc)(HrReservation *r, gpointer user_data);
+
+const gchar *
+hr_step_kind_to_string(HrStepKind kind);
+/* -1 when unknown */
+gint
+hr_step_kind_from_string(const gchar *str);
+const gchar *
+hr_step_state_to_string(HrStepState state);
+/* -1 when unknown */
+gint
+hr_step_state_from_string(const gchar *str);
+/* @step ended (or is again) @state, for @detail (or NULL) */
+void
+hr_reservation_step_set_state(HrReservationStep *step, HrStepState state, const gchar *detail);
 
 const gchar *
 hr_reservation_state_to_string(HrReservationState state);
@@ -252,7 +284,7 @@ void
 hr_reservation_set_obtained(HrReservationStore *store, HrReservation *r, guint64 blocks);
 /* a new step, owned by @r; the caller fills it and calls _touch */
 HrReservationStep *
-hr_reservation_add_step(HrReservation *r, const gchar *kind, gint node);
+hr_reservation_add_step(HrReservation *r, HrStepKind kind, gint node);
 void
 hr_reservation_add_hold(HrReservation *r, const gchar *guest_key, const gchar *guest_name,
 			guint64 gpa);
@@ -287,6 +319,10 @@ hr_reservation_hold_free(HrReservationHold *hold);
 /* @hold is @guest_key's now (a QEMU process of its VM that took it over) */
 void
 hr_reservation_hold_set_key(HrReservationHold *hold, const gchar *guest_key);
+/*
+ * @r as the state file keeps it (hr-reservation-file.c); the API's view of
+ * a reservation is the API's (hr_api_reservation_add_json)
+ */
 void
 hr_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);
 

@@ -36,16 +36,17 @@ fi
 "$gen_seeds" "$builddir/seeds"
 read -r -a glib_flags <<<"$(pkg-config --cflags --libs glib-2.0)"
 read -r -a daemon_flags <<<"$(pkg-config --cflags --libs gio-2.0 gio-unix-2.0 json-glib-1.0 libsoup-3.0)"
-# the daemon's library as host/meson.build builds it (without libvirt),
+# the daemon's layers' libraries as host/meson.build builds them (without libvirt),
 # its source list read from there so that a new file cannot be missed;
 # its generated hr-paths.h is in the build tree's host/
 daemon_srcs=()
 while read -r f; do
     daemon_srcs+=("$srcdir/host/$f")
-done < <(sed -n "/^libhugeroom = static_library(/,/^  c_args/s/^  '\([a-z]*\/hr-[a-z-]*\.c\)',\$/\1/p" \
+done < <(awk '/^hr_[a-z]+_lib = static_library\(/ {on = 1; next} /^\)/ {on = 0}
+    on && match($0, /^  \x27[a-z]+\/hr-[a-z-]+\.c\x27,$/) {print substr($0, 4, RLENGTH - 5)}' \
     "$srcdir/host/meson.build")
 [ ${#daemon_srcs[@]} -gt 20 ] || {
-    echo "run-fuzz.sh: read ${#daemon_srcs[@]} sources of libhugeroom from host/meson.build" >&2
+    echo "run-fuzz.sh: read ${#daemon_srcs[@]} sources of the layers' libraries from host/meson.build" >&2
     exit 1
 }
 # every folder of host/ is an include dir, as host/meson.build has them

@@ -4,8 +4,10 @@
 own layer or of one its layer may call, never one above. Reads every
 #include "..." of host/*/ and the source lists of host/meson.build; fails
 on an upward include, on a header of the tree that no layer owns, on a
-circle of includes between files, and on a source of host/ that
-host/meson.build does not build.  TAP.
+circle of includes between files, on a source of host/ that
+host/meson.build does not build, and on a layer's meson library
+(hr_LAYER_lib, hr_LAYER_dep) that builds another folder's sources or
+depends on a layer above.  TAP.
 
   tests/style/test-layers.py [SOURCE_ROOT]
 """
@@ -31,6 +33,19 @@ OUTSIDE = {"hr-codec.h": "protocol", "virtio_hugeroom.h": "protocol", "hr-paths.
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 PRIVATE = re.compile(r"-private$")
+
+
+def meson_blocks(meson):
+    """NAME = static_library(...) and NAME = declare_dependency(...) of a
+    meson file: {(NAME, function): the text inside the parentheses}"""
+    blocks = {}
+    for m in re.finditer(r"^(\w+) = (static_library|declare_dependency)\(", meson, re.M):
+        depth, i = 1, m.end()
+        while depth > 0 and i < len(meson):
+            depth += {"(": 1, ")": -1}.get(meson[i], 0)
+            i += 1
+        blocks[(m.group(1), m.group(2))] = meson[m.end():i - 1]
+    return blocks
 
 
 def main():
@@ -112,12 +127,35 @@ def main():
     missing = ["host/%s/%s is not in host/meson.build" % (l, n)
                for l, n in files if n.endswith(".c") and "%s/%s" % (l, n) not in built]
     check("host/meson.build builds every source of the layers", missing)
-    # a library of the daemon's layers must not take a client's source
-    m = re.search(r"^libhugeroom = static_library\((.*?)^\)", meson, re.M | re.S)
-    lib = set(re.findall(r"'([a-z]+)/[a-z0-9_-]+\.c'", m.group(1))) if m else set()
-    check("libhugeroom (the daemon's library) has no client source",
-          ["libhugeroom builds a source of clients/" for _ in [0] if "clients" in lib] +
-          (["no libhugeroom = static_library( in host/meson.build"] if m is None else []))
+    # meson: one static library per layer of the daemon (hr_LAYER_lib, and
+    # its hr_LAYER_dep), of its own folder's sources, depending only on the
+    # layers it may call; no client source in them
+    blocks = meson_blocks(meson)
+    libs = {m: body for (name, kind), body in blocks.items()
+            for m in [name[len("hr_"):-len("_lib")]]
+            if kind == "static_library" and name.startswith("hr_") and name.endswith("_lib")}
+    check("host/meson.build has a library per layer of the daemon",
+          ["no hr_%s_lib = static_library( in host/meson.build" % l
+           for l in sorted(MAY_CALL) if l != "clients" and l not in libs])
+    check("no layer library builds a client's source",
+          ["hr_%s_lib builds %s" % (l, src) for l, body in sorted(libs.items())
+           for src in re.findall(r"'(clients/[a-z0-9_-]+\.c)'", body)])
+    wrong = []
+    for (name, kind), body in sorted(blocks.items()):
+        m = re.match(r"hr_([a-z]+)_(lib|dep)$", name)
+        if m is None or m.group(1) not in MAY_CALL:
+            continue
+        layer = m.group(1)
+        for src in re.findall(r"'([a-z]+)/[a-z0-9_-]+\.c'", body):
+            if src != layer:
+                wrong.append("%s builds a source of %s/, not of %s/" % (name, src, layer))
+        for ref in sorted(set(re.findall(r"\bhr_([a-z]+)_(?:lib|dep)\b", body))):
+            if ref == layer or ref not in MAY_CALL:
+                continue
+            if ref not in MAY_CALL[layer]:
+                wrong.append("%s depends on hr_%s_*: %s/ may call only %s" %
+                             (name, ref, layer, ", ".join(MAY_CALL[layer]) or "itself"))
+    check("no meson dependency crosses a layer upward", wrong)
 
     print("TAP version 13")
     print("1..%d" % len(tests))

@@ -473,7 +473,7 @@ test_api_report(Fixture *f, gconstpointer data)
 	request_id = json_object_get_int_member(json_node_get_object(root), "request_id");
 	g_assert_cmpint(request_id, !=, 0);
 	guest = only_guest(f);
-	g_assert_cmpuint(g_hash_table_size(guest->pending), ==, 1);
+	g_assert_cmpuint(hr_inflight_count(guest->commands, HR_INFLIGHT_REPORT), ==, 1);
 
 	/* the device gets a HOST_CMD with CMD_REPORT and that id */
 	frame = fake_recv(dev);
@@ -487,7 +487,7 @@ test_api_report(Fixture *f, gconstpointer data)
 	answer = make_status(77, request_id, MiB(2));
 	fake_send(dev, HR_CHAN_GUEST_MSG, answer);
 	wait_for(cond_status_seq, &w, "the answer");
-	g_assert_cmpuint(g_hash_table_size(guest->pending), ==, 0);
+	g_assert_cmpuint(hr_inflight_count(guest->commands, HR_INFLIGHT_REPORT), ==, 0);
 
 	/* a disconnected guest cannot be asked */
 	g_clear_pointer(&dev, fake_free);

@@ -785,7 +785,7 @@ test_validation(Fixture *f, gconstpointer data)
 		   "blocks: return takes blocks or gpas, not both");
 	/* none of that reached the device */
 	fake_expect_silence(dev, 100);
-	g_assert_cmpuint(g_hash_table_size(only_guest(f)->requests), ==, 0);
+	g_assert_cmpuint(hr_inflight_count(only_guest(f)->commands, HR_INFLIGHT_REQUEST), ==, 0);
 
 	root = http_body(f, "POST", "/v1/guests/nosuch/evacuate", "{\"blocks\":1}", 404, NULL);
 	g_clear_pointer(&root, json_node_unref);

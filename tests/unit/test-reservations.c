@@ -204,17 +204,16 @@ filled_store(const gchar *path)
 	a = hr_reservation_store_create(store, MiB(64), 0, 1234567, TRUE, "launcher \"x\"", NULL);
 	hr_reservation_set_state(store, a, HR_RESERVATION_IN_PROGRESS, NULL, NULL);
 	a->planned_node = 0;
-	s = hr_reservation_add_step(a, "donate", 0);
+	s = hr_reservation_add_step(a, HR_STEP_DONATE, 0);
 	s->guest = g_strdup("vm1");
 	s->request_id = 77;
 	s->blocks_asked = 20;
 	s->blocks_held = 18;
 	s->gained = -1;
 	s->pages_migrated = 4000;
-	g_free(s->state);
-	s->state = g_strdup("short");
+	s->state = HR_STEP_SHORT;
 	s->detail = g_strdup("2 blocks unmovable");
-	s = hr_reservation_add_step(a, "compact", 0);
+	s = hr_reservation_add_step(a, HR_STEP_COMPACT, 0);
 	s->pages_scanned = 123456;
 	s->elapsed_ms = 450;
 	hr_reservation_add_hold(a, "11111111-2222-3333-4444-555555555555", "vm1", MiB(4096));
@@ -354,6 +353,19 @@ test_corrupt(Tmp *t, gconstpointer data)
 		g_assert_nonnull(p);
 		memcpy(p + 1, "in-pogress", 10);
 		expect_corrupt(t, bad, -1, "unknown state");
+	}
+	{
+		/* a step's kind and state are one of those the daemon knows */
+		g_autofree gchar *bad_kind = g_strdup(good);
+		g_autofree gchar *bad_state = g_strdup(good);
+		gchar *p = strstr(bad_kind, "\"compact\"");
+		g_assert_nonnull(p);
+		memcpy(p + 1, "compakt", 7);
+		expect_corrupt(t, bad_kind, -1, "unknown step kind");
+		p = strstr(bad_state, "\"short\"");
+		g_assert_nonnull(p);
+		memcpy(p + 1, "shrt!", 5);
+		expect_corrupt(t, bad_state, -1, "unknown step state");
 	}
 }
 
@@ -518,11 +530,11 @@ answer_evacuate(FakeDevice *dev, const HrCmd *cmd, guint freed)
 }
 
 static HrReservationStep *
-find_step(HrReservation *r, const gchar *kind)
+find_step(HrReservation *r, HrStepKind kind)
 {
 	for (guint i = 0; i < r->steps->len; i++) {
 		HrReservationStep *s = g_ptr_array_index(r->steps, i);
-		if (g_strcmp0(s->kind, kind) == 0)
+		if (s->kind == kind)
 			return s;
 	}
 	return NULL;
@@ -547,10 +559,10 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	wait_state(f, a->id, HR_RESERVATION_READY);
 	g_assert_cmpuint(a->obtained, ==, 98);
 	g_assert_false(a->partial);
-	s = find_step(a, "free");
+	s = find_step(a, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 98);
-	g_assert_null(find_step(a, "donate"));
+	g_assert_null(find_step(a, HR_STEP_DONATE));
 
 	/* 5 more: 2 are unpromised, the donor must give 3 */
 	b = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(10), 0, 0, FALSE, "b", NULL);
@@ -571,10 +583,10 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	answer_evacuate(dev, cmd, 3);
 	wait_state(f, b->id, HR_RESERVATION_READY);
 	g_assert_cmpuint(b->obtained, ==, 5);
-	s = find_step(b, "donate");
+	s = find_step(b, HR_STEP_DONATE);
 	g_assert_nonnull(s);
 	g_assert_cmpstr(s->guest, ==, "donor");
-	g_assert_cmpstr(s->state, ==, "done");
+	g_assert_cmpint(s->state, ==, HR_STEP_DONE);
 	g_assert_cmpuint(s->blocks_asked, ==, 3);
 	g_assert_cmpuint(s->blocks_held, ==, 3);
 	g_assert_cmpuint(s->pages_migrated, ==, 42);
@@ -641,7 +653,7 @@ test_exec_late_donor(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->holds->len, ==, 4);
 	for (guint i = 0, n = 0; i < r->steps->len; i++) {
 		s = g_ptr_array_index(r->steps, i);
-		if (g_strcmp0(s->kind, "donate") != 0)
+		if (s->kind != HR_STEP_DONATE)
 			continue;
 		g_assert_cmpstr(s->guest, ==, n == 0 ? "early" : "late");
 		g_assert_cmpuint(s->blocks_held, ==, n == 0 ? 3 : 1);
@@ -671,8 +683,8 @@ test_exec_partial(Fixture *f, gconstpointer data)
 	g_assert_true(r->partial);
 	g_assert_cmpuint(r->obtained, ==, 12);
 	g_assert_nonnull(strstr(r->reason, "no more sources: 12 of 20 blocks"));
-	s = find_step(r, "donate");
-	g_assert_cmpstr(s->state, ==, "short");
+	s = find_step(r, HR_STEP_DONATE);
+	g_assert_cmpint(s->state, ==, HR_STEP_SHORT);
 	g_assert_nonnull(strstr(s->detail, "2 of 3 blocks held"));
 	g_assert_nonnull(strstr(s->detail, "1 unmovable"));
 	/* the tried blocks were not offered again */
@@ -1053,8 +1065,8 @@ test_exec_restart_mid_donation(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(ret->nr_gpas, ==, 1);
 	r = hr_reservation_store_find(exec_store(f), id);
 	g_assert_cmpuint(r->holds->len, ==, 3);
-	s = find_step(r, "donate");
-	g_assert_cmpstr(s->state, ==, "short");
+	s = find_step(r, HR_STEP_DONATE);
+	g_assert_cmpint(s->state, ==, HR_STEP_SHORT);
 	g_assert_nonnull(strstr(s->detail, "restarted while it ran; 3 blocks"));
 	{
 		/* the guest takes it back; RETURNs run one at a time */
@@ -1120,7 +1132,7 @@ test_exec_deferral(Fixture *f, gconstpointer data)
 	again = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
 	g_assert_cmpint(g_get_monotonic_time() - failed_at, >=, 900 * 1000);
 	g_assert_cmpuint(again->gpas[0], >=, MiB(700));
-	g_assert_cmpstr(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, "failed");
+	g_assert_cmpint(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, HR_STEP_FAILED);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1175,10 +1187,10 @@ test_pool_free(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->obtained, ==, 10);
 	g_assert_cmpuint(pool_read(f), ==, 15);
 	g_assert_nonnull(strstr(r->reason, "held in node 0's hugetlb pool"));
-	s = find_step(r, "free");
+	s = find_step(r, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 10);
-	g_assert_cmpstr(s->state, ==, "done");
+	g_assert_cmpint(s->state, ==, HR_STEP_DONE);
 	g_assert_nonnull(strstr(s->detail, "held 10 of 10 blocks in node 0's hugetlb pool"));
 	/* held blocks are not free memory: nobody else is promised them */
 	g_assert_cmpuint(hr_reservation_store_promised(exec_store(f), 0, NULL), ==, 0);
@@ -1226,7 +1238,7 @@ test_pool_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(cmd->count, ==, 3);
 	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
 	g_assert_cmpuint(r->pool_blocks, ==, 0);
-	g_assert_null(find_step(r, "free"));
+	g_assert_null(find_step(r, HR_STEP_FREE));
 	/* QEMU discarded them: 4 free blocks, 3 of them above the watermark */
 	host_set_free(f, 25000, 4);
 	answer_evacuate(dev, cmd, 3);
@@ -1235,10 +1247,10 @@ test_pool_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->pool_blocks, ==, 3);
 	g_assert_cmpuint(pool_read(f), ==, 8);
 	g_assert_cmpuint(r->holds->len, ==, 3);
-	s = find_step(r, "donate");
+	s = find_step(r, HR_STEP_DONATE);
 	g_assert_nonnull(s);
 	g_assert_cmpuint(s->blocks_held, ==, 3);
-	s = find_step(r, "free");
+	s = find_step(r, HR_STEP_FREE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 3);
 }
@@ -1289,8 +1301,8 @@ test_pool_asked_again(Fixture *f, gconstpointer data)
 	g_assert_false(r->partial);
 	g_assert_cmpuint(r->pool_blocks, ==, 6);
 	for (guint i = 0; i < r->steps->len; i++)
-		donations += g_strcmp0(((HrReservationStep *)g_ptr_array_index(r->steps, i))->kind,
-				       "donate") == 0;
+		donations +=
+		    ((HrReservationStep *)g_ptr_array_index(r->steps, i))->kind == HR_STEP_DONATE;
 	g_assert_cmpuint(donations, ==, 2);
 	g_assert_cmpuint(r->holds->len, ==, 6);
 }
@@ -1421,7 +1433,7 @@ test_pool_reserve(Fixture *f, gconstpointer data)
 	g_assert_false(r->partial);
 	g_assert_cmpuint(r->pool_blocks, ==, 15);
 	g_assert_cmpuint(pool_read(f), ==, 25);
-	s = find_step(r, "reserve");
+	s = find_step(r, HR_STEP_RESERVE);
 	g_assert_nonnull(s);
 	g_assert_cmpint(s->gained, ==, 15);
 	g_assert_cmpuint(reserve_member(f, "taken_blocks"), ==, 15);

@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+
+/*
+ * The store of reservations: the list, ids, the most it keeps, the
+ * promises per node, the ledger of who owns which held guest block, and when
+ * the QEMUs holds name were seen gone (migration grace).
+ */
+
+#define G_LOG_DOMAIN "HrReservation"
+
+#include "hr-reservation-private.h"
+
+HrReservationStore *
+hr_reservation_store_new(const gchar *path)
+{
+	HrReservationStore *store = g_new0(HrReservationStore, 1);
+	store->path = g_strdup(path);
+	store->list = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_free);
+	store->next_id = 1;
+	store->max = G_MAXUINT;
+	store->ledger = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+					      (GDestroyNotify)g_hash_table_unref);
+	store->gone = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	if (g_file_get_contents(BOOT_ID_PATH, &store->boot_id, NULL, NULL))
+		g_strstrip(store->boot_id);
+	g_mutex_init(&store->lock);
+	g_cond_init(&store->idle);
+	g_cond_init(&store->wake);
+	store->backoff_us = WRITE_RETRY_MIN_US;
+	return store;
+}
+
+void
+hr_reservation_store_set_max(HrReservationStore *store, guint max)
+{
+	store->max = MAX(max, 1);
+}
+
+void
+hr_reservation_store_free(HrReservationStore *store)
+{
+	if (store == NULL)
+		return;
+	hr_reservation_store_stop_writer(store);
+	g_mutex_clear(&store->lock);
+	g_cond_clear(&store->idle);
+	g_cond_clear(&store->wake);
+	g_free(store->retry);
+	g_free(store->save_error);
+	g_hash_table_unref(store->ledger);
+	g_hash_table_unref(store->gone);
+	g_free(store->boot_id);
+	g_free(store->path);
+	g_ptr_array_unref(store->list);
+	g_free(store);
+}
+
+const gchar *
+hr_reservation_store_get_path(HrReservationStore *store)
+{
+	return store->path;
+}
+
+GPtrArray *
+hr_reservation_store_list(HrReservationStore *store)
+{
+	return store->list;
+}
+
+HrReservation *
+hr_reservation_store_find(HrReservationStore *store, const gchar *id)
+{
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		if (g_strcmp0(r->id, id) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The ledger */
+
+static gchar *
+ledger_entry(guint64 gpa, guint64 request_id)
+{
+	return gpa != 0 ? g_strdup_printf("b:%" G_GINT64_MODIFIER "x", gpa)
+			: g_strdup_printf("r:%" G_GUINT64_FORMAT, request_id);
+}
+
+void
+hr_reservation_store_ledger_add(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	gchar *entry = ledger_entry(gpa, request_id);
+	gint64 now = g_get_real_time();
+
+	if (entries == NULL) {
+		entries = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+		g_hash_table_insert(store->ledger, g_strdup(guest_key), entries);
+	}
+	if (g_hash_table_contains(entries, entry)) {
+		g_free(entry);
+		return;
+	}
+	g_hash_table_insert(entries, entry, g_memdup2(&now, sizeof(now)));
+	hr_reservation_touch(store, NULL);
+}
+
+gboolean
+hr_reservation_store_ledger_has(HrReservationStore *store, const gchar *guest_key, guint64 gpa,
+				guint64 request_id)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	g_autofree gchar *entry = ledger_entry(gpa, request_id);
+	return entries != NULL && g_hash_table_contains(entries, entry);
+}
+
+gboolean
+hr_reservation_store_ledger_has_requests(HrReservationStore *store, const gchar *guest_key)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	GHashTableIter iter;
+	const gchar *entry;
+
+	if (entries == NULL)
+		return FALSE;
+	g_hash_table_iter_init(&iter, entries);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&entry, NULL)) {
+		if (g_str_has_prefix(entry, "r:"))
+			return TRUE;
+	}
+	return FALSE;
+}
+
+void
+hr_reservation_store_ledger_sync(
+    HrReservationStore *store, const gchar *guest_key, GHashTable *held,
+    gboolean (*is_live)(guint64 request_id, gint64 since, gpointer data), gpointer data)
+{
+	GHashTable *entries = g_hash_table_lookup(store->ledger, guest_key);
+	GHashTableIter iter;
+	const gchar *entry;
+	gint64 *since;
+	guint gone = 0;
+
+	if (entries == NULL)
+		return;
+	g_hash_table_iter_init(&iter, entries);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&entry, (gpointer *)&since)) {
+		guint64 v = g_ascii_strtoull(entry + 2, NULL, entry[0] == 'b' ? 16 : 10);
+		if (entry[0] == 'b' ? g_hash_table_contains(held, &v) : is_live(v, *since, data))
+			continue;
+		g_hash_table_iter_remove(&iter);
+		gone++;
+	}
+	if (g_hash_table_size(entries) == 0)
+		g_hash_table_remove(store->ledger, guest_key);
+	if (gone > 0)
+		hr_reservation_touch(store, NULL);
+}
+
+void
+hr_reservation_store_ledger_rekey(HrReservationStore *store, const gchar *from, const gchar *to)
+{
+	GHashTable *entries, *into;
+	GHashTableIter iter;
+	gpointer old_key, entry, since;
+
+	if (g_strcmp0(from, to) == 0 ||
+	    !g_hash_table_steal_extended(store->ledger, from, &old_key, (gpointer *)&entries))
+		return;
+	g_free(old_key);
+	into = g_hash_table_lookup(store->ledger, to);
+	if (into == NULL) {
+		g_hash_table_insert(store->ledger, g_strdup(to), entries);
+	} else {
+		g_hash_table_iter_init(&iter, entries);
+		while (g_hash_table_iter_next(&iter, &entry, &since)) {
+			g_hash_table_iter_steal(&iter);
+			if (g_hash_table_contains(into, entry)) {
+				g_free(entry);
+				g_free(since);
+			} else {
+				g_hash_table_insert(into, entry, since);
+			}
+		}
+		g_hash_table_unref(entries);
+	}
+	hr_reservation_touch(store, NULL);
+}
+
+guint
+hr_reservation_store_ledger_size(HrReservationStore *store)
+{
+	GHashTableIter iter;
+	GHashTable *entries;
+	guint n = 0;
+
+	g_hash_table_iter_init(&iter, store->ledger);
+	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&entries))
+		n += g_hash_table_size(entries);
+	return n;
+}
+
+/* ---------------------------------------------------------------------- */
+/* When QEMUs were seen gone (migration grace) */
+
+/*
+ * CLOCK_BOOTTIME: every process of one boot reads the same clock, so a
+ * restarted daemon goes on counting where the previous one was; unlike
+ * the wall clock it is never stepped (NTP, an admin's date), which would
+ * cut a grace short or stretch it, and unlike CLOCK_MONOTONIC it counts
+ * a suspend, which is time the destination had. It means nothing in
+ * another boot: the file names its boot.
+ */
+gint64
+res_boottime_us(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+		return g_get_monotonic_time();
+	return (gint64)ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
+}
+
+gint64
+hr_reservation_store_gone_for(HrReservationStore *store, const gchar *guest_key)
+{
+	gint64 now = res_boottime_us();
+	gint64 *since = g_hash_table_lookup(store->gone, guest_key);
+
+	if (since == NULL) {
+		since = g_memdup2(&now, sizeof(now));
+		g_hash_table_insert(store->gone, g_strdup(guest_key), since);
+		hr_reservation_touch(store, NULL);
+	}
+	return *since == 0 ? G_MAXINT64 : now - *since;
+}
+
+void
+hr_reservation_store_gone_prune(HrReservationStore *store)
+{
+	g_autoptr(GHashTable) named = g_hash_table_new(g_str_hash, g_str_equal);
+	GHashTableIter iter;
+	const gchar *key;
+	guint gone = 0;
+
+	if (g_hash_table_size(store->gone) == 0)
+		return;
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		for (guint j = 0; j < r->holds->len; j++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, j);
+			if (h->guest_key != NULL)
+				g_hash_table_add(named, h->guest_key);
+		}
+	}
+	g_hash_table_iter_init(&iter, store->gone);
+	while (g_hash_table_iter_next(&iter, (gpointer *)&key, NULL)) {
+		if (!g_hash_table_contains(named, key)) {
+			g_hash_table_iter_remove(&iter);
+			gone++;
+		}
+	}
+	if (gone > 0)
+		hr_reservation_touch(store, NULL);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Changes */
+
+void
+hr_reservation_touch(HrReservationStore *store, HrReservation *r)
+{
+	if (r != NULL)
+		r->updated_at = g_get_real_time();
+	hr_reservation_store_save_async(store);
+	if (r != NULL && store->changed != NULL)
+		store->changed(r, store->changed_data);
+}
+
+void
+hr_reservation_store_set_changed_func(HrReservationStore *store, HrReservationFunc func,
+				      gpointer user_data)
+{
+	store->changed = func;
+	store->changed_data = user_data;
+}
+
+/* make room for one more: forget the oldest settled reservation holding nothing */
+static gboolean
+hr_reservation_store_make_room(HrReservationStore *store, GError **error)
+{
+	if (store->list->len < store->max)
+		return TRUE;
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		if (!hr_reservation_state_is_settled(r->state) ||
+		    r->state == HR_RESERVATION_READY || r->holds->len > 0 || r->pool_blocks > 0)
+			continue;
+		g_info("reservation %s forgotten: %u are kept at most", r->id, store->max);
+		g_ptr_array_remove_index(store->list, i);
+		return TRUE;
+	}
+	g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+		    "%u reservations are live or hold blocks already, the most the daemon keeps "
+		    "(max_reservations): release some first",
+		    store->list->len);
+	return FALSE;
+}
+
+HrReservation *
+hr_reservation_store_create(HrReservationStore *store, guint64 bytes, gint node, gint64 deadline_at,
+			    gboolean strict, const gchar *requester, GError **error)
+{
+	HrReservation *r;
+
+	if (bytes == 0) {
+		g_set_error_literal(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+				    "bytes: a reservation needs at least one byte");
+		return NULL;
+	}
+	if (node < HR_RESERVATION_ANY_NODE) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+			    "node: %d is not a node number", node);
+		return NULL;
+	}
+	if (!hr_reservation_store_make_room(store, error))
+		return NULL;
+	r = hr_reservation_new();
+	r->id = g_strdup_printf("r%" G_GUINT64_FORMAT, store->next_id++);
+	r->bytes = bytes;
+	r->need_blocks = (bytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
+	r->node = node;
+	r->strict = strict;
+	r->requester = g_strdup(requester);
+	r->state = HR_RESERVATION_CREATED;
+	r->created_at = g_get_real_time();
+	r->deadline_at = deadline_at;
+	g_ptr_array_add(store->list, r);
+	hr_reservation_touch(store, r);
+	return r;
+}
+
+guint64
+hr_reservation_store_promised(HrReservationStore *store, gint node, const HrReservation *except)
+{
+	guint64 sum = 0;
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		if (r == except || !hr_reservation_state_is_live(r->state))
+			continue;
+		if (r->planned_node < 0 || (node >= 0 && r->planned_node != node))
+			continue;
+		/* blocks in the hugetlb pool are not free memory any more */
+		sum += r->obtained - MIN(r->obtained, r->pool_blocks);
+	}
+	return sum;
+}
