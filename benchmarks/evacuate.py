@@ -61,6 +61,7 @@ class Bench:
         self.d = daemon
         self.chunk = chunk
         self.n_fill = 0
+        self.serving = False  # the latest memfill still runs
 
     def ctl_request(self, *args):
         # exit 3 = the request ended partial: still a result to print
@@ -106,10 +107,10 @@ class Bench:
 
     def fragment(self):
         """(Re)start one memfill with holes over nearly all free memory."""
-        if self.n_fill:
-            self.g.cmd("sh /tools/memfill ctl /tmp/bf%d quit || true" % self.n_fill)
-            time.sleep(1)
+        if self.serving:
+            self.quit_fill()
         self.n_fill += 1
+        self.serving = True
         avail = self.g.meminfo()["MemAvailable"] // 1024
         mib = max(64, avail - 24)
         d = "/tmp/bf%d" % self.n_fill
@@ -119,12 +120,17 @@ class Bench:
             self.g.cmd("sh cat %s/log" % d)), 900, "memfill READY", interval=2)
         return mib
 
+    def quit_fill(self):
+        # a memfill that quit has no reader on its fifo: ask only once
+        self.g.cmd("sh /tools/memfill ctl /tmp/bf%d quit || true" % self.n_fill)
+        self.serving = False
+        time.sleep(1)
+
     def move_pages(self, pages):
         """move_pages(2) of @pages fresh anonymous pages to node 1 and back:
         {"move": ns per page, "back": ns per page, ...}; the memfill that
         filled the guest is stopped first."""
-        self.g.cmd("sh /tools/memfill ctl /tmp/bf%d quit || true" % self.n_fill)
-        time.sleep(1)
+        self.quit_fill()
         out = {"pages": pages}
         for line in self.g.cmd("sh /tools/movepages %d 0 1" % pages, timeout=600):
             f = line.split()
