@@ -67,7 +67,7 @@ def main():
     series = sys.argv[1] if len(sys.argv) > 1 else "6.12"
     tap = hrvm.Tap()
     work = hrvm.workdir("hr-late-%s-" % series)
-    daemon = hog = gate = None
+    daemon = hog = gate = prep = None
     guests = []
     try:
         bigmem_lock(exclusive=True)
@@ -187,6 +187,18 @@ def main():
         if daemon:
             print("# daemon log:\n# " + daemon.log().replace("\n", "\n# "))
     finally:
+        if prep and prep.poll() is None:
+            prep.kill()
+            prep.wait()
+        # what the reservations hold in the host's hugetlb pool goes back
+        # with them: a daemon stopped holding it would leave it taken
+        if daemon and daemon.alive():
+            try:
+                for r in daemon.ctl_json("reservations")["reservations"]:
+                    if r["state"] in ("created", "in-progress", "ready"):
+                        daemon.ctl("release", r["id"])
+            except hrvm.Failure as e:
+                print("# releasing at the end: %s" % e)
         if hog:
             hog.stop()
         for g in guests:

@@ -185,6 +185,16 @@ def main():
     finally:
         if vm:
             vm.stop()
+        # the reserve's parts and the reservation hold hugetlb pool pages:
+        # given back before the daemon stops, whatever failed
+        if daemon and daemon.alive():
+            try:
+                reserve(daemon, {"bytes": 0})
+                for r in daemon.ctl_json("reservations")["reservations"]:
+                    if r["state"] in ("created", "in-progress", "ready"):
+                        daemon.ctl("release", r["id"])
+            except hrvm.Failure as e:
+                print("# releasing at the end: %s" % e)
         if hog:
             hog.stop()
         for g in guests:
