@@ -275,6 +275,16 @@ class Bench:
                 pass
         self.guests = []
         self.speed = None
+        if self.daemon and self.daemon.alive():
+            # what the reservations (the reserve's parts among them) hold
+            # in the host's hugetlb pool goes back before the daemon stops
+            try:
+                hrvm.http(self.daemon.api_sock, "PUT", "/v1/reserve", {"bytes": 0})
+                for res in self.daemon.ctl_json("reservations")["reservations"]:
+                    if res["state"] in ("created", "in-progress", "ready"):
+                        self.daemon.ctl("release", res["id"])
+            except (hrvm.Failure, OSError) as e:
+                say("  releasing the reservations: %s" % e)
         if self.daemon:
             self.daemon.stop()
             self.daemon = None
