@@ -123,6 +123,10 @@ hr_reserve_set(HrReserve *reserve, guint64 bytes, gint node, GError **error)
 	reserve->bytes = bytes;
 	reserve->node = node;
 	reserve->next_fill_us = 0;
+	/* until a reload changes reserve= in the config (an API's set holds till then) */
+	reserve->conf_seen = TRUE;
+	g_free(reserve->conf);
+	reserve->conf = g_strdup(reserve->config->reserve);
 	return TRUE;
 }
 

@@ -1450,6 +1450,25 @@ test_pool_reserve(Fixture *f, gconstpointer data)
 	host_set_psi(f, "0.00");
 }
 
+/* a reserve set through the API holds until the config's reserve= changes */
+static void
+test_pool_reserve_api(Fixture *f, gconstpointer data)
+{
+	HrReserve *reserve = hr_prepare_get_reserve(hr_daemon_get_prepare(f->daemon));
+	(void)data;
+
+	g_assert_true(hr_reserve_set(reserve, MiB(8), 0, NULL));
+	wait_reserve(f, "blocks_ready", 4);
+	/* ticks later it is still there */
+	g_usleep(300 * 1000);
+	g_assert_cmpuint(reserve_member(f, "bytes"), ==, MiB(8));
+	g_assert_cmpuint(pool_read(f), ==, 9);
+	/* a reload that sets reserve= wins over it */
+	f->config->reserve = g_strdup("4M");
+	wait_reserve(f, "bytes", MiB(4));
+	wait_pool(f, 5);
+}
+
 /* nothing free and no donor: a strict reservation fails and says why */
 static void
 test_pool_strict_fails(Fixture *f, gconstpointer data)
@@ -1552,6 +1571,7 @@ main(int argc, char **argv)
 	ADD_POOL("asked-again", test_pool_asked_again);
 	ADD_POOL("late-donor", test_pool_late_donor);
 	ADD_POOL("reserve", test_pool_reserve);
+	ADD_POOL("reserve-api", test_pool_reserve_api);
 #undef ADD_POOL
 	return g_test_run();
 }
