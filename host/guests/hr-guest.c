@@ -103,6 +103,126 @@ hr_guest_return_reason_to_string(guint32 reason)
 	}
 }
 
+guint64
+hr_guest_get_id(const HrGuest *guest)
+{
+	return guest->id;
+}
+
+const gchar *
+hr_guest_get_name(const HrGuest *guest)
+{
+	return guest->name;
+}
+
+const gchar *
+hr_guest_get_key(const HrGuest *guest)
+{
+	return guest->key;
+}
+
+gint
+hr_guest_get_pid(const HrGuest *guest)
+{
+	return guest->pid;
+}
+
+const HrPeer *
+hr_guest_get_peer(const HrGuest *guest)
+{
+	return guest->peer;
+}
+
+const gchar *
+hr_guest_get_known_uuid(const HrGuest *guest)
+{
+	return guest->uuid_known ? guest->uuid : NULL;
+}
+
+gboolean
+hr_guest_is_ready(const HrGuest *guest)
+{
+	return guest->ready;
+}
+
+gint64
+hr_guest_get_gone_at(const HrGuest *guest)
+{
+	return guest->gone_at;
+}
+
+GHashTable *
+hr_guest_get_held(const HrGuest *guest)
+{
+	return guest->held;
+}
+
+guint64
+hr_guest_get_held_gen(const HrGuest *guest)
+{
+	return guest->held_gen;
+}
+
+const HrStatus *
+hr_guest_get_status(const HrGuest *guest)
+{
+	return guest->status;
+}
+
+const HrChanDeviceState *
+hr_guest_get_state(const HrGuest *guest)
+{
+	return guest->have_state ? &guest->state : NULL;
+}
+
+const HrRamRange *
+hr_guest_get_ram(const HrGuest *guest, guint *n_ranges)
+{
+	*n_ranges = guest->ram->len;
+	return (const HrRamRange *)guest->ram->data;
+}
+
+guint64
+hr_guest_get_ram_size(const HrGuest *guest)
+{
+	return guest->ram_size;
+}
+
+HrRequest *
+hr_guest_get_active_request(const HrGuest *guest)
+{
+	return guest->active;
+}
+
+HrRequest *
+hr_guest_get_last_finished(const HrGuest *guest)
+{
+	return g_queue_peek_tail((GQueue *)&guest->finished);
+}
+
+const gchar *
+hr_guest_get_prev_key(const HrGuest *guest)
+{
+	return guest->prev_key;
+}
+
+gchar *
+hr_guest_take_prev_key(HrGuest *guest)
+{
+	return g_steal_pointer(&guest->prev_key);
+}
+
+void
+hr_guest_mark_orphans(HrGuest *guest, const guint64 *gpas, guint n)
+{
+	for (guint i = 0; i < n; i++) {
+		HrHeldBlock *b = g_hash_table_lookup(guest->held, &gpas[i]);
+		if (b != NULL)
+			b->orphan = TRUE;
+	}
+	guest->orphans_returned += n;
+}
+
 HrGuest *
 hr_guest_new(guint64 id, const HrChanHello *hello, HrPeer *peer)
 {

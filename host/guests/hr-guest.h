@@ -125,6 +125,63 @@ typedef struct {
 	guint pcp_evacuations;	   /* the executor's, running: the guest runs density */
 } HrGuest;
 
+/*
+ * What the layers above read of a guest (the reservations layer reads a
+ * guest through these only; the struct above is to become opaque).
+ */
+guint64
+hr_guest_get_id(const HrGuest *guest);
+const gchar *
+hr_guest_get_name(const HrGuest *guest);
+/* HrGuest.key: the guest bound to its QEMU process */
+const gchar *
+hr_guest_get_key(const HrGuest *guest);
+gint
+hr_guest_get_pid(const HrGuest *guest);
+const HrPeer *
+hr_guest_get_peer(const HrGuest *guest);
+/* the UUID when it is known (uuid_known), else NULL */
+const gchar *
+hr_guest_get_known_uuid(const HrGuest *guest);
+/* connected and its resync over */
+gboolean
+hr_guest_is_ready(const HrGuest *guest);
+/* monotonic us it is disconnected since, 0 while connected */
+gint64
+hr_guest_get_gone_at(const HrGuest *guest);
+/* gpa -> HrHeldBlock: the blocks it holds (the guest's; read only) */
+GHashTable *
+hr_guest_get_held(const HrGuest *guest);
+/* bumped by every change of the held set */
+guint64
+hr_guest_get_held_gen(const HrGuest *guest);
+/* the latest valid STATUS, or NULL */
+const HrStatus *
+hr_guest_get_status(const HrGuest *guest);
+/* the latest DEVICE_STATE, or NULL before one */
+const HrChanDeviceState *
+hr_guest_get_state(const HrGuest *guest);
+/* its RAM layout: @n_ranges ranges */
+const HrRamRange *
+hr_guest_get_ram(const HrGuest *guest, guint *n_ranges);
+guint64
+hr_guest_get_ram_size(const HrGuest *guest);
+/* the request sent or running, or NULL */
+HrRequest *
+hr_guest_get_active_request(const HrGuest *guest);
+/* the request that finished last, or NULL */
+HrRequest *
+hr_guest_get_last_finished(const HrGuest *guest);
+/* the key of the process the entry had before a new QEMU of the VM took it, or NULL */
+const gchar *
+hr_guest_get_prev_key(const HrGuest *guest);
+/* ... and it is the caller's: the entry forgets it */
+gchar *
+hr_guest_take_prev_key(HrGuest *guest);
+/* RETURNs were sent for @n of its held blocks, @gpas, that nobody owned */
+void
+hr_guest_mark_orphans(HrGuest *guest, const guint64 *gpas, guint n);
+
 /* takes @peer */
 HrGuest *
 hr_guest_new(guint64 id, const HrChanHello *hello, HrPeer *peer);

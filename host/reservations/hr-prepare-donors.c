@@ -30,9 +30,10 @@ gboolean
 prep_guest_can_donate(HrGuest *guest)
 {
 	guint64 need = (1 << VIRTIO_HUGEROOM_F_EVACUATE) | (1 << VIRTIO_HUGEROOM_F_HOLD);
-	return hr_guest_is_connected(guest) && guest->ready && guest->status != NULL &&
-	       guest->have_state && guest->state.driver_ok && !guest->state.discard_disabled &&
-	       (guest->state.guest_features & need) == need;
+	const HrChanDeviceState *state = hr_guest_get_state(guest);
+	return hr_guest_is_connected(guest) && hr_guest_is_ready(guest) &&
+	       hr_guest_get_status(guest) != NULL && state != NULL && state->driver_ok &&
+	       !state->discard_disabled && (state->guest_features & need) == need;
 }
 
 void
@@ -79,7 +80,7 @@ prep_thpmap_failed(GuestPlanState *gs, HrGuest *guest, const GError *error)
 		gs->map_warned = TRUE;
 		g_warning("%s: cannot read the host backing of its RAM (%s); its blocks count as "
 			  "4 KiB-backed",
-			  guest != NULL ? guest->name : "a guest", error->message);
+			  guest != NULL ? hr_guest_get_name(guest) : "a guest", error->message);
 	}
 }
 
@@ -118,9 +119,11 @@ static void
 refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 {
 	gint64 now = g_get_monotonic_time();
+	const HrRamRange *ram;
+	guint n_ram;
 	ScanCtx *ctx;
 
-	if (p->config->backing != HR_BACKING_SCAN || guest->pid <= 0 || gs->scanning)
+	if (p->config->backing != HR_BACKING_SCAN || hr_guest_get_pid(guest) <= 0 || gs->scanning)
 		return;
 	if (gs->map_at != 0 && now - gs->map_at < THPMAP_MAX_AGE_US)
 		return;
@@ -130,10 +133,11 @@ refresh_thpmap(HrPrepare *p, HrGuest *guest, GuestPlanState *gs)
 	 */
 	ctx = g_new0(ScanCtx, 1);
 	ctx->prepare = p;
-	ctx->guest_id = guest->id;
+	ctx->guest_id = hr_guest_get_id(guest);
 	gs->scanning = TRUE;
-	hr_thpmap_scan_async(guest->pid, (const HrRamRange *)guest->ram->data, guest->ram->len,
-			     p->cancellable, thpmap_scanned_cb, ctx);
+	ram = hr_guest_get_ram(guest, &n_ram);
+	hr_thpmap_scan_async(hr_guest_get_pid(guest), ram, n_ram, p->cancellable, thpmap_scanned_cb,
+			     ctx);
 }
 
 /* why the planner may get nothing from a donor, for the reason a reservation ends with */
@@ -147,26 +151,27 @@ why_not_donor(GString *why, HrGuest *guest, GuestPlanState *gs, const HrPlanGues
 		g_string_append_printf(why,
 				       "; %s: deferred for %" G_GINT64_FORMAT " ms after %u failed "
 				       "evacuations",
-				       guest->name, pg->next_allowed_ms - now_ms, pg->failures);
+				       hr_guest_get_name(guest), pg->next_allowed_ms - now_ms,
+				       pg->failures);
 		return;
 	}
 	if (pg->free_pages < pg->floor_pages + BLOCK_PAGES) {
 		g_string_append_printf(why,
 				       "; %s: at its floor (%" G_GUINT64_FORMAT
 				       " MiB free, floor %" G_GUINT64_FORMAT " MiB)",
-				       guest->name, pg->free_pages / 256,
+				       hr_guest_get_name(guest), pg->free_pages / 256,
 				       (pg->floor_pages - FLOOR_SLACK_PAGES) / 256);
 		return;
 	}
 	if (pg->held_blocks >= pg->budget_blocks) {
 		g_string_append_printf(why, "; %s: holds its budget of %u blocks already",
-				       guest->name, pg->budget_blocks);
+				       hr_guest_get_name(guest), pg->budget_blocks);
 		return;
 	}
 	for (guint c = 0; c < pg->n_candidates; c++)
 		thp += pg->candidates[c].backing == HR_THP_BLOCK_THP && !pg->candidates[c].tried;
 	if (thp == 0)
-		g_string_append_printf(why, "; %s: %s", guest->name,
+		g_string_append_printf(why, "; %s: %s", hr_guest_get_name(guest),
 				       gs->map == NULL && !gs->map_failed
 					   ? "its host backing is being scanned"
 					   : "no free memory inside host THP-backed blocks");
@@ -225,19 +230,20 @@ prep_build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *r
 				    why,
 				    "; %s: cannot donate (driver not ready, "
 				    "no evacuate/hold feature or discard disabled)",
-				    guest->name);
+				    hr_guest_get_name(guest));
 			continue;
 		}
-		if (run != NULL &&
-		    GPOINTER_TO_UINT(g_hash_table_lookup(run->strikes, &guest->id)) >= 2) {
+		if (run != NULL && GPOINTER_TO_UINT(g_hash_table_lookup(
+				       run->strikes, &(guint64){hr_guest_get_id(guest)})) >= 2) {
 			g_string_append_printf(why, "; %s: its donations freed little host memory",
-					       guest->name);
+					       hr_guest_get_name(guest));
 			continue;
 		}
 		gs = prep_get_gstate(p, guest);
-		hr_config_guest_policy(p->config, guest->name, &policy);
+		hr_config_guest_policy(p->config, hr_guest_get_name(guest), &policy);
 		if (!policy.donor) {
-			g_string_append_printf(why, "; %s: not a donor (policy)", guest->name);
+			g_string_append_printf(why, "; %s: not a donor (policy)",
+					       hr_guest_get_name(guest));
 		} else {
 			refresh_thpmap(p, guest, gs);
 			/* not known yet: wait for the scan rather than give up on it */
@@ -245,8 +251,8 @@ prep_build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *r
 				in->maps_pending++;
 		}
 		if (run != NULL)
-			tried = g_hash_table_lookup(run->tried, &guest->id);
-		pg.id = guest->id;
+			tried = g_hash_table_lookup(run->tried, &(guint64){hr_guest_get_id(guest)});
+		pg.id = hr_guest_get_id(guest);
 		/* the node most of its host THPs are on (else the first node) */
 		pg.node = gs->map != NULL && gs->map->thp_node >= 0 ? (guint)gs->map->thp_node
 								    : first_node;
@@ -256,21 +262,23 @@ prep_build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *r
 		 * one took 512 pages of its free memory (its own free pages and
 		 * the free pages its used pages moved to).
 		 */
-		pg.free_pages = guest->status->mem_free_pages;
-		if (g_hash_table_size(guest->held) > guest->status->held_blocks)
-			pg.free_pages -=
-			    MIN(pg.free_pages, (guint64)(g_hash_table_size(guest->held) -
-							 guest->status->held_blocks) *
-						   BLOCK_PAGES);
+		pg.free_pages = hr_guest_get_status(guest)->mem_free_pages;
+		if (g_hash_table_size(hr_guest_get_held(guest)) >
+		    hr_guest_get_status(guest)->held_blocks)
+			pg.free_pages -= MIN(pg.free_pages,
+					     (guint64)(g_hash_table_size(hr_guest_get_held(guest)) -
+						       hr_guest_get_status(guest)->held_blocks) *
+						 BLOCK_PAGES);
 		/*
 		 * A block of slack above the floor: the guest allocates on its
 		 * own between its report and the last hold.
 		 */
 		pg.floor_pages = policy.floor_mb * 256 + FLOOR_SLACK_PAGES;
-		pg.held_blocks = g_hash_table_size(guest->held);
-		pg.budget_blocks = policy.budget_blocks > 0
-				       ? policy.budget_blocks
-				       : (guint)(guest->ram_size / HR_PLAN_BLOCK_BYTES / 2);
+		pg.held_blocks = g_hash_table_size(hr_guest_get_held(guest));
+		pg.budget_blocks =
+		    policy.budget_blocks > 0
+			? policy.budget_blocks
+			: (guint)(hr_guest_get_ram_size(guest) / HR_PLAN_BLOCK_BYTES / 2);
 		pg.failures = gs->failures;
 		pg.next_allowed_ms = gs->next_allowed_ms;
 		/*
@@ -286,21 +294,21 @@ prep_build_input(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *r
 			n_ranged_max =
 			    (guint)MIN((guint64)n_ranged_max,
 				       r->need_blocks - MIN(r->need_blocks, r->pool_blocks));
-		cands =
-		    g_new0(HrPlanCandidate, MAX(guest->status->nr_candidates + n_ranged_max, 1));
-		for (guint c = 0; c < guest->status->nr_candidates; c++) {
-			const HrCandidate *hc = &guest->status->candidates[c];
+		cands = g_new0(HrPlanCandidate,
+			       MAX(hr_guest_get_status(guest)->nr_candidates + n_ranged_max, 1));
+		for (guint c = 0; c < hr_guest_get_status(guest)->nr_candidates; c++) {
+			const HrCandidate *hc = &hr_guest_get_status(guest)->candidates[c];
 			cands[c].gpa = hc->gpa;
 			cands[c].free_pages = hc->free_pages;
 			cands[c].backing = policy.donor ? candidate_backing(p, guest, gs, hc->gpa)
 							: HR_THP_BLOCK_ABSENT;
 			cands[c].tried = tried != NULL && g_hash_table_contains(tried, &hc->gpa);
 			/* a block the guest holds already is not a candidate any more */
-			if (g_hash_table_contains(guest->held, &hc->gpa))
+			if (g_hash_table_contains(hr_guest_get_held(guest), &hc->gpa))
 				cands[c].tried = TRUE;
 			n_named += cands[c].backing == HR_THP_BLOCK_THP;
 		}
-		pg.n_candidates = guest->status->nr_candidates;
+		pg.n_candidates = hr_guest_get_status(guest)->nr_candidates;
 		/* the backed blocks its report does not name, which it picks itself */
 		if (n_ranged_max > 0 && p->config->backing == HR_BACKING_SCAN) {
 			pg.n_candidates += hr_plan_ranged_candidates(
@@ -364,7 +372,7 @@ plan_add_json_named(const HrPlan *plan, Input *in, JsonBuilder *b)
 			hr_json_add_int(b, "guest_id", s->guest_id);
 			json_builder_set_member_name(b, "guest");
 			if (guest != NULL)
-				json_builder_add_string_value(b, guest->name);
+				json_builder_add_string_value(b, hr_guest_get_name(guest));
 			else
 				json_builder_add_null_value(b);
 			hr_json_add_int(b, "blocks", s->picks->len);

@@ -34,11 +34,12 @@ find_hold_guest(HrPrepare *p, HrReservationHold *h)
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		if (h->guest_key != NULL
-			? g_strcmp0(guest->key, h->guest_key) == 0
-			: guest->uuid_known && h->guest_uuid != NULL &&
-			      g_ascii_strcasecmp(guest->uuid, h->guest_uuid) == 0) {
+			? g_strcmp0(hr_guest_get_key(guest), h->guest_key) == 0
+			: hr_guest_get_known_uuid(guest) != NULL && h->guest_uuid != NULL &&
+			      g_ascii_strcasecmp(hr_guest_get_known_uuid(guest), h->guest_uuid) ==
+				  0) {
 			if (h->guest_key == NULL)
-				h->guest_key = g_strdup(guest->key);
+				h->guest_key = g_strdup(hr_guest_get_key(guest));
 			return guest;
 		}
 	}
@@ -53,7 +54,7 @@ static gboolean
 hold_process_gone(HrGuest *guest, HrReservationHold *h)
 {
 	if (guest != NULL)
-		return !hr_guest_is_connected(guest) && !hr_peer_is_alive(guest->peer);
+		return !hr_guest_is_connected(guest) && !hr_peer_is_alive(hr_guest_get_peer(guest));
 	/* a version 1 hold names no process: it waits for its guest */
 	return h->guest_key != NULL && !hr_peer_key_alive(h->guest_key);
 }
@@ -102,16 +103,18 @@ prep_return_notify(HrRequest *request, gpointer user_data)
 		g_hash_table_add(back, &g_array_index(request->blocks, guint64, i));
 	for (guint i = 0; r != NULL && guest != NULL && i < op->returning->len; i++) {
 		guint64 *gpa = &g_array_index(op->returning, guint64, i);
-		if (g_hash_table_contains(back, gpa) || !g_hash_table_contains(guest->held, gpa))
+		if (g_hash_table_contains(back, gpa) ||
+		    !g_hash_table_contains(hr_guest_get_held(guest), gpa))
 			continue;
-		hr_reservation_add_hold(r, guest->key, guest->name, *gpa);
+		hr_reservation_add_hold(r, hr_guest_get_key(guest), hr_guest_get_name(guest), *gpa);
 		kept++;
 	}
 	if (kept > 0) {
 		r->blocks_returned -= MIN(r->blocks_returned, kept);
 		g_message("reservation %s: %s kept %u blocks its RETURN ended %s without; "
 			  "trying again later",
-			  r->id, guest->name, kept, hr_request_state_to_string(request->state));
+			  r->id, hr_guest_get_name(guest), kept,
+			  hr_request_state_to_string(request->state));
 		hr_reservation_touch(p->store, r);
 	}
 	g_ptr_array_remove(p->ops, op);
@@ -143,23 +146,24 @@ prep_return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			g_ptr_array_add(keep, h);
 			continue;
 		}
-		if ((guest != NULL && guest->ready &&
-		     !g_hash_table_contains(guest->held, &h->gpa)) ||
+		if ((guest != NULL && hr_guest_is_ready(guest) &&
+		     !g_hash_table_contains(hr_guest_get_held(guest), &h->gpa)) ||
 		    hold_process_gone(guest, h)) {
 			dropped++;
 			hr_reservation_hold_free(h);
 			continue;
 		}
 		if (sent >= max || guest == NULL || !hr_guest_is_connected(guest) ||
-		    !guest->ready) {
+		    !hr_guest_is_ready(guest)) {
 			g_ptr_array_add(keep, h);
 			continue;
 		}
-		gpas = g_hash_table_lookup(per_guest, &guest->id);
+		gpas = g_hash_table_lookup(per_guest, &(guint64){hr_guest_get_id(guest)});
 		if (gpas == NULL) {
 			gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
-			g_hash_table_insert(per_guest, g_memdup2(&guest->id, sizeof(guest->id)),
-					    gpas);
+			g_hash_table_insert(
+			    per_guest,
+			    g_memdup2(&(guint64){hr_guest_get_id(guest)}, sizeof(guint64)), gpas);
 		}
 		g_array_append_val(gpas, h->gpa);
 		sent++;
@@ -186,7 +190,7 @@ prep_return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			params.notify_data = op;
 			op->prepare = p;
 			op->res_id = g_strdup(r->id);
-			op->guest_id = guest->id;
+			op->guest_id = hr_guest_get_id(guest);
 			op->returning = g_array_new(FALSE, FALSE, sizeof(guint64));
 			g_array_append_vals(op->returning, params.gpas, params.nr_gpas);
 			op->submitting = TRUE;
@@ -195,11 +199,13 @@ prep_return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 			if (request == NULL) {
 				/* they stay holds: the next tick tries again */
 				for (guint i = 0; i < params.nr_gpas; i++)
-					hr_reservation_add_hold(r, guest->key, guest->name,
+					hr_reservation_add_hold(r, hr_guest_get_key(guest),
+								hr_guest_get_name(guest),
 								params.gpas[i]);
 				sent -= params.nr_gpas;
 				g_warning("reservation %s: cannot return %u blocks to %s: %s",
-					  r->id, params.nr_gpas, guest->name, error->message);
+					  r->id, params.nr_gpas, hr_guest_get_name(guest),
+					  error->message);
 				prep_op_free(op);
 				continue;
 			}
@@ -209,7 +215,7 @@ prep_return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 				prep_return_notify(request, op);
 		}
 		g_info("reservation %s: returning %u blocks to %s (%s)", r->id, gpas->len,
-		       guest->name, why);
+		       hr_guest_get_name(guest), why);
 	}
 	r->blocks_returned += sent;
 	if (sent > 0 || dropped > 0)
@@ -314,7 +320,7 @@ interrupted_for(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block)
 {
 	for (guint i = 0; i < p->interrupted->len; i++) {
 		Interrupted *it = g_ptr_array_index(p->interrupted, i);
-		if (it->left == 0 || g_strcmp0(it->guest_key, guest->key) != 0)
+		if (it->left == 0 || g_strcmp0(it->guest_key, hr_guest_get_key(guest)) != 0)
 			continue;
 		/* its late HOLDs name it; what it froze before, the resync lists */
 		if (block->request_id == it->request_id || block->request_id == 0)
@@ -331,7 +337,7 @@ interrupted_claim(HrPrepare *p, Interrupted *it, HrGuest *guest, guint64 gpa)
 	it->left--;
 	if (r == NULL)
 		return;
-	hr_reservation_add_hold(r, guest->key, guest->name, gpa);
+	hr_reservation_add_hold(r, hr_guest_get_key(guest), hr_guest_get_name(guest), gpa);
 	if (it->step_index < r->steps->len) {
 		HrReservationStep *s = g_ptr_array_index(r->steps, it->step_index);
 		g_autofree gchar *detail = NULL;
@@ -363,7 +369,7 @@ reservation_owned(HrPrepare *p, HrGuest *guest)
 	guest_index_end(p);
 	for (guint i = 0; i < p->ops->len; i++) {
 		Op *op = g_ptr_array_index(p->ops, i);
-		if (op->guest_id != guest->id || op->request == NULL)
+		if (op->guest_id != hr_guest_get_id(guest) || op->request == NULL)
 			continue;
 		/* what a donation in flight got, what a RETURN in flight gives back */
 		for (guint j = 0; op->request->blocks != NULL && j < op->request->blocks->len; j++)
@@ -413,19 +419,14 @@ return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 		params.gpas = &g_array_index(orphans, guint64, off);
 		params.nr_gpas = MIN(orphans->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
 		if (prep_submit(p, guest, &params, &error) == NULL) {
-			g_warning("%s: cannot return %u blocks nobody owns: %s", guest->name,
-				  params.nr_gpas, error->message);
+			g_warning("%s: cannot return %u blocks nobody owns: %s",
+				  hr_guest_get_name(guest), params.nr_gpas, error->message);
 			return;
 		}
-		for (guint i = 0; i < params.nr_gpas; i++) {
-			HrHeldBlock *b = g_hash_table_lookup(guest->held, &params.gpas[i]);
-			if (b != NULL)
-				b->orphan = TRUE;
-		}
-		guest->orphans_returned += params.nr_gpas;
+		hr_guest_mark_orphans(guest, params.gpas, params.nr_gpas);
 	}
-	g_message("%s: %u held blocks no reservation or request owns: returned", guest->name,
-		  orphans->len);
+	g_message("%s: %u held blocks no reservation or request owns: returned",
+		  hr_guest_get_name(guest), orphans->len);
 }
 
 /* index the guests by key for a pass over every reservation's holds */
@@ -437,7 +438,7 @@ guest_index_begin(HrPrepare *p)
 	p->guest_index = g_hash_table_new(g_str_hash, g_str_equal);
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
-		g_hash_table_insert(p->guest_index, guest->key, guest);
+		g_hash_table_insert(p->guest_index, (gpointer)hr_guest_get_key(guest), guest);
 	}
 }
 
@@ -480,7 +481,8 @@ static gboolean
 hold_stale(HrPrepare *p, HrReservationHold *h, gpointer data)
 {
 	HrGuest *guest = data;
-	return !g_hash_table_contains(guest->held, &h->gpa) && find_hold_guest(p, h) == guest;
+	return !g_hash_table_contains(hr_guest_get_held(guest), &h->gpa) &&
+	       find_hold_guest(p, h) == guest;
 }
 
 /*
@@ -527,16 +529,16 @@ prep_rekey_owner(HrPrepare *p, const gchar *from, HrGuest *to)
 			HrReservationHold *h = g_ptr_array_index(r->holds, j);
 			if (g_strcmp0(h->guest_key, from) != 0)
 				continue;
-			hr_reservation_hold_set_key(h, to->key);
+			hr_reservation_hold_set_key(h, hr_guest_get_key(to));
 			moved++;
 		}
 		if (moved > 0) {
 			g_message("reservation %s: %u holds of %s are %s's now", r->id, moved, from,
-				  to->key);
+				  hr_guest_get_key(to));
 			hr_reservation_touch(p->store, r);
 		}
 	}
-	hr_reservation_store_ledger_rekey(p->store, from, to->key);
+	hr_reservation_store_ledger_rekey(p->store, from, hr_guest_get_key(to));
 }
 
 /*
@@ -557,19 +559,19 @@ prep_follow_migration(HrPrepare *p, HrGuest *gone)
 		HrGuest *other = g_ptr_array_index(guests, i);
 		if (other == gone || !hr_guest_same_vm(gone, other))
 			continue;
-		if (!hr_guest_is_connected(other) && !hr_peer_is_alive(other->peer))
+		if (!hr_guest_is_connected(other) && !hr_peer_is_alive(hr_guest_get_peer(other)))
 			continue;
 		/* a connected one first, then the one started last */
 		if (to == NULL || (hr_guest_is_connected(other) && !hr_guest_is_connected(to)) ||
 		    (hr_guest_is_connected(other) == hr_guest_is_connected(to) &&
-		     other->peer->starttime > to->peer->starttime))
+		     hr_guest_get_peer(other)->starttime > hr_guest_get_peer(to)->starttime))
 			to = other;
 	}
 	if (to == NULL)
 		return FALSE;
 	g_info("%s: QEMU pid %d is gone, the VM runs on in pid %d: what it owned follows",
-	       gone->name, gone->pid, to->pid);
-	prep_rekey_owner(p, gone->key, to);
+	       hr_guest_get_name(gone), hr_guest_get_pid(gone), hr_guest_get_pid(to));
+	prep_rekey_owner(p, hr_guest_get_key(gone), to);
 	return TRUE;
 }
 
@@ -579,8 +581,8 @@ adopt_hold(HrPrepare *p, HrReservation *r, HrReservationHold *h, HrGuest *guest)
 {
 	g_info("%s: block 0x%" G_GINT64_MODIFIER "x came with the migration from %s, still "
 	       "reservation %s's",
-	       guest->name, h->gpa, h->guest_key, r->id);
-	hr_reservation_hold_set_key(h, guest->key);
+	       hr_guest_get_name(guest), h->gpa, h->guest_key, r->id);
+	hr_reservation_hold_set_key(h, hr_guest_get_key(guest));
 	hr_reservation_touch(p->store, r);
 }
 
@@ -595,17 +597,17 @@ hold_of_vm(HrReservationHold *h, HrGuest *guest)
 
 	if (h->guest_uuid != NULL && uuid != NULL)
 		return g_ascii_strcasecmp(h->guest_uuid, uuid) == 0;
-	return g_strcmp0(h->guest_name, guest->name) == 0;
+	return g_strcmp0(h->guest_name, hr_guest_get_name(guest)) == 0;
 }
 
 /* the API request @twin ran when its device went away, or still runs */
 static HrRequest *
 twin_running_request(HrPrepare *p, HrGuest *twin)
 {
-	HrRequest *request = twin->active;
+	HrRequest *request = hr_guest_get_active_request(twin);
 
 	if (request == NULL) {
-		request = g_queue_peek_tail(&twin->finished);
+		request = hr_guest_get_last_finished(twin);
 		if (request != NULL && request->state != HR_REQUEST_LOST)
 			request = NULL;
 	}
@@ -669,11 +671,12 @@ adopt_build(HrPrepare *p, HrGuest *guest, Adopt *a)
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *other = g_ptr_array_index(guests, i);
 		/* gone_at is 0 while connected: the latest of all */
-		gint64 gone = other->gone_at != 0 ? other->gone_at : G_MAXINT64;
+		gint64 gone =
+		    hr_guest_get_gone_at(other) != 0 ? hr_guest_get_gone_at(other) : G_MAXINT64;
 		if (!migration_twin(guest, other))
 			continue;
 		g_ptr_array_add(a->twins, other);
-		g_hash_table_add(twin_keys, other->key);
+		g_hash_table_add(twin_keys, (gpointer)hr_guest_get_key(other));
 		if (gone > latest) {
 			a->source = other;
 			latest = gone;
@@ -732,17 +735,17 @@ adopt_twin_record(HrPrepare *p, HrGuest *guest, guint64 gpa, Adopt *a)
 
 	for (guint i = 0; i < a->twins->len; i++) {
 		HrGuest *other = g_ptr_array_index(a->twins, i);
-		if (hr_reservation_store_ledger_has(p->store, other->key, gpa, 0)) {
-			hr_reservation_store_ledger_add(p->store, guest->key, gpa, 0);
+		if (hr_reservation_store_ledger_has(p->store, hr_guest_get_key(other), gpa, 0)) {
+			hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest), gpa, 0);
 			g_info("%s: block 0x%" G_GINT64_MODIFIER
 			       "x came with the migration from pid "
 			       "%d, still the operator's",
-			       guest->name, gpa, other->pid);
+			       hr_guest_get_name(guest), gpa, hr_guest_get_pid(other));
 			return TRUE;
 		}
 		for (guint j = 0; refs != NULL && j < refs->len; j++) {
 			HoldRef *ref = &g_array_index(refs, HoldRef, j);
-			if (g_strcmp0(ref->h->guest_key, other->key) != 0)
+			if (g_strcmp0(ref->h->guest_key, hr_guest_get_key(other)) != 0)
 				continue;
 			adopt_hold(p, ref->r, ref->h, guest);
 			return TRUE;
@@ -770,10 +773,10 @@ adopt_from_twin(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block, Adopt *a
 	request = a->request;
 	if (request == NULL || (block->request_id != 0 && block->request_id != request->id))
 		return FALSE;
-	hr_reservation_store_ledger_add(p->store, guest->key, block->gpa, 0);
+	hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest), block->gpa, 0);
 	g_info("%s: block 0x%" G_GINT64_MODIFIER "x held by request %" G_GUINT64_FORMAT
 	       " of pid %d, which migrated with the guest: the operator's",
-	       guest->name, block->gpa, request->id, a->source->pid);
+	       hr_guest_get_name(guest), block->gpa, request->id, hr_guest_get_pid(a->source));
 	return TRUE;
 }
 
@@ -796,23 +799,26 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 		if (request->kind != HR_REQUEST_RETURN &&
 		    !hr_request_state_is_final(request->state) &&
 		    request->state != HR_REQUEST_QUEUED && !prep_executor_request(p, request->id))
-			hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
+			hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest), 0,
+							request->id);
 	}
 	/* find_hold_guest() by key, not by a scan of the guests */
 	guest_index_begin(p);
-	g_hash_table_iter_init(&iter, guest->held);
+	g_hash_table_iter_init(&iter, hr_guest_get_held(guest));
 	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&b)) {
 		Interrupted *it;
 		if (b->orphan || g_hash_table_contains(owned, &b->gpa) ||
-		    hr_reservation_store_ledger_has(p->store, guest->key, b->gpa, 0))
+		    hr_reservation_store_ledger_has(p->store, hr_guest_get_key(guest), b->gpa, 0))
 			continue;
 		if (b->request_id != 0 && prep_executor_request(p, b->request_id))
 			continue;
 		if (b->request_id != 0 &&
 		    ((request = hr_guest_find_request(guest, b->request_id)) != NULL ||
-		     hr_reservation_store_ledger_has(p->store, guest->key, 0, b->request_id))) {
+		     hr_reservation_store_ledger_has(p->store, hr_guest_get_key(guest), 0,
+						     b->request_id))) {
 			if (request == NULL || request->kind != HR_REQUEST_RETURN)
-				hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
+				hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest),
+								b->gpa, 0);
 			continue;
 		}
 		it = interrupted_for(p, guest, b);
@@ -827,25 +833,26 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 		 * previous daemon ran (its HOLDs went unseen): the operator's
 		 */
 		if (b->request_id == 0 && adopt.ledger_requests < 0)
-			adopt.ledger_requests =
-			    hr_reservation_store_ledger_has_requests(p->store, guest->key);
+			adopt.ledger_requests = hr_reservation_store_ledger_has_requests(
+			    p->store, hr_guest_get_key(guest));
 		if (b->request_id == 0 && adopt.ledger_requests > 0) {
-			hr_reservation_store_ledger_add(p->store, guest->key, b->gpa, 0);
+			hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest), b->gpa,
+							0);
 			continue;
 		}
 		g_array_append_val(orphans, b->gpa);
 	}
 	guest_index_end(p);
 	adopt_clear(&adopt);
-	hr_reservation_store_ledger_sync(p->store, guest->key, guest->held, ledger_request_live,
-					 &ctx);
+	hr_reservation_store_ledger_sync(p->store, hr_guest_get_key(guest),
+					 hr_guest_get_held(guest), ledger_request_live, &ctx);
 	prep_drop_holds(p, hold_stale, guest, "the guest does not hold them any more");
 	if (orphans->len > 0 && p->config->return_orphans)
 		return_orphans(p, guest, orphans);
 	else if (orphans->len > 0)
 		g_message(
 		    "%s: %u held blocks no reservation or request owns (return_orphans is off)",
-		    guest->name, orphans->len);
+		    hr_guest_get_name(guest), orphans->len);
 }
 
 void
@@ -860,12 +867,13 @@ prep_reconcile_guests(HrPrepare *p)
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		GuestPlanState *gs;
 		/* a resync in progress is not the guest's whole held set yet */
-		if (!hr_guest_is_connected(guest) || !guest->ready)
+		if (!hr_guest_is_connected(guest) || !hr_guest_is_ready(guest))
 			continue;
 		gs = prep_get_gstate(p, guest);
-		if (gs->reconciled_gen == guest->held_gen && guest->held_gen != 0)
+		if (gs->reconciled_gen == hr_guest_get_held_gen(guest) &&
+		    hr_guest_get_held_gen(guest) != 0)
 			continue;
-		gs->reconciled_gen = guest->held_gen;
+		gs->reconciled_gen = hr_guest_get_held_gen(guest);
 		reconcile_guest(p, guest);
 	}
 }

@@ -113,7 +113,8 @@ typedef struct {
 
 struct _HrPrepare {
 	HrCore *core;
-	guint submitting; /* inside prep_submit(): our requests' events */
+	void (*tick)(HrPrepare *p); /* hr_prepare_tick(): what a kick runs */
+	guint submitting;	    /* inside prep_submit(): our requests' events */
 	const HrConfig *config;
 	HrReservationStore *store;
 	HrListeners *listeners; /* HrPrepareFunc */
@@ -156,9 +157,17 @@ typedef struct {
 /* a test of a hold, for prep_drop_holds() */
 typedef gboolean (*HoldPred)(HrPrepare *p, HrReservationHold *h, gpointer data);
 
-/* hr-prepare.c */
+/* hr-prepare-state.c */
 GHashTable *
 prep_guest_table_new(GDestroyNotify value_free);
+void
+prep_guest_plan_state_free(GuestPlanState *gs);
+void
+prep_interrupted_free(Interrupted *it);
+void
+prep_measure_free(Measure *m);
+void
+prep_run_free(Run *run);
 void
 prep_op_free(Op *op);
 Run *

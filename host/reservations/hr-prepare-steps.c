@@ -338,7 +338,8 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 		g_ptr_array_add(p->measures, m);
 		if (guest != NULL) {
 			/* what it gave is not backed any more: see it before the next plan */
-			GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest->id);
+			GuestPlanState *gs =
+			    g_hash_table_lookup(p->gstates, &(guint64){hr_guest_get_id(guest)});
 			if (gs != NULL)
 				gs->map_at = 0;
 		}
@@ -367,7 +368,7 @@ donate_finished(HrPrepare *p, Op *op, HrRequest *request)
 			((Run *)g_hash_table_lookup(p->runs, r->id))->held_total += held;
 		for (guint i = 0; i < held; i++)
 			hr_reservation_add_hold(r, op->guest_key,
-						guest != NULL ? guest->name : s->guest,
+						guest != NULL ? hr_guest_get_name(guest) : s->guest,
 						g_array_index(request->blocks, guint64, i));
 		g_info("reservation %s: %s gave %u of %" G_GUINT64_FORMAT
 		       " blocks, %" G_GUINT64_FORMAT " pages migrated",
@@ -417,10 +418,12 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	if (guest == NULL)
 		return;
 	gs = prep_get_gstate(p, guest);
-	tried = g_hash_table_lookup(run->tried, &guest->id);
+	tried = g_hash_table_lookup(run->tried, &(guint64){hr_guest_get_id(guest)});
 	if (tried == NULL) {
 		tried = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-		g_hash_table_insert(run->tried, g_memdup2(&guest->id, sizeof(guest->id)), tried);
+		g_hash_table_insert(run->tried,
+				    g_memdup2(&(guint64){hr_guest_get_id(guest)}, sizeof(guint64)),
+				    tried);
 	}
 	for (guint i = 0; i < step->picks->len; i++)
 		n_ranged += g_array_index(step->picks, HrPlanPick, i).ranged;
@@ -447,7 +450,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	if (count == 0 || (gpas->len == 0 && n_ranges == 0))
 		return;
 	s = hr_reservation_add_step(r, HR_STEP_DONATE, step->node);
-	s->guest = g_strdup(guest->name);
+	s->guest = g_strdup(hr_guest_get_name(guest));
 	s->blocks_asked = count;
 	s->expect_milli = step->gain_milli;
 
@@ -455,13 +458,13 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	op->prepare = p;
 	op->res_id = g_strdup(r->id);
 	op->step_index = r->steps->len - 1;
-	op->guest_id = guest->id;
-	op->guest_key = g_strdup(guest->key);
-	s->guest_key = g_strdup(guest->key);
+	op->guest_id = hr_guest_get_id(guest);
+	op->guest_key = g_strdup(hr_guest_get_key(guest));
+	s->guest_key = g_strdup(hr_guest_get_key(guest));
 	op->node = step->node;
 	op->started = g_get_monotonic_time();
 	op->blocks_before = run->pool_mode ? 0 : node_free_blocks(p, step->node);
-	op->rss_before_kb = guest_rss_kb(p, guest->id);
+	op->rss_before_kb = guest_rss_kb(p, hr_guest_get_id(guest));
 
 	params.kind = HR_REQUEST_EVACUATE;
 	params.gpas = (const guint64 *)gpas->data;
@@ -483,8 +486,9 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	if (request == NULL) {
 		hr_pcp_evacuation_end(p->config, guest);
 		hr_reservation_step_set_state(s, HR_STEP_FAILED, error->message);
-		g_info("reservation %s: %s cannot donate: %s", r->id, guest->name, error->message);
-		prep_defer_guest(p, guest->id, TRUE);
+		g_info("reservation %s: %s cannot donate: %s", r->id, hr_guest_get_name(guest),
+		       error->message);
+		prep_defer_guest(p, hr_guest_get_id(guest), TRUE);
 		prep_op_free(op);
 		return;
 	}
@@ -495,7 +499,8 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	/* a restart finds it running, with the request whose late HOLDs are its */
 	hr_reservation_touch(p->store, r);
 	g_info("reservation %s: asked %s for %u blocks%s (request %" G_GUINT64_FORMAT ")", r->id,
-	       guest->name, count, n_ranges > 0 ? " of its host THP-backed ones" : "", request->id);
+	       hr_guest_get_name(guest), count, n_ranges > 0 ? " of its host THP-backed ones" : "",
+	       request->id);
 	if (op->ended_early)
 		donate_finished(p, op, request);
 }

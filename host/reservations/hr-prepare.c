@@ -4,7 +4,9 @@
  * The executor (hr-prepare.h): its lifecycle, its listeners, the tick and the
  * snapshot it decides on, and the API's create, release and consume. What it
  * decides is in hr-prepare-drive.c, the steps it runs in hr-prepare-steps.c,
- * who may donate in hr-prepare-donors.c, the holds in hr-prepare-holds.c.
+ * who may donate in hr-prepare-donors.c, the holds in hr-prepare-holds.c,
+ * the state they share in hr-prepare-state.c. Calls go down that list:
+ * drive, steps, holds, donors, state; none of them calls this file.
  */
 
 #define G_LOG_DOMAIN "HrPrepare"
@@ -18,133 +20,6 @@ snapshot_read_cb(GObject *source, GAsyncResult *result, gpointer user_data);
 
 static gboolean
 tick_cb(gpointer user_data);
-
-/* a table keyed by guest id (guint64 *, owned) */
-GHashTable *
-prep_guest_table_new(GDestroyNotify value_free)
-{
-	return g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, value_free);
-}
-
-static void
-guest_plan_state_free(GuestPlanState *gs)
-{
-	g_clear_pointer(&gs->map, hr_thpmap_free);
-	g_free(gs);
-}
-
-static void
-interrupted_free(Interrupted *it)
-{
-	g_free(it->res_id);
-	g_free(it->guest_key);
-	g_free(it);
-}
-
-static void
-measure_free(Measure *m)
-{
-	g_free(m->res_id);
-	g_free(m);
-}
-
-static void
-run_free(Run *run)
-{
-	g_hash_table_unref(run->tried);
-	g_hash_table_unref(run->strikes);
-	g_free(run->why_not);
-	if (run->pool_cancel != NULL) {
-		g_cancellable_cancel(run->pool_cancel);
-		g_object_unref(run->pool_cancel);
-	}
-	g_free(run->last_plan);
-	g_free(run);
-}
-
-void
-prep_op_free(Op *op)
-{
-	g_free(op->res_id);
-	g_free(op->guest_key);
-	g_clear_pointer(&op->request, hr_request_unref);
-	g_clear_pointer(&op->returning, g_array_unref);
-	g_free(op);
-}
-
-Run *
-prep_get_run(HrPrepare *p, HrReservation *r)
-{
-	Run *run = g_hash_table_lookup(p->runs, r->id);
-	if (run == NULL) {
-		run = g_new0(Run, 1);
-		run->tried = prep_guest_table_new((GDestroyNotify)g_hash_table_unref);
-		run->strikes = prep_guest_table_new(NULL);
-		g_hash_table_insert(p->runs, g_strdup(r->id), run);
-	}
-	return run;
-}
-
-GuestPlanState *
-prep_get_gstate(HrPrepare *p, HrGuest *guest)
-{
-	GuestPlanState *gs = g_hash_table_lookup(p->gstates, &guest->id);
-	if (gs == NULL) {
-		gs = g_new0(GuestPlanState, 1);
-		g_hash_table_insert(p->gstates, g_memdup2(&guest->id, sizeof(guest->id)), gs);
-	}
-	return gs;
-}
-
-static gboolean
-kick_cb(gpointer user_data)
-{
-	HrPrepare *p = user_data;
-	p->kick_id = 0;
-	hr_prepare_tick(p);
-	return G_SOURCE_REMOVE;
-}
-
-/* drive again soon, from the main loop */
-void
-prep_kick(HrPrepare *p)
-{
-	if (p->kick_id == 0)
-		p->kick_id = g_idle_add(kick_cb, p);
-}
-
-/* something we did changed the host: decide on nothing read before it */
-void
-prep_host_changed(HrPrepare *p)
-{
-	p->epoch++;
-}
-
-void
-hr_prepare_host_changed(HrPrepare *p)
-{
-	prep_host_changed(p);
-}
-
-typedef struct {
-	HrPrepare *prepare;
-	const HrPrepareEvent *event;
-} Emission;
-
-static void
-invoke(GCallback func, gpointer func_data, gpointer invoke_data)
-{
-	Emission *e = invoke_data;
-	((HrPrepareFunc)(void (*)(void))func)(e->prepare, e->event, func_data);
-}
-
-void
-prep_emit(HrPrepare *p, HrPrepareEventKind kind, HrReservation *r, gint64 duration_us)
-{
-	HrPrepareEvent event = {.kind = kind, .reservation = r, .duration_us = duration_us};
-	Emission e = {.prepare = p, .event = &event};
-	hr_listeners_emit(p->listeners, invoke, &e);
-}
 
 void
 hr_prepare_listen(HrPrepare *p, HrPrepareFunc func, gpointer user_data)
@@ -187,19 +62,7 @@ note_api_request(HrPrepare *p, HrGuest *guest, HrRequest *request)
 	    (request->state != HR_REQUEST_SENT && request->state != HR_REQUEST_RUNNING) ||
 	    prep_executor_request(p, request->id))
 		return;
-	hr_reservation_store_ledger_add(p->store, guest->key, 0, request->id);
-}
-
-/* our own requests: the events they raise while submitted are not the API's */
-HrRequest *
-prep_submit(HrPrepare *p, HrGuest *guest, const HrRequestParams *params, GError **error)
-{
-	HrRequest *request;
-
-	p->submitting++;
-	request = hr_core_submit(p->core, guest, params, error);
-	p->submitting--;
-	return request;
+	hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest), 0, request->id);
 }
 
 /* the core tells us of held sets that change and of guests it forgets */
@@ -214,9 +77,10 @@ core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 		note_api_request(p, event->guest, event->request);
 	else if (event->kind == HR_EVENT_GUEST_REMOVED)
 		hr_prepare_forget_guest(p, event->guest);
-	else if (event->kind == HR_EVENT_GUEST_CONNECTED && event->guest->prev_key != NULL) {
+	else if (event->kind == HR_EVENT_GUEST_CONNECTED &&
+		 hr_guest_get_prev_key(event->guest) != NULL) {
 		/* a new QEMU of the VM took the entry over: a migration's, maybe */
-		g_autofree gchar *prev = g_steal_pointer(&event->guest->prev_key);
+		g_autofree gchar *prev = hr_guest_take_prev_key(event->guest);
 		prep_rekey_owner(p, prev, event->guest);
 	}
 }
@@ -268,6 +132,7 @@ hr_prepare_new(HrCore *core)
 	g_autofree gchar *path = NULL;
 
 	p->core = core;
+	p->tick = hr_prepare_tick;
 	p->config = hr_core_get_config(core);
 	p->listeners = hr_listeners_new();
 	path = g_build_filename(p->config->state_dir, "reservations.json", NULL);
@@ -280,11 +145,12 @@ hr_prepare_new(HrCore *core)
 		g_info("%u reservations loaded from %s", hr_reservation_store_list(p->store)->len,
 		       path);
 	hr_planner_params_init(&p->params);
-	p->runs = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)run_free);
-	p->gstates = prep_guest_table_new((GDestroyNotify)guest_plan_state_free);
+	p->runs =
+	    g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)prep_run_free);
+	p->gstates = prep_guest_table_new((GDestroyNotify)prep_guest_plan_state_free);
 	p->ops = g_ptr_array_new();
-	p->interrupted = g_ptr_array_new_with_free_func((GDestroyNotify)interrupted_free);
-	p->measures = g_ptr_array_new_with_free_func((GDestroyNotify)measure_free);
+	p->interrupted = g_ptr_array_new_with_free_func((GDestroyNotify)prep_interrupted_free);
+	p->measures = g_ptr_array_new_with_free_func((GDestroyNotify)prep_measure_free);
 	prep_find_interrupted(p);
 	p->reserve = hr_reserve_new(p->config, p->store, &reserve_executor, p);
 	p->reconcile_all = TRUE;
@@ -337,11 +203,11 @@ hr_prepare_forget_guest(HrPrepare *p, HrGuest *guest)
 	/* what its process owned outlives the entry when the VM runs on elsewhere */
 	if (!hr_guest_is_connected(guest))
 		prep_follow_migration(p, guest);
-	g_hash_table_remove(p->gstates, &guest->id);
+	g_hash_table_remove(p->gstates, &(guint64){hr_guest_get_id(guest)});
 	g_hash_table_iter_init(&iter, p->runs);
 	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&run)) {
-		g_hash_table_remove(run->tried, &guest->id);
-		g_hash_table_remove(run->strikes, &guest->id);
+		g_hash_table_remove(run->tried, &(guint64){hr_guest_get_id(guest)});
+		g_hash_table_remove(run->strikes, &(guint64){hr_guest_get_id(guest)});
 	}
 }
 
@@ -364,19 +230,6 @@ hr_prepare_get_last_plan(HrPrepare *p, const gchar *id)
 	return run != NULL ? run->last_plan : NULL;
 }
 
-/* the guest entry of @id, or NULL */
-HrGuest *
-prep_find_guest(HrPrepare *p, guint64 id)
-{
-	GPtrArray *guests = hr_core_get_guests(p->core);
-	for (guint i = 0; i < guests->len; i++) {
-		HrGuest *guest = g_ptr_array_index(guests, i);
-		if (guest->id == id)
-			return guest;
-	}
-	return NULL;
-}
-
 /* a guest's host backing the snapshot reads: a donor's stale map, if not too large */
 static gboolean
 snapshot_scans(HrPrepare *p, HrGuest *guest, gint64 now)
@@ -384,10 +237,11 @@ snapshot_scans(HrPrepare *p, HrGuest *guest, gint64 now)
 	GuestPlanState *gs;
 	HrGuestPolicy policy;
 
-	if (p->config->backing != HR_BACKING_SCAN || guest->ram_size > THPMAP_SNAPSHOT_MAX_BYTES ||
+	if (p->config->backing != HR_BACKING_SCAN ||
+	    hr_guest_get_ram_size(guest) > THPMAP_SNAPSHOT_MAX_BYTES ||
 	    !prep_guest_can_donate(guest))
 		return FALSE;
-	hr_config_guest_policy(p->config, guest->name, &policy);
+	hr_config_guest_policy(p->config, hr_guest_get_name(guest), &policy);
 	if (!policy.donor)
 		return FALSE;
 	gs = prep_get_gstate(p, guest);
@@ -417,14 +271,15 @@ request_snapshot(HrPrepare *p)
 	request = hr_snapshot_request_new(p->config->host_root, p->epoch);
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
-		gboolean scan = guest->pid > 0 && snapshot_scans(p, guest, now);
+		gboolean scan = hr_guest_get_pid(guest) > 0 && snapshot_scans(p, guest, now);
+		guint n_ram;
+		const HrRamRange *ram = hr_guest_get_ram(guest, &n_ram);
 		/* a donor's QEMU's RSS is what the pool got from it */
-		if (scan ||
-		    (guest->pid > 0 && ((p->config->hold_in_pool && prep_guest_can_donate(guest)) ||
-					measuring(p, guest->id))))
-			hr_snapshot_request_add_guest(request, guest->id, guest->pid,
-						      (const HrRamRange *)guest->ram->data,
-						      guest->ram->len, scan);
+		if (scan || (hr_guest_get_pid(guest) > 0 &&
+			     ((p->config->hold_in_pool && prep_guest_can_donate(guest)) ||
+			      measuring(p, hr_guest_get_id(guest)))))
+			hr_snapshot_request_add_guest(request, hr_guest_get_id(guest),
+						      hr_guest_get_pid(guest), ram, n_ram, scan);
 	}
 	p->reading = TRUE;
 	hr_snapshot_read_async(request, p->cancellable, snapshot_read_cb, p);

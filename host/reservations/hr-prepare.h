@@ -34,27 +34,11 @@
 #include "hr-guest.h"
 #include "hr-monitor.h"
 #include "hr-planner.h"
-#include "hr-reservation.h"
+#include "hr-prepare-types.h"
+#include "hr-reservation-store.h"
 #include "hr-reserve.h"
 
 G_BEGIN_DECLS
-
-typedef struct _HrPrepare HrPrepare;
-
-/* the executor's news, for the layers above (the event stream, the metrics) */
-typedef enum {
-	HR_PREPARE_RESERVATION_CHANGED, /* a reservation was created or changed */
-	HR_PREPARE_PLAN_MADE,		/* the planner decided for a reservation */
-	HR_PREPARE_N_KINDS,
-} HrPrepareEventKind;
-
-typedef struct {
-	HrPrepareEventKind kind;
-	HrReservation *reservation;
-	gint64 duration_us; /* PLAN_MADE: the planner's decision time */
-} HrPrepareEvent;
-
-typedef void (*HrPrepareFunc)(HrPrepare *prepare, const HrPrepareEvent *event, gpointer user_data);
 
 /* loads the state file; a corrupt one is set aside and logged */
 HrPrepare *

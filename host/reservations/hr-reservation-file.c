@@ -7,7 +7,24 @@
 
 #define G_LOG_DOMAIN "HrReservation"
 
-#include "hr-reservation-private.h"
+#include "hr-reservation-store-private.h"
+
+/*
+ * CLOCK_BOOTTIME: every process of one boot reads the same clock, so a
+ * restarted daemon goes on counting where the previous one was; unlike
+ * the wall clock it is never stepped (NTP, an admin's date), which would
+ * cut a grace short or stretch it, and unlike CLOCK_MONOTONIC it counts
+ * a suspend, which is time the destination had. It means nothing in
+ * another boot: the file names its boot.
+ */
+gint64
+res_boottime_us(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
+		return g_get_monotonic_time();
+	return (gint64)ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
+}
 
 static gboolean
 corrupt(GError **error, const gchar *format, ...) G_GNUC_PRINTF(2, 3);
@@ -615,6 +632,18 @@ load_hold(JsonNode *node, HrReservation *r, gint version, GError **error)
 	return TRUE;
 }
 
+/* the first reservation of @id in the store's list (the file's own: no call to the store) */
+static HrReservation *
+find_first(HrReservationStore *store, const gchar *id)
+{
+	for (guint i = 0; i < store->list->len; i++) {
+		HrReservation *r = g_ptr_array_index(store->list, i);
+		if (g_strcmp0(r->id, id) == 0)
+			return r;
+	}
+	return NULL;
+}
+
 static gboolean
 load_reservation(JsonNode *node, HrReservationStore *store, gint version, GError **error)
 {
@@ -685,7 +714,7 @@ load_reservation(JsonNode *node, HrReservationStore *store, gint version, GError
 			goto fail;
 		}
 	}
-	if (hr_reservation_store_find(store, r->id) != r) {
+	if (find_first(store, r->id) != r) {
 		corrupt(&local, "id \"%s\" appears twice", r->id);
 		goto fail;
 	}

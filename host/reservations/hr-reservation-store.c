@@ -8,7 +8,7 @@
 
 #define G_LOG_DOMAIN "HrReservation"
 
-#include "hr-reservation-private.h"
+#include "hr-reservation-store-private.h"
 
 HrReservationStore *
 hr_reservation_store_new(const gchar *path)
@@ -207,23 +207,6 @@ hr_reservation_store_ledger_size(HrReservationStore *store)
 /* ---------------------------------------------------------------------- */
 /* When QEMUs were seen gone (migration grace) */
 
-/*
- * CLOCK_BOOTTIME: every process of one boot reads the same clock, so a
- * restarted daemon goes on counting where the previous one was; unlike
- * the wall clock it is never stepped (NTP, an admin's date), which would
- * cut a grace short or stretch it, and unlike CLOCK_MONOTONIC it counts
- * a suspend, which is time the destination had. It means nothing in
- * another boot: the file names its boot.
- */
-gint64
-res_boottime_us(void)
-{
-	struct timespec ts;
-	if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
-		return g_get_monotonic_time();
-	return (gint64)ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
-}
-
 gint64
 hr_reservation_store_gone_for(HrReservationStore *store, const gchar *guest_key)
 {
@@ -357,4 +340,39 @@ hr_reservation_store_promised(HrReservationStore *store, gint node, const HrRese
 		sum += r->obtained - MIN(r->obtained, r->pool_blocks);
 	}
 	return sum;
+}
+
+gboolean
+hr_reservation_set_state(HrReservationStore *store, HrReservation *r, HrReservationState state,
+			 const gchar *reason, GError **error)
+{
+	if (!hr_reservation_transition_allowed(r->state, state)) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+			    "reservation %s is %s and cannot become %s", r->id,
+			    hr_reservation_state_to_string(r->state),
+			    hr_reservation_state_to_string(state));
+		return FALSE;
+	}
+	g_info("reservation %s: %s -> %s%s%s", r->id, hr_reservation_state_to_string(r->state),
+	       hr_reservation_state_to_string(state), reason != NULL ? ": " : "",
+	       reason != NULL ? reason : "");
+	r->state = state;
+	if (reason != NULL) {
+		g_free(r->reason);
+		r->reason = g_strdup(reason);
+	}
+	if (hr_reservation_state_is_settled(state))
+		r->finished_at = g_get_real_time();
+	hr_reservation_touch(store, r);
+	return TRUE;
+}
+
+void
+hr_reservation_set_obtained(HrReservationStore *store, HrReservation *r, guint64 blocks)
+{
+	blocks = MIN(blocks, r->need_blocks);
+	if (blocks == r->obtained)
+		return;
+	r->obtained = blocks;
+	hr_reservation_touch(store, r);
 }

@@ -10,7 +10,9 @@
 
 #include "hr-reservation.h"
 
-#include "hr-reservation-private.h"
+#include <errno.h>
+
+#include "hr-guest.h"
 
 G_DEFINE_QUARK(hr - reservation - error - quark, hr_reservation_error)
 
@@ -214,41 +216,6 @@ hr_reservation_free(HrReservation *r)
 	g_ptr_array_unref(r->steps);
 	g_ptr_array_unref(r->holds);
 	g_free(r);
-}
-
-gboolean
-hr_reservation_set_state(HrReservationStore *store, HrReservation *r, HrReservationState state,
-			 const gchar *reason, GError **error)
-{
-	if (!hr_reservation_transition_allowed(r->state, state)) {
-		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
-			    "reservation %s is %s and cannot become %s", r->id,
-			    hr_reservation_state_to_string(r->state),
-			    hr_reservation_state_to_string(state));
-		return FALSE;
-	}
-	g_info("reservation %s: %s -> %s%s%s", r->id, hr_reservation_state_to_string(r->state),
-	       hr_reservation_state_to_string(state), reason != NULL ? ": " : "",
-	       reason != NULL ? reason : "");
-	r->state = state;
-	if (reason != NULL) {
-		g_free(r->reason);
-		r->reason = g_strdup(reason);
-	}
-	if (hr_reservation_state_is_settled(state))
-		r->finished_at = g_get_real_time();
-	hr_reservation_touch(store, r);
-	return TRUE;
-}
-
-void
-hr_reservation_set_obtained(HrReservationStore *store, HrReservation *r, guint64 blocks)
-{
-	blocks = MIN(blocks, r->need_blocks);
-	if (blocks == r->obtained)
-		return;
-	r->obtained = blocks;
-	hr_reservation_touch(store, r);
 }
 
 HrReservationStep *

@@ -32,7 +32,7 @@
 
 #include "hr-config.h"
 #include "hr-monitor.h"
-#include "hr-reservation.h"
+#include "hr-reservation-store.h"
 
 G_BEGIN_DECLS
 

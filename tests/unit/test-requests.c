@@ -1019,12 +1019,66 @@ test_cli_wait(Fixture *f, gconstpointer data)
 	proc_clear(&p);
 }
 
+static gboolean
+inflight_end_other_cb(HrInflightCmd *cmd, gpointer user_data)
+{
+	HrInflight *table = user_data;
+	/* the first one it sees ends the other (a SET_PCP's end may end others) */
+	hr_inflight_remove(table, cmd->request_id == 1 ? 3 : 1);
+	return cmd->kind == HR_INFLIGHT_REPORT;
+}
+
+static void
+free_counted(gpointer data)
+{
+	(*(guint *)data)++;
+}
+
+/*
+ * The one table of a guest's commands (hr-inflight.h): every kind by its
+ * request id, looked up with or without a kind, counted per kind, and
+ * safe against a callback that ends other commands while it walks them.
+ */
+static void
+test_inflight_table(void)
+{
+	HrInflight *table = hr_inflight_new();
+	guint freed = 0;
+
+	hr_inflight_add(table, 1, HR_INFLIGHT_REPORT, VIRTIO_HUGEROOM_CMD_REPORT, NULL, NULL);
+	hr_inflight_add(table, 2, HR_INFLIGHT_SET_PCP, VIRTIO_HUGEROOM_CMD_SET_PCP, NULL, NULL);
+	hr_inflight_add(table, 3, HR_INFLIGHT_REPORT, VIRTIO_HUGEROOM_CMD_REPORT, &freed,
+			free_counted);
+	hr_inflight_add(table, 4, HR_INFLIGHT_REQUEST, VIRTIO_HUGEROOM_CMD_EVACUATE, &freed,
+			free_counted);
+	g_assert_cmpuint(hr_inflight_count(table, HR_INFLIGHT_REPORT), ==, 2);
+	g_assert_cmpuint(hr_inflight_count(table, HR_INFLIGHT_N_KINDS), ==, 4);
+	/* one id, one command, whatever kind is asked for */
+	g_assert_nonnull(hr_inflight_lookup(table, 2, HR_INFLIGHT_N_KINDS));
+	g_assert_null(hr_inflight_lookup(table, 2, HR_INFLIGHT_REPORT));
+	g_assert_cmpuint(hr_inflight_lookup(table, 4, HR_INFLIGHT_REQUEST)->type, ==,
+			 VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_null(hr_inflight_lookup(table, 5, HR_INFLIGHT_N_KINDS));
+
+	/* the walk's callback ends the other REPORT: each is seen at most once, none freed twice */
+	hr_inflight_foreach_remove(table, HR_INFLIGHT_REPORT, inflight_end_other_cb, table);
+	g_assert_cmpuint(hr_inflight_count(table, HR_INFLIGHT_REPORT), ==, 0);
+	g_assert_cmpuint(freed, ==, 1);
+	g_assert_false(hr_inflight_remove(table, 1));
+	g_assert_true(hr_inflight_remove(table, 2));
+	g_assert_cmpuint(hr_inflight_count(table, HR_INFLIGHT_SET_PCP), ==, 0);
+	hr_inflight_free(table);
+	/* the request's data went with the table */
+	g_assert_cmpuint(freed, ==, 2);
+}
+
 int
 main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
 
+	g_test_add_func("/requests/inflight-table", test_inflight_table);
 #define ADD(path, fn) g_test_add(path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
 	ADD("/requests/lifecycle", test_lifecycle);
 	ADD("/requests/planner-api", test_planner_api);

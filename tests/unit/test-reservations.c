@@ -14,7 +14,7 @@
 
 #include "hr-ctl.h"
 #include "hr-prepare.h"
-#include "hr-reservation.h"
+#include "hr-reservation-store.h"
 #include "test-fake.h"
 
 typedef struct {

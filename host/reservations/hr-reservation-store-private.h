@@ -2,8 +2,9 @@
 #pragma once
 
 /*
- * The store's own state, shared by hr-reservation*.c and by nothing
- * else: the API is hr-reservation.h.
+ * The store's own state, shared by hr-reservation-store.c and
+ * hr-reservation-file.c and by nothing else: the API is
+ * hr-reservation-store.h.
  */
 
 #include <errno.h>
@@ -14,7 +15,7 @@
 
 #include "hr-guest.h"
 #include "hr-json.h"
-#include "hr-reservation.h"
+#include "hr-reservation-store.h"
 #include "hr-safefile.h"
 
 G_BEGIN_DECLS
@@ -76,17 +77,9 @@ struct _HrReservationStore {
 	gchar *save_error;	  /* the latest write's, NULL when it succeeded */
 };
 
-/* hr-reservation.c */
-HrReservation *
-hr_reservation_new(void);
-void
-hr_reservation_free(HrReservation *r);
-
-/* hr-reservation-store.c */
+/* hr-reservation-file.c */
 gint64
 res_boottime_us(void);
-
-/* hr-reservation-file.c */
 void
 hr_reservation_store_save_async(HrReservationStore *store);
 void
