@@ -112,7 +112,7 @@ reserve_pressure_returns(gpointer executor)
 	guint64 n = 0;
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
-		n += guest->blocks_returned_total[VIRTIO_HUGEROOM_RET_PRESSURE];
+		n += hr_guest_get_blocks_returned(guest, VIRTIO_HUGEROOM_RET_PRESSURE);
 	}
 	return n;
 }
