@@ -23,10 +23,19 @@ block freed.  For all three it prints the compaction counters
 (compact_migrate_scanned, compact_free_scanned, compact_isolated,
 pgmigrate_success) per block obtained.
 
+The per-page limit: the evacuation's time per migrated page (the driver's
+elapsed_us over its pages_migrated) against move_pages(2) of the same
+number of pages in the same guest, in the same run (tools/movepages,
+right after the evacuation once its fill is gone: the kernel's own
+migration of those pages, node 0 to node 1 and back; target <= 1.5x).
+move_pages skips pages already on the target node, so the guest has a
+second, memory-only NUMA node of --numa-mib MiB beside its --mem.
+
 Under TCG every time is inflated by emulation: compare the rows with each
 other, not with hardware.  This prints figures; it asserts nothing.
 
   benchmarks/evacuate.py [--series 6.12] [--mem 1G] [--blocks 32] [--chunk 16]
+                         [--numa-mib 256]
 """
 
 import argparse
@@ -52,6 +61,7 @@ class Bench:
         self.d = daemon
         self.chunk = chunk
         self.n_fill = 0
+        self.serving = False  # the latest memfill still runs
 
     def ctl_request(self, *args):
         # exit 3 = the request ended partial: still a result to print
@@ -97,10 +107,10 @@ class Bench:
 
     def fragment(self):
         """(Re)start one memfill with holes over nearly all free memory."""
-        if self.n_fill:
-            self.g.cmd("sh /tools/memfill ctl /tmp/bf%d quit || true" % self.n_fill)
-            time.sleep(1)
+        if self.serving:
+            self.quit_fill()
         self.n_fill += 1
+        self.serving = True
         avail = self.g.meminfo()["MemAvailable"] // 1024
         mib = max(64, avail - 24)
         d = "/tmp/bf%d" % self.n_fill
@@ -109,6 +119,29 @@ class Bench:
         hrvm.wait_for(lambda: (lambda l: l if l and l[0].startswith("READY") else None)(
             self.g.cmd("sh cat %s/log" % d)), 900, "memfill READY", interval=2)
         return mib
+
+    def quit_fill(self):
+        # a memfill that quit has no reader on its fifo: ask only once
+        self.g.cmd("sh /tools/memfill ctl /tmp/bf%d quit || true" % self.n_fill)
+        self.serving = False
+        time.sleep(1)
+
+    def move_pages(self, pages):
+        """move_pages(2) of @pages fresh anonymous pages to node 1 and back:
+        {"move": ns per page, "back": ns per page, ...}; the memfill that
+        filled the guest is stopped first."""
+        self.quit_fill()
+        out = {"pages": pages}
+        for line in self.g.cmd("sh /tools/movepages %d 0 1" % pages, timeout=600):
+            f = line.split()
+            if f and f[0] in ("MOVE", "BACK"):
+                kv = dict(x.split("=") for x in f[1:])
+                out[f[0].lower()] = int(kv["ns_per_page"])
+                out[f[0].lower() + "_moved"] = int(kv["moved"])
+                out[f[0].lower() + "_us"] = int(kv["us"])
+        if "move" not in out or not out["move_moved"]:
+            raise hrvm.Failure("movepages moved nothing: %s" % out)
+        return out
 
     def measure(self, fn):
         v0 = self.g.vmstat()
@@ -132,7 +165,20 @@ def main():
     ap.add_argument("--mem", default="1G")
     ap.add_argument("--blocks", type=int, default=32)
     ap.add_argument("--chunk", type=int, default=16, help="hole size in 4 KiB pages")
+    ap.add_argument("--numa-mib", type=int, default=256,
+                    help="MiB of the guest's second NUMA node (memory only), where "
+                         "move_pages moves to; 0: no node, no move_pages comparison")
     args = ap.parse_args()
+    unit = {"G": 1024, "M": 1}.get(args.mem[-1].upper())
+    mem_mib = int(args.mem[:-1]) * unit if unit else int(args.mem)
+    mem, extra = args.mem, []
+    if args.numa_mib:
+        mem = "%dM" % (mem_mib + args.numa_mib)
+        extra = ["-object", "memory-backend-ram,id=n0,size=%dM" % mem_mib,
+                 "-object", "memory-backend-ram,id=n1,size=%dM" % args.numa_mib,
+                 "-numa", "node,nodeid=0,cpus=0-1,memdev=n0",
+                 "-numa", "node,nodeid=1,memdev=n1"]
+    mp = None
     work = hrvm.workdir("hr-bench-evac-")
     daemon = guest = None
     rows = []
@@ -143,7 +189,8 @@ def main():
         initrd = hrvm.build_initramfs(kver, ko, work, tools=True)
         daemon = hrvm.Daemon(work)
         daemon.start()
-        guest = hrvm.Guest(qemu, kver, vmlinuz, initrd, work, daemon=daemon, mem=args.mem)
+        guest = hrvm.Guest(qemu, kver, vmlinuz, initrd, work, daemon=daemon, mem=mem,
+                           extra=extra)
         guest.start()
         hrvm.wait_for(lambda: (lambda d: d if d.get("connected") else None)(
             daemon.ctl_json("guest", guest.name)), 30, "the guest to connect", interval=0.5)
@@ -187,6 +234,11 @@ def main():
         rows.append(("evacuate", freed, res.get("blocks_tried", 0), elapsed, mig, delta,
                      minimum if len(known) == len(blocks) else None))
         b.ctl_request("return", guest.name, "--all")
+        if args.numa_mib and mig:
+            # as many pages as the evacuation migrated, what node 1 can take
+            mp = b.move_pages(min(mig, (args.numa_mib - 32) * 256))
+            mp["evacuate"] = int(elapsed * 1e9 / mig)
+            print("# move_pages: %s" % json.dumps(mp))
 
         # 2. capture
         mib = b.fragment()
@@ -238,6 +290,14 @@ def main():
           " min: pages the status snapshot said the same blocks needed; pgmig/mscan/fscan/isol:"
           " guest /proc/vmstat deltas per block (pgmigrate_success, compact_migrate_scanned,"
           " compact_free_scanned, compact_isolated)")
+    if mp:
+        print()
+        print("per migrated page, same guest, same run:")
+        print("  evacuate    %8d ns  (%.3f s for %d pages migrated)" % (
+            mp["evacuate"], rows[0][3], rows[0][4]))
+        print("  move_pages  %8d ns  node 0 -> 1 (%d pages in %d us), %d ns back" % (
+            mp["move"], mp["move_moved"], mp["move_us"], mp.get("back", 0)))
+        print("  evacuate / move_pages: %.2fx (target <= 1.5x)" % (mp["evacuate"] / mp["move"]))
     return 0
 
 

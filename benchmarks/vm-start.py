@@ -63,11 +63,15 @@ import hrvm  # noqa: E402
 import hrhost  # noqa: E402
 
 CASES = ("nothing", "compact", "balloon", "balloon-compact", "fpr", "fpr-whole",
-         "virtio-mem", "hugeroom")
+         "virtio-mem", "hugeroom", "roomy", "reserve")
 LABELS = {"nothing": "nothing", "compact": "host compact_memory",
           "balloon": "balloon inflate 4K", "balloon-compact": "balloon 4K + compact",
           "fpr": "free page reporting", "fpr-whole": "FPR, whole free blocks",
-          "virtio-mem": "virtio-mem unplug", "hugeroom": "hugeroom prepare"}
+          "virtio-mem": "virtio-mem unplug", "hugeroom": "hugeroom prepare",
+          "roomy": "roomy host", "reserve": "hugeroom reserve"}
+# hugeroomd runs in these; "reserve" with reserve= the new VM's size,
+# filled before the VM is asked for
+HUGEROOM_CASES = ("hugeroom", "reserve")
 BALLOON_CASES = ("balloon", "balloon-compact")
 FPR_CASES = ("fpr", "fpr-whole")
 # the wire's migratetype of a movable pageblock (debugfs occupancy)
@@ -112,6 +116,120 @@ def demo_defaults():
             "balloon_timeout": 60}
 
 
+class DonorSpeed:
+    """The donors' own speed: in each donor two workloads of the guest tool
+    speed, one writing to random pages of --speed-mib MiB of anonymous
+    memory, one reading random 4 KiB blocks of --speed-mib MiB of a disk's
+    page cache, each printing its operations and their p99 latency every
+    100 ms, stamped with the guest's CLOCK_BOOTTIME.  The host marks phases
+    (idle, prepare, inflate, compaction, start, release, after) on its
+    own clock; the offset between the clocks comes from `speed now` read
+    before and after (linear between them, the serial round trip halved)."""
+
+    WORKLOADS = ("anon", "cache")
+
+    def __init__(self, guests, mib):
+        self.guests = list(guests)
+        self.mib = mib
+        self.phases = []
+        self.current = None
+        self.sync = {g.name: [] for g in self.guests}
+
+    def start(self):
+        for g in self.guests:
+            dev = None
+            for line in g.cmd("sh for d in /sys/block/vd*; do echo ${d##*/} $(cat $d/serial); "
+                              "done"):
+                f = line.split()
+                if len(f) == 2 and f[1] == "hrspeed":
+                    dev = "/dev/" + f[0]
+            if not dev:
+                raise hrvm.Failure("%s: no virtio-blk disk with serial hrspeed" % g.name)
+            g.cmd("sh /tools/speed anon %d >/tmp/speed-anon.log 2>&1 & "
+                  "/tools/speed cache %s %d >/tmp/speed-cache.log 2>&1 &"
+                  % (self.mib, dev, self.mib))
+        for g in self.guests:
+            for w in self.WORKLOADS:
+                hrvm.wait_for(lambda: any(l.startswith("READY") for l in
+                                          g.cmd("sh head -1 /tmp/speed-%s.log" % w)),
+                              300, "%s's %s workload READY" % (g.name, w), interval=1)
+        self.clock()
+
+    def clock(self):
+        """One (host, guest) pair of each donor's clocks, in seconds."""
+        for g in self.guests:
+            if not g.alive():
+                continue
+            t0 = time.monotonic()
+            out = g.cmd("sh /tools/speed now")
+            t1 = time.monotonic()
+            self.sync[g.name].append(((t0 + t1) / 2, int(out[-1]) / 1e6))
+
+    def mark(self, name):
+        """End the current phase (if any) and begin @name (None: none)."""
+        now = time.monotonic()
+        if self.current:
+            self.phases.append((self.current[0], self.current[1], now))
+        self.current = (name, now) if name else None
+
+    def window(self, name, seconds):
+        self.mark(name)
+        time.sleep(seconds)
+        self.mark(None)
+
+    def _to_host(self, name):
+        pts = self.sync[name]
+        if len(pts) == 1 or pts[-1][0] - pts[0][0] < 1:
+            off = pts[0][1] - pts[0][0]
+            return lambda t: t - off
+        (h0, g0), (h1, g1) = pts[0], pts[-1]
+        rate = (g1 - g0) / (h1 - h0)
+        return lambda t: h0 + (t - g0) / rate
+
+    def collect(self):
+        """{donor: {workload: {phase: {"ops_s", "p99_us", "worst_p99_us",
+        "max_us", "windows"}}}}; a sample belongs to the phase that covers
+        most of its window."""
+        self.mark(None)
+        self.clock()
+        out = {}
+        for g in self.guests:
+            if not g.alive():
+                out[g.name] = None
+                continue
+            conv = self._to_host(g.name)
+            out[g.name] = {}
+            for w in self.WORKLOADS:
+                samples = []
+                prev = None
+                for line in g.cmd("sh cat /tmp/speed-%s.log" % w, timeout=120):
+                    f = line.split()
+                    if len(f) != 5 or f[0] != "S":
+                        continue
+                    t = conv(int(f[1]) / 1e6)
+                    if prev is not None:
+                        samples.append((prev, t, int(f[2]), int(f[3]), int(f[4])))
+                    prev = t
+                per = {}
+                for name, p0, p1 in self.phases:
+                    sel = [x for x in samples
+                           if min(x[1], p1) - max(x[0], p0) > (x[1] - x[0]) / 2]
+                    if not sel:
+                        continue
+                    p99 = sorted(x[3] for x in sel)
+                    d = per.setdefault(name, {"ops": 0, "s": 0.0, "p99": [], "max": 0})
+                    d["ops"] += sum(x[2] for x in sel)
+                    d["s"] += sum(x[1] - x[0] for x in sel)
+                    d["p99"] += p99
+                    d["max"] = max(d["max"], max(x[4] for x in sel))
+                out[g.name][w] = {n: {"ops_s": d["ops"] / d["s"] if d["s"] else 0.0,
+                                      "p99_us": median(d["p99"]) / 1e3,
+                                      "worst_p99_us": max(d["p99"]) / 1e3,
+                                      "max_us": d["max"] / 1e3, "windows": len(d["p99"])}
+                                  for n, d in per.items()}
+        return out
+
+
 class Bench:
     def __init__(self, args):
         self.a = args
@@ -121,6 +239,11 @@ class Bench:
         self.vm = None
         self.hogs = []
         self.results = []
+        self.speed = None
+
+    def mark(self, phase):
+        if self.speed:
+            self.speed.mark(phase)
 
     # ---------------------------------------------------------------- setup
     def prepare_images(self):
@@ -131,7 +254,7 @@ class Bench:
         # aids are off unless written to
         ko = hrvm.build_module(self.kver, test=True)
         mods = ["virtio_pci"]
-        if self.a.page_cache:
+        if self.a.page_cache or self.a.donor_speed:
             mods.append("virtio_blk")
         if "virtio-mem" in self.a.cases:
             mods.append("virtio_mem")
@@ -151,18 +274,31 @@ class Bench:
             except (hrvm.Failure, OSError):
                 pass
         self.guests = []
+        self.speed = None
+        if self.daemon and self.daemon.alive():
+            # what the reservations (the reserve's parts among them) hold
+            # in the host's hugetlb pool goes back before the daemon stops
+            try:
+                hrvm.http(self.daemon.api_sock, "PUT", "/v1/reserve", {"bytes": 0})
+                for res in self.daemon.ctl_json("reservations")["reservations"]:
+                    if res["state"] in ("created", "in-progress", "ready"):
+                        self.daemon.ctl("release", res["id"])
+            except (hrvm.Failure, OSError) as e:
+                say("  releasing the reservations: %s" % e)
         if self.daemon:
             self.daemon.stop()
             self.daemon = None
 
     def boot_donors(self, case):
         a = self.a
-        if case == "hugeroom":
+        if case in HUGEROOM_CASES:
             self.daemon = hrvm.Daemon(self.work, interval_ms=1000)
             with open(self.daemon.conf, "a") as f:
                 # the shipped defaults (return_high_mark_mb among them) but
                 # where the state goes and the donors' floor
                 f.write("state_dir=%s\n" % self.work)
+                if case == "reserve":
+                    f.write("reserve=%dM\n" % a.vm_mem)
                 f.write("[guest:donor*]\nfloor_mb=%d\n" % a.floor)
             self.daemon.start()
         for i in range(a.donors):
@@ -181,6 +317,13 @@ class Bench:
                 append = "memhp_default_state=online_movable"
             if a.prealloc_donors:
                 extra += ["-mem-prealloc"]
+            if a.donor_speed:
+                # the page-cache workload's disk, found by its serial
+                img = os.path.join(self.work, "speed%d.img" % i)
+                with open(img, "wb") as f:
+                    f.truncate(a.speed_mib << 20)
+                extra += ["-drive", "file=%s,if=none,id=sp0,format=raw" % img,
+                          "-device", "virtio-blk-pci,drive=sp0,serial=hrspeed"]
             if a.page_cache and i == 0:
                 img = os.path.join(self.work, "pagecache.img")
                 with open(img, "wb") as f:
@@ -190,7 +333,7 @@ class Bench:
             g = hrvm.Guest(self.qemu, self.kver, self.vmlinuz, self.initrd, self.work,
                            daemon=self.daemon, mem=mem, name="donor%d" % i,
                            uuid=str(uuid.uuid4()), tag=case, extra=extra,
-                           hugeroom=(case == "hugeroom"), append=append)
+                           hugeroom=(case in HUGEROOM_CASES), append=append)
             self.guests.append(g)
             g.start()
             # the OOM killer's first choice, before anything else on this host
@@ -199,15 +342,20 @@ class Bench:
                 g.cmd("sh modprobe virtio_balloon")
             if case == "virtio-mem":
                 self.wait_vmem_plugged(g, (a.donor_mem - a.vmem_base) << 20)
-            if case == "hugeroom" and a.claim_holes is not None:
+            if case in HUGEROOM_CASES and a.claim_holes is not None:
                 g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/claim_holes"
                       % a.claim_holes)
-        whole = int(a.touch * a.whole_free) // 8 * 8 if case == "fpr-whole" else 0
+        touch = a.touch
+        if case == "roomy" and not a.hog_leave:
+            # no dense helper to leave room: the donors touch what the new
+            # VM needs less, so its memory is free (and they still run)
+            touch = max(64, a.touch - (a.vm_mem + a.margin + a.donors - 1) // a.donors)
+        whole = int(touch * a.whole_free) // 8 * 8 if case == "fpr-whole" else 0
         for i, g in enumerate(self.guests):
             avail = g.meminfo()["MemAvailable"] >> 10
-            if a.touch > avail - 64:
+            if touch > avail - 64:
                 raise hrvm.Failure("%s has %d MiB available: --touch %d does not fit (at "
-                                   "most %d)" % (g.name, avail, a.touch, avail - 64))
+                                   "most %d)" % (g.name, avail, touch, avail - 64))
             if whole:
                 # touched first, so its pages lie together, and freed whole
                 # once the holed part is in place
@@ -218,9 +366,9 @@ class Bench:
         for i, g in enumerate(self.guests):
             # as much used memory as the other cases: the holes of the rest
             # are what --free-fraction leaves beyond the whole free blocks
-            ff = ((a.free_fraction * a.touch - whole) / (a.touch - whole) if whole
+            ff = ((a.free_fraction * touch - whole) / (touch - whole) if whole
                   else a.free_fraction)
-            hrhost.memfill_start(g, "fill", a.touch - whole, a.chunk, 100 + i,
+            hrhost.memfill_start(g, "fill", touch - whole, a.chunk, 100 + i,
                                  int(round(ff * 1000)), a.holes == "random")
         for g in self.guests:
             hrhost.memfill_wait(g, "fill")
@@ -228,17 +376,25 @@ class Bench:
                 g.cmd("sh /tools/memfill ctl /tmp/whole quit >/dev/null; sleep 1")
         if a.page_cache:
             g = self.guests[0]
-            g.cmd("sh dd if=/dev/vda of=/dev/null bs=1M 2>/dev/null", timeout=600)
+            g.cmd("sh for d in /sys/block/vd*; do [ \"$(cat $d/serial)\" = hrspeed ] || "
+                  "dd if=/dev/${d##*/} of=/dev/null bs=1M 2>/dev/null; done", timeout=600)
+        if a.donor_speed:
+            self.speed = DonorSpeed(self.guests, a.speed_mib)
+            self.speed.start()
         if self.daemon:
             hrhost.wait_reporting(self.daemon, len(self.guests), timeout=120)
-        if a.hog_leave:
+        hog_leave = a.hog_leave
+        if case == "roomy" and hog_leave:
+            # the same donors, idle, but the new VM's memory already free
+            hog_leave += a.vm_mem + a.margin
+        if hog_leave:
             # Memory the host frees after the first look (a large process
             # that just exited, reclaim catching up) would otherwise stay
             # available in one case and not the next: top the helper up
             # until MiB is what is left, so every case starts alike.
             held = 0
             for _ in range(4):
-                kb = hrhost.meminfo_host()["MemAvailable"] - (a.hog_leave << 10)
+                kb = hrhost.meminfo_host()["MemAvailable"] - (hog_leave << 10)
                 if kb < (128 << 10) and held > 0:
                     break
                 if kb <= 0:
@@ -280,6 +436,7 @@ class Bench:
 
     # --------------------------------------------------------- the methods
     def do_compact(self, r):
+        self.mark("compaction")
         with open("/proc/sys/vm/compact_memory", "w") as f:
             f.write("1\n")
 
@@ -287,6 +444,7 @@ class Bench:
         per = int(math.ceil(r["shortfall_mib"] / len(self.guests)))
         r["balloon_per_donor_mib"] = per
         target = (self.a.donor_mem - per) << 20
+        self.mark("inflate")
         for g in self.guests:
             g.qmp("balloon", value=target)
 
@@ -305,6 +463,9 @@ class Bench:
     def do_balloon_compact(self, r):
         self.do_balloon(r)
         self.do_compact(r)
+
+    def do_reserve(self, r):
+        self.do_hugeroom(r)
 
     def do_fpr_whole(self, r):
         self.do_fpr(r)
@@ -408,6 +569,7 @@ class Bench:
 
     def do_hugeroom(self, r):
         ctl = os.path.join(hrvm.build_dir(), "host", "hugeroomctl")
+        self.mark("prepare")
         p = subprocess.run([ctl, "--socket", self.daemon.api_sock, "--json", "prepare",
                             "%dM" % self.a.vm_mem, "--deadline", str(self.a.deadline),
                             "--requester", "vm-start", "--wait"],
@@ -424,6 +586,62 @@ class Bench:
             res = self.daemon.ctl_json("reservations")["reservations"]
             rid = res[-1]["id"] if res else None
         r["reservation_id"] = rid
+
+    def reserve_json(self):
+        st, body = hrvm.http(self.daemon.api_sock, "GET", "/v1/reserve")
+        if st != 200:
+            raise hrvm.Failure("GET /v1/reserve: %d %s" % (st, body[:300]))
+        return json.loads(body)
+
+    def reserve_fill(self, r):
+        """Wait for the standing reserve (the new VM's size) to be filled
+        before the VM is asked for; what that cost the donors."""
+        free0 = sum(g.meminfo()["MemFree"] >> 10 for g in self.guests if g.alive())
+        t0 = time.monotonic()
+        try:
+            hrvm.wait_for(lambda: (lambda x: x["blocks_ready"] >= x["blocks"])(
+                self.reserve_json()), self.a.deadline, "the standing reserve filled",
+                interval=0.5)
+            r["reserve_filled"] = True
+        except hrvm.Failure:
+            r["reserve_filled"] = False
+        r["reserve_fill_s"] = time.monotonic() - t0
+        r["reserve_before"] = self.reserve_json()
+        r["reserve_donors_free_mib"] = [free0, sum(g.meminfo()["MemFree"] >> 10
+                                                   for g in self.guests if g.alive())]
+        say("  standing reserve: %d of %d blocks ready in %.1f s; donors' free memory %d -> "
+            "%d MiB" % (r["reserve_before"]["blocks_ready"], r["reserve_before"]["blocks"],
+                        r["reserve_fill_s"], r["reserve_donors_free_mib"][0],
+                        r["reserve_donors_free_mib"][1]))
+        # the host as the VM finds it, after the fill
+        mi = hrhost.meminfo_host()
+        r["host_after_fill"] = {"mem_free_mib": mi["MemFree"] >> 10,
+                                "mem_available_mib": mi["MemAvailable"] >> 10,
+                                "free_2m_blocks": hrhost.buddy_blocks()}
+
+    def reserve_refill(self, r):
+        """After the start (the VM runs): how long the reserve takes to
+        refill, from donors now, and what it gave back meanwhile."""
+        t0 = time.monotonic()
+        try:
+            hrvm.wait_for(lambda: (lambda x: x["blocks_ready"] >= x["blocks"])(
+                self.reserve_json()), self.a.deadline, "the standing reserve refilled",
+                interval=1)
+            r["reserve_refilled"] = True
+        except hrvm.Failure:
+            r["reserve_refilled"] = False
+        r["reserve_refill_wait_s"] = time.monotonic() - t0
+        r["reserve_after"] = self.reserve_json()
+        say("  standing reserve after the start: %d of %d blocks ready after %.1f s%s; "
+            "refill %s ms, given back %d blocks, paused: %s" % (
+                r["reserve_after"]["blocks_ready"], r["reserve_after"]["blocks"],
+                r["reserve_refill_wait_s"], "" if r["reserve_refilled"] else " (NOT refilled)",
+                r["reserve_after"]["last_refill_ms"], r["reserve_after"]["given_back_blocks"],
+                r["reserve_after"]["paused"]))
+        # the reserve off, so that releasing gives every hold back
+        st, body = hrvm.http(self.daemon.api_sock, "PUT", "/v1/reserve", {"bytes": 0})
+        if st != 200:
+            r["reserve_off_error"] = "%d %s" % (st, body[:300])
 
     def hugeroom_after_prepare(self, r):
         rid = r.get("reservation_id")
@@ -444,10 +662,11 @@ class Bench:
         r["plans"] = [ln.split(": plan ", 1)[1] for ln in self.daemon.log().splitlines()
                       if "reservation %s: plan " % rid in ln][:20]
 
-    def hugeroom_finish(self, r):
+    def hugeroom_release(self, r):
         rid = r.get("reservation_id")
         if not rid:
             return
+        self.mark("release")
         try:
             self.daemon.ctl("release", rid)
         except hrvm.Failure as e:
@@ -459,6 +678,28 @@ class Bench:
             r["holds_returned"] = True
         except hrvm.Failure:
             r["holds_returned"] = False
+        self.mark(None)
+
+    def balloon_deflate(self, r):
+        """Give the balloons' memory back to the donors (the balloon's
+        "release"), until they are back to full size or 120 s."""
+        full = self.a.donor_mem << 20
+        self.mark("release")
+        for g in self.guests:
+            if g.alive():
+                g.qmp("balloon", value=full)
+        try:
+            hrvm.wait_for(lambda: all(g.qmp("query-balloon")["actual"] >= full - (4 << 20)
+                                      for g in self.guests if g.alive()), 120,
+                          "the balloons deflated", interval=1)
+            r["balloon_deflated"] = True
+        except hrvm.Failure:
+            r["balloon_deflated"] = False
+        self.mark(None)
+
+    def hugeroom_verify(self, r):
+        if not r.get("reservation_id"):
+            return
         bad = []
         for g in self.guests:
             if g.alive():
@@ -489,6 +730,8 @@ class Bench:
                                      (n, m["rss"] >> 10, m["thp"] >> 10)
                                      for n, m in r["donors_before"].items() if m))
         say("  shortfall for a %d MiB VM: %d MiB" % (a.vm_mem, r["shortfall_mib"]))
+        if case == "reserve":
+            self.reserve_fill(r)
         if case == "hugeroom":
             self.candidates_snapshot(r)
             say("  occupancy snapshot: %s; host needs %d blocks from guests, minimum "
@@ -499,17 +742,20 @@ class Bench:
                     r["need_from_guests_blocks"], r["min_migrate_pages"],
                     " (%d blocks more than the host THP-backed movable ones, counted at 512)"
                     % r["min_migrate_short"] if r["min_migrate_short"] else ""))
+        if self.speed:
+            self.speed.window("idle", a.speed_window)
         gm0 = self.guest_migrated()
         alive0 = [g.name for g in self.guests if g.alive()]
         v0 = hrhost.vmstat_all()
         t0 = time.monotonic()
         getattr(self, "do_" + case.replace("-", "_"), lambda r: None)(r)
         r["prepare_s"] = time.monotonic() - t0
+        self.mark(None)
         v1 = hrhost.vmstat_all()
         r["vm_prepare"] = vdelta(v0, v1)
         r["donors_after_prepare"] = self.donors_mem()
         r["free_2m_blocks_ready"] = hrhost.buddy_blocks()
-        if case == "hugeroom":
+        if case in HUGEROOM_CASES:
             self.hugeroom_after_prepare(r)
             say("  prepare: exit %s, %s%s: %s" % (
                 r.get("prepare_exit"), r["reservation"]["state"],
@@ -527,6 +773,7 @@ class Bench:
         # the start
         self.vm = hrhost.PreallocVM(self.qemu, a.vm_mem, self.work)
         v1 = hrhost.vmstat_all()
+        self.mark("start")
         try:
             r["start_s"] = self.vm.start()
             thp, rss = self.vm.coverage()
@@ -536,9 +783,12 @@ class Bench:
             r["start_error"] = str(e)[-1000:]
             r["start_s"] = None
             r["vm_thp_pct"] = None
+        self.mark(None)
         v2 = hrhost.vmstat_all()
         r["vm_start"] = vdelta(v1, v2)
         time.sleep(1)
+        if case == "reserve" and r.get("start_s") is not None:
+            self.reserve_refill(r)
         r["donors_after"] = self.donors_mem()
         r["donors_killed"] = [n for n in alive0
                               if not [g for g in self.guests if g.name == n and g.alive()]]
@@ -546,8 +796,16 @@ class Bench:
         self.vm.stop()
         self.vm = None
         r["guest_pages_migrated"] = max(0, self.guest_migrated() - gm0)
-        if case == "hugeroom":
-            self.hugeroom_finish(r)
+        if case in HUGEROOM_CASES:
+            self.hugeroom_release(r)
+        elif case in BALLOON_CASES and self.speed:
+            self.balloon_deflate(r)
+        if self.speed:
+            self.speed.window("after", a.speed_window)
+            r["donor_speed"] = self.speed.collect()
+            r["donor_speed_phases"] = [(n, p1 - p0) for n, p0, p1 in self.speed.phases]
+        if case in HUGEROOM_CASES:
+            self.hugeroom_verify(r)
         self.cleanup_case()
         say("  new VM: %s%% THP, started in %s s; %d OOM kills (%s)" % (
             "%.1f" % r["vm_thp_pct"] if r["vm_thp_pct"] is not None else "n/a",
@@ -585,7 +843,7 @@ def notes(r):
     if r.get("error"):
         return "ERROR: " + r["error"].strip().splitlines()[-1][:160]
     out = []
-    if r["case"] == "hugeroom":
+    if r["case"] in HUGEROOM_CASES:
         res = r.get("reservation") or {}
         out.append("prepare exit %s, %s%s" % (r.get("prepare_exit"), res.get("state"),
                                              " (partial)" if res.get("partial") else ""))
@@ -706,14 +964,145 @@ def summary_table(results):
     return render(SUMMARY, rows)
 
 
+PHASES = ("idle", "compaction", "inflate", "prepare", "start", "release", "after")
+SPEED_HEADER = ["case", "run", "phase", "s", "anon ops/s", "anon p99 x", "anon worst p99 x",
+                "cache ops/s", "cache p99 x", "cache worst p99 x"]
+
+
+def speed_fractions(r):
+    """{phase: {workload: (ops fraction, p99 ratio, worst window p99 ratio)}}
+    against the same donor's idle, each the worst donor's (lowest
+    throughput, highest latency); a donor that died counts 0 throughput."""
+    out = {}
+    for name, donor in (r.get("donor_speed") or {}).items():
+        for w in DonorSpeed.WORKLOADS:
+            ph = (donor or {}).get(w) or {}
+            idle = ph.get("idle")
+            for phase in PHASES:
+                if phase == "idle" or phase not in ph or not idle or not idle["ops_s"]:
+                    continue
+                x = ph[phase]
+                f = (x["ops_s"] / idle["ops_s"], x["p99_us"] / max(idle["p99_us"], 1e-3),
+                     x["worst_p99_us"] / max(idle["p99_us"], 1e-3))
+                cur = out.setdefault(phase, {}).get(w)
+                out[phase][w] = f if cur is None else (min(cur[0], f[0]), max(cur[1], f[1]),
+                                                       max(cur[2], f[2]))
+    return out
+
+
+def speed_table(results):
+    rows = []
+    for r in results:
+        if r.get("error") or "donor_speed" not in r:
+            continue
+        secs = {}
+        for n, d in r.get("donor_speed_phases", []):
+            secs[n] = secs.get(n, 0) + d
+        idle = {}
+        for donor in r["donor_speed"].values():
+            for w in DonorSpeed.WORKLOADS:
+                x = ((donor or {}).get(w) or {}).get("idle")
+                if x:
+                    idle.setdefault(w, []).append("%.0f/s p99 %.0f us" % (x["ops_s"], x["p99_us"]))
+        rows.append([LABELS[r["case"]], str(r.get("rep", 1)), "idle", "%.1f" % secs.get("idle", 0),
+                     ", ".join(idle.get("anon", [])), "1", "-",
+                     ", ".join(idle.get("cache", [])), "1", "-"])
+        fr = speed_fractions(r)
+        for phase in PHASES:
+            if phase not in fr:
+                continue
+            cells = []
+            for w in DonorSpeed.WORKLOADS:
+                f = fr[phase].get(w)
+                cells += ["%.0f%%" % (100 * f[0]), "%.2f" % f[1], "%.2f" % f[2]] if f \
+                    else ["-", "-", "-"]
+            rows.append([LABELS[r["case"]], str(r.get("rep", 1)), phase,
+                         "%.1f" % secs.get(phase, 0)] + cells)
+    return render(SPEED_HEADER, rows) if rows else ""
+
+
+def speed_targets(h, b):
+    """The donors' speed targets of the hugeroom case @h, the balloon's
+    figures @b beside them."""
+    fh = speed_fractions(h)
+    fb = speed_fractions(b) if b else {}
+
+    def worst(fr, phase, i, pick):
+        xs = [v[i] for v in fr.get(phase, {}).values()]
+        return pick(xs) if xs else None
+
+    def beside(phase, i, pick, fmt):
+        x = worst(fb, phase, i, pick)
+        return "; the balloon's %s: %s" % (phase, fmt % x) if x is not None else ""
+    out = []
+    x = worst(fh, "prepare", 0, min)
+    out.append(("donors during prepare >= 90% of idle throughput", x is not None and x >= 0.9,
+                ("worst workload %.0f%%" % (100 * x) if x is not None else "no prepare phase")
+                + beside("inflate", 0, min, "%.2f")))
+    x = worst(fh, "prepare", 1, max)
+    out.append(("donors' p99 during prepare <= 2x idle", x is not None and x <= 2.0,
+                ("worst workload %.2fx (median of its 100 ms windows' p99)" % x
+                 if x is not None else "no prepare phase")
+                + beside("inflate", 1, max, "%.2fx")))
+    x = worst(fh, "after", 0, min)
+    out.append(("donors after release at idle throughput (>= 98%: the run's noise)",
+                x is not None and x >= 0.98,
+                ("worst workload %.0f%%" % (100 * x) if x is not None else "no after phase")
+                + beside("after", 0, min, "%.2f")))
+    return out
+
+
+def reserve_targets(by):
+    """The standing reserve's targets (issue 21 item 1): the reserve case
+    against the roomy host of the same round."""
+    h, roomy = by.get("reserve"), by.get("roomy")
+    if not h:
+        return []
+    out = [("reserve: prepare <= 50 ms", h["prepare_s"] <= 0.05 and h.get("prepare_exit") == 0,
+            "%.0f ms (exit %s)%s" % (h["prepare_s"] * 1000, h.get("prepare_exit"),
+                                     "" if h.get("reserve_filled") else
+                                     "; the reserve was NOT filled before the VM was asked for"))]
+    if roomy and roomy["start_s"] is not None and h["start_s"] is not None:
+        out.append(("reserve: start <= 1.1x the roomy host's", h["start_s"] <= 1.1 * roomy["start_s"],
+                    "%.1f s vs %.1f s (%.2fx)" % (h["start_s"], roomy["start_s"],
+                                                 h["start_s"] / roomy["start_s"])))
+    else:
+        out.append(("reserve: start <= 1.1x the roomy host's", False,
+                    "no roomy case in this round, or a start failed"))
+    thp = h["vm_thp_pct"]
+    out.append(("reserve: new VM >= 99.5% THP", thp is not None and thp >= 99.5,
+                "%.1f%%" % thp if thp is not None else "the new VM did not start"))
+    out.append(("reserve: 0 processes killed", h["oom_kills"] == 0 and not h["donors_killed"],
+                "%d OOM kills" % h["oom_kills"]))
+    return out
+
+
+def reserve_cost(results):
+    """What the reserve cost, one line per run of the reserve case."""
+    lines = []
+    for r in results:
+        if r["case"] != "reserve" or r.get("error"):
+            continue
+        a, b = r.get("reserve_donors_free_mib", [0, 0]), r.get("reserve_after") or {}
+        lines.append("run %d: filled in %.1f s (donors' free memory %d -> %d MiB), after the "
+                     "start %d of %d blocks again after %.1f s (refill %s ms), given back under "
+                     "pressure %d blocks, paused: %s" % (
+                         r.get("rep", 1), r.get("reserve_fill_s", 0), a[0], a[1],
+                         b.get("blocks_ready", 0), b.get("blocks", 0),
+                         r.get("reserve_refill_wait_s", 0), b.get("last_refill_ms"),
+                         b.get("given_back_blocks", 0), b.get("paused")))
+    return lines
+
+
 def targets(results):
     """The issue's targets for the hugeroom case; (name, met, note)."""
     by = {r["case"]: r for r in results if not r.get("error")}
     h = by.get("hugeroom")
+    extra = reserve_targets(by)
     if not h:
         err = [r for r in results if r["case"] == "hugeroom"]
-        return [("the hugeroom case ran", False, err[0]["error"].strip().splitlines()[-1])
-                ] if err else []
+        return ([("the hugeroom case ran", False, err[0]["error"].strip().splitlines()[-1])]
+                if err else []) + extra
     b = by.get("balloon")
     out = []
     thp = h["vm_thp_pct"]
@@ -764,12 +1153,14 @@ def targets(results):
                     hs <= 0.1 * bs if bs else hs == 0,
                     "%d vs %d pages (%s)" % (hs, bs, "%.0f%% of it" % (100.0 * hs / bs)
                                              if bs else "balloon scanned nothing")))
+    if "donor_speed" in h:
+        out += speed_targets(h, b)
     if h.get("checksums_bad"):
         out.append(("donors' checksums intact after release", False,
                     ", ".join(h["checksums_bad"])))
     else:
         out.append(("donors' checksums intact after release", True, "all match"))
-    return out
+    return out + extra
 
 
 def plot(results, png, work):
@@ -899,6 +1290,13 @@ def parse_args(argv):
     ap.add_argument("--vmem-base", type=int, default=None, metavar="MIB",
                     help="virtio-mem: the donors' boot memory; the rest of --donor-mem is "
                          "the virtio-mem device (default: an eighth, at least 512)")
+    ap.add_argument("--donor-speed", action="store_true",
+                    help="run the donors' own workloads (anonymous memory, page cache) and "
+                         "report their speed in each phase as a fraction of idle")
+    ap.add_argument("--speed-mib", type=int, default=64,
+                    help="MiB each donor workload works on (64)")
+    ap.add_argument("--speed-window", type=float, default=5.0,
+                    help="s of the idle and after windows of --donor-speed (5)")
     ap.add_argument("--json", default="vm-start.json")
     ap.add_argument("--png", default="vm-start.png")
     ap.add_argument("--demo", action="store_true",
@@ -952,8 +1350,19 @@ def report(results):
     say("stalls and scanned: host compaction during prepare / during start; guest "
         "migrated: guest pgmigrate_success (hugeroom: donate steps' pages_migrated / "
         "minimum from the occupancy snapshot)")
+    st = speed_table(results)
+    if st:
+        say("\nthe donors' own speed (tools/speed in every donor), each phase against the same "
+            "donor's idle, the worst donor: throughput as a fraction, the median 100 ms "
+            "window's p99 and the worst window's p99 as multiples of idle's median p99:")
+        say(st)
     say("\nper case over its runs, median [min-max] (a failed start counts 0% THP):")
     say(summary_table(results))
+    rc = reserve_cost(results)
+    if rc:
+        say("\nwhat the standing reserve cost:")
+        for line in rc:
+            say("  " + line)
     tg = all_targets(results)
     if tg:
         say("\ntargets (hugeroom case), met in how many runs:")

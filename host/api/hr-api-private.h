@@ -149,6 +149,11 @@ void
 hr_api_reservation_release(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 void
 hr_api_reservation_consume(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
+/* GET and PUT /v1/reserve: the standing reserve (reservations/hr-reserve.c) */
+void
+hr_api_reserve(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
+void
+hr_api_reserve_set(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 void
 hr_api_plan(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 void

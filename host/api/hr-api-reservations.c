@@ -391,3 +391,68 @@ hr_api_reservation_consume(HrApi *api, SoupServerMessage *msg, GHashTable *query
 {
 	hr_api_reservation_act(api, msg, query, args[0], "consume", hr_prepare_consume);
 }
+
+static void
+hr_api_reply_reserve(HrApi *api, SoupServerMessage *msg)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) node = NULL;
+
+	hr_reserve_add_json(hr_prepare_get_reserve(api->prepare), b);
+	node = json_builder_get_root(b);
+	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
+}
+
+void
+hr_api_reserve(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	(void)args;
+	hr_api_reply_reserve(api, msg);
+}
+
+static const gchar *const reserve_fields[] = {"bytes", "size", "node", NULL};
+
+/* {"size": "10G"} or {"bytes": N}, and "node"; 0 (or "0") drops the reserve */
+void
+hr_api_reserve_set(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	g_autoptr(JsonParser) parser = json_parser_new();
+	g_autoptr(GError) error = NULL;
+	JsonObject *obj = hr_api_parse_body(msg, parser, &error);
+	guint64 bytes = 0, v = 0;
+	gint node = HR_RESERVATION_ANY_NODE;
+	JsonNode *n;
+	(void)query;
+	(void)args;
+
+	if (obj == NULL || !hr_api_check_members(obj, "a reserve", reserve_fields, &error) ||
+	    !hr_api_get_uint(obj, "bytes", 0, G_MAXINT64, &bytes, &error))
+		goto invalid;
+	n = json_object_get_member(obj, "size");
+	if (n != NULL) {
+		gint ignored;
+		if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_STRING) {
+			g_set_error(&error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_INVALID,
+				    "size: give a string such as \"10G\"");
+			goto invalid;
+		}
+		if (!hr_reserve_parse(json_node_get_string(n), &bytes, &ignored, &error))
+			goto invalid;
+	}
+	n = json_object_get_member(obj, "node");
+	if (n != NULL && !JSON_NODE_HOLDS_NULL(n)) {
+		if (!hr_api_get_uint(obj, "node", 0, 1023, &v, &error))
+			goto invalid;
+		node = (gint)v;
+	}
+	if (!hr_reserve_set(hr_prepare_get_reserve(api->prepare), bytes, node, &error)) {
+		hr_api_reply_error(msg, SOUP_STATUS_CONFLICT, "conflict", "%s", error->message);
+		return;
+	}
+	hr_api_reply_reserve(api, msg);
+	return;
+invalid:
+	hr_api_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument", "%s",
+			   error != NULL ? error->message : "invalid body");
+}

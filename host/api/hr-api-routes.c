@@ -46,6 +46,8 @@ static const HrApiRouteEntry routes[] = {
      hr_api_reservation_release},
     {{"POST", "/v1/reservations/{id}/consume", ADMIN, "200 400 404 409", "consumeReservation"},
      hr_api_reservation_consume},
+    {{"GET", "/v1/reserve", READ, "200", "getReserve"}, hr_api_reserve},
+    {{"PUT", "/v1/reserve", ADMIN, "200 400 409", "setReserve"}, hr_api_reserve_set},
     {{"POST", "/v1/plan", READ, "200 400 500", "planReservation"}, hr_api_plan},
     {{"GET", "/v1/host", READ, "200 500", "getHost"}, hr_api_host},
     {{"GET", "/v1/events", READ, "200 400", "streamEvents"}, hr_api_events},

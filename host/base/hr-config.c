@@ -55,6 +55,9 @@ static const HrConfigKey hr_config_keys[] = {
     KEY(guest_floor_mb, U64, TRUE),
     KEY(hold_in_pool, U32, TRUE), /* reservations planned after it */
     KEY(pool_margin_mb, U64, TRUE),
+    KEY(reserve, STR, TRUE),
+    KEY(reserve_rate_mb, U64, TRUE),
+    KEY(reserve_pause_psi, U32, TRUE),
     KEY(donor_pcp_density, U32, TRUE),
     {"host_backing", offsetof(HrConfig, backing), HR_CONFIG_U32, TRUE},
     KEY(libvirt_uri, STR, FALSE),
@@ -167,6 +170,8 @@ hr_config_new(void)
 	config->guest_floor_mb = 256;
 	config->hold_in_pool = TRUE;
 	config->pool_margin_mb = 256;
+	config->reserve_rate_mb = 256;
+	config->reserve_pause_psi = 10;
 	config->backing = HR_BACKING_SCAN;
 	config->guest_policies =
 	    g_ptr_array_new_with_free_func((GDestroyNotify)hr_guest_policy_free);
@@ -186,6 +191,7 @@ hr_config_free(HrConfig *config)
 	g_free(config->api_socket);
 	g_free(config->state_dir);
 	g_free(config->host_root);
+	g_free(config->reserve);
 	g_ptr_array_unref(config->guest_policies);
 	g_free(config->api_group);
 	g_free(config->api_read_group);
@@ -685,6 +691,22 @@ hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError 
 	if (!hr_config_get_uint(kf, "pool_margin_mb", 0, G_MAXUINT32, TRUE, &v, error))
 		goto fail;
 	config->pool_margin_mb = v;
+	if (!hr_config_get_string(kf, GROUP, "reserve", &str, error))
+		goto fail;
+	if (str != NULL) {
+		/* "reserve=": none */
+		g_free(config->reserve);
+		config->reserve = *str != '\0' ? g_steal_pointer(&str) : NULL;
+		g_clear_pointer(&str, g_free);
+	}
+	v = config->reserve_rate_mb;
+	if (!hr_config_get_uint(kf, "reserve_rate_mb", 1, G_MAXUINT32, FALSE, &v, error))
+		goto fail;
+	config->reserve_rate_mb = v;
+	v = config->reserve_pause_psi;
+	if (!hr_config_get_uint(kf, "reserve_pause_psi", 1, 100, FALSE, &v, error))
+		goto fail;
+	config->reserve_pause_psi = v;
 	if (!hr_config_get_bool(kf, "hold_in_pool", &config->hold_in_pool, error) ||
 	    !hr_config_get_bool(kf, "donor_pcp_density", &config->donor_pcp_density, error))
 		goto fail;

@@ -62,6 +62,15 @@ typedef struct {
 	gboolean hold_in_pool;	     /* hold a reservation's blocks in the node's hugetlb pool */
 	gboolean donor_pcp_density;  /* donors run PCP density while they give */
 	guint64 pool_margin_mb; /* free memory the pool leaves the node above its high watermark */
+	/*
+	 * The standing reserve (hr-reserve): "SIZE[@NODE]" kept assembled in
+	 * the pool ahead of demand, NULL: none; refilled at most
+	 * reserve_rate_mb MiB a second, paused while the host's memory PSI
+	 * (some, avg10) is at reserve_pause_psi percent or more.
+	 */
+	gchar *reserve;
+	guint64 reserve_rate_mb;
+	guint reserve_pause_psi;
 	HrBackingMode backing;
 	GPtrArray *guest_policies; /* HrGuestPolicy, in file order; the first match wins */
 	guint generation;	   /* bumped by every reload that applies something */

@@ -127,6 +127,14 @@ hr_guest_get_pid(const HrGuest *guest)
 	return guest->pid;
 }
 
+guint64
+hr_guest_get_blocks_returned(const HrGuest *guest, guint32 reason)
+{
+	return reason < G_N_ELEMENTS(guest->blocks_returned_total)
+		   ? guest->blocks_returned_total[reason]
+		   : 0;
+}
+
 const HrPeer *
 hr_guest_get_peer(const HrGuest *guest)
 {

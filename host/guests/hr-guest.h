@@ -166,6 +166,9 @@ const HrRamRange *
 hr_guest_get_ram(const HrGuest *guest, guint *n_ranges);
 guint64
 hr_guest_get_ram_size(const HrGuest *guest);
+/* blocks it gave back with RETURNED for @reason (VIRTIO_HUGEROOM_RET_*), in all */
+guint64
+hr_guest_get_blocks_returned(const HrGuest *guest, guint32 reason);
 /* the request sent or running, or NULL */
 HrRequest *
 hr_guest_get_active_request(const HrGuest *guest);

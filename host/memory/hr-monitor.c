@@ -1114,6 +1114,43 @@ read_and_parse(const gchar *root, const gchar *rel, gboolean optional, HrParseFu
 static HrHostState *
 hr_monitor_read_host_full(const gchar *root, gboolean with_pagetypes, GError **error);
 
+/* "12.34" -> 1234 */
+static gboolean
+parse_hundredths(const gchar *str, guint *value)
+{
+	gchar *end = NULL;
+	guint64 whole = g_ascii_strtoull(str, &end, 10);
+	guint frac = 0;
+
+	if (end == str || whole > 100)
+		return FALSE;
+	if (*end == '.') {
+		const gchar *d = end + 1;
+		if (g_ascii_isdigit(d[0]))
+			frac = (d[0] - '0') * 10 + (g_ascii_isdigit(d[1]) ? d[1] - '0' : 0);
+	}
+	*value = (guint)whole * 100 + frac;
+	return TRUE;
+}
+
+gboolean
+hr_psi_parse(const gchar *text, guint *some_avg10, guint *full_avg10)
+{
+	g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+	gboolean seen = FALSE;
+
+	*some_avg10 = *full_avg10 = 0;
+	for (guint i = 0; lines[i] != NULL; i++) {
+		const gchar *avg = strstr(lines[i], "avg10=");
+		guint *into = g_str_has_prefix(lines[i], "some ")   ? some_avg10
+			      : g_str_has_prefix(lines[i], "full ") ? full_avg10
+								    : NULL;
+		if (into != NULL && avg != NULL && parse_hundredths(avg + 6, into))
+			seen = TRUE;
+	}
+	return seen;
+}
+
 HrHostState *
 hr_monitor_read_host(const gchar *root, GError **error)
 {
@@ -1210,6 +1247,10 @@ hr_monitor_read_host_full(const gchar *root, gboolean with_pagetypes, GError **e
 		}
 	}
 	hr_compact_counters_from_vmstat(state->vmstat, &state->compact);
+	text = read_text(state->root, "proc/pressure/memory", TRUE, NULL);
+	if (text != NULL)
+		state->has_psi = hr_psi_parse(text, &state->psi_some_avg10, &state->psi_full_avg10);
+	g_clear_pointer(&text, g_free);
 
 	for (guint i = 0; i < state->buddy->len; i++) {
 		const HrBuddyZone *bz = g_ptr_array_index(state->buddy, i);

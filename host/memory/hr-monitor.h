@@ -218,8 +218,20 @@ typedef struct {
 	HrMeminfo *meminfo;
 	HrThpSettings thp;
 	HrCompactCounters compact;
+	/*
+	 * Memory pressure (/proc/pressure/memory, PSI): the share of the last
+	 * 10 s some / all tasks stalled on memory, in hundredths of a percent;
+	 * has_psi FALSE on kernels without PSI.
+	 */
+	gboolean has_psi;
+	guint psi_some_avg10;
+	guint psi_full_avg10;
 	GPtrArray *nodes; /* HrNodeState, ascending node id */
 } HrHostState;
+
+/* "some avg10=1.25 ..." / "full avg10=0.00 ...": FALSE when neither is there */
+gboolean
+hr_psi_parse(const gchar *text, guint *some_avg10, guint *full_avg10);
 
 /* @root: "/" or NULL for the live system, or a directory with proc/ and sys/ */
 HrHostState *

@@ -111,6 +111,105 @@ wait_for_maps(HrReservation *r, Run *run, const Input *in)
 	return now < run->maps_wait_until;
 }
 
+/*
+ * What the running steps of @r are still expected to bring, in blocks: a
+ * donation's expected gain less the blocks its guest handed over so far
+ * (those are free on the host already, or the pool's next grow takes
+ * them), a compaction's whole expected gain. The pool's grow is not one of
+ * them: drive_pool() counts it on its own.
+ */
+static guint64
+running_gain(HrPrepare *p, HrReservation *r, Run *run)
+{
+	guint64 milli = 0;
+
+	for (guint i = 0; i < p->ops->len; i++) {
+		const Op *op = g_ptr_array_index(p->ops, i);
+		const HrReservationStep *s;
+		guint64 held_milli = 0;
+
+		if (op->returning != NULL || g_strcmp0(op->res_id, r->id) != 0 ||
+		    op->step_index >= r->steps->len)
+			continue;
+		if (op->request == NULL && run->pool_mode)
+			continue;
+		s = g_ptr_array_index(r->steps, op->step_index);
+		if (op->request != NULL && op->request->blocks != NULL)
+			held_milli = (guint64)op->request->blocks->len * 1000;
+		milli += s->expect_milli > held_milli ? s->expect_milli - held_milli : 0;
+	}
+	return (milli + 999) / 1000;
+}
+
+/* a guest with an evacuation (or a return) of ours in flight */
+static gboolean
+guest_busy(HrPrepare *p, guint64 guest_id)
+{
+	for (guint i = 0; i < p->ops->len; i++) {
+		const Op *op = g_ptr_array_index(p->ops, i);
+		if (op->request != NULL && op->guest_id == guest_id)
+			return TRUE;
+	}
+	return FALSE;
+}
+
+/*
+ * Donors that come late. The steps a plan starts run to their end before
+ * the next plan, so a donor that connects while they run, or whose host
+ * map arrives after wait_for_maps() gave up on it, would sit out until the
+ * last of them ends. While steps run, plan again for the donors that have
+ * none, for what the running steps are not expected to bring: the plan is
+ * asked for @want_blocks less their expected gains, the donors with a step
+ * in flight are left out of it. @want_blocks is what drive() asks the
+ * planner for (it counts the node's free blocks itself), or in the pool
+ * what is left beyond the pool and its grow.
+ */
+static void
+plan_late(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, guint64 want_blocks,
+	  gboolean guests_too, gint64 remaining_ms)
+{
+	guint64 coming = running_gain(p, r, run);
+	guint idle = 0, donations = 0;
+	g_autoptr(Input) in = NULL;
+	g_autoptr(HrPlan) plan = NULL;
+	HrPlanRequest req = {0};
+
+	if (!guests_too || want_blocks <= coming + (run->pool_mode ? 0 : r->obtained))
+		return;
+	in = prep_build_input(p, host, r, run, TRUE);
+	for (guint i = 0; i < in->guests->len; i++) {
+		HrPlanGuest *pg = &g_array_index(in->guests, HrPlanGuest, i);
+		HrGuest *guest = g_ptr_array_index(in->refs, i);
+		GuestPlanState *gs = prep_get_gstate(p, guest);
+		if (!pg->donor)
+			continue;
+		if (guest_busy(p, guest->id))
+			pg->donor = FALSE;
+		/* one whose host map is still being read is planned for once it is in */
+		else if (gs->map != NULL || !gs->scanning)
+			idle++;
+	}
+	if (idle == 0)
+		return;
+	req.bytes = (want_blocks - coming) * HR_PLAN_BLOCK_BYTES;
+	req.node = r->planned_node;
+	req.deadline_ms = remaining_ms > 0 ? (guint64)remaining_ms : 0;
+	req.strict = FALSE;
+	plan = plan_timed(p, r, &req, &in->input);
+	for (guint i = 0; i < plan->steps->len; i++)
+		donations += ((const HrPlanStep *)g_ptr_array_index(plan->steps, i))->kind ==
+			     HR_PLAN_STEP_DONATE;
+	if (donations == 0)
+		return;
+	g_info("reservation %s: %u donors without a step while %u run: planned for the "
+	       "%" G_GUINT64_FORMAT " blocks beyond the %" G_GUINT64_FORMAT
+	       " the running steps are expected to bring",
+	       r->id, idle, run->in_flight,
+	       want_blocks - coming - (run->pool_mode ? 0 : MIN(r->obtained, want_blocks - coming)),
+	       coming);
+	prep_start_plan_steps(p, r, run, in, plan, remaining_ms);
+}
+
 static void
 drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns, const HrHostState *host)
 {
@@ -140,11 +239,13 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns, cons
 	if (!run->pool_busy && headroom > 0 &&
 	    (!run->pool_stuck || (retry && g_get_monotonic_time() >= run->pool_retry_at)))
 		prep_start_pool(p, r, run, r->planned_node, MIN(want, headroom), ns->free_blocks);
-	if (run->in_flight > 0)
-		return;
 	/* what the grow that runs (or could run) will hold; donors give the rest */
 	coming = run->pool_busy ? run->pool_asked : run->pool_stuck ? 0 : MIN(want, headroom);
 	remaining = want > coming ? want - coming : 0;
+	if (run->in_flight > 0) {
+		plan_late(p, host, r, run, remaining, TRUE, remaining_ms);
+		return;
+	}
 	if (remaining == 0)
 		return;
 	in = prep_build_input(p, host, r, run, TRUE);
@@ -240,8 +341,11 @@ prep_drive(HrPrepare *p, const HrHostState *host, HrReservation *r)
 	}
 	if (past_deadline(p, r, &remaining_ms))
 		return;
-	if (run->in_flight > 0)
+	if (run->in_flight > 0) {
+		plan_late(p, host, r, run, r->need_blocks, run->held_total < run->donate_cap,
+			  remaining_ms);
 		return;
+	}
 	if (run->compact_after) {
 		run->compact_after = FALSE;
 		if (!run->compacted) {
@@ -300,6 +404,9 @@ prep_decide(HrPrepare *p, const HrHostState *host)
 			prep_drive(p, host, r);
 			break;
 		case HR_RESERVATION_READY:
+			/* the standing reserve's parts wait for a reservation to take them */
+			if (hr_reserve_is_part(r))
+				break;
 			if (now - r->finished_at >
 			    (gint64)p->config->reservation_ttl_s * G_USEC_PER_SEC) {
 				g_autofree gchar *why =
@@ -320,4 +427,5 @@ prep_decide(HrPrepare *p, const HrHostState *host)
 		}
 	}
 	prep_return_by_high_mark(p, host);
+	hr_reserve_tick(p->reserve, host);
 }

@@ -15,6 +15,7 @@
 #include "hr-pcp.h"
 #include "hr-peer.h"
 #include "hr-prepare.h"
+#include "hr-reserve.h"
 #include "hr-snapshot.h"
 #include "hr-thpmap.h"
 
@@ -141,6 +142,7 @@ struct _HrPrepare {
 	guint64 epoch;
 	gboolean reading;    /* a snapshot read runs */
 	GPtrArray *measures; /* Measure: donations whose gain the next snapshot measures */
+	HrReserve *reserve;  /* the standing reserve, its parts our reservations */
 };
 
 typedef struct {

@@ -85,6 +85,45 @@ core_event_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 	}
 }
 
+/* the standing reserve's view of the executor (HrReserveExecutor) */
+static HrReservation *
+reserve_create(gpointer executor, guint64 bytes, gint node, GError **error)
+{
+	return hr_prepare_create(executor, bytes, node, 0, FALSE, HR_RESERVE_REQUESTER, error);
+}
+
+static gboolean
+reserve_release(gpointer executor, const gchar *id, GError **error)
+{
+	return hr_prepare_release(executor, id, error);
+}
+
+static gboolean
+reserve_consume(gpointer executor, const gchar *id, GError **error)
+{
+	return hr_prepare_consume(executor, id, error);
+}
+
+static guint64
+reserve_pressure_returns(gpointer executor)
+{
+	HrPrepare *p = executor;
+	GPtrArray *guests = hr_core_get_guests(p->core);
+	guint64 n = 0;
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(guests, i);
+		n += hr_guest_get_blocks_returned(guest, VIRTIO_HUGEROOM_RET_PRESSURE);
+	}
+	return n;
+}
+
+static const HrReserveExecutor reserve_executor = {
+    .create = reserve_create,
+    .release = reserve_release,
+    .consume = reserve_consume,
+    .pressure_returns = reserve_pressure_returns,
+};
+
 HrPrepare *
 hr_prepare_new(HrCore *core)
 {
@@ -113,6 +152,7 @@ hr_prepare_new(HrCore *core)
 	p->interrupted = g_ptr_array_new_with_free_func((GDestroyNotify)prep_interrupted_free);
 	p->measures = g_ptr_array_new_with_free_func((GDestroyNotify)prep_measure_free);
 	prep_find_interrupted(p);
+	p->reserve = hr_reserve_new(p->config, p->store, &reserve_executor, p);
 	p->reconcile_all = TRUE;
 	p->cancellable = g_cancellable_new();
 	p->tick_id = g_timeout_add(p->config->reservation_tick_ms, tick_cb, p);
@@ -145,6 +185,7 @@ hr_prepare_free(HrPrepare *p)
 	g_ptr_array_unref(p->interrupted);
 	g_ptr_array_unref(p->measures);
 	hr_snapshot_free(p->snap);
+	hr_reserve_free(p->reserve);
 	g_object_unref(p->cancellable);
 	g_hash_table_unref(p->runs);
 	g_hash_table_unref(p->gstates);
@@ -297,7 +338,7 @@ void
 hr_prepare_tick(HrPrepare *p)
 {
 	GPtrArray *list = hr_reservation_store_list(p->store);
-	gboolean work = p->measures->len > 0;
+	gboolean work = p->measures->len > 0 || hr_reserve_wants_ticks(p->reserve);
 
 	prep_reconcile_guests(p);
 	prep_drop_holds(p, prep_hold_gone, NULL, "their QEMU is gone");
@@ -323,6 +364,35 @@ tick_cb(gpointer user_data)
 /* ---------------------------------------------------------------------- */
 /* Requests from the API */
 
+/*
+ * A new reservation takes what the standing reserve holds ready at once: a
+ * step of its own, and ready now when that is all it needs.
+ */
+static void
+take_from_reserve(HrPrepare *p, HrReservation *r)
+{
+	guint64 moved = hr_reserve_take(p->reserve, r);
+	HrReservationStep *s;
+	g_autofree gchar *why = NULL;
+
+	if (moved == 0)
+		return;
+	s = hr_reservation_add_step(r, HR_STEP_RESERVE, r->planned_node);
+	s->gained = (gint64)moved;
+	s->expect_milli = moved * 1000;
+	hr_reservation_step_set_state(s, HR_STEP_DONE, "taken from the standing reserve");
+	hr_reservation_set_obtained(p->store, r, r->pool_blocks);
+	hr_reservation_set_state(p->store, r, HR_RESERVATION_IN_PROGRESS, NULL, NULL);
+	if (r->pool_blocks < r->need_blocks) {
+		hr_reservation_touch(p->store, r);
+		return;
+	}
+	why = g_strdup_printf("%" G_GUINT64_FORMAT " 2 MiB blocks held in node %d's hugetlb pool, "
+			      "taken from the standing reserve",
+			      r->pool_blocks, r->planned_node);
+	prep_settle(p, r, HR_RESERVATION_READY, FALSE, why);
+}
+
 HrReservation *
 hr_prepare_create(HrPrepare *p, guint64 bytes, gint node, guint deadline_s, gboolean strict,
 		  const gchar *requester, GError **error)
@@ -336,8 +406,15 @@ hr_prepare_create(HrPrepare *p, guint64 bytes, gint node, guint deadline_s, gboo
 	g_info("reservation %s: %" G_GUINT64_FORMAT " bytes on node %d, deadline %u s%s, for %s",
 	       r->id, bytes, node, deadline_s, strict ? ", strict" : "",
 	       requester != NULL ? requester : "(anonymous)");
+	take_from_reserve(p, r);
 	prep_kick(p);
 	return r;
+}
+
+HrReserve *
+hr_prepare_get_reserve(HrPrepare *p)
+{
+	return p->reserve;
 }
 
 gboolean

@@ -36,6 +36,7 @@
 #include "hr-planner.h"
 #include "hr-prepare-types.h"
 #include "hr-reservation-store.h"
+#include "hr-reserve.h"
 
 G_BEGIN_DECLS
 
@@ -69,6 +70,9 @@ hr_prepare_create(HrPrepare *prepare, guint64 bytes, gint node, guint deadline_s
 /* cancel a reservation that is not settled, or release a ready one */
 gboolean
 hr_prepare_release(HrPrepare *prepare, const gchar *id, GError **error);
+/* the standing reserve, for the API */
+HrReserve *
+hr_prepare_get_reserve(HrPrepare *prepare);
 /* the requester used the memory */
 gboolean
 hr_prepare_consume(HrPrepare *prepare, const gchar *id, GError **error);

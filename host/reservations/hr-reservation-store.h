@@ -125,6 +125,13 @@ hr_reservation_add_hold(HrReservation *r, const gchar *guest_key, const gchar *g
 /* remove and return (as a new array, oldest first) up to @max holds of @r */
 GPtrArray *
 hr_reservation_take_holds(HrReservation *r, guint max);
+/*
+ * Move up to @max holds, oldest first, from @from to @to (the standing
+ * reserve handing its blocks over): not returned, only owned by @to now.
+ * The caller touches both. Returns how many moved.
+ */
+guint
+hr_reservation_move_holds(HrReservation *from, HrReservation *to, guint max);
 /* mark changed, save (logs a failed save) and tell the changed function */
 void
 hr_reservation_touch(HrReservationStore *store, HrReservation *r);

@@ -27,6 +27,7 @@ static const gchar *step_kind_names[HR_STEP_N_KINDS] = {
     [HR_STEP_FREE] = "free",
     [HR_STEP_COMPACT] = "compact",
     [HR_STEP_DONATE] = "donate",
+    [HR_STEP_RESERVE] = "reserve",
 };
 
 static const gchar *step_state_names[HR_STEP_N_STATES] = {
@@ -254,4 +255,13 @@ hr_reservation_take_holds(HrReservation *r, guint max)
 		g_ptr_array_add(out, g_ptr_array_steal_index(r->holds, 0));
 	r->blocks_returned += n;
 	return out;
+}
+
+guint
+hr_reservation_move_holds(HrReservation *from, HrReservation *to, guint max)
+{
+	guint n = MIN(max, from->holds->len);
+	for (guint i = 0; i < n; i++)
+		g_ptr_array_add(to->holds, g_ptr_array_steal_index(from->holds, 0));
+	return n;
 }

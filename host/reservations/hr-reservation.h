@@ -82,6 +82,7 @@ typedef enum {
 	HR_STEP_FREE,	 /* "free": blocks free already (or held in the pool as they were) */
 	HR_STEP_COMPACT, /* "compact": compaction of the node (or the pool assembling) */
 	HR_STEP_DONATE,	 /* "donate": a guest's evacuation */
+	HR_STEP_RESERVE, /* "reserve": taken from the standing reserve (hr-reserve) */
 	HR_STEP_N_KINDS,
 } HrStepKind;
 

@@ -1267,11 +1267,30 @@ test_pool_live(void)
 	g_assert_cmpuint(after, ==, before);
 }
 
+/* /proc/pressure/memory as Linux prints it, and what is not it */
+static void
+test_psi(void)
+{
+	guint some = 1, full = 1;
+
+	g_assert_true(hr_psi_parse("some avg10=12.34 avg60=1.00 avg300=0.10 total=123\n"
+				   "full avg10=5.06 avg60=0.00 avg300=0.00 total=45\n",
+				   &some, &full));
+	g_assert_cmpuint(some, ==, 1234);
+	g_assert_cmpuint(full, ==, 506);
+	g_assert_true(hr_psi_parse("some avg10=100.00 avg60=0 avg300=0 total=0\n", &some, &full));
+	g_assert_cmpuint(some, ==, 10000);
+	g_assert_cmpuint(full, ==, 0);
+	g_assert_false(hr_psi_parse("", &some, &full));
+	g_assert_false(hr_psi_parse("some avg10=x\n", &some, &full));
+}
+
 int
 main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/monitor/pool/live", test_pool_live);
+	g_test_add_func("/monitor/psi", test_psi);
 	g_test_add_func("/monitor/kernel/debian-6.1", test_debian61);
 	g_test_add_func("/monitor/kernel/debian-6.12-two-nodes", test_debian612_two_nodes);
 	g_test_add_func("/monitor/kernel/host-capture", test_host_capture);

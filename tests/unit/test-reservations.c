@@ -687,6 +687,55 @@ test_exec_free_then_donate(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(b->blocks_returned, ==, 3);
 }
 
+/*
+ * A donor that connects while another's donation runs is asked at once,
+ * for what the running donation is not expected to bring (issue 21: the
+ * steps of a plan used to run to their end before the next plan).
+ */
+static void
+test_exec_late_donor(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) early = NULL;
+	g_autoptr(FakeDevice) late = NULL;
+	g_autoptr(HrCmd) first = NULL;
+	g_autoptr(HrCmd) second = NULL;
+	HrReservation *r;
+	HrReservationStep *s;
+	(void)data;
+
+	early = donor_up(f, "early", 1);
+	/* the 100 free blocks and 4 more: the early donor has 3 to give */
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(208), 0, 0, FALSE, "late",
+			      NULL);
+	first = fake_expect_cmd(early, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(first->count, ==, 3);
+	/* while it runs (unanswered), the second donor connects */
+	late = donor_up(f, "late", 2);
+	second = fake_expect_cmd(late, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	/* the one block the early donor's 3 are not expected to cover */
+	g_assert_cmpuint(second->count, ==, 1);
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_IN_PROGRESS);
+	/* and the early donor, busy, is not asked twice */
+	fake_expect_silence(early, 200);
+
+	host_set_free_blocks(f, 103);
+	answer_evacuate(early, first, 3);
+	host_set_free_blocks(f, 104);
+	answer_evacuate(late, second, 1);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->obtained, ==, 104);
+	g_assert_cmpuint(r->holds->len, ==, 4);
+	for (guint i = 0, n = 0; i < r->steps->len; i++) {
+		s = g_ptr_array_index(r->steps, i);
+		if (s->kind != HR_STEP_DONATE)
+			continue;
+		g_assert_cmpstr(s->guest, ==, n == 0 ? "early" : "late");
+		g_assert_cmpuint(s->blocks_held, ==, n == 0 ? 3 : 1);
+		n++;
+	}
+}
+
 /* a best-effort reservation that cannot be met ends ready and partial, with why */
 static void
 test_exec_partial(Fixture *f, gconstpointer data)
@@ -1340,6 +1389,168 @@ test_pool_asked_again(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->holds->len, ==, 6);
 }
 
+/* the late donor in the pool: asked while the first donation runs, for the rest */
+static void
+test_pool_late_donor(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) early = NULL;
+	g_autoptr(FakeDevice) late = NULL;
+	g_autoptr(HrCmd) first = NULL;
+	g_autoptr(HrCmd) second = NULL;
+	HrReservation *r;
+	(void)data;
+
+	host_set_free(f, 25000, 0);
+	early = donor_up(f, "early", 1);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 60, FALSE, "d", NULL);
+	first = fake_expect_cmd(early, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(first->count, ==, 3);
+	late = donor_up(f, "late", 2);
+	second = fake_expect_cmd(late, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(second->count, ==, 1);
+	fake_expect_silence(early, 200);
+
+	host_set_free(f, 25000, 4);
+	answer_evacuate(early, first, 3);
+	wait_for(cond_pool_3, r, "3 blocks in the pool");
+	host_set_free(f, 25000, 2);
+	answer_evacuate(late, second, 1);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->pool_blocks, ==, 4);
+	g_assert_cmpuint(r->holds->len, ==, 4);
+}
+
+typedef struct {
+	Fixture *f;
+	guint64 pages;
+} WaitPool;
+
+static gboolean
+cond_pool(gpointer data)
+{
+	WaitPool *w = data;
+	return pool_read(w->f) == w->pages;
+}
+
+static void
+wait_pool(Fixture *f, guint64 pages)
+{
+	WaitPool w = {f, pages};
+	g_autofree gchar *what = g_strdup_printf("%" G_GUINT64_FORMAT " pages in the pool", pages);
+	wait_for(cond_pool, &w, what);
+}
+
+static guint64
+reserve_member(Fixture *f, const gchar *name)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(JsonNode) root = NULL;
+
+	hr_reserve_add_json(hr_prepare_get_reserve(hr_daemon_get_prepare(f->daemon)), b);
+	root = json_builder_get_root(b);
+	return (guint64)json_object_get_int_member(json_node_get_object(root), name);
+}
+
+typedef struct {
+	Fixture *f;
+	const gchar *name;
+	guint64 value;
+} WaitReserve;
+
+static gboolean
+cond_reserve(gpointer data)
+{
+	WaitReserve *w = data;
+	return reserve_member(w->f, w->name) == w->value;
+}
+
+static void
+wait_reserve(Fixture *f, const gchar *name, guint64 value)
+{
+	WaitReserve w = {f, name, value};
+	g_autofree gchar *what = g_strdup_printf("the reserve's %s at %" G_GUINT64_FORMAT, name, value);
+	wait_for(cond_reserve, &w, what);
+}
+
+static void
+host_set_psi(Fixture *f, const gchar *full_avg10)
+{
+	g_autofree gchar *dir = host_dir(f);
+	g_autofree gchar *pdir = g_build_filename(dir, "proc", "pressure", NULL);
+	g_autofree gchar *path = g_build_filename(pdir, "memory", NULL);
+	g_autofree gchar *text = g_strdup_printf(
+	    "some avg10=%s avg60=0.00 avg300=0.00 total=1\nfull avg10=%s avg60=0.00 avg300=0.00 "
+	    "total=1\n",
+	    full_avg10, full_avg10);
+	g_assert_cmpint(g_mkdir_with_parents(pdir, 0755), ==, 0);
+	g_assert_true(g_file_set_contents(path, text, -1, NULL));
+	hr_prepare_host_changed(hr_daemon_get_prepare(f->daemon));
+}
+
+/*
+ * The standing reserve (issue 21 item 1): kept assembled in the pool from
+ * the node's free memory, taken at once by a reservation (ready when
+ * hr_prepare_create returns, no pool growth), refilled after, given back
+ * under host memory pressure, and not expired like a reservation.
+ */
+static void
+test_pool_reserve(Fixture *f, gconstpointer data)
+{
+	HrReservation *r;
+	HrReservationStep *s;
+	(void)data;
+
+	f->config->reservation_ttl_s = 1;
+	f->config->reserve = g_strdup("40M");
+	/* 20 blocks held in the pool beside the admin's 5 */
+	wait_reserve(f, "blocks_ready", 20);
+	g_assert_cmpuint(pool_read(f), ==, 25);
+	/* past the TTL a reservation would expire; the reserve's parts do not */
+	g_usleep(1500 * 1000);
+	g_assert_cmpuint(reserve_member(f, "blocks_ready"), ==, 20);
+
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(30), 0, 60, FALSE, "vm", NULL);
+	g_assert_cmpint(r->state, ==, HR_RESERVATION_READY);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->pool_blocks, ==, 15);
+	g_assert_cmpuint(pool_read(f), ==, 25);
+	s = find_step(r, HR_STEP_RESERVE);
+	g_assert_nonnull(s);
+	g_assert_cmpint(s->gained, ==, 15);
+	g_assert_cmpuint(reserve_member(f, "taken_blocks"), ==, 15);
+	/* the reserve refills: 15 more blocks in the pool */
+	wait_reserve(f, "blocks_ready", 20);
+	g_assert_cmpuint(pool_read(f), ==, 40);
+	g_assert_true(hr_prepare_consume(hr_daemon_get_prepare(f->daemon), r->id, NULL));
+	g_assert_cmpuint(pool_read(f), ==, 25);
+
+	/* the host needs the memory: the reserve gives its parts back, newest first */
+	host_set_psi(f, "50.00");
+	wait_pool(f, 10);
+	g_assert_cmpuint(reserve_member(f, "given_back_blocks"), ==, 15);
+	host_set_psi(f, "0.00");
+}
+
+/* a reserve set through the API holds until the config's reserve= changes */
+static void
+test_pool_reserve_api(Fixture *f, gconstpointer data)
+{
+	HrReserve *reserve = hr_prepare_get_reserve(hr_daemon_get_prepare(f->daemon));
+	(void)data;
+
+	g_assert_true(hr_reserve_set(reserve, MiB(8), 0, NULL));
+	wait_reserve(f, "blocks_ready", 4);
+	/* ticks later it is still there */
+	g_usleep(300 * 1000);
+	g_assert_cmpuint(reserve_member(f, "bytes"), ==, MiB(8));
+	g_assert_cmpuint(pool_read(f), ==, 9);
+	/* a reload that sets reserve= wins over it */
+	f->config->reserve = g_strdup("4M");
+	wait_reserve(f, "bytes", MiB(4));
+	wait_pool(f, 5);
+}
+
 /* nothing free and no donor: a strict reservation fails and says why */
 static void
 test_pool_strict_fails(Fixture *f, gconstpointer data)
@@ -1424,6 +1635,7 @@ main(int argc, char **argv)
 	g_test_add("/reservations/exec/" name, Fixture, NULL, exec_setup, fn, exec_teardown)
 	ADD_EXEC("free-then-donate", test_exec_free_then_donate);
 	ADD_EXEC("partial", test_exec_partial);
+	ADD_EXEC("late-donor", test_exec_late_donor);
 	ADD_EXEC("strict", test_exec_strict);
 	ADD_EXEC("deadline", test_exec_deadline);
 	ADD_EXEC("policy-and-restart", test_exec_policy_and_restart);
@@ -1443,6 +1655,9 @@ main(int argc, char **argv)
 	ADD_POOL("donate", test_pool_donate);
 	ADD_POOL("strict-fails", test_pool_strict_fails);
 	ADD_POOL("asked-again", test_pool_asked_again);
+	ADD_POOL("late-donor", test_pool_late_donor);
+	ADD_POOL("reserve", test_pool_reserve);
+	ADD_POOL("reserve-api", test_pool_reserve_api);
 #undef ADD_POOL
 	return g_test_run();
 }

@@ -126,7 +126,8 @@ def build_module(kver, test=False):
 
 
 def guest_tools():
-    """Build tests/vm/guest-tools (static memfill, pressure, churn); return their dir."""
+    """Build tests/vm/guest-tools (static memfill, pressure, churn, speed,
+    movepages); return their dir."""
     out = run(["bash", os.path.join(REPO, "tests", "vm", "guest-tools", "build.sh")])
     path = out.strip().splitlines()[-1]
     for t in GUEST_TOOLS:
@@ -135,7 +136,7 @@ def guest_tools():
     return path
 
 
-GUEST_TOOLS = ("memfill", "pressure", "churn")
+GUEST_TOOLS = ("memfill", "pressure", "churn", "speed", "movepages")
 
 
 def build_initramfs(kver, ko, workdir, tools=False, modules=None):
