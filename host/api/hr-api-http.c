@@ -157,7 +157,7 @@ hr_api_handler_cb(SoupServer *server, SoupServerMessage *msg, const char *path, 
 		g_signal_connect(msg, "wrote-headers", G_CALLBACK(hr_api_log_cb), NULL);
 	else
 		g_debug("request %s: GET %s", id, path);
-	hr_api_dispatch(user_data, msg, path, query);
+	((HrApi *)user_data)->dispatch(user_data, msg, path, query);
 }
 
 /* a body announced too large is not kept while it is read */
@@ -427,10 +427,11 @@ hr_api_request_started_cb(SoupServer *server, SoupServerMessage *msg, gpointer u
 }
 
 SoupServer *
-hr_api_server_new(HrApi *api)
+hr_api_server_new(HrApi *api, HrApiDispatchFunc dispatch)
 {
 	SoupServer *server = soup_server_new("server-header", "hugeroomd/" PACKAGE_VERSION, NULL);
 
+	api->dispatch = dispatch;
 	soup_server_add_handler(server, NULL, hr_api_handler_cb, api, NULL);
 	g_signal_connect(server, "request-started", G_CALLBACK(hr_api_request_started_cb), api);
 	return server;

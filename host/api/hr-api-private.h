@@ -36,12 +36,17 @@ typedef struct _HrApi HrApi;
 #define HR_API_REQUEST_ID_MAX 128
 #define HR_API_REQUEST_ID_KEY "hr-api-request-id"
 
+/* what a request is handed to once its headers are in (hr_api_dispatch) */
+typedef void (*HrApiDispatchFunc)(HrApi *api, SoupServerMessage *msg, const gchar *path,
+				  GHashTable *query);
+
 struct _HrApi {
 	HrCore *core;
 	HrPrepare *prepare;
 	HrEventStream *events;
 	SoupServer *server;
-	HrAcceptor *acceptor; /* the Unix socket */
+	HrApiDispatchFunc dispatch; /* the routes' (hr_api_dispatch) */
+	HrAcceptor *acceptor;	    /* the Unix socket */
 	GSocket *socket;
 	GPtrArray *tcp_acceptors; /* HrAcceptor, one per address */
 	GTlsCertificate *certificate;
@@ -67,9 +72,14 @@ struct _HrApi {
 /* a route's handler: @args are the values of its path's {} segments */
 typedef void (*HrApiHandler)(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 
-/* hr-api-http.c: the HTTP server, its connections and answers */
+/*
+ * hr-api-http.c: the HTTP server, its connections and answers. It hands
+ * each request to @dispatch, which hr-api.c gives it: the routes are
+ * above the server (they answer through it), so it does not call them by
+ * name.
+ */
 SoupServer *
-hr_api_server_new(HrApi *api);
+hr_api_server_new(HrApi *api, HrApiDispatchFunc dispatch);
 void
 hr_api_close_idle(HrApi *api);
 void

@@ -62,7 +62,7 @@ hr_api_new(HrCore *core, HrPrepare *prepare)
 	api->latency = hr_metrics_histogram_new(
 	    "hugeroom_api_request_duration_seconds", "time to handle an API request, by route",
 	    "route", (const gchar *const *)names->pdata, hr_metrics_bounds_fast);
-	api->server = hr_api_server_new(api);
+	api->server = hr_api_server_new(api, hr_api_dispatch);
 	return api;
 }
 
