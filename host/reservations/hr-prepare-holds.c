@@ -131,19 +131,25 @@ guint
 prep_return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 {
 	g_autoptr(GHashTable) per_guest = prep_guest_table_new((GDestroyNotify)g_array_unref);
-	GPtrArray *keep = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
+	GPtrArray *old = r->holds;
 	GHashTableIter iter;
 	gpointer key, value;
 	guint sent = 0, dropped = 0;
 
-	for (guint i = 0; i < r->holds->len; i++) {
-		HrReservationHold *h = g_ptr_array_index(r->holds, i);
+	/*
+	 * @r keeps only what stays while the others are looked at: the store
+	 * may write @r out in between (hold_in_grace() records when a QEMU
+	 * was first seen gone, and saves), and must never see a hold twice or
+	 * a slot emptied.
+	 */
+	r->holds = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
+	for (guint i = 0; i < old->len; i++) {
+		HrReservationHold *h = g_ptr_array_index(old, i);
 		HrGuest *guest = find_hold_guest(p, h);
 		GArray *gpas;
 
-		g_ptr_array_index(r->holds, i) = NULL;
 		if (hold_in_grace(p, guest, h)) {
-			g_ptr_array_add(keep, h);
+			g_ptr_array_add(r->holds, h);
 			continue;
 		}
 		if ((guest != NULL && hr_guest_is_ready(guest) &&
@@ -155,7 +161,7 @@ prep_return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 		}
 		if (sent >= max || guest == NULL || !hr_guest_is_connected(guest) ||
 		    !hr_guest_is_ready(guest)) {
-			g_ptr_array_add(keep, h);
+			g_ptr_array_add(r->holds, h);
 			continue;
 		}
 		gpas = g_hash_table_lookup(per_guest, &(guint64){hr_guest_get_id(guest)});
@@ -169,9 +175,9 @@ prep_return_holds(HrPrepare *p, HrReservation *r, guint max, const gchar *why)
 		sent++;
 		hr_reservation_hold_free(h);
 	}
-	g_ptr_array_set_free_func(r->holds, NULL);
-	g_ptr_array_unref(r->holds);
-	r->holds = keep;
+	/* each of @old's holds is in r->holds now, or freed */
+	g_ptr_array_set_free_func(old, NULL);
+	g_ptr_array_unref(old);
 
 	g_hash_table_iter_init(&iter, per_guest);
 	while (g_hash_table_iter_next(&iter, &key, &value)) {
