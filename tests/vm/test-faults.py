@@ -89,7 +89,10 @@ class Faults:
         set_free_blocks(self.root, 1)
         self.state = os.path.join(work, "state")
         os.mkdir(self.state)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "hr-faults", self.state],
+        # 0750: the daemon neither reads nor writes a state directory
+        # others may write to (a tmpfs is 1777 by default)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0750", "hr-faults",
+                        self.state],
                        check=True)
         self.daemon = None
         self.guests = {}
