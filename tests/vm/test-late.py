@@ -18,7 +18,7 @@ Checks:
  3. the late donor got a donate step that began before the first donor's
     donate step ended (before the change, the steps of a plan ran to their
     end before the next plan: it was asked only after);
- 4. prepare ended ready (best effort, exit 0 or 3), both donors gave
+ 4. prepare ended ready (best effort: exit 0, or 4 when partial), both donors gave
     blocks, and their held sets are the reservation's;
  5. after release both donors hold nothing, their floors and memfill
     checksums intact.
@@ -80,7 +80,9 @@ def main():
         qemu = hrvm.qemu_binary()
         kver, (vmlinuz, _mods) = hrvm.pick_kernel(series)
         hrvm.log("kernel %s, qemu %s, accel %s, workdir %s" % (kver, qemu, hrvm.accel(), work))
-        ko = hrvm.build_module(kver)
+        # the test build: its fault_inject slows the first donor's
+        # evacuation (below)
+        ko = hrvm.build_module(kver, test=True)
         initrd = hrvm.build_initramfs(kver, ko, work, tools=True)
         daemon = hrvm.Daemon(work, interval_ms=1000)
         with open(daemon.conf, "a") as f:
@@ -97,6 +99,12 @@ def main():
             guests.append(g)
         for g, seed in zip(guests, (1, 2)):
             fill_donor(g, seed)
+        # The late donor needs a second or two to come in (its QEMU retries
+        # every second): the first donor's evacuation is made to last
+        # longer than that, as one of thousands of blocks would, so that
+        # check 2 does not hang on how fast a loaded host migrates.
+        guests[0].cmd("sh echo 'block_delay_ms 40' > "
+                      "/sys/kernel/debug/virtio_hugeroom/fault_inject")
         wait_reporting(daemon, 1)
         known = [x["name"] for x in daemon.ctl_json("guests")["guests"]]
 
@@ -104,9 +112,13 @@ def main():
         hog.start()
         time.sleep(1)
         host = daemon.ctl_json("host")["nodes"][0]
-        # the node's free memory (what the pool may take) and 300 blocks
-        # more: more than the first donor alone gives in one step
-        headroom = (host["free_pages"] - host["wmark_high"] - POOL_MARGIN_MB * 256) // 512
+        # what the pool may take (the node's free memory, and the page cache
+        # its allocations reclaim: MemAvailable, not free pages, or a host
+        # with cache makes the first donor enough) and 300 blocks more:
+        # more than the first donor alone gives in one step
+        avail_pages = meminfo_host()["MemAvailable"] // 4
+        headroom = (max(host["free_pages"], avail_pages) - host["wmark_high"]
+                    - POOL_MARGIN_MB * 256) // 512
         want = max(headroom, 0) + 300
         t0 = time.monotonic()
         prep = subprocess.Popen([os.path.join(hrvm.build_dir(), "host", "hugeroomctl"),
@@ -148,7 +160,8 @@ def main():
                               for s in r["steps"]])
         given = {n: sum(s.get("blocks_held", 0) for s in st)
                  for n, st in ((EARLY, early), (LATE, late))}
-        tap.ok(prep.returncode in (0, 3) and r["state"] == "ready"
+        # best effort: 0 when ready whole, 4 when ready with part of it
+        tap.ok(prep.returncode == (4 if r.get("partial") else 0) and r["state"] == "ready"
                and all(v > 0 for v in given.values()),
                "prepare %d MiB ended %s%s in %.1f s (exit %d), blocks given: %s"
                % (want * 2, r["state"], " (partial)" if r.get("partial") else "", took,
