@@ -446,105 +446,14 @@ hr_api_host_to_json(const HrHostState *host, HrReservationStore *store, HrBackin
 /* ---------------------------------------------------------------------- */
 /* Reservations: GET /v1/reservations, /v1/reservations/{id}, events */
 
-static void
-hr_api_add_str(JsonBuilder *b, const gchar *key, const gchar *value)
-{
-	json_builder_set_member_name(b, key);
-	if (value != NULL)
-		json_builder_add_string_value(b, value);
-	else
-		json_builder_add_null_value(b);
-}
-
-static void
-hr_api_add_time(JsonBuilder *b, const gchar *key, gint64 us)
-{
-	json_builder_set_member_name(b, key);
-	if (us > 0) {
-		g_autoptr(GDateTime) sec = g_date_time_new_from_unix_utc(us / G_USEC_PER_SEC);
-		g_autoptr(GDateTime) dt = g_date_time_add(sec, us % G_USEC_PER_SEC);
-		g_autofree gchar *s = g_date_time_format_iso8601(dt);
-		json_builder_add_string_value(b, s);
-	} else {
-		json_builder_add_null_value(b);
-	}
-}
-
-static void
-hr_api_step_add_json(HrReservationStep *s, JsonBuilder *b)
-{
-	json_builder_begin_object(b);
-	hr_api_add_str(b, "kind", hr_step_kind_to_string(s->kind));
-	hr_json_add_int(b, "node", s->node);
-	if (s->guest != NULL) {
-		hr_api_add_str(b, "guest", s->guest);
-		hr_api_add_str(b, "guest_key", s->guest_key);
-		hr_json_add_int(b, "request_id", s->request_id);
-		hr_json_add_int(b, "blocks_asked", s->blocks_asked);
-		hr_json_add_int(b, "blocks_held", s->blocks_held);
-	}
-	hr_api_add_str(b, "state", hr_step_state_to_string(s->state));
-	hr_api_add_str(b, "detail", s->detail);
-	hr_json_add_int(b, "expect_milli", s->expect_milli);
-	hr_json_add_int(b, "gained", s->gained);
-	hr_json_add_int(b, "pages_migrated", s->pages_migrated);
-	hr_json_add_int(b, "pages_scanned", s->pages_scanned);
-	hr_json_add_int(b, "elapsed_ms", s->elapsed_ms);
-	hr_json_add_int(b, "started_us", s->started_at);
-	json_builder_end_object(b);
-}
-
+/*
+ * What the API shows of a reservation is, field for field, what the state
+ * file keeps (hr_reservation_add_json): one writer of those fields. A field
+ * only the API should show, or one it should not, is added or left out
+ * here.
+ */
 void
 hr_api_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps)
 {
-	json_builder_begin_object(b);
-	hr_api_add_str(b, "id", r->id);
-	hr_json_add_int(b, "bytes", r->bytes);
-	hr_json_add_int(b, "need_blocks", r->need_blocks);
-	hr_json_add_int(b, "node", r->node);
-	hr_json_add_int(b, "planned_node", r->planned_node);
-	json_builder_set_member_name(b, "strict");
-	json_builder_add_boolean_value(b, r->strict);
-	hr_api_add_str(b, "requester", r->requester);
-	hr_api_add_str(b, "idempotency_key", r->idempotency_key);
-	hr_api_add_str(b, "request_digest", r->request_digest);
-	hr_api_add_str(b, "owner", r->owner);
-	hr_api_add_str(b, "state", hr_reservation_state_to_string(r->state));
-	hr_api_add_str(b, "reason", r->reason);
-	json_builder_set_member_name(b, "partial");
-	json_builder_add_boolean_value(b, r->partial);
-	hr_json_add_int(b, "obtained", r->obtained);
-	hr_json_add_int(b, "created_us", r->created_at);
-	hr_json_add_int(b, "deadline_us", r->deadline_at);
-	hr_json_add_int(b, "updated_us", r->updated_at);
-	hr_json_add_int(b, "finished_us", r->finished_at);
-	hr_api_add_time(b, "created", r->created_at);
-	hr_api_add_time(b, "deadline", r->deadline_at);
-	hr_api_add_time(b, "finished", r->finished_at);
-	hr_json_add_int(b, "held_blocks", r->holds->len);
-	hr_json_add_int(b, "blocks_returned", r->blocks_returned);
-	hr_json_add_int(b, "pool_blocks", r->pool_blocks);
-	if (with_steps) {
-		json_builder_set_member_name(b, "steps");
-		json_builder_begin_array(b);
-		for (guint i = 0; i < r->steps->len; i++)
-			hr_api_step_add_json(g_ptr_array_index(r->steps, i), b);
-		json_builder_end_array(b);
-		json_builder_set_member_name(b, "holds");
-		json_builder_begin_array(b);
-		for (guint i = 0; i < r->holds->len; i++) {
-			HrReservationHold *h = g_ptr_array_index(r->holds, i);
-			g_autofree gchar *gpa =
-			    g_strdup_printf("0x%" G_GINT64_MODIFIER "x", h->gpa);
-			json_builder_begin_object(b);
-			hr_api_add_str(b, "guest_key", h->guest_key);
-			hr_api_add_str(b, "guest_uuid", h->guest_uuid);
-			hr_api_add_str(b, "guest", h->guest_name);
-			hr_api_add_str(b, "gpa", gpa);
-			hr_json_add_int(b, "held_us", h->held_at);
-			json_builder_end_object(b);
-		}
-		json_builder_end_array(b);
-	}
-	json_builder_end_object(b);
+	hr_reservation_add_json(r, b, with_steps);
 }
