@@ -10,6 +10,7 @@
 
 #include "hr-reservation-store-private.h"
 
+#include <string.h>
 #include <sys/random.h>
 
 HrReservationStore *
@@ -332,9 +333,23 @@ hr_reservation_new_id(void)
 	gchar id[2 + 26 + 1] = "r-";
 	guint bits = 0, nbits = 0, n = 2;
 
-	if (getrandom(rnd, sizeof(rnd), 0) != (gssize)sizeof(rnd))
+	/* ids are made on the main loop only: these need no lock */
+	static guint64 last_ms;
+	static guint8 last_rnd[10];
+
+	if (ms <= last_ms) {
+		/* the same millisecond (or a clock that stepped back): the last
+		 * id's random part plus one, so that ids still sort as made */
+		ms = last_ms;
+		memcpy(rnd, last_rnd, sizeof(rnd));
+		for (gint i = (gint)sizeof(rnd) - 1; i >= 0 && ++rnd[i] == 0; i--)
+			;
+	} else if (getrandom(rnd, sizeof(rnd), 0) != (gssize)sizeof(rnd)) {
 		for (guint i = 0; i < sizeof(rnd); i++)
 			rnd[i] = (guint8)g_random_int();
+	}
+	last_ms = ms;
+	memcpy(last_rnd, rnd, sizeof(rnd));
 	for (gint shift = 45; shift >= 0; shift -= 5)
 		id[n++] = digits[(ms >> shift) & 31];
 	for (guint i = 0; i < sizeof(rnd); i++) {
