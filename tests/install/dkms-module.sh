@@ -9,6 +9,12 @@
 # $HUGEROOM_CACHE/dkms/<key>/<kver>/virtio_hugeroom.ko, keyed by the
 # package and the root, with DKMS's status and log beside it.
 #
+# The newest kernel (sid's, scripts/fetch-newest-kernel.sh) has its headers
+# and toolchain only in the sid root: there the package goes into an
+# overlay of that root instead, apt takes dkms from sid's archive, and
+# `dkms autoinstall -k KVER` builds for it (a root's running kernel is the
+# host's, which has no headers there), as an admin of a sid guest would.
+#
 # Usage: tests/install/dkms-module.sh KVER    prints the .ko's path last
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../../scripts/lib.sh"
@@ -16,7 +22,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 kver=${1:?usage: dkms-module.sh KVER}
 
 build() {
-    local debs=$1 root=$2 out=$3 m k
+    local debs=$1 root=$2 out=$3 kver=$4 m k
     # global: the EXIT trap runs after this function returned
     work=$(mktemp -d "${TMPDIR:-/tmp}/hr-dkms.XXXXXX")
     trap 'umount -l "$work/merged" 2>/dev/null; rm -rf "$work"' EXIT
@@ -29,11 +35,20 @@ build() {
     hr_in_root "$m" sh -c 'apt-get install -y /tmp/hr-debs/hugeroom-dkms_*.deb' \
         >"$out.tmp/install.log" 2>&1 ||
         { tail -40 "$out.tmp/install.log" >&2; die "installing hugeroom-dkms failed (log above)"; }
+    if [ ! -e "$m/lib/modules/$kver/updates/dkms" ]; then
+        hr_in_root "$m" dkms autoinstall -k "$kver" >>"$out.tmp/install.log" 2>&1 ||
+            { tail -40 "$out.tmp/install.log" >&2; die "dkms autoinstall -k $kver failed (log above)"; }
+    fi
     hr_in_root "$m" dkms status >"$out.tmp/dkms-status.txt" 2>&1
     for k in $(ls "$m/usr/src" | sed -n 's/^linux-headers-\(.*-amd64\)$/\1/p'); do
         local ko
         ko=$(ls "$m/lib/modules/$k/updates/dkms/virtio_hugeroom.ko"* 2>/dev/null | head -1)
-        [ -n "$ko" ] || { cat "$out.tmp/dkms-status.txt" >&2; die "DKMS installed no module for $k"; }
+        if [ -z "$ko" ]; then
+            # another kernel of the root's may be one DKMS does not build for
+            [ "$k" != "$kver" ] && continue
+            cat "$out.tmp/dkms-status.txt" >&2
+            die "DKMS installed no module for $k"
+        fi
         mkdir -p "$out.tmp/$k"
         case $ko in
         *.xz) xz -dc "$ko" >"$out.tmp/$k/virtio_hugeroom.ko" ;;
@@ -51,8 +66,15 @@ main() {
     need_root
     local debs root key out
     debs=$(bash "$HERE/build-debs.sh" | tail -n1)
-    root=$(bash "$HERE/pkg-root.sh" | tail -n1)
-    key=$( { sha256sum "$debs"/hugeroom-dkms_*.deb | cut -d' ' -f1; cat "$root/.done" "$root/.headers"; } |
+    if [ -f "$HUGEROOM_CACHE/kernels/$kver/build-root" ]; then
+        root=$(cat "$HUGEROOM_CACHE/kernels/$kver/build-root")
+        [ -e "$root/usr/src/linux-headers-$kver/Makefile" ] ||
+            die "no headers for $kver in $root: run scripts/fetch-newest-kernel.sh"
+    else
+        root=$(bash "$HERE/pkg-root.sh" | tail -n1)
+    fi
+    key=$( { sha256sum "$debs"/hugeroom-dkms_*.deb | cut -d' ' -f1; echo "$root";
+             cat "$root/.done"; cat "$root/.headers" 2>/dev/null || true; } |
            sha256sum | cut -c1-16)
     out=$HUGEROOM_CACHE/dkms/$key
     if [ ! -f "$out/$kver/virtio_hugeroom.ko" ]; then
@@ -60,8 +82,8 @@ main() {
         rm -rf "$out.tmp"
         # the overlay in a mount namespace of its own: nothing stays mounted
         unshare --mount --propagation private -- bash -c \
-            '. "$1/../../scripts/lib.sh"; '"$(declare -f build)"'; build "$2" "$3" "$4"' \
-            dkms-module "$HERE" "$debs" "$root" "$out" ||
+            '. "$1/../../scripts/lib.sh"; '"$(declare -f build)"'; build "$2" "$3" "$4" "$5"' \
+            dkms-module "$HERE" "$debs" "$root" "$out" "$kver" ||
             die "the DKMS build failed"
         [ -f "$out/$kver/virtio_hugeroom.ko" ] ||
             die "DKMS built no module for $kver (dkms status: $(cat "$out/dkms-status.txt"))"

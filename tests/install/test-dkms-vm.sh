@@ -15,7 +15,9 @@ series=${1:?series (6.12 or 6.1)}
 kver=$(hr_series_kver "$series")
 ko=$(bash "$HERE/dkms-module.sh" "$kver" | tail -n1)
 qemu=$(bash "$HR_SCRIPTS/build-qemu.sh" | tail -n1)
-buildid=$(readelf -n "$ko" | awk '/Build ID:/ { print $3; exit }')
+# bookworm's readelf prints every note of a module built by sid's
+# binutils but exits 1 on one it does not know: its status does not count
+buildid=$( { readelf -n "$ko" 2>/dev/null || true; } | awk '/Build ID:/ && !id { id = $3 } END { print id }')
 [ -n "$buildid" ] || die "no GNU build ID in $ko"
 echo "# $ko (DKMS, installed in the root as $(cat "$(dirname "$ko")/installed-as"))"
 
