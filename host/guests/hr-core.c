@@ -119,6 +119,14 @@ hr_core_get_last_unidentified_reason(HrCore *core)
 	return core->last_unidentified_reason;
 }
 
+/*
+ * Which entry a name or UUID means: the VM's established process, never a
+ * newcomer claiming its identity (SPEC 2.10 item 6). An entry whose process
+ * runs (connected or not) and whose identity is its own (its UUID known, or
+ * it has none) comes first, the one that had it first; then a running
+ * process whose UUID another running one has (a migration's destination
+ * while its source runs, or an impostor); then the most recent gone one.
+ */
 HrGuest *
 hr_core_find_guest(HrCore *core, const gchar *name_or_uuid)
 {
@@ -126,18 +134,14 @@ hr_core_find_guest(HrCore *core, const gchar *name_or_uuid)
 	guint found_rank = 0;
 	for (guint i = 0; i < core->guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(core->guests, i);
+		gboolean alive = hr_guest_is_connected(guest) ||
+				 (guest->peer != NULL && hr_peer_is_alive(guest->peer));
 		guint rank;
 		if (!hr_guest_has_name(guest, name_or_uuid))
 			continue;
-		/*
-		 * Prefer a connected entry whose driver runs: a migration's
-		 * destination on this host connects before its guest runs
-		 * there. Then a connected one, then the most recent one.
-		 */
-		rank = hr_guest_is_connected(guest)
-			   ? 1 + (guest->have_state && guest->state.driver_ok)
-			   : 0;
-		if (found == NULL || rank >= found_rank) {
+		rank = !alive ? 0 : guest->uuid_known || hr_guest_vm_uuid(guest) == NULL ? 2 : 1;
+		/* the registry keeps the order entries were made in */
+		if (found == NULL || rank > found_rank || (rank == 0 && found_rank == 0)) {
 			found = guest;
 			found_rank = rank;
 		}
@@ -404,6 +408,7 @@ hr_core_sweep_cb(gpointer user_data)
 	HrCore *core = user_data;
 	gint64 now = g_get_monotonic_time();
 	gint64 timeout_us = (gint64)core->config->command_timeout_ms * 1000;
+	gboolean exited = FALSE;
 
 	for (guint i = 0; i < core->guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(core->guests, i);
@@ -411,8 +416,8 @@ hr_core_sweep_cb(gpointer user_data)
 
 		hr_inflight_foreach_remove(guest->commands, HR_INFLIGHT_REPORT, hr_core_lost_cb,
 					   &sweep);
-		if (!hr_guest_is_connected(guest))
-			hr_peer_release(guest->peer);
+		if (!hr_guest_is_connected(guest) && guest->peer != NULL && !guest->peer->exited)
+			exited |= hr_peer_release(guest->peer);
 		/* a new QEMU process starts with no holds (SPEC 2.9) */
 		if (!hr_guest_is_connected(guest) && g_hash_table_size(guest->held) > 0 &&
 		    !hr_peer_is_alive(guest->peer)) {
@@ -420,6 +425,13 @@ hr_core_sweep_cb(gpointer user_data)
 			       guest->pid, g_hash_table_size(guest->held));
 			hr_guest_held_clear(guest); /* emits HELD_CHANGED */
 		}
+	}
+	/* the UUID of a process that exited is the next running one's (a migration's destination) */
+	for (guint i = 0; exited && i < core->guests->len; i++) {
+		HrGuest *guest = g_ptr_array_index(core->guests, i);
+		if (hr_guest_is_connected(guest) && !guest->uuid_known &&
+		    hr_guest_vm_uuid(guest) != NULL)
+			hr_guest_settle_uuid(core->guests, guest);
 	}
 	hr_guest_prune(core->guests, core->config->guest_prune_s, hr_core_guest_pruned, core);
 	return G_SOURCE_CONTINUE;

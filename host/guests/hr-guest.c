@@ -390,7 +390,12 @@ hr_guest_settle_uuid(GPtrArray *guests, HrGuest *guest)
 		HrGuest *g = g_ptr_array_index(guests, i);
 		if (g == guest || memcmp(g->uuid_bytes, guest->uuid_bytes, 16) != 0)
 			continue;
-		if (hr_guest_is_connected(g) || hr_guest_process_alive(g)) {
+		/*
+		 * A running process keeps the UUID it has: another that says it
+		 * (a migration's destination while its source runs, or an
+		 * impostor) does not take it, even when the first reconnects.
+		 */
+		if (g->uuid_known && (hr_guest_is_connected(g) || hr_guest_process_alive(g))) {
 			g_warning("%s (pid %d) says it is UUID %s, which %s (pid %d) has: its UUID "
 				  "counts as unknown",
 				  guest->name, guest->pid, guest->uuid, g->name, g->pid);

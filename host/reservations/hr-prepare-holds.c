@@ -510,16 +510,33 @@ prep_hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data)
 	return !hold_in_grace(p, guest, h);
 }
 
+/* is @guest's QEMU process gone: disconnected, and its pidfd says it exited? */
+static gboolean
+guest_process_gone(HrGuest *guest)
+{
+	return !hr_guest_is_connected(guest) && !hr_peer_is_alive(hr_guest_get_peer(guest));
+}
+
 /*
- * Is @other the same VM as @guest in another QEMU process: the source of a
- * live migration to @guest (same non-zero UUID and name)? Only migration
- * brings held blocks into a new process (SPEC 2.9), so a block @guest's
- * resync lists that @other owned moves to @guest with its owner.
+ * Is @other the same VM as @guest in another QEMU process (same non-zero
+ * UUID and name) that is gone: the source of a live migration to @guest?
+ * Only migration brings held blocks into a new process (SPEC 2.9), so a
+ * block @guest's resync lists that @other owned moves to @guest with its
+ * owner. Never while @other's process runs: a process that claims a
+ * running VM's identity takes nothing of it (SPEC 2.10 item 6); a
+ * migration's destination gets the source's blocks once the source exits.
  */
 static gboolean
 migration_twin(HrGuest *guest, HrGuest *other)
 {
-	return other != guest && hr_guest_same_vm(guest, other);
+	return other != guest && hr_guest_same_vm(guest, other) && guest_process_gone(other);
+}
+
+/* the same VM as @guest in another QEMU process that runs (a migration's source, or not) */
+static gboolean
+running_twin(HrGuest *guest, HrGuest *other)
+{
+	return other != guest && hr_guest_same_vm(guest, other) && !guest_process_gone(other);
 }
 
 /* what @from's QEMU process owned (holds, ledger) becomes @to's */
@@ -642,6 +659,7 @@ typedef struct {
 	GPtrArray *twins;	/* HrGuest: migration_twin(), in the registry's order */
 	HrGuest *source;	/* the latest twin (the migration's source), or NULL */
 	HrRequest *request;	/* twin_running_request() of @source, or NULL */
+	HrGuest *running;	/* a running_twin(), or NULL */
 	GHashTable *twin_holds; /* gpa -> GArray of HoldRef: holds keyed by a twin */
 	GHashTable *vm_holds;	/* gpa -> GArray of HoldRef: hold_of_vm() */
 	gint ledger_requests;	/* ledger_has_requests() of the guest; -1: not read yet */
@@ -679,6 +697,8 @@ adopt_build(HrPrepare *p, HrGuest *guest, Adopt *a)
 		/* gone_at is 0 while connected: the latest of all */
 		gint64 gone =
 		    hr_guest_get_gone_at(other) != 0 ? hr_guest_get_gone_at(other) : G_MAXINT64;
+		if (a->running == NULL && running_twin(guest, other))
+			a->running = other;
 		if (!migration_twin(guest, other))
 			continue;
 		g_ptr_array_add(a->twins, other);
@@ -797,6 +817,7 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 	g_autoptr(GPtrArray) requests = NULL;
 	LiveCtx ctx = {guest, g_get_real_time()};
 	Adopt adopt = {.ledger_requests = -1};
+	guint waiting = 0;
 
 	/* the API's requests that run: their blocks are the operator's */
 	requests = hr_guest_list_requests(guest);
@@ -846,9 +867,25 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 							0);
 			continue;
 		}
+		/*
+		 * another QEMU of the VM runs: it may be the migration's source
+		 * (paused, or to resume if the migration fails) and own the
+		 * block; the block waits until that process is gone
+		 */
+		if (adopt.running != NULL) {
+			waiting++;
+			continue;
+		}
 		g_array_append_val(orphans, b->gpa);
 	}
 	guest_index_end(p);
+	if (waiting > 0) {
+		g_info("%s: %u held blocks wait for pid %d, which runs the same VM, to exit before "
+		       "they can be adopted or returned",
+		       hr_guest_get_name(guest), waiting, hr_guest_get_pid(adopt.running));
+		/* reconciled again at the next change of any guest's held set (its exit's) */
+		prep_get_gstate(p, guest)->reconciled_gen = G_MAXUINT64;
+	}
 	adopt_clear(&adopt);
 	hr_reservation_store_ledger_sync(p->store, hr_guest_get_key(guest),
 					 hr_guest_get_held(guest), ledger_request_live, &ctx);
