@@ -565,6 +565,68 @@ test_restart_drops(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->holds->len, ==, 0);
 }
 
+/* the guest entry GET /v1/guests/@name answers with: its pid */
+static gint64
+api_guest_pid(Fixture *f, const gchar *name)
+{
+	g_autofree gchar *path = g_strdup_printf("/v1/guests/%s", name);
+	g_autoptr(JsonNode) node = http(f, "GET", path, 200, NULL);
+	return json_object_get_int_member(json_node_get_object(node), "pid");
+}
+
+/*
+ * A second QEMU process says the UUID and name of a VM whose QEMU runs,
+ * holding blocks for a reservation, and its resync lists the same blocks
+ * (issue 18: 179 of 256 holds moved to such a process and were dropped
+ * at its device reset): it takes nothing while the VM's process runs
+ * (SPEC 2.10 item 6). The name and the UUID still mean the VM's process,
+ * in the registry and through the API, and the newcomer is asked for
+ * nothing back. Once the first process exits, the second is the VM (a
+ * migration's destination): it adopts the holds and answers to the UUID.
+ */
+static void
+test_claim_while_running(Fixture *f, gconstpointer data)
+{
+	g_auto(Mig) m = {0};
+	HrChanDeviceState reset = {0};
+	HrReservation *r;
+	(void)data;
+
+	mig_start(f, &m);
+	r = reservation_of(f, m.src, m.sg, N_HELD);
+	wait_held(f, m.src_qemu, N_HELD);
+	fake_expect_silence(m.src, 200);
+
+	mig_dest_up(f, &m, N_HELD);
+	g_assert_true(m.dg != m.sg);
+	fake_expect_silence(m.dst, 500);
+	assert_holds(r, m.sg, N_HELD);
+	g_assert_cmpuint(m.dg->orphans_returned, ==, 0);
+	g_assert_true(hr_core_find_guest(core(f), VM_NAME) == m.sg);
+	g_assert_true(hr_core_find_guest(core(f), m.sg->uuid) == m.sg);
+	g_assert_cmpint(api_guest_pid(f, VM_NAME), ==, m.src_qemu->pid);
+	g_assert_cmpint(api_guest_pid(f, m.sg->uuid), ==, m.src_qemu->pid);
+
+	/* the newcomer's device resets: what it listed was never its to drop */
+	fake_send_state(m.dst, &reset);
+	fake_expect_silence(m.dst, 500);
+	g_assert_cmpuint(g_hash_table_size(m.dg->held), ==, 0);
+	assert_holds(r, m.sg, N_HELD);
+	g_assert_true(hr_core_find_guest(core(f), VM_NAME) == m.sg);
+
+	/* it reconnects with the blocks (it loaded the VM's state); the source exits */
+	destination_drops(&m.dst, m.dg);
+	mig_dest_up(f, &m, N_HELD);
+	fake_expect_silence(m.dst, 300);
+	assert_holds(r, m.sg, N_HELD);
+	source_exits(f, &m.src, m.sg);
+	assert_nothing_returned(&m);
+	assert_holds(r, m.dg, N_HELD);
+	g_assert_true(hr_core_find_guest(core(f), VM_NAME) == m.dg);
+	g_assert_true(hr_core_find_guest(core(f), m.dg->uuid) == m.dg);
+	g_assert_cmpint(api_guest_pid(f, m.dg->uuid), ==, m.dst_qemu->pid);
+}
+
 static void
 mig_setup(Fixture *f, gconstpointer data)
 {
@@ -605,6 +667,7 @@ main(int argc, char **argv)
 	ADD("/migration/reservation/same-uuid-renamed", &renamed, test_dest_other_vm);
 	ADD("/migration/reservation/ended-returns-to-dest", NULL, test_ended_returns_to_dest);
 	ADD("/migration/restart-drops", NULL, test_restart_drops);
+	ADD("/migration/identity/claim-while-running", NULL, test_claim_while_running);
 #undef ADD
 	return g_test_run();
 }
