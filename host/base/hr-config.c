@@ -5,6 +5,7 @@
 #include "hr-config.h"
 
 #include <pwd.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "hr-safefile.h"
@@ -414,7 +415,8 @@ hr_config_limits_init(HrConfig *config)
 	config->qemu_uids = g_array_new(FALSE, FALSE, sizeof(guint));
 	/* root is always there, so the default never names nobody */
 	hr_config_resolve_users(config, FALSE, NULL);
-	config->qemu_executables = g_strsplit("*/qemu-system-*;*/qemu-kvm", ";", -1);
+	config->qemu_executables = hr_config_parse_executables(HR_CONFIG_DEFAULT_QEMU_EXECUTABLES,
+							       NULL);
 	config->hello_timeout_ms = 5000;
 	config->max_connections = 2048;
 	config->max_frames_per_s = 5000;
@@ -423,6 +425,48 @@ hr_config_limits_init(HrConfig *config)
 	config->max_queued_requests = 64;
 	config->max_reservations = 1024;
 	config->return_orphans = TRUE;
+}
+
+/*
+ * qemu_executables=PATH;PATH...: the QEMU binaries an administrator
+ * installed, by absolute path. A pattern would let in any executable a
+ * local user can name to match (issue 18: the default glob took any file
+ * called qemu-system-something), so none is taken. /proc/PID/exe names the binary with its
+ * symlinks resolved: so is each path that exists.
+ */
+gchar **
+hr_config_parse_executables(const gchar *value, GError **error)
+{
+	g_auto(GStrv) items = g_strsplit(value, ";", -1);
+	g_autoptr(GPtrArray) paths = g_ptr_array_new_with_free_func(g_free);
+
+	for (guint i = 0; items[i] != NULL; i++) {
+		const gchar *item = g_strstrip(items[i]);
+		gchar *real;
+
+		if (*item == '\0')
+			continue;
+		if (strpbrk(item, "*?[") != NULL || !g_path_is_absolute(item)) {
+			g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+				    "qemu_executables: '%s' is not an absolute path: list the QEMU "
+				    "binaries that may connect by their exact paths, separated by "
+				    "';' (patterns are not accepted), for example %s",
+				    item, HR_CONFIG_DEFAULT_QEMU_EXECUTABLES);
+			return NULL;
+		}
+		real = realpath(item, NULL);
+		g_ptr_array_add(paths, real != NULL ? g_strdup(real) : g_strdup(item));
+		free(real);
+	}
+	if (paths->len == 0) {
+		g_set_error(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
+			    "qemu_executables is empty: no QEMU could connect (list the QEMU "
+			    "binaries by path, for example %s)",
+			    HR_CONFIG_DEFAULT_QEMU_EXECUTABLES);
+		return NULL;
+	}
+	g_ptr_array_add(paths, NULL);
+	return (gchar **)g_ptr_array_free(g_steal_pointer(&paths), FALSE);
 }
 
 /*
@@ -530,14 +574,11 @@ hr_config_load_limits(GKeyFile *kf, HrConfig *config, GError **error)
 	if (!hr_config_get_string(kf, GROUP, "qemu_executables", &exes, error))
 		return FALSE;
 	if (exes != NULL) {
-		if (*exes == '\0') {
-			g_set_error_literal(error, G_KEY_FILE_ERROR, G_KEY_FILE_ERROR_INVALID_VALUE,
-					    "qemu_executables is empty: no QEMU could connect "
-					    "(use * to allow any executable)");
+		gchar **paths = hr_config_parse_executables(exes, error);
+		if (paths == NULL)
 			return FALSE;
-		}
 		g_strfreev(config->qemu_executables);
-		config->qemu_executables = g_strsplit(exes, ";", -1);
+		config->qemu_executables = paths;
 	}
 	for (guint i = 0; i < G_N_ELEMENTS(uints); i++) {
 		v = *uints[i].value;

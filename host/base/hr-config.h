@@ -85,7 +85,7 @@ typedef struct {
 	/* peers, bounds and restart (hr_config_load_limits()) */
 	gchar *qemu_user;	   /* "USER;USER...": who QEMU runs as */
 	GArray *qemu_uids;	   /* guint: qemu_user's uids, SO_PEERCRED must be one */
-	gchar **qemu_executables;  /* globs a peer's /proc/PID/exe must match */
+	gchar **qemu_executables;  /* absolute paths; a peer's /proc/PID/exe must be one */
 	guint hello_timeout_ms;	   /* a connection without HELLO by then is closed */
 	guint max_connections;	   /* VM socket connections at once */
 	guint max_frames_per_s;	   /* per connection, averaged over a second */
@@ -101,6 +101,12 @@ typedef struct {
 
 /* root and libvirt's QEMU user (Debian's libvirt-qemu), where it exists */
 #define HR_CONFIG_DEFAULT_QEMU_USER "root;libvirt-qemu"
+/*
+ * Debian's QEMU system emulators for the hosts hugeroom runs on (the
+ * qemu-system-x86 and qemu-system-arm packages; /usr/bin/kvm is a script
+ * that execs the first, so its QEMU's /proc/PID/exe is the first too).
+ */
+#define HR_CONFIG_DEFAULT_QEMU_EXECUTABLES "/usr/bin/qemu-system-x86_64;/usr/bin/qemu-system-aarch64"
 
 HrConfig *
 hr_config_new(void);
@@ -109,6 +115,13 @@ gboolean
 hr_config_qemu_uid_ok(const HrConfig *config, guint uid);
 void
 hr_config_free(HrConfig *config);
+/*
+ * A qemu_executables value: absolute paths separated by ';', each resolved
+ * to what /proc/PID/exe says where it exists; a pattern, a relative path or
+ * an empty list is an error naming the key. NULL-terminated.
+ */
+gchar **
+hr_config_parse_executables(const gchar *value, GError **error);
 /* a missing file is not an error when @must_exist is FALSE */
 gboolean
 hr_config_load(HrConfig *config, const gchar *path, gboolean must_exist, GError **error);

@@ -110,15 +110,18 @@ hr_peer_check(const HrPeer *peer, const HrConfig *config, GError **error)
 			    peer->pid, peer->uid, config->qemu_user);
 		return FALSE;
 	}
-	for (guint i = 0; config->qemu_executables != NULL && config->qemu_executables[i] != NULL;
-	     i++) {
-		if (peer->exe != NULL &&
-		    g_pattern_match_simple(config->qemu_executables[i], peer->exe))
+	if (peer->exe != NULL) {
+		/* a QEMU whose binary an upgrade replaced still is that QEMU */
+		g_autofree gchar *exe = g_str_has_suffix(peer->exe, " (deleted)")
+					    ? g_strndup(peer->exe, strlen(peer->exe) - 10)
+					    : g_strdup(peer->exe);
+		if (config->qemu_executables != NULL &&
+		    g_strv_contains((const gchar *const *)config->qemu_executables, exe))
 			return TRUE;
 	}
 	g_set_error(error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
-		    "peer pid %d runs %s, which matches no qemu_executables pattern in "
-		    "hugeroomd.conf",
+		    "peer pid %d runs %s, which is not one of qemu_executables in "
+		    "hugeroomd.conf (add its path there if it is a QEMU this host runs)",
 		    peer->pid, peer->exe != NULL ? peer->exe : "an unreadable executable");
 	return FALSE;
 }

@@ -6,7 +6,7 @@
  *
  * Anything local that can open the socket could claim to be a VM, so the
  * daemon checks the peer before it reads a frame: its uid (SO_PEERCRED)
- * must be the one QEMU runs as, its executable must look like QEMU, and a
+ * must be the one QEMU runs as, its executable one the administrator lists, and a
  * pidfd taken at once pins the process, so a pid that is reused later
  * never passes for it. A guest's identity is bound to its QEMU process:
  * the process key "pid:PID:STARTTIME" names the process for its life and
@@ -40,7 +40,7 @@ void
 hr_peer_free(HrPeer *peer);
 /*
  * May @peer talk to the daemon as a VM? Its uid must be @config's
- * qemu_uid and its executable match one of qemu_executables.
+ * qemu_uid and its executable one of qemu_executables (exact paths).
  */
 gboolean
 hr_peer_check(const HrPeer *peer, const HrConfig *config, GError **error);

@@ -112,6 +112,8 @@ def main():
         h["state_dir"] = os.path.join(d, "state")
         h["hold_in_pool"] = "false"
         h["api_group"] = ""
+        # the packaged list names Debian's QEMU; this one is built (build-qemu.sh)
+        h["qemu_executables"] = os.path.realpath(qemu)
         conf = os.path.join(d, "hugeroomd.conf")
         with open(conf, "w") as f:
             cp.write(f, space_around_delimiters=False)

@@ -272,9 +272,11 @@ def main():
     daemon = hrvm.Daemon(rundir)
     with open(daemon.conf, "w") as f:
         # hugeroomd lets in only QEMU's uid (HOOK.md: qemu_user)
+        # and only the QEMU the domain's <emulator> names (qemu_executables)
         f.write("[hugeroomd]\nvm_socket=%s\napi_socket=%s\nstate_dir=%s\n"
-                "status_interval_ms=1000\nqemu_user=%s\n" %
-                (daemon.vm_sock, daemon.api_sock, os.path.join(work, "state"), QEMU_USER))
+                "status_interval_ms=1000\nqemu_user=%s\nqemu_executables=%s\n" %
+                (daemon.vm_sock, daemon.api_sock, os.path.join(work, "state"), QEMU_USER,
+                 os.path.realpath(qemu)))
     hook_state = os.path.join(work, "hook")
     commandline = run([ctl, "libvirt-xml", "hr-lv", "--vm-socket", daemon.vm_sock])
 

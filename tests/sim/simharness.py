@@ -58,11 +58,12 @@ class SimSetup:
         with open(self.conf, "w") as f:
             # simulated guests free nothing on this host: a reservation
             # must not hold the real host's memory in its hugetlb pool
-            # hr-simguest is not QEMU: let any executable in; simulated
+            # hr-simguest is not QEMU: let it in by its path; simulated
             # guests are nobody's libvirt domains, unless a test says where they are
             f.write("[hugeroomd]\nstatus_interval_ms=%d\nstate_dir=%s\nhold_in_pool=false\n"
-                    "qemu_executables=*\nlibvirt_uri=%s\n%s\n"
-                    % (status_interval_ms, self.dir, libvirt_uri, extra_config))
+                    "qemu_executables=%s\nlibvirt_uri=%s\n%s\n"
+                    % (status_interval_ms, self.dir, os.path.realpath(self.sim_bin),
+                       libvirt_uri, extra_config))
         self.log = open(os.path.join(self.dir, "daemon.log"), "w")
         self.sims = []
         self._start_daemon()

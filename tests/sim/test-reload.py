@@ -43,8 +43,8 @@ def wait_log(s, needle, timeout=10):
 
 def write_conf(s, body):
     with open(s.conf, "w") as f:
-        f.write("[hugeroomd]\nstate_dir=%s\nhold_in_pool=false\nlibvirt_uri=\nqemu_executables=*\n%s"
-                % (s.dir, body))
+        f.write("[hugeroomd]\nstate_dir=%s\nhold_in_pool=false\nlibvirt_uri=\n"
+                "qemu_executables=%s\n%s" % (s.dir, os.path.realpath(s.sim_bin), body))
 
 
 def test_unknown_key(s):

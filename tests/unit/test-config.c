@@ -81,6 +81,50 @@ test_unknown(void)
 			  "[guest:batch-?\xef\xbf\xbd\xef\xbf\xbd] is not valid UTF-8");
 }
 
+/*
+ * qemu_executables lists QEMU binaries by path (issue 18: the default glob
+ * let any executable called qemu-system-something in): a pattern, a
+ * relative path or an empty list is refused, naming the key; a path is
+ * taken as /proc/PID/exe names it, symbolic links resolved.
+ */
+static void
+test_qemu_executables(void)
+{
+	g_autofree gchar *dir = g_dir_make_tmp("hr-config-exe-XXXXXX", NULL);
+	g_autofree gchar *real = g_build_filename(dir, "qemu-system-x86_64", NULL);
+	g_autofree gchar *link = g_build_filename(dir, "kvm", NULL);
+	g_autofree gchar *text = NULL;
+	g_autofree gchar *path = NULL;
+	g_autoptr(HrConfig) config = hr_config_new();
+	g_autoptr(GError) error = NULL;
+
+	assert_load_fails("[hugeroomd]\nqemu_executables=*/qemu-system-*;*/qemu-kvm\n",
+			  "qemu_executables: '*/qemu-system-*' is not an absolute path");
+	assert_load_fails("[hugeroomd]\nqemu_executables=*\n", "qemu_executables: '*'");
+	assert_load_fails("[hugeroomd]\nqemu_executables=/usr/bin/qemu-system-x86_6?\n",
+			  "patterns are not accepted");
+	assert_load_fails("[hugeroomd]\nqemu_executables=/usr/bin/[kq]vm\n", "qemu_executables");
+	assert_load_fails("[hugeroomd]\nqemu_executables=bin/qemu\n",
+			  "qemu_executables: 'bin/qemu' is not an absolute path");
+	assert_load_fails("[hugeroomd]\nqemu_executables= ; \n", "qemu_executables is empty");
+
+	g_assert_true(g_file_set_contents(real, "", 0, NULL));
+	g_assert_cmpint(symlink(real, link), ==, 0);
+	text = g_strdup_printf("[hugeroomd]\nqemu_executables=%s; /opt/qemu/bin/qemu-system-x86_64\n",
+			       link);
+	path = write_config(text);
+	g_assert_true(hr_config_load(config, path, TRUE, &error));
+	g_assert_no_error(error);
+	{
+		const gchar *want[] = {real, "/opt/qemu/bin/qemu-system-x86_64", NULL};
+		g_assert_cmpstrv(config->qemu_executables, want);
+	}
+	g_unlink(path);
+	g_unlink(link);
+	g_unlink(real);
+	g_rmdir(dir);
+}
+
 static void
 test_reload(void)
 {
@@ -293,6 +337,7 @@ main(int argc, char **argv)
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/config/shipped", test_shipped);
 	g_test_add_func("/config/unknown", test_unknown);
+	g_test_add_func("/config/qemu-executables", test_qemu_executables);
 	g_test_add_func("/config/reload", test_reload);
 	g_test_add_func("/config/live-documented", test_live_documented);
 	g_test_add_func("/config/secret-files", test_secret_files);

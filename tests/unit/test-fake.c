@@ -46,9 +46,11 @@ fixture_config(Fixture *f, const gchar *tmpl)
 	f->config->api_socket = g_build_filename(f->tmpdir, "api.sock", NULL);
 	f->config->state_dir = g_build_filename(f->tmpdir, "state", NULL);
 	f->config->status_interval_ms = 250;
-	/* the fake devices are this test program, not QEMU */
+	/* the fake devices are this test program (or its children), not QEMU */
 	g_strfreev(f->config->qemu_executables);
-	f->config->qemu_executables = g_strsplit("*", ";", -1);
+	f->config->qemu_executables = g_new0(gchar *, 2);
+	f->config->qemu_executables[0] = g_file_read_link("/proc/self/exe", &error);
+	g_assert_no_error(error);
 	/* fake guests are nobody's domains: leave the host's libvirtd alone */
 	g_free(f->config->libvirt_uri);
 	f->config->libvirt_uri = g_strdup("");

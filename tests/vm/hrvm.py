@@ -74,16 +74,22 @@ def build_dir():
     return os.path.join(REPO, "build")
 
 
+_qemu_path = None
+
+
 def qemu_binary():
     """QEMU from scripts/build-qemu.sh; $HUGEROOM_QEMU overrides it (for
     developing a test while the series rebuilds; never in the suite)."""
+    global _qemu_path
     if os.environ.get("HUGEROOM_QEMU"):
         return os.environ["HUGEROOM_QEMU"]
-    out = run(["bash", os.path.join(SCRIPTS, "build-qemu.sh")])
-    path = out.strip().splitlines()[-1]
-    if not os.access(path, os.X_OK):
-        raise Failure("build-qemu.sh printed %r, not an executable" % path)
-    return path
+    if _qemu_path is None:
+        out = run(["bash", os.path.join(SCRIPTS, "build-qemu.sh")])
+        path = out.strip().splitlines()[-1]
+        if not os.access(path, os.X_OK):
+            raise Failure("build-qemu.sh printed %r, not an executable" % path)
+        _qemu_path = path
+    return _qemu_path
 
 
 def kernels():
@@ -304,10 +310,12 @@ class Daemon:
         self.conf = os.path.join(workdir, "hugeroomd.conf")
         self.logfile = os.path.join(workdir, "hugeroomd.log")
         with open(self.conf, "w") as f:
-            # its reservations and ledger too: never the shared /var/lib/hugeroom
+            # its reservations and ledger too: never the shared /var/lib/hugeroom;
+            # the QEMU the tests boot, by its path (qemu_executables takes no pattern)
             f.write("[hugeroomd]\nvm_socket=%s\napi_socket=%s\nstate_dir=%s\n"
-                    "status_interval_ms=%d\n" %
-                    (self.vm_sock, self.api_sock, os.path.join(workdir, "state"), interval_ms))
+                    "status_interval_ms=%d\nqemu_executables=%s\n" %
+                    (self.vm_sock, self.api_sock, os.path.join(workdir, "state"), interval_ms,
+                     os.path.realpath(qemu_binary())))
         self.proc = None
 
     def start(self):
