@@ -133,6 +133,12 @@ hr_metrics_guests(GString *out, HrCore *core)
 			       "# TYPE hugeroom_rejected_connections_total counter\n"
 			       "hugeroom_rejected_connections_total %" G_GUINT64_FORMAT "\n",
 			       hr_core_get_rejected_unidentified(core));
+	g_string_append_printf(out,
+			       "# HELP hugeroom_guests_refused_per_uid_total HELLOs refused: the "
+			       "uid had max_guests_per_uid guest entries\n"
+			       "# TYPE hugeroom_guests_refused_per_uid_total counter\n"
+			       "hugeroom_guests_refused_per_uid_total %" G_GUINT64_FORMAT "\n",
+			       hr_core_get_refused_per_uid(core));
 }
 
 /* ---------------------------------------------------------------------- */

@@ -67,6 +67,7 @@ static const HrConfigKey hr_config_keys[] = {
     KEY(qemu_executables, STRV, FALSE),
     KEY(hello_timeout_ms, U32, FALSE),
     KEY(max_connections, U32, FALSE),
+    KEY(max_guests_per_uid, U32, FALSE),
     KEY(max_frames_per_s, U32, FALSE),
     KEY(guest_prune_s, U32, FALSE),
     KEY(max_guest_ram_mb, U64, FALSE),
@@ -419,6 +420,7 @@ hr_config_limits_init(HrConfig *config)
 							       NULL);
 	config->hello_timeout_ms = 5000;
 	config->max_connections = 2048;
+	config->max_guests_per_uid = 4096;
 	config->max_frames_per_s = 5000;
 	config->guest_prune_s = 3600;
 	config->max_guest_ram_mb = G_GUINT64_CONSTANT(16) << 20; /* 16 TiB */
@@ -561,6 +563,7 @@ hr_config_load_limits(GKeyFile *kf, HrConfig *config, GError **error)
 	} uints[] = {
 	    {"hello_timeout_ms", &config->hello_timeout_ms, 100, 600000, FALSE},
 	    {"max_connections", &config->max_connections, 1, 1000000, FALSE},
+	    {"max_guests_per_uid", &config->max_guests_per_uid, 1, 1000000, TRUE},
 	    {"max_frames_per_s", &config->max_frames_per_s, 10, 1000000, FALSE},
 	    {"guest_prune_s", &config->guest_prune_s, 1, 86400 * 365, TRUE},
 	    {"max_queued_requests", &config->max_queued_requests, 1, 100000, FALSE},

@@ -88,6 +88,7 @@ typedef struct {
 	gchar **qemu_executables;  /* absolute paths; a peer's /proc/PID/exe must be one */
 	guint hello_timeout_ms;	   /* a connection without HELLO by then is closed */
 	guint max_connections;	   /* VM socket connections at once */
+	guint max_guests_per_uid;  /* guest entries of one uid's QEMUs; 0: no bound */
 	guint max_frames_per_s;	   /* per connection, averaged over a second */
 	guint guest_prune_s;	   /* a disconnected guest is forgotten after this; 0: never */
 	guint64 max_guest_ram_mb;  /* a HELLO announcing more RAM is refused */

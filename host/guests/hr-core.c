@@ -18,6 +18,7 @@ struct _HrCore {
 	guint64 next_guest_id;
 	guint64 next_request_id;
 	guint64 rejected_unidentified;
+	guint64 refused_per_uid; /* HELLOs refused: max_guests_per_uid */
 	gchar *last_unidentified_reason;
 	HrListeners *listeners; /* HrCoreFunc */
 	guint sweep_id;
@@ -206,7 +207,8 @@ hr_event_kind_to_string(HrEventKind kind)
 /* Connections */
 
 static HrGuest *
-hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello, HrPeer *peer);
+hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello, HrPeer *peer,
+		      GError **error);
 static void
 hr_core_device_closed(gpointer owner, HrDevice *device, HrGuest *guest, const gchar *reason);
 
@@ -270,8 +272,44 @@ hr_core_held_changed(gpointer guest, gpointer data)
 static void
 hr_core_guest_pruned(HrGuest *guest, gpointer user_data);
 
+/*
+ * Room for a new guest entry of @peer's uid within max_guests_per_uid: the
+ * oldest gone entries of the uid go first (as hr_guest_prune() would let
+ * them, not those holding blocks or migrating). FALSE when there is none:
+ * QEMUs of one uid, a process per HELLO each saying a new name, would
+ * otherwise grow the registry and its pidfds without end (issue 18).
+ */
+static gboolean
+hr_core_room_for_uid(HrCore *core, const HrPeer *peer, GError **error)
+{
+	guint max = core->config->max_guests_per_uid;
+	guint gone;
+	guint n = hr_guest_count_uid(core->guests, peer->uid, &gone);
+
+	if (max == 0 || n < max)
+		return TRUE;
+	hr_guest_prune_uid(core->guests, peer->uid, gone > n - max + 1 ? gone - (n - max + 1) : 0,
+			   hr_core_guest_pruned, core);
+	n = hr_guest_count_uid(core->guests, peer->uid, &gone);
+	if (n < max)
+		return TRUE;
+	core->refused_per_uid++;
+	g_set_error(error, G_IO_ERROR, G_IO_ERROR_TOO_MANY_OPEN_FILES,
+		    "uid %u has %u guest entries already, %u of them connected "
+		    "(max_guests_per_uid=%u in hugeroomd.conf): no new guest",
+		    peer->uid, n, n - gone, max);
+	return FALSE;
+}
+
+guint64
+hr_core_get_refused_per_uid(HrCore *core)
+{
+	return core->refused_per_uid;
+}
+
 static HrGuest *
-hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello, HrPeer *peer)
+hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello, HrPeer *peer,
+		      GError **error)
 {
 	HrCore *core = owner;
 	HrGuest *guest = hr_guest_find_for_hello(core->guests, hello, peer);
@@ -291,6 +329,10 @@ hr_core_attach_device(gpointer owner, HrDevice *device, const HrChanHello *hello
 	} else {
 		hr_guest_prune_peer(core->guests, peer, HR_CORE_GONE_PER_PEER - 1,
 				    hr_core_guest_pruned, core);
+		if (!hr_core_room_for_uid(core, peer, error)) {
+			hr_peer_free(peer);
+			return NULL;
+		}
 		guest = hr_guest_new(core->next_guest_id++, hello, peer);
 		guest->history = core->config->request_history;
 		g_ptr_array_add(core->guests, guest);

@@ -54,6 +54,9 @@ guint64
 hr_core_get_rejected_unidentified(HrCore *core);
 const gchar *
 hr_core_get_last_unidentified_reason(HrCore *core);
+/* HELLOs refused for max_guests_per_uid */
+guint64
+hr_core_get_refused_per_uid(HrCore *core);
 
 void
 hr_core_listen(HrCore *core, HrCoreFunc func, gpointer user_data);

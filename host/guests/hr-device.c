@@ -431,8 +431,10 @@ hr_device_handle_hello(HrDevice *device, GBytes *payload, GError **error)
 	welcome.chan_features = welcome.proto_version >= 2 ? HR_CHAN_FEATURES : 0;
 	device->chan_offered = welcome.chan_features;
 	g_clear_handle_id(&device->hello_timeout_id, g_source_remove);
-	device->guest =
-	    device->hooks->attach(device->owner, device, hello, g_steal_pointer(&device->peer));
+	device->guest = device->hooks->attach(device->owner, device, hello,
+					      g_steal_pointer(&device->peer), error);
+	if (device->guest == NULL)
+		return FALSE;
 	reply = hr_chan_welcome_encode(&welcome);
 	hr_device_send(device, HR_CHAN_WELCOME, reply);
 	device->state = HR_DEVICE_RESYNC;

@@ -17,9 +17,12 @@ G_BEGIN_DECLS
  * registry (hr-core.c), through @hooks: the channel never calls it.
  */
 typedef struct {
-	/* a HELLO identified the peer: the guest it speaks for (takes @peer) */
+	/*
+	 * a HELLO identified the peer: the guest it speaks for (takes @peer),
+	 * or NULL and @error when the registry refuses it (a bound)
+	 */
 	HrGuest *(*attach)(gpointer owner, HrDevice *device, const HrChanHello *hello,
-			   HrPeer *peer);
+			   HrPeer *peer, GError **error);
 	/* a new STATUS is in @guest */
 	void (*status)(gpointer owner, HrGuest *guest);
 	/* the connection closed: @guest NULL before a HELLO, @reason NULL when clean */

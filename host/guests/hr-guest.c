@@ -452,9 +452,10 @@ hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointe
 	return pruned;
 }
 
-guint
-hr_guest_prune_peer(GPtrArray *guests, const HrPeer *peer, guint keep, HrGuestPrunedFunc func,
-		    gpointer user_data)
+/* the gone guests of @peer's process, or with @peer NULL of @uid's processes */
+static guint
+hr_guest_prune_gone(GPtrArray *guests, const HrPeer *peer, guint uid, guint keep,
+		    HrGuestPrunedFunc func, gpointer user_data)
 {
 	guint pruned = 0;
 
@@ -464,7 +465,9 @@ hr_guest_prune_peer(GPtrArray *guests, const HrPeer *peer, guint keep, HrGuestPr
 
 		for (guint i = 0; i < guests->len; i++) {
 			HrGuest *g = g_ptr_array_index(guests, i);
-			if (hr_guest_is_connected(g) || !hr_peer_same_process(g->peer, peer))
+			if (hr_guest_is_connected(g) ||
+			    (peer != NULL ? !hr_peer_same_process(g->peer, peer)
+					  : g->peer == NULL || g->peer->uid != uid))
 				continue;
 			gone++;
 			/* what holds blocks or migrates is kept, as hr_guest_prune() keeps it */
@@ -477,12 +480,47 @@ hr_guest_prune_peer(GPtrArray *guests, const HrPeer *peer, guint keep, HrGuestPr
 		}
 		if (gone <= keep || oldest == NULL)
 			return pruned;
-		g_info("%s: forgotten, one of more than %u gone guests of pid %d", oldest->name,
-		       keep, peer->pid);
+		if (peer != NULL)
+			g_info("%s: forgotten, one of more than %u gone guests of pid %d",
+			       oldest->name, keep, peer->pid);
+		else
+			g_info("%s: forgotten, one of the gone guests of uid %u, which has "
+			       "max_guests_per_uid", oldest->name, uid);
 		func(oldest, user_data);
 		g_ptr_array_remove_index(guests, at);
 		pruned++;
 	}
+}
+
+guint
+hr_guest_prune_peer(GPtrArray *guests, const HrPeer *peer, guint keep, HrGuestPrunedFunc func,
+		    gpointer user_data)
+{
+	return hr_guest_prune_gone(guests, peer, 0, keep, func, user_data);
+}
+
+guint
+hr_guest_count_uid(GPtrArray *guests, guint uid, guint *gone)
+{
+	guint n = 0;
+
+	*gone = 0;
+	for (guint i = 0; i < guests->len; i++) {
+		HrGuest *g = g_ptr_array_index(guests, i);
+		if (g->peer == NULL || g->peer->uid != uid)
+			continue;
+		n++;
+		if (!hr_guest_is_connected(g))
+			(*gone)++;
+	}
+	return n;
+}
+
+guint
+hr_guest_prune_uid(GPtrArray *guests, guint uid, guint keep, HrGuestPrunedFunc func,
+		   gpointer user_data)
+{
+	return hr_guest_prune_gone(guests, NULL, uid, keep, func, user_data);
 }
 
 gboolean

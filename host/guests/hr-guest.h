@@ -218,6 +218,13 @@ hr_guest_prune(GPtrArray *guests, guint after_s, HrGuestPrunedFunc func, gpointe
 guint
 hr_guest_prune_peer(GPtrArray *guests, const HrPeer *peer, guint keep, HrGuestPrunedFunc func,
 		    gpointer user_data);
+/* the guests whose QEMU runs (or ran) as @uid; @gone: of them, the disconnected */
+guint
+hr_guest_count_uid(GPtrArray *guests, guint uid, guint *gone);
+/* hr_guest_prune_peer() for the gone guests of @uid's processes */
+guint
+hr_guest_prune_uid(GPtrArray *guests, guint uid, guint keep, HrGuestPrunedFunc func,
+		   gpointer user_data);
 /* the same VM, in this or another QEMU process: a non-zero UUID and the name alike */
 gboolean
 hr_guest_same_vm(const HrGuest *a, const HrGuest *b);

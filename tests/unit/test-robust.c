@@ -256,6 +256,64 @@ test_peer_exe(Fixture *f, gconstpointer data)
 	assert_refused(f, dev, "which is not one of qemu_executables");
 }
 
+static void
+config_three_per_uid(HrConfig *config)
+{
+	config->max_guests_per_uid = 3;
+}
+
+static gboolean
+cond_guest_gone(gpointer data)
+{
+	return !hr_guest_is_connected(data);
+}
+
+/*
+ * The QEMUs of one uid have at most max_guests_per_uid guest entries
+ * (issue 18: a peer saying HELLO under a new name each time took an entry
+ * and an fd each): at the bound a gone entry holding nothing makes room;
+ * with none, the HELLO is refused, saying the bound, and counted.
+ */
+static void
+test_guests_per_uid(Fixture *f, gconstpointer data)
+{
+	HrCore *core = hr_daemon_get_core(f->daemon);
+	g_autoptr(FakeDevice) a = fake_device_up(f, "a", 0x10);
+	g_autoptr(FakeDevice) b = fake_device_up(f, "b", 0x20);
+	g_autoptr(FakeDevice) c = fake_device_up(f, "c", 0x30);
+	g_autoptr(FakeDevice) d = fake_connect(f);
+	g_autoptr(FakeDevice) e = NULL;
+	g_autoptr(HrChanHello) hello = make_hello("d", 0x40);
+	g_autoptr(GBytes) payload = hr_chan_hello_encode(hello);
+	g_autoptr(JsonNode) metrics = NULL;
+	g_autofree gchar *text = NULL;
+	HrGuest *ga;
+	Wait w = {f, hr_core_get_rejected_unidentified(core) + 1};
+	(void)data;
+
+	g_assert_cmpuint(hr_core_get_guests(core)->len, ==, 3);
+	fake_send(d, HR_CHAN_HELLO, payload);
+	fake_wait_eof(d);
+	wait_for(cond_unidentified, &w, "the refusal");
+	g_assert_nonnull(strstr(hr_core_get_last_unidentified_reason(core),
+				"has 3 guest entries already, 3 of them connected "
+				"(max_guests_per_uid=3"));
+	g_assert_cmpuint(hr_core_get_refused_per_uid(core), ==, 1);
+	g_assert_cmpuint(hr_core_get_guests(core)->len, ==, 3);
+	metrics = http(f, "GET", "/metrics", 200, &text);
+	g_assert_nonnull(strstr(text, "hugeroom_guests_refused_per_uid_total 1\n"));
+
+	/* a goes: its entry, holding nothing, makes room for the next */
+	ga = hr_core_find_guest(core, "a");
+	g_clear_pointer(&a, fake_free);
+	wait_for(cond_guest_gone, ga, "a disconnected");
+	e = fake_device_up(f, "e", 0x50);
+	g_assert_cmpuint(hr_core_get_guests(core)->len, ==, 3);
+	g_assert_null(hr_core_find_guest(core, "a"));
+	g_assert_nonnull(hr_core_find_guest(core, "e"));
+	g_assert_cmpuint(hr_core_get_refused_per_uid(core), ==, 1);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Limits */
 
@@ -1047,6 +1105,7 @@ main(int argc, char **argv)
 	g_test_add_func("/robust/loop/reconcile-scales", test_reconcile_scales);
 	ADD("/robust/peer/uid", config_other_uid, test_peer_uid);
 	ADD("/robust/peer/exe", config_qemu_only, test_peer_exe);
+	ADD("/robust/peer/guests-per-uid", config_three_per_uid, test_guests_per_uid);
 	ADD("/robust/limits/hello-timeout", config_hello_timeout, test_hello_timeout);
 	ADD("/robust/limits/frame-rate", config_frame_rate, test_frame_rate);
 	ADD("/robust/limits/connections", config_two_connections, test_max_connections);
