@@ -416,8 +416,8 @@ hr_config_limits_init(HrConfig *config)
 	config->qemu_uids = g_array_new(FALSE, FALSE, sizeof(guint));
 	/* root is always there, so the default never names nobody */
 	hr_config_resolve_users(config, FALSE, NULL);
-	config->qemu_executables = hr_config_parse_executables(HR_CONFIG_DEFAULT_QEMU_EXECUTABLES,
-							       NULL);
+	config->qemu_executables =
+	    hr_config_parse_executables(HR_CONFIG_DEFAULT_QEMU_EXECUTABLES, NULL);
 	config->hello_timeout_ms = 5000;
 	config->max_connections = 2048;
 	config->max_guests_per_uid = 4096;

@@ -107,7 +107,8 @@ typedef struct {
  * qemu-system-x86 and qemu-system-arm packages; /usr/bin/kvm is a script
  * that execs the first, so its QEMU's /proc/PID/exe is the first too).
  */
-#define HR_CONFIG_DEFAULT_QEMU_EXECUTABLES "/usr/bin/qemu-system-x86_64;/usr/bin/qemu-system-aarch64"
+#define HR_CONFIG_DEFAULT_QEMU_EXECUTABLES \
+	"/usr/bin/qemu-system-x86_64;/usr/bin/qemu-system-aarch64"
 
 HrConfig *
 hr_config_new(void);

@@ -21,8 +21,8 @@ typedef struct {
 	 * a HELLO identified the peer: the guest it speaks for (takes @peer),
 	 * or NULL and @error when the registry refuses it (a bound)
 	 */
-	HrGuest *(*attach)(gpointer owner, HrDevice *device, const HrChanHello *hello,
-			   HrPeer *peer, GError **error);
+	HrGuest *(*attach)(gpointer owner, HrDevice *device, const HrChanHello *hello, HrPeer *peer,
+			   GError **error);
 	/* a new STATUS is in @guest */
 	void (*status)(gpointer owner, HrGuest *guest);
 	/* the connection closed: @guest NULL before a HELLO, @reason NULL when clean */

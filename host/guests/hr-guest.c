@@ -485,7 +485,8 @@ hr_guest_prune_gone(GPtrArray *guests, const HrPeer *peer, guint uid, guint keep
 			       oldest->name, keep, peer->pid);
 		else
 			g_info("%s: forgotten, one of the gone guests of uid %u, which has "
-			       "max_guests_per_uid", oldest->name, uid);
+			       "max_guests_per_uid",
+			       oldest->name, uid);
 		func(oldest, user_data);
 		g_ptr_array_remove_index(guests, at);
 		pruned++;

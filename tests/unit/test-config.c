@@ -110,8 +110,8 @@ test_qemu_executables(void)
 
 	g_assert_true(g_file_set_contents(real, "", 0, NULL));
 	g_assert_cmpint(symlink(real, link), ==, 0);
-	text = g_strdup_printf("[hugeroomd]\nqemu_executables=%s; /opt/qemu/bin/qemu-system-x86_64\n",
-			       link);
+	text = g_strdup_printf(
+	    "[hugeroomd]\nqemu_executables=%s; /opt/qemu/bin/qemu-system-x86_64\n", link);
 	path = write_config(text);
 	g_assert_true(hr_config_load(config, path, TRUE, &error));
 	g_assert_no_error(error);
