@@ -46,7 +46,11 @@ hr_core_get_config(HrCore *core);
 /* every guest seen, in order of first connection */
 GPtrArray *
 hr_core_get_guests(HrCore *core);
-/* by UUID or name; a connected guest wins over a disconnected one */
+/*
+ * by UUID or name: the VM's established running process, never another
+ * process that says its identity while it runs (SPEC 2.10 item 6); a gone
+ * entry only when no process of the name runs
+ */
 HrGuest *
 hr_core_find_guest(HrCore *core, const gchar *name_or_uuid);
 /* connections dropped before a HELLO identified them */

@@ -41,7 +41,7 @@ typedef struct {
 	gchar *name; /* as sent in HELLO, made valid UTF-8; "pid-PID" when empty */
 	guint8 uuid_bytes[16];
 	gchar *uuid;
-	gboolean uuid_known; /* non-zero and no other running guest's */
+	gboolean uuid_known; /* non-zero, and no other running guest had it first */
 	/*
 	 * "IDENTITY@pid:PID:STARTTIME": the guest bound to its QEMU process,
 	 * the same across daemon restarts and never another process'. The
