@@ -10,11 +10,22 @@
 /* how long to wait before sending again a command the driver found busy */
 #define HR_GUEST_BUSY_RETRY_MS 1000
 
+guint
+hr_gpa_hash(gconstpointer gpa)
+{
+	guint64 x = *(const guint64 *)gpa;
+
+	x ^= x >> 33;
+	x *= G_GUINT64_CONSTANT(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	return (guint)x;
+}
+
 GHashTable *
 hr_guest_held_new(void)
 {
 	/* the key points into the value */
-	return g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+	return g_hash_table_new_full(hr_gpa_hash, g_int64_equal, NULL, g_free);
 }
 
 void
@@ -43,6 +54,28 @@ void
 hr_guest_held_clear(HrGuest *guest)
 {
 	g_hash_table_remove_all(guest->held);
+	hr_guest_held_changed(guest);
+}
+
+void
+hr_guest_resync_add(HrGuest *guest, GHashTable *resync, guint64 gpa)
+{
+	HrHeldBlock *known = g_hash_table_lookup(guest->held, &gpa);
+	HrHeldBlock *block;
+
+	hr_guest_held_add(resync, gpa, 0);
+	block = g_hash_table_lookup(resync, &gpa);
+	if (known != NULL) {
+		block->request_id = known->request_id;
+		block->held_at = known->held_at;
+	}
+}
+
+void
+hr_guest_held_take_resync(HrGuest *guest, GHashTable *resync)
+{
+	g_hash_table_unref(guest->held);
+	guest->held = g_hash_table_ref(resync);
 	hr_guest_held_changed(guest);
 }
 

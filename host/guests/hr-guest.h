@@ -241,6 +241,14 @@ hr_guest_status_age_ms(HrGuest *guest);
 /* a gpa -> HrHeldBlock table */
 GHashTable *
 hr_guest_held_new(void);
+/*
+ * A hash of a guint64 gpa (for g_int64_equal): g_int64_hash() folds the
+ * high word into the low one and leaves 21 low zero bits of a 2 MiB block,
+ * which GLib's tables probe for a long time (1 M blocks took 40 s to
+ * insert): the bits are mixed (MurmurHash3's finalizer).
+ */
+guint
+hr_gpa_hash(gconstpointer gpa);
 void
 hr_guest_held_add(GHashTable *held, guint64 gpa, guint64 request_id);
 /* empty the held set (a device reset, a new QEMU process) */
@@ -249,6 +257,15 @@ hr_guest_held_clear(HrGuest *guest);
 /* replace the held set with @resync, keeping what we knew of each block */
 void
 hr_guest_held_replace(HrGuest *guest, GHashTable *resync);
+/*
+ * The resync's way, in steps that each cost what one message brought: add
+ * @gpa to @resync with what we knew of it, then make @resync the held set
+ * (no pass over it: a resync of 1 M blocks is not one turn of the main loop)
+ */
+void
+hr_guest_resync_add(HrGuest *guest, GHashTable *resync, guint64 gpa);
+void
+hr_guest_held_take_resync(HrGuest *guest, GHashTable *resync);
 /* the held gpas, ascending */
 GArray *
 hr_guest_held_sorted(HrGuest *guest);
