@@ -1612,6 +1612,50 @@ test_unsafe_file(Tmp *t, gconstpointer data)
 }
 
 /*
+ * A state that would not read back never replaces one that does: the save
+ * reads what it is to write as the next start will, and keeps the old
+ * file when an entry would be skipped (issue 18 item 1: "bytes": -1 cost
+ * every reservation at the next start).
+ */
+static void
+test_save_validated(Tmp *t, gconstpointer data)
+{
+	g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *good = NULL;
+	g_autofree gchar *now = NULL;
+	HrReservation *r;
+	(void)data;
+
+	r = hr_reservation_store_create(store, MiB(2), -1, 0, FALSE, "vm-a", &error);
+	g_assert_no_error(error);
+	g_assert_true(hr_reservation_store_save(store, &error));
+	g_assert_true(g_file_get_contents(t->path, &good, NULL, NULL));
+	/* a value the loader refuses (bytes is 1..G_MAXINT64 there) */
+	r->bytes = G_MAXUINT64;
+	g_assert_false(hr_reservation_store_save(store, &error));
+	g_test_message("%s", error->message);
+	g_assert_nonnull(strstr(error->message, "does not read back"));
+	g_assert_nonnull(strstr(error->message, "previous"));
+	g_clear_error(&error);
+	g_assert_true(g_file_get_contents(t->path, &now, NULL, NULL));
+	g_assert_cmpstr(now, ==, good);
+	/* the writer thread's save checks the same, and says so */
+	g_test_expect_message("HrReservation", G_LOG_LEVEL_WARNING, "*does not read back*");
+	hr_reservation_touch(store, r);
+	hr_reservation_store_flush(store);
+	g_test_assert_expected_messages();
+	g_assert_cmpuint(hr_reservation_store_save_failures(store), >=, 1);
+	g_clear_pointer(&now, g_free);
+	g_assert_true(g_file_get_contents(t->path, &now, NULL, NULL));
+	g_assert_cmpstr(now, ==, good);
+	/* fixed, it saves again */
+	r->bytes = MiB(2);
+	g_assert_true(hr_reservation_store_save(store, &error));
+	g_assert_no_error(error);
+}
+
+/*
  * Issue 18 item 4: a guest that resyncs 1 M held blocks, all a
  * reservation's holds, after its device reconnected. Reconciling them is
  * work that grows with the input: it must run in slices, so that no turn
@@ -1756,6 +1800,8 @@ main(int argc, char **argv)
 		   tmp_teardown);
 	g_test_add("/reservations/persist/missing", Tmp, NULL, tmp_setup, test_missing_file,
 		   tmp_teardown);
+	g_test_add("/reservations/persist/save-validated", Tmp, NULL, tmp_setup,
+		   test_save_validated, tmp_teardown);
 #define ADD_EXEC(name, fn) \
 	g_test_add("/reservations/exec/" name, Fixture, NULL, exec_setup, fn, exec_teardown)
 	ADD_EXEC("free-then-donate", test_exec_free_then_donate);
