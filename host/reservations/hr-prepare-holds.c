@@ -452,8 +452,8 @@ prep_drop_holds(HrPrepare *p, HoldPred pred, gpointer data, const gchar *why)
 #define SLICE_CHECK_EVERY 256
 
 gboolean
-prep_drop_holds_walk(HrPrepare *p, HoldWalk *walk, HoldPred pred, gpointer data,
-		     const gchar *why, gint64 deadline)
+prep_drop_holds_walk(HrPrepare *p, HoldWalk *walk, HoldPred pred, gpointer data, const gchar *why,
+		     gint64 deadline)
 {
 	GPtrArray *list = hr_reservation_store_list(p->store);
 	guint looked = 0;
@@ -833,14 +833,14 @@ struct _ReconcileJob {
 	GArray *gpas;	     /* guint64: the held set, copied in RECONCILE_COPY */
 	GHashTableIter copy; /* over the held set, valid while its held_gen is @copy_gen */
 	guint64 copy_gen;
-	guint next;	     /* the next of @gpas */
-	GHashTable *owned;   /* guint64 gpa (its own copy) -> itself: what holds own */
-	HoldWalk walk;	     /* over the holds, in RECONCILE_OWNED and RECONCILE_STALE */
-	GArray *orphans;     /* guint64 */
-	Adopt adopt;	     /* built when a block first needs it; cleared when holds changed */
-	guint64 changes;     /* hr_reservation_hold_changes() when the last slice ended */
+	guint next;	   /* the next of @gpas */
+	GHashTable *owned; /* guint64 gpa (its own copy) -> itself: what holds own */
+	HoldWalk walk;	   /* over the holds, in RECONCILE_OWNED and RECONCILE_STALE */
+	GArray *orphans;   /* guint64 */
+	Adopt adopt;	   /* built when a block first needs it; cleared when holds changed */
+	guint64 changes;   /* hr_reservation_hold_changes() when the last slice ended */
 	guint restarts;
-	gint64 now;	     /* real time the reconcile began at (ledger_request_live) */
+	gint64 now; /* real time the reconcile began at (ledger_request_live) */
 	guint64 slices;
 };
 

@@ -234,8 +234,8 @@ prep_drop_holds(HrPrepare *p, HoldPred pred, gpointer data, const gchar *why);
  * TRUE when the walk reached the end (and @walk is back at the start).
  */
 gboolean
-prep_drop_holds_walk(HrPrepare *p, HoldWalk *walk, HoldPred pred, gpointer data,
-		     const gchar *why, gint64 deadline);
+prep_drop_holds_walk(HrPrepare *p, HoldWalk *walk, HoldPred pred, gpointer data, const gchar *why,
+		     gint64 deadline);
 /* the main loop stops reconciling in slices: what runs is dropped */
 void
 prep_reconcile_stop(HrPrepare *p);

@@ -249,7 +249,8 @@ hr_reservation_validate(const gchar *text, gsize len, GError **error)
 		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_CORRUPT,
 			    "the state to save does not read back: %u entries would be skipped "
 			    "(%s)",
-			    scratch->skipped, (const gchar *)g_ptr_array_index(scratch->skipped_errors, 0));
+			    scratch->skipped,
+			    (const gchar *)g_ptr_array_index(scratch->skipped_errors, 0));
 		return FALSE;
 	}
 	return TRUE;
