@@ -10,17 +10,6 @@
 /* how long to wait before sending again a command the driver found busy */
 #define HR_GUEST_BUSY_RETRY_MS 1000
 
-guint
-hr_gpa_hash(gconstpointer gpa)
-{
-	guint64 x = *(const guint64 *)gpa;
-
-	x ^= x >> 33;
-	x *= G_GUINT64_CONSTANT(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	return (guint)x;
-}
-
 GHashTable *
 hr_guest_held_new(void)
 {

@@ -241,14 +241,6 @@ hr_guest_status_age_ms(HrGuest *guest);
 /* a gpa -> HrHeldBlock table */
 GHashTable *
 hr_guest_held_new(void);
-/*
- * A hash of a guint64 gpa (for g_int64_equal): g_int64_hash() folds the
- * high word into the low one and leaves 21 low zero bits of a 2 MiB block,
- * which GLib's tables probe for a long time (1 M blocks took 40 s to
- * insert): the bits are mixed (MurmurHash3's finalizer).
- */
-guint
-hr_gpa_hash(gconstpointer gpa);
 void
 hr_guest_held_add(GHashTable *held, guint64 gpa, guint64 request_id);
 /* empty the held set (a device reset, a new QEMU process) */

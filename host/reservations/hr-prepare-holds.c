@@ -384,7 +384,7 @@ ledger_request_live(guint64 request_id, gint64 since, gpointer data)
 	return ctx->now - since < (gint64)86400 * G_USEC_PER_SEC;
 }
 
-static void
+static gboolean
 return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 {
 	for (guint off = 0; off < orphans->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
@@ -397,12 +397,11 @@ return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 		if (prep_submit(p, guest, &params, &error) == NULL) {
 			g_warning("%s: cannot return %u blocks nobody owns: %s",
 				  hr_guest_get_name(guest), params.nr_gpas, error->message);
-			return;
+			return FALSE;
 		}
 		hr_guest_mark_orphans(guest, params.gpas, params.nr_gpas);
 	}
-	g_message("%s: %u held blocks no reservation or request owns: returned",
-		  hr_guest_get_name(guest), orphans->len);
+	return TRUE;
 }
 
 /* index the guests by key for a pass over every reservation's holds */
@@ -1023,31 +1022,49 @@ reconcile_blocks(HrPrepare *p, HrGuest *guest, ReconcileJob *job, gint64 deadlin
 	return TRUE;
 }
 
-/* the end: the ledger follows the held set; orphans still held and unowned go back */
+/*
+ * The end: the ledger follows the held set; orphans still held and unowned
+ * go back, a command at a time while the guest's queue takes them (what
+ * it does not take now the next reconcile finds again): the work of one
+ * turn is what the queue can hold, not what the guest holds.
+ */
 static void
 reconcile_finish(HrPrepare *p, HrGuest *guest, ReconcileJob *job)
 {
 	LiveCtx ctx = {guest, job->now};
 	GHashTable *held = hr_guest_get_held(guest);
-	g_autoptr(GArray) orphans = g_array_new(FALSE, FALSE, sizeof(guint64));
+	g_autoptr(GArray) chunk = g_array_new(FALSE, FALSE, sizeof(guint64));
+	guint returned = 0;
 
 	hr_reservation_store_ledger_sync(p->store, hr_guest_get_key(guest), held,
 					 ledger_request_live, &ctx);
+	if (job->slices > 1)
+		g_info("%s: %u held blocks reconciled in %" G_GUINT64_FORMAT " slices",
+		       hr_guest_get_name(guest), job->gpas->len, job->slices);
+	if (job->orphans->len > 0 && !p->config->return_orphans) {
+		g_message(
+		    "%s: %u held blocks no reservation or request owns (return_orphans is off)",
+		    hr_guest_get_name(guest), job->orphans->len);
+		return;
+	}
 	for (guint i = 0; i < job->orphans->len; i++) {
 		guint64 gpa = g_array_index(job->orphans, guint64, i);
 		HrHeldBlock *b = g_hash_table_lookup(held, &gpa);
 		if (b != NULL && !b->orphan)
-			g_array_append_val(orphans, gpa);
+			g_array_append_val(chunk, gpa);
+		if (chunk->len < VIRTIO_HUGEROOM_MAX_CMD_BLOCKS && i + 1 < job->orphans->len)
+			continue;
+		if (chunk->len > 0 && !return_orphans(p, guest, chunk))
+			break;
+		returned += chunk->len;
+		g_array_set_size(chunk, 0);
 	}
-	if (job->slices > 1)
-		g_info("%s: %u held blocks reconciled in %" G_GUINT64_FORMAT " slices",
-		       hr_guest_get_name(guest), job->gpas->len, job->slices);
-	if (orphans->len > 0 && p->config->return_orphans)
-		return_orphans(p, guest, orphans);
-	else if (orphans->len > 0)
-		g_message(
-		    "%s: %u held blocks no reservation or request owns (return_orphans is off)",
-		    hr_guest_get_name(guest), orphans->len);
+	if (job->orphans->len > 0)
+		g_message("%s: %u held blocks no reservation or request owns: %u returned%s",
+			  hr_guest_get_name(guest), job->orphans->len, returned,
+			  returned < job->orphans->len
+			      ? ", the rest when the guest's queue has room"
+			      : "");
 }
 
 /* one slice of @job, until @deadline; TRUE when the reconcile ended (or cannot go on) */
