@@ -833,7 +833,7 @@ struct _ReconcileJob {
 	GHashTableIter copy; /* over the held set, valid while its held_gen is @copy_gen */
 	guint64 copy_gen;
 	guint next;	   /* the next of @gpas */
-	GHashTable *owned; /* guint64 gpa (its own copy) -> itself: what holds own */
+	GHashTable *owned; /* owned_key(gpa): what holds own */
 	HoldWalk walk;	   /* over the holds, in RECONCILE_OWNED and RECONCILE_STALE */
 	GArray *orphans;   /* guint64 */
 	Adopt adopt;	   /* built when a block first needs it; cleared when holds changed */
@@ -853,13 +853,34 @@ reconcile_job_free(ReconcileJob *job)
 	g_free(job);
 }
 
+/*
+ * A block of @owned is its 2 MiB block number in the key itself: no
+ * allocation per block, so that a set of 1 M is freed in one go cheaply
+ * (with a copy of each gpa it took 115 ms).
+ */
+static gpointer
+owned_key(guint64 gpa)
+{
+	return GSIZE_TO_POINTER(gpa / VIRTIO_HUGEROOM_BLOCK_SIZE);
+}
+
+static guint
+owned_hash(gconstpointer key)
+{
+	guint64 v = GPOINTER_TO_SIZE(key);
+	return hr_gpa_hash(&v);
+}
+
 static void
 owned_add(GHashTable *owned, guint64 gpa)
 {
-	if (!g_hash_table_contains(owned, &gpa)) {
-		guint64 *key = g_memdup2(&gpa, sizeof(gpa));
-		g_hash_table_add(owned, key);
-	}
+	g_hash_table_add(owned, owned_key(gpa));
+}
+
+static gboolean
+owned_has(GHashTable *owned, guint64 gpa)
+{
+	return g_hash_table_contains(owned, owned_key(gpa));
 }
 
 /* (re)start at the walk over the holds */
@@ -883,7 +904,7 @@ reconcile_job_new(HrPrepare *p, HrGuest *guest)
 	job->guest_id = hr_guest_get_id(guest);
 	job->gpas = g_array_sized_new(FALSE, FALSE, sizeof(guint64),
 				      g_hash_table_size(hr_guest_get_held(guest)));
-	job->owned = g_hash_table_new_full(hr_gpa_hash, g_int64_equal, g_free, NULL);
+	job->owned = g_hash_table_new(owned_hash, g_direct_equal);
 	job->orphans = g_array_new(FALSE, FALSE, sizeof(guint64));
 	job->now = g_get_real_time();
 	job->adopt = (Adopt){.ledger_requests = -1};
@@ -983,7 +1004,7 @@ reconcile_blocks(HrPrepare *p, HrGuest *guest, ReconcileJob *job, gint64 deadlin
 			return FALSE;
 		/* held no more: its RETURNED made another reconcile due */
 		b = g_hash_table_lookup(held, &gpa);
-		if (b == NULL || b->orphan || g_hash_table_contains(job->owned, &gpa) ||
+		if (b == NULL || b->orphan || owned_has(job->owned, gpa) ||
 		    g_hash_table_contains(in_flight, &gpa) ||
 		    hr_reservation_store_ledger_has(p->store, key, gpa, 0))
 			continue;
