@@ -20,6 +20,11 @@ The attacks:
                 (--idle connections)
   idle-tls      TCP connections to the TLS listener that never send a
                 ClientHello (--tls-idle connections)
+  resync-1m     a guest that connects holding --resync blocks (1 M: 2 TiB
+                of guest RAM), listed in its resync, none of them any
+                reservation's: the daemon takes the set, reconciles it
+                and gives the blocks back as orphans; reported with the
+                longest turn of the main loop (CPU) it caused
 
 Targets (issue 18 item 11): API p99 < 50 ms under each, fds and RSS
 bounded, no reservation lost.  Prints a table; exits 1 when the daemon died
@@ -131,6 +136,55 @@ def status_flood(s, args):
     return "%d guests reporting every 1 ms for %d s" % (args.flood, args.seconds)
 
 
+def stall_cpu_max_ms(s):
+    """hugeroom_main_loop_stall_cpu_max_seconds: the longest turn since the start, in ms"""
+    conn = UnixHTTPConnection(s.api_sock, timeout=60)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    for line in text.splitlines():
+        if line.startswith("hugeroom_main_loop_stall_cpu_max_seconds "):
+            return float(line.split()[1]) * 1000
+    return None
+
+
+def resync_1m(s, args):
+    """A guest whose resync lists --resync held blocks; until the daemon has them all."""
+    gib = args.resync * 2 // 1024 + 4
+    before = stall_cpu_max_ms(s)
+    t0 = time.time()
+    p = subprocess.Popen([s.sim_bin, "--guests", "1", "--mem-gib", str(gib),
+                          "--socket", s.vm_sock, "--prefix", "big", "--seed", "9",
+                          "--resync-blocks", str(args.resync),
+                          "--duration", str(args.seconds + 120)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    took, listed = None, None
+    try:
+        while time.time() - t0 < 120 and p.poll() is None:
+            guests = s.api("GET", "/v1/guests", expect=None)
+            big = [g for g in (guests or {}).get("guests", []) if g.get("name") == "big0"]
+            if big and big[0].get("held_blocks", 0) >= args.resync * 9 // 10:
+                took = time.time() - t0
+                break
+            # a small set can be taken and given back between two looks
+            listed = listed or (time.time() if big else None)
+            if listed is not None and time.time() - listed > 5:
+                break
+            time.sleep(0.2)
+        # the reconcile, and the orphans' RETURNs it sends, while the probe runs
+        time.sleep(args.seconds)
+    finally:
+        p.terminate()
+        p.wait(60)
+    after = stall_cpu_max_ms(s)
+    return "%d blocks resynced%s; longest main-loop turn %s ms CPU (%s before)" % (
+        args.resync, " in %.1f s" % took if took is not None else
+        " (its blocks given back before a look saw them)" if listed is not None else
+        ", NOT seen in 120 s",
+        "%.0f" % after if after is not None else "n/a",
+        "%.0f" % before if before is not None else "n/a")
+
+
 def idle_unix(s, args):
     """Idle connections from uid nobody, held for --seconds."""
     code = r"""
@@ -206,11 +260,14 @@ def main():
     ap.add_argument("--flood", type=int, default=100)
     ap.add_argument("--idle", type=int, default=1250)
     ap.add_argument("--tls-idle", type=int, default=100)
+    ap.add_argument("--resync", type=int, default=1 << 20, help="blocks of resync-1m")
+    ap.add_argument("--only", help="the attacks to run, comma-separated (default all)")
     ap.add_argument("--seconds", type=int, default=10, help="each timed attack")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     if args.quick:
         args.churn, args.flood, args.idle, args.tls_idle, args.seconds = 200, 20, 200, 20, 3
+        args.resync = 20000
 
     tmp = tempfile.mkdtemp(prefix="hr-attacks-")
     port, token, tls = tls_config(tmp)
@@ -232,7 +289,10 @@ def main():
         idle = probe.stop()
         rows.append(("idle", "20 guests, no attack", idle, fds(pid), rss_kib(pid), True))
         for name, fn in (("hello-churn", hello_churn), ("status-flood", status_flood),
-                         ("idle-unix", idle_unix), ("idle-tls", idle_tls)):
+                         ("idle-unix", idle_unix), ("idle-tls", idle_tls),
+                         ("resync-1m", resync_1m)):
+            if args.only and name not in args.only.split(","):
+                continue
             probe = Probe(s.api_sock)
             probe.start()
             what = fn(s, args)

@@ -159,6 +159,80 @@ hr_api_plan_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, c
 	hr_api_reply_prepare_json(msg, node, error);
 }
 
+/*
+ * What a prepare could make ready within 10, 30 and 60 s per node, for a
+ * fleet's scheduler (host/doc/capacity.md): made from dry-run plans at
+ * most every HR_API_CAPACITY_MAX_AGE_S, whoever asks (the route, /metrics)
+ */
+#define HR_API_CAPACITY_MAX_AGE_S 5
+
+static JsonNode *
+hr_api_capacity_get(HrApi *api, const HrHostState *host)
+{
+	gint64 now = g_get_monotonic_time();
+
+	if (api->capacity == NULL ||
+	    now - api->capacity_at >= HR_API_CAPACITY_MAX_AGE_S * G_USEC_PER_SEC) {
+		g_clear_pointer(&api->capacity, json_node_unref);
+		api->capacity = hr_prepare_capacity_json(api->prepare, host);
+		api->capacity_at = now;
+	}
+	return api->capacity;
+}
+
+static void
+hr_api_capacity_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host,
+		      const GError *error, gpointer data)
+{
+	g_autoptr(JsonNode) node = NULL;
+	(void)data;
+
+	if (host != NULL) {
+		node = json_node_copy(hr_api_capacity_get(api, host));
+		json_object_set_int_member(json_node_get_object(node), "age_ms",
+					   (g_get_monotonic_time() - api->capacity_at) / 1000);
+		json_object_set_int_member(json_node_get_object(node), "max_age_s",
+					   HR_API_CAPACITY_MAX_AGE_S);
+	}
+	hr_api_reply_prepare_json(msg, node, error);
+}
+
+void
+hr_api_capacity(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
+{
+	(void)query;
+	(void)args;
+	hr_api_with_host(api, msg, hr_api_capacity_reply, NULL, NULL);
+}
+
+/* hugeroom_capacity_ready_bytes{node,within_s}: the same as GET /v1/capacity */
+static void
+hr_api_capacity_metrics(GString *out, HrApi *api, const HrHostState *host)
+{
+	JsonArray *nodes;
+
+	if (host == NULL)
+		return;
+	nodes = json_object_get_array_member(json_node_get_object(hr_api_capacity_get(api, host)),
+					     "nodes");
+	g_string_append(out, "# HELP hugeroom_capacity_ready_bytes bytes of THP-capable memory a "
+			     "prepare could make ready on the node within within_s seconds, from a "
+			     "dry-run plan\n"
+			     "# TYPE hugeroom_capacity_ready_bytes gauge\n");
+	for (guint i = 0; i < json_array_get_length(nodes); i++) {
+		JsonObject *n = json_array_get_object_element(nodes, i);
+		JsonObject *ready = json_object_get_object_member(n, "ready_bytes");
+		g_autoptr(GList) keys = json_object_get_members(ready);
+		for (GList *k = keys; k != NULL; k = k->next)
+			g_string_append_printf(
+			    out,
+			    "hugeroom_capacity_ready_bytes{node=\"%" G_GINT64_FORMAT
+			    "\",within_s=\"%s\"} %" G_GINT64_FORMAT "\n",
+			    json_object_get_int_member(n, "node"), (const gchar *)k->data,
+			    json_object_get_int_member(ready, k->data));
+	}
+}
+
 /* POST /v1/plan: what the planner would do for a reservation, without doing it */
 void
 hr_api_plan(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
@@ -234,6 +308,7 @@ hr_api_metrics_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host
 	if (host == NULL)
 		g_debug("no host metrics: %s", error->message);
 	hr_metrics_append(out, api->metrics, host, hr_host_reader_last_read_us(api->host));
+	hr_api_capacity_metrics(out, api, host);
 	hr_metrics_histogram_append(out, api->latency);
 	hr_api_process_metrics(out);
 	g_string_append_printf(

@@ -62,6 +62,8 @@ struct _HrApi {
 	HrHostReader *host;	     /* the host's /proc and /sys, read in a thread */
 	JsonNode *host_json;	     /* GET /v1/host's answer from the snapshot host_json_serial */
 	guint64 host_json_serial;
+	JsonNode *capacity; /* GET /v1/capacity's answer, made at capacity_at (monotonic us) */
+	gint64 capacity_at;
 	GHashTable *idle;      /* HrApiConn set: kept alive, waiting for a request */
 	guint64 n_connections; /* accepted */
 	guint64 n_reused;      /* answers on a connection after its first */
@@ -170,6 +172,8 @@ void
 hr_api_host(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 void
 hr_api_metrics(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
+void
+hr_api_capacity(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 void
 hr_api_events(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args);
 void

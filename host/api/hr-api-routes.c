@@ -50,6 +50,7 @@ static const HrApiRouteEntry routes[] = {
     {{"PUT", "/v1/reserve", ADMIN, "200 400 409", "setReserve"}, hr_api_reserve_set},
     {{"POST", "/v1/plan", READ, "200 400 500", "planReservation"}, hr_api_plan},
     {{"GET", "/v1/host", READ, "200 500", "getHost"}, hr_api_host},
+    {{"GET", "/v1/capacity", READ, "200 500", "getCapacity"}, hr_api_capacity},
     {{"GET", "/v1/events", READ, "200 400", "streamEvents"}, hr_api_events},
     {{"GET", "/v1/version", READ, "200", "getVersion"}, hr_api_version},
     {{"GET", "/healthz", READ, "200 503", "getHealth"}, hr_api_health},

@@ -88,6 +88,7 @@ hr_api_free(HrApi *api)
 	hr_metrics_free(api->metrics);
 	hr_host_reader_free(api->host);
 	g_clear_pointer(&api->host_json, json_node_unref);
+	g_clear_pointer(&api->capacity, json_node_unref);
 	g_free(api);
 }
 

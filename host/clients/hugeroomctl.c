@@ -67,6 +67,7 @@ static gint64 opt_budget_ms = HR_CTL_UNSET;
 static gint64 opt_timeout = HR_CTL_UNSET;
 static gboolean opt_all;
 static gboolean opt_wait;
+static gboolean opt_force;
 static gint64 opt_node = HR_CTL_UNSET;
 static gint64 opt_deadline = HR_CTL_UNSET;
 static gboolean opt_strict;
@@ -98,6 +99,7 @@ typedef enum {
 	HR_CTL_OPT_REQUESTER = 1 << 11,
 	HR_CTL_OPT_VM_SOCKET = 1 << 12,
 	HR_CTL_OPT_TABLE = 1 << 13, /* --output, --noheadings, --raw */
+	HR_CTL_OPT_FORCE = 1 << 15,
 	HR_CTL_OPT_GLOBAL = 1 << 14,
 } HrCtlOpt;
 
@@ -169,6 +171,9 @@ static const HrCtlOption hr_ctl_options[] = {
     {HR_CTL_OPT_REQUESTER,
      {"requester", 0, 0, G_OPTION_ARG_STRING, &opt_requester,
       "Who asks, shown in the reservation (default hugeroomctl)", "NAME"}},
+    {HR_CTL_OPT_FORCE,
+     {"force", 0, 0, G_OPTION_ARG_NONE, &opt_force,
+      "An admin ends a reservation another client made, or for another requester", NULL}},
     {HR_CTL_OPT_VM_SOCKET,
      {"vm-socket", 0, 0, G_OPTION_ARG_FILENAME, &opt_vm_socket,
       "The daemon's VM socket (default: vm_socket of " HR_CONFIG_DEFAULT_PATH ")", "PATH"}},
@@ -205,6 +210,8 @@ hr_ctl_option_given(HrCtlOpt bit)
 		return opt_requester != NULL;
 	case HR_CTL_OPT_VM_SOCKET:
 		return opt_vm_socket != NULL;
+	case HR_CTL_OPT_FORCE:
+		return opt_force;
 	case HR_CTL_OPT_TABLE:
 		return opt_output != NULL || opt_noheadings || opt_raw;
 	case HR_CTL_OPT_GLOBAL:
@@ -326,6 +333,12 @@ hr_ctl_cli_terms(const gchar *message)
 	    {"bytes", "SIZE"},		      {"size", "SIZE"},
 	    {"policy", "POLICY"},		      {"high", "POLICY explicit:HIGH"},
 	};
+	const gchar *force = strstr(message, "\"force\": true");
+
+	/* not_owner says how to override it in the API's terms */
+	if (force != NULL)
+		return g_strdup_printf("%.*s--force%s", (gint)(force - message), message,
+				       force + strlen("\"force\": true"));
 	for (guint i = 0; i < G_N_ELEMENTS(terms); i++) {
 		gsize len = strlen(terms[i].field);
 		if (g_str_has_prefix(message, terms[i].field) && message[len] != '\0' &&
@@ -1411,13 +1424,18 @@ static const HrCtlCommand hr_ctl_commands[] = {
     {"reservation", "ID", "one reservation: each step, what it gave and cost",
      "One reservation: each step, what it gave and what it cost.\n", 1, 1, 0,
      "/v1/reservations", "", hr_ctl_render_reservation, NULL, FALSE, TRUE},
-    {"release", "ID", "cancel a reservation or release its memory",
+    {"release", "ID [--requester NAME] [--force]", "cancel a reservation or release its memory",
      "Cancel a reservation or release its memory; its holds go back to the\n"
-     "guests.\n",
-     1, 1, 0, "/v1/reservations", "/release", hr_ctl_render_reservation, NULL, FALSE, TRUE},
-    {"consume", "ID", "the memory of a ready reservation is in use",
-     "The memory of a ready reservation is in use now.\n", 1, 1, 0, "/v1/reservations",
-     "/consume", hr_ctl_render_reservation, NULL, FALSE, TRUE},
+     "guests. Only the client that made it may, for its requester (--requester,\n"
+     "or none); an admin may end another's with --force.\n",
+     1, 1, HR_CTL_OPT_REQUESTER | HR_CTL_OPT_FORCE, "/v1/reservations", "/release",
+     hr_ctl_render_reservation, NULL, FALSE, TRUE},
+    {"consume", "ID [--requester NAME] [--force]", "the memory of a ready reservation is in use",
+     "The memory of a ready reservation is in use now. Only the client that made\n"
+     "it may say so, for its requester (--requester, or none); an admin may for\n"
+     "another's with --force.\n",
+     1, 1, HR_CTL_OPT_REQUESTER | HR_CTL_OPT_FORCE, "/v1/reservations", "/consume",
+     hr_ctl_render_reservation, NULL, FALSE, TRUE},
     {"host", "", "the host's memory per NUMA node",
      "The host's memory per NUMA node, compaction counters and THP settings.\n", 0, 0,
      HR_CTL_OPT_TABLE, "/v1/host", NULL, hr_ctl_render_host, NULL, FALSE, FALSE},
@@ -1636,6 +1654,19 @@ hr_ctl_dispatch(const HrCtlCommand *c, gchar **args)
 		return hr_ctl_run(method, c->path, c->render);
 	escaped = g_uri_escape_string(args[0], NULL, FALSE);
 	path = g_strconcat(c->path, "/", escaped, c->suffix, NULL);
+	/* consume, release: who acts, and an admin's override (hr-api-reservations.c) */
+	if (c->options & (HR_CTL_OPT_REQUESTER | HR_CTL_OPT_FORCE)) {
+		g_autoptr(GString) query = g_string_new(path);
+		if (opt_requester != NULL) {
+			g_autofree gchar *r = g_uri_escape_string(opt_requester, NULL, FALSE);
+			g_string_append_printf(query, "?requester=%s", r);
+		}
+		if (opt_force)
+			g_string_append_printf(query, "%sforce=true",
+					       opt_requester != NULL ? "&" : "?");
+		g_free(path);
+		path = g_string_free(g_steal_pointer(&query), FALSE);
+	}
 	return hr_ctl_run(method, path, c->render);
 }
 

@@ -252,7 +252,7 @@ hr_device_handle_blocks(HrDevice *device, HrBlocks *blocks, GError **error)
 				return FALSE;
 			}
 			for (guint32 i = 0; i < blocks->nr_blocks; i++)
-				hr_guest_held_add(device->resync, blocks->gpas[i], 0);
+				hr_guest_resync_add(guest, device->resync, blocks->gpas[i]);
 			return TRUE;
 		}
 	}
@@ -320,7 +320,7 @@ hr_device_handle_state(HrDevice *device, GBytes *payload, GError **error)
 		if (g_hash_table_size(device->resync) != state.num_held)
 			g_warning("%s: resync listed %u blocks, device-state says %u held",
 				  guest->name, g_hash_table_size(device->resync), state.num_held);
-		hr_guest_held_replace(guest, device->resync);
+		hr_guest_held_take_resync(guest, device->resync);
 		g_hash_table_unref(device->resync);
 		device->resync = hr_guest_held_new();
 		device->state = HR_DEVICE_RUNNING;

@@ -256,6 +256,15 @@ hr_guest_held_clear(HrGuest *guest);
 /* replace the held set with @resync, keeping what we knew of each block */
 void
 hr_guest_held_replace(HrGuest *guest, GHashTable *resync);
+/*
+ * The resync's way, in steps that each cost what one message brought: add
+ * @gpa to @resync with what we knew of it, then make @resync the held set
+ * (no pass over it: a resync of 1 M blocks is not one turn of the main loop)
+ */
+void
+hr_guest_resync_add(HrGuest *guest, GHashTable *resync, guint64 gpa);
+void
+hr_guest_held_take_resync(HrGuest *guest, GHashTable *resync);
 /* the held gpas, ascending */
 GArray *
 hr_guest_held_sorted(HrGuest *guest);

@@ -68,10 +68,21 @@ hr_request_ram_to_string(const HrRamRange *ram, guint nr_ram)
 	return g_string_free(g_steal_pointer(&str), FALSE);
 }
 
+guint
+hr_gpa_hash(gconstpointer gpa)
+{
+	guint64 x = *(const guint64 *)gpa;
+
+	x ^= x >> 33;
+	x *= G_GUINT64_CONSTANT(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	return (guint)x;
+}
+
 static gboolean
 hr_request_check_gpas(const HrRequestParams *p, const HrRamRange *ram, guint nr_ram, GError **error)
 {
-	g_autoptr(GHashTable) seen = g_hash_table_new(g_int64_hash, g_int64_equal);
+	g_autoptr(GHashTable) seen = g_hash_table_new(hr_gpa_hash, g_int64_equal);
 
 	if (p->nr_gpas > VIRTIO_HUGEROOM_MAX_CMD_BLOCKS)
 		return hr_request_invalid(error,

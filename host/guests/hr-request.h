@@ -168,4 +168,13 @@ hr_request_add_summary_json(HrRequest *request, JsonBuilder *b);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrRequest, hr_request_unref)
 
+/*
+ * A hash of a guint64 gpa (for g_int64_equal): g_int64_hash() folds the
+ * high word into the low one and leaves 21 low zero bits of a 2 MiB block,
+ * which GLib's tables probe for a long time (1 M blocks took 40 s to
+ * insert): the bits are mixed (MurmurHash3's finalizer).
+ */
+guint
+hr_gpa_hash(gconstpointer gpa);
+
 G_END_DECLS

@@ -423,6 +423,55 @@ hr_prepare_plan_json(HrPrepare *p, const HrHostState *host, const HrPlanRequest 
 	return json_builder_get_root(b);
 }
 
+static const guint capacity_within_s[] = {10, 30, 60};
+
+JsonNode *
+hr_prepare_capacity_json(HrPrepare *p, const HrHostState *host)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+	g_autoptr(Input) in = NULL;
+	gint64 t0 = g_get_monotonic_time();
+
+	in = prep_build_input(p, host, NULL, NULL, TRUE);
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "within_s");
+	json_builder_begin_array(b);
+	for (guint d = 0; d < G_N_ELEMENTS(capacity_within_s); d++)
+		json_builder_add_int_value(b, capacity_within_s[d]);
+	json_builder_end_array(b);
+	json_builder_set_member_name(b, "nodes");
+	json_builder_begin_array(b);
+	for (guint n = 0; n < host->nodes->len; n++) {
+		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "node", ns->node);
+		json_builder_set_member_name(b, "ready_bytes");
+		json_builder_begin_object(b);
+		for (guint d = 0; d < G_N_ELEMENTS(capacity_within_s); d++) {
+			/* all of the node, non-strict: the plan says how much it would get */
+			HrPlanRequest req = {
+			    .bytes = MAX(ns->managed, 1) * 4096,
+			    .node = (gint)ns->node,
+			    .deadline_ms = (guint64)capacity_within_s[d] * 1000,
+			};
+			g_autoptr(HrPlan) plan = hr_planner_plan(&req, &in->input, &p->params);
+			guint64 blocks = MIN(plan->gain_milli / 1000, plan->need_blocks);
+			g_autofree gchar *key = g_strdup_printf("%u", capacity_within_s[d]);
+			/* a plan for another node (none qualified) makes nothing ready here */
+			if (plan->node != (gint)ns->node)
+				blocks = 0;
+			hr_json_add_int(b, key, (gint64)(blocks * HR_PLAN_BLOCK_BYTES));
+		}
+		json_builder_end_object(b);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	hr_json_add_int(b, "guests", in->input.n_guests);
+	hr_json_add_int(b, "decision_us", g_get_monotonic_time() - t0);
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
 void
 prep_defer_guest(HrPrepare *p, guint64 guest_id, gboolean failed)
 {

@@ -98,7 +98,7 @@ prep_return_notify(HrRequest *request, gpointer user_data)
 	prep_host_changed(p);
 	r = hr_reservation_store_find(p->store, op->res_id);
 	guest = prep_find_guest(p, op->guest_id);
-	back = g_hash_table_new(g_int64_hash, g_int64_equal);
+	back = g_hash_table_new(hr_gpa_hash, g_int64_equal);
 	for (guint i = 0; request->blocks != NULL && i < request->blocks->len; i++)
 		g_hash_table_add(back, &g_array_index(request->blocks, guint64, i));
 	for (guint i = 0; r != NULL && guest != NULL && i < op->returning->len; i++) {
@@ -356,36 +356,6 @@ interrupted_claim(HrPrepare *p, Interrupted *it, HrGuest *guest, guint64 gpa)
 	hr_reservation_touch(p->store, r);
 }
 
-/* the gpas @guest holds for reservations (HrHeldBlock's gpa -> itself) */
-static GHashTable *
-reservation_owned(HrPrepare *p, HrGuest *guest)
-{
-	GHashTable *owned = g_hash_table_new(g_int64_hash, g_int64_equal);
-	GPtrArray *list = hr_reservation_store_list(p->store);
-
-	guest_index_begin(p);
-	for (guint i = 0; i < list->len; i++) {
-		HrReservation *r = g_ptr_array_index(list, i);
-		for (guint j = 0; j < r->holds->len; j++) {
-			HrReservationHold *h = g_ptr_array_index(r->holds, j);
-			if (find_hold_guest(p, h) == guest)
-				g_hash_table_add(owned, &h->gpa);
-		}
-	}
-	guest_index_end(p);
-	for (guint i = 0; i < p->ops->len; i++) {
-		Op *op = g_ptr_array_index(p->ops, i);
-		if (op->guest_id != hr_guest_get_id(guest) || op->request == NULL)
-			continue;
-		/* what a donation in flight got, what a RETURN in flight gives back */
-		for (guint j = 0; op->request->blocks != NULL && j < op->request->blocks->len; j++)
-			g_hash_table_add(owned, &g_array_index(op->request->blocks, guint64, j));
-		for (guint j = 0; op->returning != NULL && j < op->returning->len; j++)
-			g_hash_table_add(owned, &g_array_index(op->returning, guint64, j));
-	}
-	return owned;
-}
-
 gboolean
 prep_executor_request(HrPrepare *p, guint64 request_id)
 {
@@ -414,7 +384,7 @@ ledger_request_live(guint64 request_id, gint64 since, gpointer data)
 	return ctx->now - since < (gint64)86400 * G_USEC_PER_SEC;
 }
 
-static void
+static gboolean
 return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 {
 	for (guint off = 0; off < orphans->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
@@ -427,12 +397,11 @@ return_orphans(HrPrepare *p, HrGuest *guest, GArray *orphans)
 		if (prep_submit(p, guest, &params, &error) == NULL) {
 			g_warning("%s: cannot return %u blocks nobody owns: %s",
 				  hr_guest_get_name(guest), params.nr_gpas, error->message);
-			return;
+			return FALSE;
 		}
 		hr_guest_mark_orphans(guest, params.gpas, params.nr_gpas);
 	}
-	g_message("%s: %u held blocks no reservation or request owns: returned",
-		  hr_guest_get_name(guest), orphans->len);
+	return TRUE;
 }
 
 /* index the guests by key for a pass over every reservation's holds */
@@ -476,6 +445,47 @@ prep_drop_holds(HrPrepare *p, HoldPred pred, gpointer data, const gchar *why)
 		}
 	}
 	guest_index_end(p);
+}
+
+/* look at the clock once per this many items of work done in slices */
+#define SLICE_CHECK_EVERY 256
+
+gboolean
+prep_drop_holds_walk(HrPrepare *p, HoldWalk *walk, HoldPred pred, gpointer data, const gchar *why,
+		     gint64 deadline)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	guint looked = 0;
+	gboolean done = TRUE;
+
+	guest_index_begin(p);
+	for (; walk->res < list->len; walk->res++, walk->hold = 0) {
+		HrReservation *r = g_ptr_array_index(list, walk->res);
+		guint dropped = 0;
+		while (walk->hold < r->holds->len) {
+			if (++looked % SLICE_CHECK_EVERY == 0 &&
+			    g_get_monotonic_time() >= deadline) {
+				done = FALSE;
+				break;
+			}
+			if (!pred(p, g_ptr_array_index(r->holds, walk->hold), data)) {
+				walk->hold++;
+				continue;
+			}
+			g_ptr_array_remove_index(r->holds, walk->hold);
+			dropped++;
+		}
+		if (dropped > 0) {
+			g_message("reservation %s: %u holds dropped: %s", r->id, dropped, why);
+			hr_reservation_touch(p->store, r);
+		}
+		if (!done)
+			break;
+	}
+	guest_index_end(p);
+	if (done)
+		*walk = (HoldWalk){0, 0};
+	return done;
 }
 
 /*
@@ -689,9 +699,9 @@ adopt_build(HrPrepare *p, HrGuest *guest, Adopt *a)
 	a->built = TRUE;
 	a->twins = g_ptr_array_new();
 	a->twin_holds =
-	    g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, (GDestroyNotify)g_array_unref);
+	    g_hash_table_new_full(hr_gpa_hash, g_int64_equal, NULL, (GDestroyNotify)g_array_unref);
 	a->vm_holds =
-	    g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, (GDestroyNotify)g_array_unref);
+	    g_hash_table_new_full(hr_gpa_hash, g_int64_equal, NULL, (GDestroyNotify)g_array_unref);
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *other = g_ptr_array_index(guests, i);
 		/* gone_at is 0 while connected: the latest of all */
@@ -806,65 +816,249 @@ adopt_from_twin(HrPrepare *p, HrGuest *guest, const HrHeldBlock *block, Adopt *a
 	return TRUE;
 }
 
-static void
-reconcile_guest(HrPrepare *p, HrGuest *guest)
-{
-	g_autoptr(GHashTable) owned = reservation_owned(p, guest);
-	g_autoptr(GArray) orphans = g_array_new(FALSE, FALSE, sizeof(guint64));
-	GHashTableIter iter;
-	HrHeldBlock *b;
-	HrRequest *request;
-	g_autoptr(GPtrArray) requests = NULL;
-	LiveCtx ctx = {guest, g_get_real_time()};
-	Adopt adopt = {.ledger_requests = -1};
-	guint waiting = 0;
+/*
+ * Reconciling a guest is work that grows with what it holds and what the
+ * reservations hold (a resync of 1 M blocks): it runs in slices of at most
+ * RECONCILE_SLICE_US, the first at once, the rest from an idle source, so
+ * that requests and guest messages are served in between (issue 18 item
+ * 4). One guest at a time; the others wait for the next tick.
+ *
+ * Between two slices anything may happen. Each slice therefore reads the
+ * guest and its held set anew (a block no longer held is skipped; what
+ * became held since is the next reconcile's, as its held_gen changed), the
+ * API's requests and the executor's operations anew. What a slice cannot
+ * read anew is what the holds owned when the walk over them ran (@owned)
+ * and the index of a migration's holds (@adopt): when any hold was made,
+ * moved or given another owner by someone else since (hr_reservation_hold_changes()),
+ * the reconcile starts again from the walk, and after
+ * RECONCILE_MAX_RESTARTS of those runs to its end in one go, so that it
+ * always ends. Every decision it takes is one the same reconcile would
+ * take again (a ledger entry or an adopted hold is then owned): a restart
+ * neither doubles nor loses anything.
+ */
+#define RECONCILE_SLICE_US 10000
+#define RECONCILE_MAX_RESTARTS 3
 
+typedef enum {
+	RECONCILE_COPY,	  /* a copy of the held set's gpas */
+	RECONCILE_OWNED,  /* walk the holds for what they own of the guest */
+	RECONCILE_BLOCKS, /* each held block: whose is it */
+	RECONCILE_STALE,  /* the guest's holds on blocks it no longer holds */
+} ReconcilePhase;
+
+struct _ReconcileJob {
+	guint64 guest_id;
+	ReconcilePhase phase;
+	GArray *gpas;	     /* guint64: the held set, copied in RECONCILE_COPY */
+	GHashTableIter copy; /* over the held set, valid while its held_gen is @copy_gen */
+	guint64 copy_gen;
+	guint next;	   /* the next of @gpas */
+	GHashTable *owned; /* owned_key(gpa): what holds own */
+	HoldWalk walk;	   /* over the holds, in RECONCILE_OWNED and RECONCILE_STALE */
+	GArray *orphans;   /* guint64 */
+	Adopt adopt;	   /* built when a block first needs it; cleared when holds changed */
+	guint64 changes;   /* hr_reservation_hold_changes() when the last slice ended */
+	guint restarts;
+	guint waiting;	  /* blocks left for a running twin (migration source) */
+	gint waiting_pid; /* that twin's pid */
+	gint64 now; /* real time the reconcile began at (ledger_request_live) */
+	guint64 slices;
+};
+
+static void
+reconcile_job_free(ReconcileJob *job)
+{
+	g_array_unref(job->gpas);
+	g_hash_table_unref(job->owned);
+	g_array_unref(job->orphans);
+	adopt_clear(&job->adopt);
+	g_free(job);
+}
+
+/*
+ * A block of @owned is its 2 MiB block number in the key itself: no
+ * allocation per block, so that a set of 1 M is freed in one go cheaply
+ * (with a copy of each gpa it took 115 ms).
+ */
+static gpointer
+owned_key(guint64 gpa)
+{
+	return GSIZE_TO_POINTER(gpa / VIRTIO_HUGEROOM_BLOCK_SIZE);
+}
+
+static guint
+owned_hash(gconstpointer key)
+{
+	guint64 v = GPOINTER_TO_SIZE(key);
+	return hr_gpa_hash(&v);
+}
+
+static void
+owned_add(GHashTable *owned, guint64 gpa)
+{
+	g_hash_table_add(owned, owned_key(gpa));
+}
+
+static gboolean
+owned_has(GHashTable *owned, guint64 gpa)
+{
+	return g_hash_table_contains(owned, owned_key(gpa));
+}
+
+/* (re)start at the walk over the holds */
+static void
+reconcile_restart(ReconcileJob *job)
+{
+	job->phase = MAX(job->phase, RECONCILE_OWNED);
+	job->walk = (HoldWalk){0, 0};
+	job->next = 0;
+	g_hash_table_remove_all(job->owned);
+	g_array_set_size(job->orphans, 0);
+	job->waiting = 0;
+	adopt_clear(&job->adopt);
+	job->adopt = (Adopt){.ledger_requests = -1};
+}
+
+static ReconcileJob *
+reconcile_job_new(HrPrepare *p, HrGuest *guest)
+{
+	ReconcileJob *job = g_new0(ReconcileJob, 1);
+	g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
+	job->guest_id = hr_guest_get_id(guest);
+	job->gpas = g_array_sized_new(FALSE, FALSE, sizeof(guint64),
+				      g_hash_table_size(hr_guest_get_held(guest)));
+	job->owned = g_hash_table_new(owned_hash, g_direct_equal);
+	job->orphans = g_array_new(FALSE, FALSE, sizeof(guint64));
+	job->now = g_get_real_time();
+	job->adopt = (Adopt){.ledger_requests = -1};
+	job->phase = RECONCILE_COPY;
+	job->copy_gen = hr_guest_get_held_gen(guest);
+	g_hash_table_iter_init(&job->copy, hr_guest_get_held(guest));
 	/* the API's requests that run: their blocks are the operator's */
-	requests = hr_guest_list_requests(guest);
 	for (guint i = 0; i < requests->len; i++) {
-		request = g_ptr_array_index(requests, i);
+		HrRequest *request = g_ptr_array_index(requests, i);
 		if (request->kind != HR_REQUEST_RETURN &&
 		    !hr_request_state_is_final(request->state) &&
 		    request->state != HR_REQUEST_QUEUED && !prep_executor_request(p, request->id))
 			hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest), 0,
 							request->id);
 	}
-	/* find_hold_guest() by key, not by a scan of the guests */
-	guest_index_begin(p);
-	g_hash_table_iter_init(&iter, hr_guest_get_held(guest));
-	while (g_hash_table_iter_next(&iter, NULL, (gpointer *)&b)) {
+	return job;
+}
+
+/* RECONCILE_COPY: TRUE once @job->gpas has every gpa the guest holds */
+static gboolean
+reconcile_copy(HrGuest *guest, ReconcileJob *job, gint64 deadline)
+{
+	HrHeldBlock *b;
+	guint looked = 0;
+
+	/* the set changed since the last slice: the iterator is no more */
+	if (hr_guest_get_held_gen(guest) != job->copy_gen) {
+		g_array_set_size(job->gpas, 0);
+		job->copy_gen = hr_guest_get_held_gen(guest);
+		g_hash_table_iter_init(&job->copy, hr_guest_get_held(guest));
+	}
+	while (++looked % SLICE_CHECK_EVERY != 0 || g_get_monotonic_time() < deadline) {
+		if (!g_hash_table_iter_next(&job->copy, NULL, (gpointer *)&b))
+			return TRUE;
+		g_array_append_val(job->gpas, b->gpa);
+	}
+	return FALSE;
+}
+
+/* what the executor's operations in flight own of @guest: read anew in each slice */
+static GHashTable *
+ops_owned(HrPrepare *p, HrGuest *guest)
+{
+	GHashTable *owned = g_hash_table_new(hr_gpa_hash, g_int64_equal);
+
+	for (guint i = 0; i < p->ops->len; i++) {
+		Op *op = g_ptr_array_index(p->ops, i);
+		if (op->guest_id != hr_guest_get_id(guest) || op->request == NULL)
+			continue;
+		/* what a donation in flight got, what a RETURN in flight gives back */
+		for (guint j = 0; op->request->blocks != NULL && j < op->request->blocks->len; j++)
+			g_hash_table_add(owned, &g_array_index(op->request->blocks, guint64, j));
+		for (guint j = 0; op->returning != NULL && j < op->returning->len; j++)
+			g_hash_table_add(owned, &g_array_index(op->returning, guint64, j));
+	}
+	return owned;
+}
+
+/* RECONCILE_OWNED: the gpas the reservations' holds own of @guest; TRUE when walked */
+static gboolean
+reconcile_owned(HrPrepare *p, HrGuest *guest, ReconcileJob *job, gint64 deadline)
+{
+	GPtrArray *list = hr_reservation_store_list(p->store);
+	guint looked = 0;
+
+	for (; job->walk.res < list->len; job->walk.res++, job->walk.hold = 0) {
+		HrReservation *r = g_ptr_array_index(list, job->walk.res);
+		for (; job->walk.hold < r->holds->len; job->walk.hold++) {
+			HrReservationHold *h = g_ptr_array_index(r->holds, job->walk.hold);
+			if (++looked % SLICE_CHECK_EVERY == 0 && g_get_monotonic_time() >= deadline)
+				return FALSE;
+			if (find_hold_guest(p, h) == guest)
+				owned_add(job->owned, h->gpa);
+		}
+	}
+	job->walk = (HoldWalk){0, 0};
+	return TRUE;
+}
+
+/* RECONCILE_BLOCKS: whose each block @guest held at the start is; TRUE when all are */
+static gboolean
+reconcile_blocks(HrPrepare *p, HrGuest *guest, ReconcileJob *job, gint64 deadline)
+{
+	g_autoptr(GHashTable) in_flight = ops_owned(p, guest);
+	GHashTable *held = hr_guest_get_held(guest);
+	const gchar *key = hr_guest_get_key(guest);
+	Adopt *adopt = &job->adopt;
+	guint looked = 0;
+
+	for (; job->next < job->gpas->len; job->next++) {
+		guint64 gpa = g_array_index(job->gpas, guint64, job->next);
+		HrHeldBlock *b;
+		HrRequest *request;
 		Interrupted *it;
-		if (b->orphan || g_hash_table_contains(owned, &b->gpa) ||
-		    hr_reservation_store_ledger_has(p->store, hr_guest_get_key(guest), b->gpa, 0))
+
+		if (++looked % SLICE_CHECK_EVERY == 0 && g_get_monotonic_time() >= deadline)
+			return FALSE;
+		/* held no more: its RETURNED made another reconcile due */
+		b = g_hash_table_lookup(held, &gpa);
+		if (b == NULL || b->orphan || owned_has(job->owned, gpa) ||
+		    g_hash_table_contains(in_flight, &gpa) ||
+		    hr_reservation_store_ledger_has(p->store, key, gpa, 0))
 			continue;
 		if (b->request_id != 0 && prep_executor_request(p, b->request_id))
 			continue;
 		if (b->request_id != 0 &&
 		    ((request = hr_guest_find_request(guest, b->request_id)) != NULL ||
-		     hr_reservation_store_ledger_has(p->store, hr_guest_get_key(guest), 0,
-						     b->request_id))) {
+		     hr_reservation_store_ledger_has(p->store, key, 0, b->request_id))) {
 			if (request == NULL || request->kind != HR_REQUEST_RETURN)
-				hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest),
-								b->gpa, 0);
+				hr_reservation_store_ledger_add(p->store, key, gpa, 0);
 			continue;
 		}
 		it = interrupted_for(p, guest, b);
 		if (it != NULL) {
-			interrupted_claim(p, it, guest, b->gpa);
+			interrupted_claim(p, it, guest, gpa);
+			owned_add(job->owned, gpa);
 			continue;
 		}
-		if (adopt_from_twin(p, guest, b, &adopt))
+		if (adopt_from_twin(p, guest, b, adopt)) {
+			owned_add(job->owned, gpa);
 			continue;
+		}
 		/*
 		 * resynced after a restart while an operator's request of the
 		 * previous daemon ran (its HOLDs went unseen): the operator's
 		 */
-		if (b->request_id == 0 && adopt.ledger_requests < 0)
-			adopt.ledger_requests = hr_reservation_store_ledger_has_requests(
-			    p->store, hr_guest_get_key(guest));
-		if (b->request_id == 0 && adopt.ledger_requests > 0) {
-			hr_reservation_store_ledger_add(p->store, hr_guest_get_key(guest), b->gpa,
-							0);
+		if (b->request_id == 0 && adopt->ledger_requests < 0)
+			adopt->ledger_requests =
+			    hr_reservation_store_ledger_has_requests(p->store, key);
+		if (b->request_id == 0 && adopt->ledger_requests > 0) {
+			hr_reservation_store_ledger_add(p->store, key, gpa, 0);
 			continue;
 		}
 		/*
@@ -872,30 +1066,144 @@ reconcile_guest(HrPrepare *p, HrGuest *guest)
 		 * (paused, or to resume if the migration fails) and own the
 		 * block; the block waits until that process is gone
 		 */
-		if (adopt.running != NULL) {
-			waiting++;
+		if (adopt->running != NULL) {
+			job->waiting++;
+			job->waiting_pid = hr_guest_get_pid(adopt->running);
 			continue;
 		}
-		g_array_append_val(orphans, b->gpa);
+		g_array_append_val(job->orphans, gpa);
 	}
-	guest_index_end(p);
-	if (waiting > 0) {
+	return TRUE;
+}
+
+/*
+ * The end: the ledger follows the held set; orphans still held and unowned
+ * go back, a command at a time while the guest's queue takes them (what
+ * it does not take now the next reconcile finds again): the work of one
+ * turn is what the queue can hold, not what the guest holds.
+ */
+static void
+reconcile_finish(HrPrepare *p, HrGuest *guest, ReconcileJob *job)
+{
+	LiveCtx ctx = {guest, job->now};
+	GHashTable *held = hr_guest_get_held(guest);
+	g_autoptr(GArray) chunk = g_array_new(FALSE, FALSE, sizeof(guint64));
+	guint returned = 0;
+
+	hr_reservation_store_ledger_sync(p->store, hr_guest_get_key(guest), held,
+					 ledger_request_live, &ctx);
+	if (job->slices > 1)
+		g_info("%s: %u held blocks reconciled in %" G_GUINT64_FORMAT " slices",
+		       hr_guest_get_name(guest), job->gpas->len, job->slices);
+	if (job->waiting > 0) {
 		g_info("%s: %u held blocks wait for pid %d, which runs the same VM, to exit before "
 		       "they can be adopted or returned",
-		       hr_guest_get_name(guest), waiting, hr_guest_get_pid(adopt.running));
+		       hr_guest_get_name(guest), job->waiting, job->waiting_pid);
 		/* reconciled again at the next change of any guest's held set (its exit's) */
 		prep_get_gstate(p, guest)->reconciled_gen = G_MAXUINT64;
 	}
-	adopt_clear(&adopt);
-	hr_reservation_store_ledger_sync(p->store, hr_guest_get_key(guest),
-					 hr_guest_get_held(guest), ledger_request_live, &ctx);
-	prep_drop_holds(p, hold_stale, guest, "the guest does not hold them any more");
-	if (orphans->len > 0 && p->config->return_orphans)
-		return_orphans(p, guest, orphans);
-	else if (orphans->len > 0)
+	if (job->orphans->len > 0 && !p->config->return_orphans) {
 		g_message(
 		    "%s: %u held blocks no reservation or request owns (return_orphans is off)",
-		    hr_guest_get_name(guest), orphans->len);
+		    hr_guest_get_name(guest), job->orphans->len);
+		return;
+	}
+	for (guint i = 0; i < job->orphans->len; i++) {
+		guint64 gpa = g_array_index(job->orphans, guint64, i);
+		HrHeldBlock *b = g_hash_table_lookup(held, &gpa);
+		if (b != NULL && !b->orphan)
+			g_array_append_val(chunk, gpa);
+		if (chunk->len < VIRTIO_HUGEROOM_MAX_CMD_BLOCKS && i + 1 < job->orphans->len)
+			continue;
+		if (chunk->len > 0 && !return_orphans(p, guest, chunk))
+			break;
+		returned += chunk->len;
+		g_array_set_size(chunk, 0);
+	}
+	if (job->orphans->len > 0)
+		g_message("%s: %u held blocks no reservation or request owns: %u returned%s",
+			  hr_guest_get_name(guest), job->orphans->len, returned,
+			  returned < job->orphans->len
+			      ? ", the rest when the guest's queue has room"
+			      : "");
+}
+
+/* one slice of @job, until @deadline; TRUE when the reconcile ended (or cannot go on) */
+static gboolean
+reconcile_slice(HrPrepare *p, ReconcileJob *job, gint64 deadline)
+{
+	HrGuest *guest = prep_find_guest(p, job->guest_id);
+	gboolean done = FALSE;
+
+	/* gone or disconnected: its held set changed, a new reconcile is due */
+	if (guest == NULL || !hr_guest_is_connected(guest) || !hr_guest_is_ready(guest))
+		return TRUE;
+	job->slices++;
+	if (job->slices > 1 && hr_reservation_hold_changes() != job->changes &&
+	    job->phase != RECONCILE_STALE && job->phase != RECONCILE_COPY) {
+		/* what was read of the holds may be stale: read it again */
+		if (++job->restarts > RECONCILE_MAX_RESTARTS)
+			deadline = G_MAXINT64;
+		g_debug("%s: the holds changed while reconciling: again (%u)",
+			hr_guest_get_name(guest), job->restarts);
+		reconcile_restart(job);
+	}
+	if (job->phase == RECONCILE_COPY && reconcile_copy(guest, job, deadline))
+		job->phase = RECONCILE_OWNED;
+	guest_index_begin(p);
+	if (job->phase == RECONCILE_OWNED && g_get_monotonic_time() < deadline &&
+	    reconcile_owned(p, guest, job, deadline))
+		job->phase = RECONCILE_BLOCKS;
+	if (job->phase == RECONCILE_BLOCKS && g_get_monotonic_time() < deadline &&
+	    reconcile_blocks(p, guest, job, deadline))
+		job->phase = RECONCILE_STALE;
+	guest_index_end(p);
+	/* held no more and still the guest's: a test that reads only the present */
+	if (job->phase == RECONCILE_STALE && g_get_monotonic_time() < deadline &&
+	    prep_drop_holds_walk(p, &job->walk, hold_stale, guest,
+				 "the guest does not hold them any more", deadline)) {
+		reconcile_finish(p, guest, job);
+		done = TRUE;
+	}
+	/* what changes the holds from now on is another's: the next slice reads them again */
+	job->changes = hr_reservation_hold_changes();
+	return done;
+}
+
+static gboolean
+reconcile_cb(gpointer user_data)
+{
+	HrPrepare *p = user_data;
+
+	if (!reconcile_slice(p, p->reconcile, g_get_monotonic_time() + RECONCILE_SLICE_US))
+		return G_SOURCE_CONTINUE;
+	p->reconcile_id = 0;
+	g_clear_pointer(&p->reconcile, reconcile_job_free);
+	/* the guests that waited */
+	if (p->reconcile_all)
+		prep_kick(p);
+	return G_SOURCE_REMOVE;
+}
+
+/* reconcile @guest: a first slice now, the rest from an idle source */
+static void
+reconcile_guest(HrPrepare *p, HrGuest *guest)
+{
+	ReconcileJob *job = reconcile_job_new(p, guest);
+
+	if (reconcile_slice(p, job, g_get_monotonic_time() + RECONCILE_SLICE_US)) {
+		reconcile_job_free(job);
+		return;
+	}
+	p->reconcile = job;
+	p->reconcile_id = g_idle_add_full(G_PRIORITY_DEFAULT_IDLE, reconcile_cb, p, NULL);
+}
+
+void
+prep_reconcile_stop(HrPrepare *p)
+{
+	g_clear_handle_id(&p->reconcile_id, g_source_remove);
+	g_clear_pointer(&p->reconcile, reconcile_job_free);
 }
 
 void
@@ -903,7 +1211,8 @@ prep_reconcile_guests(HrPrepare *p)
 {
 	GPtrArray *guests = hr_core_get_guests(p->core);
 
-	if (!p->reconcile_all)
+	/* one at a time: the others when it ended (reconcile_all stays set) */
+	if (!p->reconcile_all || p->reconcile != NULL)
 		return;
 	p->reconcile_all = FALSE;
 	for (guint i = 0; i < guests->len; i++) {
@@ -918,6 +1227,10 @@ prep_reconcile_guests(HrPrepare *p)
 			continue;
 		gs->reconciled_gen = hr_guest_get_held_gen(guest);
 		reconcile_guest(p, guest);
+		if (p->reconcile != NULL) {
+			p->reconcile_all = TRUE;
+			return;
+		}
 	}
 }
 

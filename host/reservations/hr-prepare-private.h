@@ -111,6 +111,19 @@ typedef struct {
 	GArray *returning; /* a RETURN: the gpas it gives back (guint64) */
 } Op;
 
+/*
+ * A place in a walk over every reservation's holds that runs in slices:
+ * the next reservation and hold to look at. Holds made or dropped between
+ * two slices may shift it: a hold is then looked at twice or not until the
+ * next walk, which a test of a hold that reads only the present allows.
+ */
+typedef struct {
+	guint res;
+	guint hold;
+} HoldWalk;
+
+typedef struct _ReconcileJob ReconcileJob;
+
 struct _HrPrepare {
 	HrCore *core;
 	void (*tick)(HrPrepare *p); /* hr_prepare_tick(): what a kick runs */
@@ -125,6 +138,9 @@ struct _HrPrepare {
 	GPtrArray *interrupted;	 /* Interrupted */
 	GHashTable *guest_index; /* HrGuest.key -> HrGuest, while a pass over all holds runs */
 	gboolean reconcile_all;	 /* a held set changed: reconcile at the next tick */
+	ReconcileJob *reconcile; /* the reconcile of one guest that runs in slices, or NULL */
+	guint reconcile_id;	 /* the idle source that runs its next slice */
+	HoldWalk gone_walk;	 /* the tick's walk for holds whose QEMU is gone */
 	GCancellable *cancellable;
 	guint tick_id;
 	guint kick_id;
@@ -213,6 +229,16 @@ gboolean
 prep_executor_request(HrPrepare *p, guint64 request_id);
 void
 prep_drop_holds(HrPrepare *p, HoldPred pred, gpointer data, const gchar *why);
+/*
+ * The same, from @walk on, until the monotonic clock passes @deadline;
+ * TRUE when the walk reached the end (and @walk is back at the start).
+ */
+gboolean
+prep_drop_holds_walk(HrPrepare *p, HoldWalk *walk, HoldPred pred, gpointer data, const gchar *why,
+		     gint64 deadline);
+/* the main loop stops reconciling in slices: what runs is dropped */
+void
+prep_reconcile_stop(HrPrepare *p);
 gboolean
 prep_hold_gone(HrPrepare *p, HrReservationHold *h, gpointer data);
 void

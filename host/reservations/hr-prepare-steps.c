@@ -420,7 +420,7 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	gs = prep_get_gstate(p, guest);
 	tried = g_hash_table_lookup(run->tried, &(guint64){hr_guest_get_id(guest)});
 	if (tried == NULL) {
-		tried = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+		tried = g_hash_table_new_full(hr_gpa_hash, g_int64_equal, g_free, NULL);
 		g_hash_table_insert(run->tried,
 				    g_memdup2(&(guint64){hr_guest_get_id(guest)}, sizeof(guint64)),
 				    tried);

@@ -168,6 +168,7 @@ hr_prepare_free(HrPrepare *p)
 	hr_core_unlisten(p->core, core_event_cb, p);
 	g_clear_handle_id(&p->tick_id, g_source_remove);
 	g_clear_handle_id(&p->kick_id, g_source_remove);
+	prep_reconcile_stop(p);
 	g_cancellable_cancel(p->cancellable);
 	for (guint i = 0; i < p->ops->len; i++) {
 		Op *op = g_ptr_array_index(p->ops, i);
@@ -334,6 +335,8 @@ snapshot_read_cb(GObject *source, GAsyncResult *result, gpointer user_data)
  * What needs no snapshot runs now; a decision, once the snapshot the
  * tick asks for is in (or the one being read, which began recently).
  */
+#define GONE_WALK_SLICE_US 5000
+
 void
 hr_prepare_tick(HrPrepare *p)
 {
@@ -341,7 +344,9 @@ hr_prepare_tick(HrPrepare *p)
 	gboolean work = p->measures->len > 0 || hr_reserve_wants_ticks(p->reserve);
 
 	prep_reconcile_guests(p);
-	prep_drop_holds(p, prep_hold_gone, NULL, "their QEMU is gone");
+	/* a few ms a tick: a walk over 1 M holds is not one turn of the main loop */
+	prep_drop_holds_walk(p, &p->gone_walk, prep_hold_gone, NULL, "their QEMU is gone",
+			     g_get_monotonic_time() + GONE_WALK_SLICE_US);
 	hr_reservation_store_gone_prune(p->store);
 	for (guint i = 0; i < list->len && !work; i++) {
 		HrReservation *r = g_ptr_array_index(list, i);

@@ -96,6 +96,15 @@ hr_prepare_host_changed(HrPrepare *prepare);
  */
 JsonNode *
 hr_prepare_plan_json(HrPrepare *prepare, const HrHostState *host, const HrPlanRequest *request);
+/*
+ * What a prepare could make ready now, per node, within 10, 30 and 60 s:
+ * {"within_s": [10, 30, 60], "nodes": [{"node", "ready_bytes": {"10",
+ * "30", "60"}}], "guests", "decision_us"}, from a dry-run plan for all of
+ * the node with each as its deadline (what is promised to reservations
+ * counted out, as for any plan). A few plans: the API caches it.
+ */
+JsonNode *
+hr_prepare_capacity_json(HrPrepare *prepare, const HrHostState *host);
 /* the latest plan made for a reservation, or NULL */
 const gchar *
 hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);

@@ -225,6 +225,37 @@ hr_reservation_check_dir(const gchar *path, GError **error)
 	return TRUE;
 }
 
+static gboolean
+hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize len, GError **error);
+
+/*
+ * @text reads back as the loader will read it at the next start, every
+ * entry of it: a state that would not (a value out of the loader's range,
+ * a serializer's bug) must never replace one that does. Parsed into a
+ * store of its own, which touches nothing shared: the writer thread's.
+ */
+static gboolean
+hr_reservation_validate(const gchar *text, gsize len, GError **error)
+{
+	g_autoptr(HrReservationStore) scratch = hr_reservation_store_new(NULL);
+	g_autoptr(GError) local = NULL;
+
+	if (!hr_reservation_store_parse(scratch, text, len, &local)) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_CORRUPT,
+			    "the state to save does not read back (%s)", local->message);
+		return FALSE;
+	}
+	if (scratch->skipped > 0) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_CORRUPT,
+			    "the state to save does not read back: %u entries would be skipped "
+			    "(%s)",
+			    scratch->skipped,
+			    (const gchar *)g_ptr_array_index(scratch->skipped_errors, 0));
+		return FALSE;
+	}
+	return TRUE;
+}
+
 /* may run in the writer thread: touches nothing but @path */
 static gboolean
 hr_reservation_write(const gchar *path, const gchar *text, gsize len, GError **error)
@@ -232,6 +263,12 @@ hr_reservation_write(const gchar *path, const gchar *text, gsize len, GError **e
 	g_autofree gchar *dir = g_path_get_dirname(path);
 	g_autoptr(GError) local = NULL;
 
+	if (!hr_reservation_validate(text, len, &local)) {
+		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
+			    "cannot save reservations (the previous %s is kept): %s", path,
+			    local->message);
+		return FALSE;
+	}
 	if (g_mkdir_with_parents(dir, 0750) != 0) {
 		g_set_error(error, HR_RESERVATION_ERROR, HR_RESERVATION_ERROR_IO,
 			    "cannot create %s: %s", dir, g_strerror(errno));
@@ -786,7 +823,10 @@ hr_reservation_store_parse(HrReservationStore *store, const gchar *text, gsize l
 		/* one bad entry costs that reservation, not all the others */
 		if (!load_reservation(json_array_get_element(list, i), store, version, &local)) {
 			g_ptr_array_remove_index(store->list, store->list->len - 1);
-			g_warning("%s: entry %u skipped: %s", store->path, i, local->message);
+			/* a save's check reads into a store without a path, quietly */
+			if (store->path != NULL)
+				g_warning("%s: entry %u skipped: %s", store->path, i,
+					  local->message);
 			if (store->skipped_errors->len < HR_RESERVATION_SKIPPED_MAX)
 				g_ptr_array_add(store->skipped_errors,
 						g_strdup_printf("entry %u: %s", i, local->message));

@@ -179,9 +179,22 @@ hr_reservation_step_free(HrReservationStep *step)
 	g_free(step);
 }
 
+/*
+ * every change of any reservation's holds; atomic, as the state writer's
+ * check frees the holds it read back in its thread
+ */
+static gsize hold_changes;
+
+guint64
+hr_reservation_hold_changes(void)
+{
+	return (guint64)g_atomic_pointer_get(&hold_changes);
+}
+
 void
 hr_reservation_hold_free(HrReservationHold *hold)
 {
+	g_atomic_pointer_add(&hold_changes, 1);
 	g_free(hold->guest_key);
 	g_free(hold->guest_uuid);
 	g_free(hold->guest_name);
@@ -191,6 +204,7 @@ hr_reservation_hold_free(HrReservationHold *hold)
 void
 hr_reservation_hold_set_key(HrReservationHold *hold, const gchar *guest_key)
 {
+	g_atomic_pointer_add(&hold_changes, 1);
 	g_free(hold->guest_key);
 	hold->guest_key = g_strdup(guest_key);
 	g_free(hold->guest_uuid);
@@ -250,6 +264,7 @@ hr_reservation_take_holds(HrReservation *r, guint max)
 {
 	GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_hold_free);
 	guint n = MIN(max, r->holds->len);
+	g_atomic_pointer_add(&hold_changes, 1);
 	/* holds are appended as they come: the head is the oldest */
 	for (guint i = 0; i < n; i++)
 		g_ptr_array_add(out, g_ptr_array_steal_index(r->holds, 0));
@@ -261,6 +276,7 @@ guint
 hr_reservation_move_holds(HrReservation *from, HrReservation *to, guint max)
 {
 	guint n = MIN(max, from->holds->len);
+	g_atomic_pointer_add(&hold_changes, 1);
 	for (guint i = 0; i < n; i++)
 		g_ptr_array_add(to->holds, g_ptr_array_steal_index(from->holds, 0));
 	return n;

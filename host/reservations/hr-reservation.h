@@ -212,6 +212,13 @@ void
 hr_reservation_free(HrReservation *r);
 void
 hr_reservation_hold_free(HrReservationHold *hold);
+/*
+ * Counts every change of any reservation's holds (one made, freed, moved,
+ * or given another owner): work that runs in slices (hr-prepare-holds.c)
+ * tells by it whether what it read of the holds still stands.
+ */
+guint64
+hr_reservation_hold_changes(void);
 /* @hold is @guest_key's now (a QEMU process of its VM that took it over) */
 void
 hr_reservation_hold_set_key(HrReservationHold *hold, const gchar *guest_key);

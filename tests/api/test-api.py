@@ -146,6 +146,7 @@ class Env:
 def test_every_route(env):
     c = env.unix
     expect(c("GET", "/v1/guests"), 200)
+    expect(c("GET", "/v1/capacity"), 200)
     expect(c("GET", "/v1/guests/sim0"), 200)
     expect(c("GET", "/v1/guests/nosuch"), 404, "unknown_guest")
     expect(c("POST", "/v1/guests/sim0/report"), 202)
@@ -896,12 +897,44 @@ def test_config_refused(env):
         subprocess.run(["rm", "-rf", d])
 
 
+def test_capacity(env):
+    """GET /v1/capacity: per node, what a prepare could make ready in 10, 30, 60 s; cached;
+    the same as gauges; in openapi.json with its operationId"""
+    c = env.unix
+    cap = expect(c("GET", "/v1/capacity"), 200)
+    assert cap["within_s"] == [10, 30, 60], cap
+    host = expect(c("GET", "/v1/host"), 200)
+    assert [n["node"] for n in cap["nodes"]] == [n["node"] for n in host["nodes"]], (cap, host)
+    for n in cap["nodes"]:
+        r = n["ready_bytes"]
+        assert sorted(r) == ["10", "30", "60"], n
+        # more time never makes less ready, and the free blocks are ready at once
+        assert 0 <= r["10"] <= r["30"] <= r["60"], n
+        assert r["60"] % (2 << 20) == 0, n
+    assert any(n["ready_bytes"]["10"] > 0 for n in cap["nodes"]), cap
+    assert 0 <= cap["age_ms"] <= cap["max_age_s"] * 1000 and cap["max_age_s"] == 5, cap
+    # cached: a second ask within max_age_s is the same answer, older
+    again = expect(c("GET", "/v1/capacity"), 200)
+    # (or made anew, when the first was near max_age_s: /metrics makes it too)
+    assert (again["decision_us"] == cap["decision_us"] and again["age_ms"] >= cap["age_ms"]) \
+        or again["age_ms"] < cap["age_ms"], (cap, again)
+    _, _, text = c("GET", "/metrics")
+    for n in cap["nodes"]:
+        for w in ("10", "30", "60"):
+            assert re.search(r'^hugeroom_capacity_ready_bytes\{node="%d",within_s="%s"\} \d+$'
+                             % (n["node"], w), text, re.M), text[-3000:]
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "host",
+                           "openapi.json")) as f:
+        doc = json.load(f)
+    assert doc["paths"]["/v1/capacity"]["get"]["operationId"] == "getCapacity"
+
+
 def main():
     tests = [test_config_refused, test_every_route, test_bad_input, test_unix_access, test_tls_access, test_events,
              test_metrics_promtool, test_slow_clients, test_keepalive, test_request_ids,
              test_idempotency, test_list_filters, test_meta_routes, test_event_replay,
              test_owner, test_restart, test_state_file_skipped, test_log_escaped,
-             test_tls_idle_handshakes, test_tls_versions]
+             test_tls_idle_handshakes, test_tls_versions, test_capacity]
     if os.geteuid() != 0:
         print("1..0 # the access matrix runs curl as other users: needs root")
         return 1

@@ -59,6 +59,7 @@ static gchar *opt_prefix;
 static gint opt_duration_s;
 static gint opt_migrate_ns = 5000;
 static gint opt_floor_mb;
+static gint opt_resync_blocks;
 
 typedef struct _Sim Sim;
 
@@ -196,6 +197,15 @@ sim_guest_generate(SimGuest *g)
 		g->zone_free[z] += g->free[i];
 		g->zone_managed[z] += PAGES;
 	}
+	/* held when it connects (a daemon restarted under it): its resync lists them */
+	for (guint64 i = g->n_blocks; i-- > 8 && g->held < (guint64)opt_resync_blocks;) {
+		if (g->flags[i] & BLK_UNMOVABLE)
+			continue;
+		g->zone_free[block_zone(g, i)] -= g->free[i];
+		g->free[i] = 0;
+		g->flags[i] = BLK_HELD;
+		g->held++;
+	}
 	g->dirty = TRUE;
 }
 
@@ -268,6 +278,26 @@ sim_guest_send_state(SimGuest *g)
 	g->state.num_held = g->held;
 	payload = hr_chan_device_state_encode(&g->state);
 	sim_guest_send(g, HR_CHAN_DEVICE_STATE, payload);
+}
+
+/* HOLDs with request id 0 for every block held, at most a command's worth each */
+static void
+sim_guest_send_resync(SimGuest *g)
+{
+	g_autoptr(GArray) gpas = g_array_new(FALSE, FALSE, sizeof(guint64));
+
+	for (guint64 i = 0; i < g->n_blocks; i++) {
+		if (g->flags[i] & BLK_HELD)
+			g_array_append_val(gpas, *(guint64[]){block_gpa(g, i)});
+	}
+	for (guint off = 0; off < gpas->len; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
+		guint n = MIN(gpas->len - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
+		g_autoptr(HrBlocks) b = hr_blocks_new(VIRTIO_HUGEROOM_MSG_HOLD, n);
+		g_autoptr(GBytes) msg = NULL;
+		memcpy(b->gpas, &g_array_index(gpas, guint64, off), n * sizeof(guint64));
+		msg = hr_blocks_encode(b);
+		sim_guest_send_msg(g, msg);
+	}
 }
 
 static void
@@ -702,7 +732,8 @@ sim_guest_frame(SimGuest *g, HrChanFrame *frame)
 			return;
 		}
 		g->welcomed = TRUE;
-		/* the empty resync ends with the first DEVICE_STATE */
+		/* the resync (HOLDs with request id 0) ends with the first DEVICE_STATE */
+		sim_guest_send_resync(g);
 		sim_guest_send_state(g);
 		sim_guest_report(g, 0);
 		sim_guest_set_interval(g, welcome.status_interval_ms);
@@ -897,6 +928,8 @@ main(int argc, char **argv)
 	     "simulated time per page migrated (5000)", "NS"},
 	    {"floor-mb", 0, 0, G_OPTION_ARG_INT, &opt_floor_mb,
 	     "free memory a guest keeps per zone, besides its watermark (0)", "MB"},
+	    {"resync-blocks", 0, 0, G_OPTION_ARG_INT, &opt_resync_blocks,
+	     "blocks each guest holds when it connects, listed in its resync (0)", "N"},
 	    {NULL}};
 	Sim sim = {0};
 	int rc;

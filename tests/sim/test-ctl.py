@@ -364,6 +364,23 @@ def test_reservations(s):
     check(rc == 0 and [r[0] for r in rows if r and r[0] == rid] == [rid] and
           any(r[1] == "ready" and "test-ctl" in r for r in rows),
           "reservations, human: the ready reservation and its requester", show(rc, out, err))
+    # for another requester: refused, unless an admin says --force (root is one)
+    rc, out, err = ctl(s.api_sock, "consume", rid, "--requester", "libvirt:other")
+    check(rc == 1 and "--force" in err and '"force"' not in err,
+          "consume ID --requester OTHER: refused, naming --force", show(rc, out, err))
+    rc, out, err = ctl(s.api_sock, "--json", "reservation", rid)
+    j = as_json(out)
+    check(j is not None and j["state"] == "ready", "the refused consume left it ready",
+          show(rc, out, err))
+    rc, out, err = ctl(s.api_sock, "consume", rid, "--requester", "libvirt:other", "--force")
+    check(rc == 0 and "State:        consumed" in out,
+          "consume ID --requester OTHER --force: consumed", show(rc, out, err))
+    rc, out, err = ctl(s.api_sock, "release", rid, "--force", "--requester", "a b&c")
+    check(rc == 0, "release ID --force --requester 'a b&c' (escaped)", show(rc, out, err))
+    rc, out, err = ctl(s.api_sock, "--json", "prepare", "2M", "--node", "0", "--wait",
+                       "--requester", "test-ctl")
+    j = as_json(out)
+    rid = j["id"] if j else "r0"
     rc, out, err = ctl(s.api_sock, "consume", rid)
     check(rc == 0 and out.startswith("Reservation:  %s for test-ctl" % rid) and
           "State:        consumed" in out, "consume ID, human", show(rc, out, err))

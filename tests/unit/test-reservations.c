@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hr-ctl.h"
+#include "hr-loopwatch.h"
 #include "hr-prepare.h"
 #include "hr-reservation-store.h"
 #include "test-fake.h"
@@ -1610,6 +1611,174 @@ test_unsafe_file(Tmp *t, gconstpointer data)
 	g_unlink(target);
 }
 
+/*
+ * A state that would not read back never replaces one that does: the save
+ * reads what it is to write as the next start will, and keeps the old
+ * file when an entry would be skipped (issue 18 item 1: "bytes": -1 cost
+ * every reservation at the next start).
+ */
+static void
+test_save_validated(Tmp *t, gconstpointer data)
+{
+	g_autoptr(HrReservationStore) store = hr_reservation_store_new(t->path);
+	g_autoptr(GError) error = NULL;
+	g_autofree gchar *good = NULL;
+	g_autofree gchar *now = NULL;
+	HrReservation *r;
+	(void)data;
+
+	r = hr_reservation_store_create(store, MiB(2), -1, 0, FALSE, "vm-a", &error);
+	g_assert_no_error(error);
+	g_assert_true(hr_reservation_store_save(store, &error));
+	g_assert_true(g_file_get_contents(t->path, &good, NULL, NULL));
+	/* a value the loader refuses (bytes is 1..G_MAXINT64 there) */
+	r->bytes = G_MAXUINT64;
+	g_assert_false(hr_reservation_store_save(store, &error));
+	g_test_message("%s", error->message);
+	g_assert_nonnull(strstr(error->message, "does not read back"));
+	g_assert_nonnull(strstr(error->message, "previous"));
+	g_clear_error(&error);
+	g_assert_true(g_file_get_contents(t->path, &now, NULL, NULL));
+	g_assert_cmpstr(now, ==, good);
+	/* the writer thread's save checks the same, and says so */
+	g_test_expect_message("HrReservation", G_LOG_LEVEL_WARNING, "*does not read back*");
+	hr_reservation_touch(store, r);
+	hr_reservation_store_flush(store);
+	g_test_assert_expected_messages();
+	g_assert_cmpuint(hr_reservation_store_save_failures(store), >=, 1);
+	g_clear_pointer(&now, g_free);
+	g_assert_true(g_file_get_contents(t->path, &now, NULL, NULL));
+	g_assert_cmpstr(now, ==, good);
+	/* fixed, it saves again */
+	r->bytes = MiB(2);
+	g_assert_true(hr_reservation_store_save(store, &error));
+	g_assert_no_error(error);
+}
+
+/*
+ * Issue 18 item 4: a guest that resyncs 1 M held blocks, all a
+ * reservation's holds, after its device reconnected. Reconciling them is
+ * work that grows with the input: it must run in slices, so that no turn
+ * of the main loop spends more than a fraction of the 100 ms target on
+ * it (the main thread's CPU time per turn: the loop watch's maximum,
+ * which the host's load does not inflate), and no hold is lost or
+ * doubled meanwhile.
+ */
+#define BIG_N (1024 * 1024)
+#define BIG_FIRST MiB(4096)
+#define STALL_MAX_US 100000
+
+static void
+run_loop_ms(guint ms)
+{
+	gint64 until = g_get_monotonic_time() + ms * 1000;
+	while (g_get_monotonic_time() < until) {
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+}
+
+static FakeDevice *
+big_guest_up(Fixture *f, guint n, HrGuest **guest)
+{
+	FakeDevice *dev = fake_connect(f);
+	g_autoptr(HrChanHello) hello = make_hello("big", 0x42);
+	g_autoptr(GBytes) hp = NULL;
+	g_autoptr(HrChanFrame) welcome = NULL;
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = 0xf, .num_held = n};
+
+	hello->ram_size = BIG_FIRST + MiB(2) * (guint64)BIG_N;
+	hello->ram[0].size = hello->ram_size;
+	hp = hr_chan_hello_encode(hello);
+	fake_send(dev, HR_CHAN_HELLO, hp);
+	welcome = fake_recv(dev);
+	g_assert_cmpuint(welcome->type, ==, HR_CHAN_WELCOME);
+	for (guint off = 0; off < n; off += VIRTIO_HUGEROOM_MAX_CMD_BLOCKS) {
+		guint k = MIN(n - off, VIRTIO_HUGEROOM_MAX_CMD_BLOCKS);
+		g_autoptr(GBytes) hold =
+		    make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 0, 0, BIG_FIRST + MiB(2) * off, k);
+		fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+		/* no more than max_frames_per_s */
+		if (off % (VIRTIO_HUGEROOM_MAX_CMD_BLOCKS * 1000) == 0)
+			g_usleep(250000);
+		g_main_context_iteration(NULL, FALSE);
+	}
+	fake_send_state(dev, &state);
+	for (gint64 until = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;;) {
+		*guest = first_guest(f);
+		if (*guest != NULL && hr_guest_is_ready(*guest) &&
+		    g_hash_table_size(hr_guest_get_held(*guest)) == n)
+			break;
+		g_assert_cmpint(g_get_monotonic_time(), <, until);
+		g_main_context_iteration(NULL, TRUE);
+	}
+	return dev;
+}
+
+static void
+test_exec_big_resync(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	HrLoopWatch *watch;
+	HrGuest *guest = NULL;
+	HrReservation *r;
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GHashTable) seen = g_hash_table_new(hr_gpa_hash, g_int64_equal);
+	g_autofree gchar *key = NULL;
+	gint64 stall;
+	(void)data;
+
+	/* the guest is up, holding nothing; a consumed reservation holds 1 M of its blocks */
+	dev = big_guest_up(f, 0, &guest);
+	key = g_strdup(hr_guest_get_key(guest));
+	r = hr_reservation_store_create(exec_store(f), MiB(2) * (guint64)BIG_N, -1, 0, FALSE,
+					"test", &error);
+	g_assert_no_error(error);
+	g_assert_true(
+	    hr_reservation_set_state(exec_store(f), r, HR_RESERVATION_IN_PROGRESS, NULL, &error));
+	hr_reservation_set_obtained(exec_store(f), r, BIG_N);
+	g_assert_true(
+	    hr_reservation_set_state(exec_store(f), r, HR_RESERVATION_READY, NULL, &error));
+	g_assert_true(
+	    hr_reservation_set_state(exec_store(f), r, HR_RESERVATION_CONSUMED, NULL, &error));
+	hr_reservation_store_flush(exec_store(f));
+	run_loop_ms(200);
+	g_clear_pointer(&dev, fake_free);
+	while (hr_guest_is_connected(guest))
+		g_main_context_iteration(NULL, TRUE);
+	/* as a state file loaded at the start would have them: no save meanwhile */
+	for (guint i = 0; i < BIG_N; i++)
+		hr_reservation_add_hold(r, key, "big", BIG_FIRST + MiB(2) * i);
+
+	/* its device reconnects and resyncs the 1 M blocks */
+	watch = hr_loop_watch_new();
+	dev = big_guest_up(f, BIG_N, &guest);
+	g_assert_cmpstr(hr_guest_get_key(guest), ==, key);
+	/* the reconcile runs and ends; nothing is given back as an orphan */
+	for (gint64 until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+	     g_get_monotonic_time() < until;) {
+		g_autoptr(HrChanFrame) frame = NULL;
+		if (fake_poll(dev, &frame) && frame != NULL)
+			g_error("the daemon sent a %s frame: the reconcile found orphans",
+				hr_chan_type_to_string(frame->type));
+		g_main_context_iteration(NULL, FALSE);
+		g_usleep(1000);
+	}
+	stall = hr_loop_watch_cpu_max_us(watch);
+	hr_loop_watch_free(watch);
+	g_test_message("longest turn of the main loop: %" G_GINT64_FORMAT " us of CPU", stall);
+	/* every hold is there, once */
+	r = hr_reservation_store_find(exec_store(f), r->id);
+	g_assert_nonnull(r);
+	g_assert_cmpuint(r->holds->len, ==, BIG_N);
+	for (guint i = 0; i < r->holds->len; i++) {
+		HrReservationHold *h = g_ptr_array_index(r->holds, i);
+		g_assert_cmpstr(h->guest_key, ==, key);
+		g_assert_true(g_hash_table_add(seen, &h->gpa));
+	}
+	g_assert_cmpint(stall, <, STALL_MAX_US);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1631,6 +1800,8 @@ main(int argc, char **argv)
 		   tmp_teardown);
 	g_test_add("/reservations/persist/missing", Tmp, NULL, tmp_setup, test_missing_file,
 		   tmp_teardown);
+	g_test_add("/reservations/persist/save-validated", Tmp, NULL, tmp_setup,
+		   test_save_validated, tmp_teardown);
 #define ADD_EXEC(name, fn) \
 	g_test_add("/reservations/exec/" name, Fixture, NULL, exec_setup, fn, exec_teardown)
 	ADD_EXEC("free-then-donate", test_exec_free_then_donate);
@@ -1647,6 +1818,7 @@ main(int argc, char **argv)
 	ADD_EXEC("no-pagetypeinfo", test_exec_no_pagetypeinfo);
 	ADD_EXEC("restart-mid-donation", test_exec_restart_mid_donation);
 	ADD_EXEC("stale-hold", test_exec_stale_hold);
+	ADD_EXEC("big-resync", test_exec_big_resync);
 #undef ADD_EXEC
 #define ADD_POOL(name, fn) \
 	g_test_add("/reservations/pool/" name, Fixture, NULL, pool_setup, fn, exec_teardown)
