@@ -19,6 +19,9 @@ typedef struct _HrDevice HrDevice;
  */
 typedef void (*HrGuestSendFunc)(HrDevice *device, guint16 type, GBytes *payload);
 
+/* the reasons a guest gives held blocks back for: VIRTIO_HUGEROOM_RET_* below this */
+#define HR_GUEST_N_RETURN_REASONS (VIRTIO_HUGEROOM_RET_UNLOAD + 1)
+
 /* One block the guest holds for the host (SPEC 1.6.4). */
 typedef struct {
 	guint64 gpa;
@@ -99,7 +102,7 @@ typedef struct {
 	guint64 requests_final[HR_REQUEST_N_STATES];
 	guint64 blocks_freed_total;   /* by EVACUATE and CAPTURE results */
 	guint64 pages_migrated_total; /* likewise */
-	guint64 blocks_returned_total[VIRTIO_HUGEROOM_RET_UNLOAD + 1]; /* by reason */
+	guint64 blocks_returned_total[HR_GUEST_N_RETURN_REASONS]; /* by reason */
 
 	guint64 frames;
 	guint64 guest_msgs;
@@ -181,6 +184,59 @@ hr_guest_get_prev_key(const HrGuest *guest);
 /* ... and it is the caller's: the entry forgets it */
 gchar *
 hr_guest_take_prev_key(HrGuest *guest);
+/* its UUID as text, all zero for a VM started without one; see hr_guest_get_known_uuid */
+const gchar *
+hr_guest_get_uuid(const HrGuest *guest);
+guint32
+hr_guest_get_proto_version(const HrGuest *guest);
+/* when its latest connection came and went (NULL before either) */
+GDateTime *
+hr_guest_get_connected_at(const HrGuest *guest);
+GDateTime *
+hr_guest_get_disconnected_at(const HrGuest *guest);
+guint
+hr_guest_get_connections(const HrGuest *guest);
+/* how many finished requests it remembers */
+guint
+hr_guest_get_history(const HrGuest *guest);
+/* requests waiting behind the active one */
+guint
+hr_guest_get_queue_length(const HrGuest *guest);
+/* requests that ended in final @state (HrRequestState), in all */
+guint64
+hr_guest_get_requests_final(const HrGuest *guest, guint state);
+/* the latest RESULT or PROGRESS, or NULL */
+const HrResult *
+hr_guest_get_last_result(const HrGuest *guest);
+/* REPORTs sent and not yet answered */
+guint
+hr_guest_get_cmds_pending(const HrGuest *guest);
+/* the daemon's counters of the guest's frames and commands */
+guint64
+hr_guest_get_frames(const HrGuest *guest);
+guint64
+hr_guest_get_guest_msgs(const HrGuest *guest);
+guint64
+hr_guest_get_rejected(const HrGuest *guest);
+/* why its latest frame was rejected, or NULL */
+const gchar *
+hr_guest_get_last_reject_reason(const HrGuest *guest);
+guint64
+hr_guest_get_cmds_sent(const HrGuest *guest);
+guint64
+hr_guest_get_cmds_lost(const HrGuest *guest);
+/* what the guest said that nothing on our side accounts for */
+guint64
+hr_guest_get_holds_unknown(const HrGuest *guest);
+guint64
+hr_guest_get_returns_unknown(const HrGuest *guest);
+guint64
+hr_guest_get_orphans_returned(const HrGuest *guest);
+/* by EVACUATE and CAPTURE results, in all */
+guint64
+hr_guest_get_blocks_freed_total(const HrGuest *guest);
+guint64
+hr_guest_get_pages_migrated_total(const HrGuest *guest);
 /* RETURNs were sent for @n of its held blocks, @gpas, that nobody owned */
 void
 hr_guest_mark_orphans(HrGuest *guest, const guint64 *gpas, guint n);

@@ -117,6 +117,19 @@ hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy)
 	g_hash_table_replace(hr_pcp_stashed, g_strdup(name), g_memdup2(policy, sizeof(*policy)));
 }
 
+void
+hr_pcp_set_wanted(HrGuest *guest, const HrPcpPolicy *policy)
+{
+	guest->pcp_want = *policy;
+	guest->pcp_want_set = TRUE;
+}
+
+gboolean
+hr_pcp_evacuating(const HrGuest *guest)
+{
+	return guest->pcp_evacuations > 0;
+}
+
 gboolean
 hr_pcp_wanted(const HrConfig *config, HrGuest *guest, HrPcpPolicy *policy)
 {

@@ -32,6 +32,12 @@ hr_pcp_send(const HrConfig *config, HrGuest *guest, const HrPcpPolicy *policy, H
 /* the policy the host wants for @guest; FALSE when it wants none */
 gboolean
 hr_pcp_wanted(const HrConfig *config, HrGuest *guest, HrPcpPolicy *policy);
+/* the API's @policy for @guest: it wins over the [guest:] group's */
+void
+hr_pcp_set_wanted(HrGuest *guest, const HrPcpPolicy *policy);
+/* is an executor's evacuation of @guest running (the guest runs density)? */
+gboolean
+hr_pcp_evacuating(const HrGuest *guest);
 /* keep @policy for the guest called @name, not seen yet: wanted once it is */
 void
 hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy);
