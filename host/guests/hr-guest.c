@@ -3,6 +3,7 @@
 #define G_LOG_DOMAIN "HrGuest"
 
 #include "hr-guest.h"
+#include "hr-guest-private.h"
 
 #include <gio/gio.h>
 #include <string.h>

@@ -4,6 +4,8 @@
 
 #include "hr-pcp.h"
 
+#include "hr-guest-private.h"
+
 #include <gio/gio.h>
 
 #include "hr-json.h"

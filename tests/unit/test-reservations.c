@@ -15,6 +15,8 @@
 #include "hr-ctl.h"
 #include "hr-prepare.h"
 #include "hr-reservation-store.h"
+/* these tests build and look into guests by hand */
+#include "hr-guest-private.h"
 #include "test-fake.h"
 
 typedef struct {
