@@ -204,7 +204,7 @@ hr_api_requests(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **a
 	json_builder_set_member_name(b, "requests");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < requests->len; i++)
-		hr_request_add_json(g_ptr_array_index(requests, i), b);
+		hr_api_request_add_json(g_ptr_array_index(requests, i), b);
 	json_builder_end_array(b);
 	json_builder_end_object(b);
 	node = json_builder_get_root(b);
@@ -251,7 +251,7 @@ hr_api_request(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **ar
 				   hr_guest_get_name(guest), args[1], hr_guest_get_history(guest));
 		return;
 	}
-	hr_request_add_json(request, b);
+	hr_api_request_add_json(request, b);
 	node = json_builder_get_root(b);
 	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }

@@ -267,7 +267,7 @@ hr_api_guest_to_json(HrGuest *guest)
 		json_builder_add_boolean_value(b, r->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT);
 		json_builder_set_member_name(b, "status");
 		json_builder_add_string_value(b, hr_result_status_to_string(r->status));
-		hr_request_add_counts(b, r);
+		hr_api_request_add_counts(b, r);
 		json_builder_end_object(b);
 	} else {
 		json_builder_add_null_value(b);
@@ -282,7 +282,7 @@ hr_api_guest_to_json(HrGuest *guest)
 	{
 		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
 		for (guint i = 0; i < requests->len; i++)
-			hr_request_add_summary_json(g_ptr_array_index(requests, i), b);
+			hr_api_request_add_summary_json(g_ptr_array_index(requests, i), b);
 	}
 	json_builder_end_array(b);
 
@@ -351,7 +351,7 @@ hr_api_event_to_json(const HrEvent *event, guint64 seq)
 		break;
 	case HR_EVENT_REQUEST_CHANGED:
 		json_builder_set_member_name(b, "request");
-		hr_request_add_json(event->request, b);
+		hr_api_request_add_json(event->request, b);
 		break;
 	default:
 		break;

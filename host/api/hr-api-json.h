@@ -18,6 +18,16 @@ hr_api_guest_to_json(HrGuest *guest);
 JsonNode *
 hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request);
 
+/* hr-api-view-request.c: the full JSON object of GET /v1/guests/{name}/requests/{id} */
+void
+hr_api_request_add_json(HrRequest *request, JsonBuilder *b);
+/* a PROGRESS or RESULT's counts: blocks_tried, blocks_freed, failed{}, pages, time */
+void
+hr_api_request_add_counts(JsonBuilder *b, const HrResult *r);
+/* the short form in a guest's detail */
+void
+hr_api_request_add_summary_json(HrRequest *request, JsonBuilder *b);
+
 /* a reservation, with its steps and holds when @with_steps */
 void
 hr_api_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);
