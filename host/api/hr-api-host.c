@@ -154,8 +154,9 @@ static void
 hr_api_plan_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, const GError *error,
 		  gpointer data)
 {
-	g_autoptr(JsonNode) node =
-	    host != NULL ? hr_prepare_plan_json(api->prepare, host, data) : NULL;
+	g_autoptr(HrPlanTrial) trial =
+	    host != NULL ? hr_prepare_try_plan(api->prepare, host, data) : NULL;
+	g_autoptr(JsonNode) node = trial != NULL ? hr_api_plan_trial_to_json(trial) : NULL;
 	hr_api_reply_prepare_json(msg, node, error);
 }
 

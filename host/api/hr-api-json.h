@@ -28,6 +28,10 @@ hr_api_request_add_counts(JsonBuilder *b, const HrResult *r);
 void
 hr_api_request_add_summary_json(HrRequest *request, JsonBuilder *b);
 
+/* hr-api-view-plan.c: POST /v1/plan, {"plan": {...}, "input_us", "decision_us", "guests"} */
+JsonNode *
+hr_api_plan_trial_to_json(const HrPlanTrial *trial);
+
 /* a reservation, with its steps and holds when @with_steps */
 void
 hr_api_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);

@@ -27,8 +27,6 @@
  * free, oldest holds first.
  */
 
-#include <json-glib/json-glib.h>
-
 #include "hr-config.h"
 #include "hr-core.h"
 #include "hr-guest.h"
@@ -89,13 +87,24 @@ hr_prepare_host_changed(HrPrepare *prepare);
 
 /*
  * The planner's choice for @request over @host and the guests' live state,
- * without acting on it: {"plan": {...}, "input_us", "decision_us", "guests"}.
+ * without acting on it: what POST /v1/plan shows.
  * A donor's host backing is as the executor last read it; one it never
  * read (or read over 10 s ago) is scanned in a thread, and counts as being
  * scanned until then. Nothing here reads /proc or pagemap.
  */
-JsonNode *
-hr_prepare_plan_json(HrPrepare *prepare, const HrHostState *host, const HrPlanRequest *request);
+typedef struct {
+	HrPlan *plan;
+	GPtrArray *step_guests; /* the name of each step's guest, NULL for a step without one */
+	guint n_guests;		/* the guests the planner was given */
+	gint64 input_us;	/* building its input */
+	gint64 decision_us;	/* the planner's decision */
+} HrPlanTrial;
+HrPlanTrial *
+hr_prepare_try_plan(HrPrepare *prepare, const HrHostState *host, const HrPlanRequest *request);
+void
+hr_plan_trial_free(HrPlanTrial *trial);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrPlanTrial, hr_plan_trial_free)
+
 /* the latest plan made for a reservation, or NULL */
 const gchar *
 hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);
@@ -103,7 +112,5 @@ hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);
 /* the free 2 MiB blocks of a node above its high watermark, as the planner's FREE step counts */
 guint64
 hr_prepare_node_available(const HrNodeState *ns);
-void
-hr_plan_add_json(const HrPlan *plan, JsonBuilder *b);
 
 G_END_DECLS
