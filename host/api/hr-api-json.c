@@ -191,6 +191,47 @@ hr_api_add_held(JsonBuilder *b, HrGuest *guest)
 	json_builder_end_object(b);
 }
 
+static void
+hr_api_add_pcp_policy(JsonBuilder *b, const gchar *member, gboolean set, const HrPcpPolicy *policy)
+{
+	g_autofree gchar *text = set ? hr_pcp_policy_format(policy) : NULL;
+
+	json_builder_set_member_name(b, member);
+	if (text != NULL)
+		json_builder_add_string_value(b, text);
+	else
+		json_builder_add_null_value(b);
+}
+
+/* "pcp": {"supported", "wanted", "applied", "donating", "in_force", "fraction"} */
+static void
+hr_api_add_pcp(JsonBuilder *b, HrGuest *guest)
+{
+	const HrStatus *status = hr_guest_get_status(guest);
+	HrPcpView view;
+
+	hr_pcp_get_view(guest, &view);
+	json_builder_set_member_name(b, "pcp");
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "supported");
+	json_builder_add_boolean_value(b, view.supported);
+	hr_api_add_pcp_policy(b, "wanted", view.wanted_set, &view.wanted);
+	hr_api_add_pcp_policy(b, "applied", view.applied_set, &view.applied);
+	json_builder_set_member_name(b, "donating");
+	json_builder_add_boolean_value(b, view.donating);
+	/* the guest's own word, from its latest report */
+	json_builder_set_member_name(b, "in_force");
+	if (status != NULL && status->nr_zones > 0) {
+		const HrZone *zone = &status->zones[0];
+		const gchar *name = hr_pcp_policy_to_string(zone->pcp_policy);
+		json_builder_add_string_value(b, name != NULL ? name : "unknown");
+		hr_json_add_int(b, "fraction", zone->pcp_fraction);
+	} else {
+		json_builder_add_null_value(b);
+	}
+	json_builder_end_object(b);
+}
+
 JsonNode *
 hr_api_guest_to_json(HrGuest *guest)
 {
@@ -275,7 +316,7 @@ hr_api_guest_to_json(HrGuest *guest)
 
 	json_builder_set_member_name(b, "held");
 	hr_api_add_held(b, guest);
-	hr_pcp_add_json(guest, b);
+	hr_api_add_pcp(b, guest);
 
 	json_builder_set_member_name(b, "requests");
 	json_builder_begin_array(b);
