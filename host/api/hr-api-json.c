@@ -355,6 +355,38 @@ hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request)
 	return json_builder_get_root(b);
 }
 
+void
+hr_api_reserve_add_json(HrReserve *reserve, JsonBuilder *b)
+{
+	HrReserveView view;
+
+	hr_reserve_get_view(reserve, &view);
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "bytes", (gint64)view.bytes);
+	json_builder_set_member_name(b, "node");
+	if (view.node >= 0)
+		json_builder_add_int_value(b, view.node);
+	else
+		json_builder_add_null_value(b);
+	hr_json_add_int(b, "blocks", (gint64)view.blocks);
+	hr_json_add_int(b, "blocks_ready", (gint64)view.blocks_ready);
+	hr_json_add_int(b, "blocks_filling", (gint64)view.blocks_filling);
+	hr_json_add_int(b, "parts", view.parts);
+	json_builder_set_member_name(b, "paused");
+	if (view.paused != NULL)
+		json_builder_add_string_value(b, view.paused);
+	else
+		json_builder_add_null_value(b);
+	hr_json_add_int(b, "taken_blocks", (gint64)view.taken_blocks);
+	hr_json_add_int(b, "given_back_blocks", (gint64)view.given_back_blocks);
+	json_builder_set_member_name(b, "last_refill_ms");
+	if (view.last_refill_ms >= 0)
+		json_builder_add_int_value(b, view.last_refill_ms);
+	else
+		json_builder_add_null_value(b);
+	json_builder_end_object(b);
+}
+
 /* what every event begins with */
 static void
 hr_api_event_head(JsonBuilder *b, guint64 seq, const gchar *type)

@@ -32,6 +32,10 @@ hr_api_request_add_summary_json(HrRequest *request, JsonBuilder *b);
 JsonNode *
 hr_api_plan_trial_to_json(const HrPlanTrial *trial);
 
+/* GET /v1/reserve: {"bytes", "node", "blocks_ready", "blocks_filling", "parts", "paused", ...} */
+void
+hr_api_reserve_add_json(HrReserve *reserve, JsonBuilder *b);
+
 /* a reservation, with its steps and holds when @with_steps */
 void
 hr_api_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);
