@@ -10,6 +10,7 @@
 
 #include "hr-api-json.h"
 #include "hr-api-private.h"
+#include "hr-api-view-request.h"
 #include "hr-json.h"
 
 static gchar *

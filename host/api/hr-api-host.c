@@ -12,6 +12,7 @@
 
 #include "hr-api-json.h"
 #include "hr-api-private.h"
+#include "hr-api-view-plan.h"
 
 /* @node from hr_prepare_*_json(), or NULL with @error from reading the host */
 static void

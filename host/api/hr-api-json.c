@@ -2,6 +2,7 @@
 /* The API's JSON bodies: guests, their status and held blocks, events */
 
 #include "hr-api-json.h"
+#include "hr-api-view-request.h"
 
 #include "hr-json.h"
 #include "hr-pcp.h"

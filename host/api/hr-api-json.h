@@ -18,20 +18,6 @@ hr_api_guest_to_json(HrGuest *guest);
 JsonNode *
 hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request);
 
-/* hr-api-view-request.c: the full JSON object of GET /v1/guests/{name}/requests/{id} */
-void
-hr_api_request_add_json(HrRequest *request, JsonBuilder *b);
-/* a PROGRESS or RESULT's counts: blocks_tried, blocks_freed, failed{}, pages, time */
-void
-hr_api_request_add_counts(JsonBuilder *b, const HrResult *r);
-/* the short form in a guest's detail */
-void
-hr_api_request_add_summary_json(HrRequest *request, JsonBuilder *b);
-
-/* hr-api-view-plan.c: POST /v1/plan, {"plan": {...}, "input_us", "decision_us", "guests"} */
-JsonNode *
-hr_api_plan_trial_to_json(const HrPlanTrial *trial);
-
 /* GET /v1/reserve: {"bytes", "node", "blocks_ready", "blocks_filling", "parts", "paused", ...} */
 void
 hr_api_reserve_add_json(HrReserve *reserve, JsonBuilder *b);

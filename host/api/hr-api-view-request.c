@@ -4,7 +4,7 @@
 
 #define G_LOG_DOMAIN "HrApi"
 
-#include "hr-api-json.h"
+#include "hr-api-view-request.h"
 
 #include "hr-json.h"
 

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "hr-api-json.h"
+#include "hr-api-view-request.h"
 #include "hr-ctl.h"
 #include "hr-request.h"
 
