@@ -10,6 +10,7 @@
 
 #include "hr-api-json.h"
 #include "hr-api-private.h"
+#include "hr-api-view-request.h"
 #include "hr-json.h"
 
 static gchar *
@@ -23,7 +24,9 @@ hr_api_known_guests(HrCore *core)
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		if (i > 0)
 			g_string_append(str, ", ");
-		g_string_append(str, guest->name[0] != '\0' ? guest->name : guest->uuid);
+		g_string_append(str, hr_guest_get_name(guest)[0] != '\0'
+					 ? hr_guest_get_name(guest)
+					 : hr_guest_get_uuid(guest));
 	}
 	return g_strdup(str->str);
 }
@@ -95,7 +98,7 @@ hr_api_report(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **arg
 	b = json_builder_new();
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "guest");
-	json_builder_add_string_value(b, guest->name);
+	json_builder_add_string_value(b, hr_guest_get_name(guest));
 	hr_json_add_int(b, "request_id", request_id);
 	json_builder_end_object(b);
 	node = json_builder_get_root(b);
@@ -198,11 +201,11 @@ hr_api_requests(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **a
 	requests = hr_guest_list_requests(guest);
 	json_builder_begin_object(b);
 	json_builder_set_member_name(b, "guest");
-	json_builder_add_string_value(b, guest->name);
+	json_builder_add_string_value(b, hr_guest_get_name(guest));
 	json_builder_set_member_name(b, "requests");
 	json_builder_begin_array(b);
 	for (guint i = 0; i < requests->len; i++)
-		hr_request_add_json(g_ptr_array_index(requests, i), b);
+		hr_api_request_add_json(g_ptr_array_index(requests, i), b);
 	json_builder_end_array(b);
 	json_builder_end_object(b);
 	node = json_builder_get_root(b);
@@ -217,15 +220,12 @@ hr_api_requests(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **a
 static HrRequest *
 hr_api_find_request(HrApi *api, HrGuest *guest, guint64 id)
 {
-	static const guint8 zero[16];
 	GPtrArray *guests = hr_core_get_guests(api->core);
 	HrRequest *request = hr_guest_find_request(guest, id);
 
 	for (guint i = 0; request == NULL && i < guests->len; i++) {
 		HrGuest *g = g_ptr_array_index(guests, i);
-		if (g != guest && memcmp(g->uuid_bytes, zero, sizeof(zero)) != 0 &&
-		    memcmp(g->uuid_bytes, guest->uuid_bytes, sizeof(g->uuid_bytes)) == 0 &&
-		    g_strcmp0(g->name, guest->name) == 0)
+		if (g != guest && hr_guest_same_vm(g, guest))
 			request = hr_guest_find_request(g, id);
 	}
 	return request;
@@ -249,10 +249,10 @@ hr_api_request(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **ar
 		hr_api_reply_error(msg, SOUP_STATUS_NOT_FOUND, "unknown_request",
 				   "guest %s has no request '%s' (the daemon keeps the last %u "
 				   "finished requests per guest, and none across a restart)",
-				   guest->name, args[1], guest->history);
+				   hr_guest_get_name(guest), args[1], hr_guest_get_history(guest));
 		return;
 	}
-	hr_request_add_json(request, b);
+	hr_api_request_add_json(request, b);
 	node = json_builder_get_root(b);
 	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }

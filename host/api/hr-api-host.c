@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "hr-api-json.h"
+#include "hr-json.h"
 #include "hr-api-private.h"
+#include "hr-api-view-plan.h"
 
 /* @node from hr_prepare_*_json(), or NULL with @error from reading the host */
 static void
@@ -154,8 +156,9 @@ static void
 hr_api_plan_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, const GError *error,
 		  gpointer data)
 {
-	g_autoptr(JsonNode) node =
-	    host != NULL ? hr_prepare_plan_json(api->prepare, host, data) : NULL;
+	g_autoptr(HrPlanTrial) trial =
+	    host != NULL ? hr_prepare_try_plan(api->prepare, host, data) : NULL;
+	g_autoptr(JsonNode) node = trial != NULL ? hr_api_plan_trial_to_json(trial) : NULL;
 	hr_api_reply_prepare_json(msg, node, error);
 }
 
@@ -166,6 +169,43 @@ hr_api_plan_reply(HrApi *api, SoupServerMessage *msg, const HrHostState *host, c
  */
 #define HR_API_CAPACITY_MAX_AGE_S 5
 
+/*
+ * {"within_s": [10, 30, 60], "nodes": [{"node", "ready_bytes": {"10",
+ * "30", "60"}}], "guests", "decision_us"}
+ */
+static JsonNode *
+hr_api_capacity_to_json(const HrCapacity *c)
+{
+	g_autoptr(JsonBuilder) b = json_builder_new();
+
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "within_s");
+	json_builder_begin_array(b);
+	for (guint d = 0; d < HR_CAPACITY_WINDOWS; d++)
+		json_builder_add_int_value(b, c->within_s[d]);
+	json_builder_end_array(b);
+	json_builder_set_member_name(b, "nodes");
+	json_builder_begin_array(b);
+	for (guint n = 0; n < c->nodes->len; n++) {
+		const HrCapacityNode *cn = &g_array_index(c->nodes, HrCapacityNode, n);
+		json_builder_begin_object(b);
+		hr_json_add_int(b, "node", cn->node);
+		json_builder_set_member_name(b, "ready_bytes");
+		json_builder_begin_object(b);
+		for (guint d = 0; d < HR_CAPACITY_WINDOWS; d++) {
+			g_autofree gchar *key = g_strdup_printf("%u", c->within_s[d]);
+			hr_json_add_int(b, key, (gint64)cn->ready_bytes[d]);
+		}
+		json_builder_end_object(b);
+		json_builder_end_object(b);
+	}
+	json_builder_end_array(b);
+	hr_json_add_int(b, "guests", c->n_guests);
+	hr_json_add_int(b, "decision_us", c->decision_us);
+	json_builder_end_object(b);
+	return json_builder_get_root(b);
+}
+
 static JsonNode *
 hr_api_capacity_get(HrApi *api, const HrHostState *host)
 {
@@ -174,7 +214,8 @@ hr_api_capacity_get(HrApi *api, const HrHostState *host)
 	if (api->capacity == NULL ||
 	    now - api->capacity_at >= HR_API_CAPACITY_MAX_AGE_S * G_USEC_PER_SEC) {
 		g_clear_pointer(&api->capacity, json_node_unref);
-		api->capacity = hr_prepare_capacity_json(api->prepare, host);
+		g_autoptr(HrCapacity) c = hr_prepare_capacity(api->prepare, host);
+		api->capacity = hr_api_capacity_to_json(c);
 		api->capacity_at = now;
 	}
 	return api->capacity;

@@ -2,6 +2,7 @@
 /* The API's JSON bodies: guests, their status and held blocks, events */
 
 #include "hr-api-json.h"
+#include "hr-api-view-request.h"
 
 #include "hr-json.h"
 #include "hr-pcp.h"
@@ -107,40 +108,42 @@ hr_api_add_status(JsonBuilder *b, const HrStatus *s)
 static void
 hr_api_add_summary_members(JsonBuilder *b, HrGuest *guest)
 {
+	const HrStatus *status = hr_guest_get_status(guest);
+
 	json_builder_set_member_name(b, "name");
-	json_builder_add_string_value(b, guest->name);
+	json_builder_add_string_value(b, hr_guest_get_name(guest));
 	json_builder_set_member_name(b, "uuid");
-	json_builder_add_string_value(b, guest->uuid);
-	hr_json_add_int(b, "pid", guest->pid);
+	json_builder_add_string_value(b, hr_guest_get_uuid(guest));
+	hr_json_add_int(b, "pid", hr_guest_get_pid(guest));
 	json_builder_set_member_name(b, "connected");
 	json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
 	json_builder_set_member_name(b, "seq");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->seq);
+	if (status != NULL)
+		json_builder_add_int_value(b, status->seq);
 	else
 		json_builder_add_null_value(b);
 	json_builder_set_member_name(b, "age_ms");
-	if (guest->status != NULL)
+	if (status != NULL)
 		json_builder_add_int_value(b, hr_guest_status_age_ms(guest));
 	else
 		json_builder_add_null_value(b);
 	json_builder_set_member_name(b, "mem_total_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_total_pages);
+	if (status != NULL)
+		json_builder_add_int_value(b, status->mem_total_pages);
 	else
 		json_builder_add_null_value(b);
 	json_builder_set_member_name(b, "mem_free_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_free_pages);
+	if (status != NULL)
+		json_builder_add_int_value(b, status->mem_free_pages);
 	else
 		json_builder_add_null_value(b);
 	json_builder_set_member_name(b, "mem_available_pages");
-	if (guest->status != NULL)
-		json_builder_add_int_value(b, guest->status->mem_available_pages);
+	if (status != NULL)
+		json_builder_add_int_value(b, status->mem_available_pages);
 	else
 		json_builder_add_null_value(b);
-	hr_json_add_int(b, "held_blocks", g_hash_table_size(guest->held));
-	hr_json_add_int(b, "rejected", guest->rejected);
+	hr_json_add_int(b, "held_blocks", g_hash_table_size(hr_guest_get_held(guest)));
+	hr_json_add_int(b, "rejected", hr_guest_get_rejected(guest));
 }
 
 JsonNode *
@@ -180,12 +183,53 @@ hr_api_add_held(JsonBuilder *b, HrGuest *guest)
 	json_builder_end_array(b);
 	json_builder_set_member_name(b, "returned");
 	json_builder_begin_object(b);
-	for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
+	for (guint r = 0; r < HR_GUEST_N_RETURN_REASONS; r++)
 		hr_json_add_int(b, hr_guest_return_reason_to_string(r),
-				guest->blocks_returned_total[r]);
+				hr_guest_get_blocks_returned(guest, r));
 	json_builder_end_object(b);
-	hr_json_add_int(b, "blocks_freed_total", guest->blocks_freed_total);
-	hr_json_add_int(b, "pages_migrated_total", guest->pages_migrated_total);
+	hr_json_add_int(b, "blocks_freed_total", hr_guest_get_blocks_freed_total(guest));
+	hr_json_add_int(b, "pages_migrated_total", hr_guest_get_pages_migrated_total(guest));
+	json_builder_end_object(b);
+}
+
+static void
+hr_api_add_pcp_policy(JsonBuilder *b, const gchar *member, gboolean set, const HrPcpPolicy *policy)
+{
+	g_autofree gchar *text = set ? hr_pcp_policy_format(policy) : NULL;
+
+	json_builder_set_member_name(b, member);
+	if (text != NULL)
+		json_builder_add_string_value(b, text);
+	else
+		json_builder_add_null_value(b);
+}
+
+/* "pcp": {"supported", "wanted", "applied", "donating", "in_force", "fraction"} */
+static void
+hr_api_add_pcp(JsonBuilder *b, HrGuest *guest)
+{
+	const HrStatus *status = hr_guest_get_status(guest);
+	HrPcpView view;
+
+	hr_pcp_get_view(guest, &view);
+	json_builder_set_member_name(b, "pcp");
+	json_builder_begin_object(b);
+	json_builder_set_member_name(b, "supported");
+	json_builder_add_boolean_value(b, view.supported);
+	hr_api_add_pcp_policy(b, "wanted", view.wanted_set, &view.wanted);
+	hr_api_add_pcp_policy(b, "applied", view.applied_set, &view.applied);
+	json_builder_set_member_name(b, "donating");
+	json_builder_add_boolean_value(b, view.donating);
+	/* the guest's own word, from its latest report */
+	json_builder_set_member_name(b, "in_force");
+	if (status != NULL && status->nr_zones > 0) {
+		const HrZone *zone = &status->zones[0];
+		const gchar *name = hr_pcp_policy_to_string(zone->pcp_policy);
+		json_builder_add_string_value(b, name != NULL ? name : "unknown");
+		hr_json_add_int(b, "fraction", zone->pcp_fraction);
+	} else {
+		json_builder_add_null_value(b);
+	}
 	json_builder_end_object(b);
 }
 
@@ -193,20 +237,25 @@ JsonNode *
 hr_api_guest_to_json(HrGuest *guest)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
+	const HrChanDeviceState *state = hr_guest_get_state(guest);
+	const HrResult *last_result = hr_guest_get_last_result(guest);
+	const HrRamRange *ram;
+	guint n_ram;
 
 	json_builder_begin_object(b);
 	hr_api_add_summary_members(b, guest);
-	hr_json_add_time(b, "connected_at", guest->connected_at);
-	hr_json_add_time(b, "disconnected_at", guest->disconnected_at);
-	hr_json_add_int(b, "connections", guest->connections);
+	hr_json_add_time(b, "connected_at", hr_guest_get_connected_at(guest));
+	hr_json_add_time(b, "disconnected_at", hr_guest_get_disconnected_at(guest));
+	hr_json_add_int(b, "connections", hr_guest_get_connections(guest));
 	json_builder_set_member_name(b, "uuid_known");
-	json_builder_add_boolean_value(b, guest->uuid_known);
-	hr_json_add_int(b, "proto_version", guest->proto_version);
-	hr_json_add_int(b, "ram_size", guest->ram_size);
+	json_builder_add_boolean_value(b, hr_guest_get_known_uuid(guest) != NULL);
+	hr_json_add_int(b, "proto_version", hr_guest_get_proto_version(guest));
+	hr_json_add_int(b, "ram_size", hr_guest_get_ram_size(guest));
 	json_builder_set_member_name(b, "ram");
 	json_builder_begin_array(b);
-	for (guint i = 0; i < guest->ram->len; i++) {
-		const HrRamRange *r = &g_array_index(guest->ram, HrRamRange, i);
+	ram = hr_guest_get_ram(guest, &n_ram);
+	for (guint i = 0; i < n_ram; i++) {
+		const HrRamRange *r = &ram[i];
 		json_builder_begin_object(b);
 		hr_json_add_int(b, "gpa", r->gpa);
 		hr_json_add_int(b, "size", r->size);
@@ -216,17 +265,17 @@ hr_api_guest_to_json(HrGuest *guest)
 	json_builder_end_array(b);
 
 	json_builder_set_member_name(b, "device");
-	if (guest->have_state) {
+	if (state != NULL) {
 		json_builder_begin_object(b);
-		hr_json_add_int(b, "guest_features", guest->state.guest_features);
-		hr_json_add_int(b, "msgs_relayed", guest->state.msgs_relayed);
-		hr_json_add_int(b, "msgs_rejected", guest->state.msgs_rejected);
-		hr_json_add_int(b, "cmds_dropped", guest->state.cmds_dropped);
-		hr_json_add_int(b, "num_held", guest->state.num_held);
+		hr_json_add_int(b, "guest_features", state->guest_features);
+		hr_json_add_int(b, "msgs_relayed", state->msgs_relayed);
+		hr_json_add_int(b, "msgs_rejected", state->msgs_rejected);
+		hr_json_add_int(b, "cmds_dropped", state->cmds_dropped);
+		hr_json_add_int(b, "num_held", state->num_held);
 		json_builder_set_member_name(b, "driver_ok");
-		json_builder_add_boolean_value(b, guest->state.driver_ok);
+		json_builder_add_boolean_value(b, state->driver_ok);
 		json_builder_set_member_name(b, "discard_disabled");
-		json_builder_add_boolean_value(b, guest->state.discard_disabled);
+		json_builder_add_boolean_value(b, state->discard_disabled);
 		json_builder_end_object(b);
 	} else {
 		json_builder_add_null_value(b);
@@ -234,33 +283,33 @@ hr_api_guest_to_json(HrGuest *guest)
 
 	json_builder_set_member_name(b, "daemon_counters");
 	json_builder_begin_object(b);
-	hr_json_add_int(b, "frames", guest->frames);
-	hr_json_add_int(b, "guest_msgs", guest->guest_msgs);
-	hr_json_add_int(b, "rejected", guest->rejected);
+	hr_json_add_int(b, "frames", hr_guest_get_frames(guest));
+	hr_json_add_int(b, "guest_msgs", hr_guest_get_guest_msgs(guest));
+	hr_json_add_int(b, "rejected", hr_guest_get_rejected(guest));
 	json_builder_set_member_name(b, "last_reject_reason");
-	if (guest->last_reject_reason != NULL)
-		json_builder_add_string_value(b, guest->last_reject_reason);
+	if (hr_guest_get_last_reject_reason(guest) != NULL)
+		json_builder_add_string_value(b, hr_guest_get_last_reject_reason(guest));
 	else
 		json_builder_add_null_value(b);
-	hr_json_add_int(b, "cmds_sent", guest->cmds_sent);
-	hr_json_add_int(b, "cmds_pending", hr_inflight_count(guest->commands, HR_INFLIGHT_REPORT));
-	hr_json_add_int(b, "cmds_lost", guest->cmds_lost);
+	hr_json_add_int(b, "cmds_sent", hr_guest_get_cmds_sent(guest));
+	hr_json_add_int(b, "cmds_pending", hr_guest_get_cmds_pending(guest));
+	hr_json_add_int(b, "cmds_lost", hr_guest_get_cmds_lost(guest));
 	/* what the guest said that nothing on our side accounts for (reconciled) */
-	hr_json_add_int(b, "holds_unknown", guest->holds_unknown);
-	hr_json_add_int(b, "returns_unknown", guest->returns_unknown);
-	hr_json_add_int(b, "orphans_returned", guest->orphans_returned);
+	hr_json_add_int(b, "holds_unknown", hr_guest_get_holds_unknown(guest));
+	hr_json_add_int(b, "returns_unknown", hr_guest_get_returns_unknown(guest));
+	hr_json_add_int(b, "orphans_returned", hr_guest_get_orphans_returned(guest));
 	json_builder_end_object(b);
 
 	json_builder_set_member_name(b, "last_result");
-	if (guest->last_result != NULL) {
-		const HrResult *r = guest->last_result;
+	if (last_result != NULL) {
+		const HrResult *r = last_result;
 		json_builder_begin_object(b);
 		hr_json_add_int(b, "request_id", r->hdr.request_id);
 		json_builder_set_member_name(b, "final");
 		json_builder_add_boolean_value(b, r->hdr.type == VIRTIO_HUGEROOM_MSG_RESULT);
 		json_builder_set_member_name(b, "status");
 		json_builder_add_string_value(b, hr_result_status_to_string(r->status));
-		hr_request_add_counts(b, r);
+		hr_api_request_add_counts(b, r);
 		json_builder_end_object(b);
 	} else {
 		json_builder_add_null_value(b);
@@ -268,20 +317,20 @@ hr_api_guest_to_json(HrGuest *guest)
 
 	json_builder_set_member_name(b, "held");
 	hr_api_add_held(b, guest);
-	hr_pcp_add_json(guest, b);
+	hr_api_add_pcp(b, guest);
 
 	json_builder_set_member_name(b, "requests");
 	json_builder_begin_array(b);
 	{
 		g_autoptr(GPtrArray) requests = hr_guest_list_requests(guest);
 		for (guint i = 0; i < requests->len; i++)
-			hr_request_add_summary_json(g_ptr_array_index(requests, i), b);
+			hr_api_request_add_summary_json(g_ptr_array_index(requests, i), b);
 	}
 	json_builder_end_array(b);
 
 	json_builder_set_member_name(b, "status");
-	if (guest->status != NULL)
-		hr_api_add_status(b, guest->status);
+	if (hr_guest_get_status(guest) != NULL)
+		hr_api_add_status(b, hr_guest_get_status(guest));
 	else
 		json_builder_add_null_value(b);
 	json_builder_end_object(b);
@@ -296,7 +345,7 @@ hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request)
 	json_builder_begin_object(b);
 	hr_json_add_int(b, "request_id", request->id);
 	json_builder_set_member_name(b, "guest");
-	json_builder_add_string_value(b, guest->name);
+	json_builder_add_string_value(b, hr_guest_get_name(guest));
 	json_builder_set_member_name(b, "kind");
 	json_builder_add_string_value(b, hr_request_kind_to_string(request->kind));
 	json_builder_set_member_name(b, "state");
@@ -305,6 +354,38 @@ hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request)
 	json_builder_add_boolean_value(b, request->cancel_sent);
 	json_builder_end_object(b);
 	return json_builder_get_root(b);
+}
+
+void
+hr_api_reserve_add_json(HrReserve *reserve, JsonBuilder *b)
+{
+	HrReserveView view;
+
+	hr_reserve_get_view(reserve, &view);
+	json_builder_begin_object(b);
+	hr_json_add_int(b, "bytes", (gint64)view.bytes);
+	json_builder_set_member_name(b, "node");
+	if (view.node >= 0)
+		json_builder_add_int_value(b, view.node);
+	else
+		json_builder_add_null_value(b);
+	hr_json_add_int(b, "blocks", (gint64)view.blocks);
+	hr_json_add_int(b, "blocks_ready", (gint64)view.blocks_ready);
+	hr_json_add_int(b, "blocks_filling", (gint64)view.blocks_filling);
+	hr_json_add_int(b, "parts", view.parts);
+	json_builder_set_member_name(b, "paused");
+	if (view.paused != NULL)
+		json_builder_add_string_value(b, view.paused);
+	else
+		json_builder_add_null_value(b);
+	hr_json_add_int(b, "taken_blocks", (gint64)view.taken_blocks);
+	hr_json_add_int(b, "given_back_blocks", (gint64)view.given_back_blocks);
+	json_builder_set_member_name(b, "last_refill_ms");
+	if (view.last_refill_ms >= 0)
+		json_builder_add_int_value(b, view.last_refill_ms);
+	else
+		json_builder_add_null_value(b);
+	json_builder_end_object(b);
 }
 
 /* what every event begins with */
@@ -328,22 +409,23 @@ hr_api_event_to_json(const HrEvent *event, guint64 seq)
 	hr_api_event_head(b, seq, hr_event_kind_to_string(event->kind));
 	if (guest != NULL) {
 		json_builder_set_member_name(b, "guest");
-		json_builder_add_string_value(b, guest->name);
+		json_builder_add_string_value(b, hr_guest_get_name(guest));
 		json_builder_set_member_name(b, "uuid");
-		json_builder_add_string_value(b, guest->uuid);
+		json_builder_add_string_value(b, hr_guest_get_uuid(guest));
 		json_builder_set_member_name(b, "connected");
 		json_builder_add_boolean_value(b, hr_guest_is_connected(guest));
-		hr_json_add_int(b, "held_blocks", g_hash_table_size(guest->held));
+		hr_json_add_int(b, "held_blocks", g_hash_table_size(hr_guest_get_held(guest)));
 	}
 	switch (event->kind) {
 	case HR_EVENT_STATUS_CHANGED:
-		hr_json_add_int(b, "status_seq", guest->status->seq);
-		hr_json_add_int(b, "mem_free_pages", guest->status->mem_free_pages);
-		hr_json_add_int(b, "mem_available_pages", guest->status->mem_available_pages);
+		hr_json_add_int(b, "status_seq", hr_guest_get_status(guest)->seq);
+		hr_json_add_int(b, "mem_free_pages", hr_guest_get_status(guest)->mem_free_pages);
+		hr_json_add_int(b, "mem_available_pages",
+				hr_guest_get_status(guest)->mem_available_pages);
 		break;
 	case HR_EVENT_REQUEST_CHANGED:
 		json_builder_set_member_name(b, "request");
-		hr_request_add_json(event->request, b);
+		hr_api_request_add_json(event->request, b);
 		break;
 	default:
 		break;

@@ -18,6 +18,10 @@ hr_api_guest_to_json(HrGuest *guest);
 JsonNode *
 hr_api_request_ref_to_json(HrGuest *guest, HrRequest *request);
 
+/* GET /v1/reserve: {"bytes", "node", "blocks_ready", "blocks_filling", "parts", "paused", ...} */
+void
+hr_api_reserve_add_json(HrReserve *reserve, JsonBuilder *b);
+
 /* a reservation, with its steps and holds when @with_steps */
 void
 hr_api_reservation_add_json(HrReservation *r, JsonBuilder *b, gboolean with_steps);

@@ -41,11 +41,12 @@ hr_api_reply_pcp(SoupServerMessage *msg, guint status, const gchar *name, const 
 static guint32
 hr_api_pcp_batch(HrGuest *guest)
 {
+	const HrStatus *status = hr_guest_get_status(guest);
 	const HrZone *big = NULL;
 
-	for (guint z = 0; guest->status != NULL && z < guest->status->nr_zones; z++)
-		if (big == NULL || guest->status->zones[z].managed_pages > big->managed_pages)
-			big = &guest->status->zones[z];
+	for (guint z = 0; status != NULL && z < status->nr_zones; z++)
+		if (big == NULL || status->zones[z].managed_pages > big->managed_pages)
+			big = &status->zones[z];
 	return big != NULL ? big->pcp_batch : 0;
 }
 
@@ -56,25 +57,25 @@ hr_api_pcp_done(HrGuest *guest, gint status, gpointer user_data)
 	g_autofree gchar *text = hr_pcp_policy_format(&call->policy);
 
 	if (status == VIRTIO_HUGEROOM_S_OK) {
-		guest->pcp_want = call->policy;
-		guest->pcp_want_set = TRUE;
-		hr_api_reply_pcp(call->msg, SOUP_STATUS_OK, guest->name, &call->policy, TRUE);
+		hr_pcp_set_wanted(guest, &call->policy);
+		hr_api_reply_pcp(call->msg, SOUP_STATUS_OK, hr_guest_get_name(guest), &call->policy,
+				 TRUE);
 	} else if (status < 0) {
 		hr_api_reply_error(call->msg, SOUP_STATUS_GATEWAY_TIMEOUT, "guest_timeout",
 				   "guest %s did not answer PCP policy %s in time; see its next "
 				   "report (pcp.in_force) for what it runs",
-				   guest->name, text);
+				   hr_guest_get_name(guest), text);
 	} else if (status == VIRTIO_HUGEROOM_S_INVALID) {
 		hr_api_reply_error(
 		    call->msg, SOUP_STATUS_BAD_REQUEST, "invalid_argument",
 		    "guest %s refused PCP policy %s: its kernel cannot set it (an "
 		    "explicit high must be at least 4 * batch = %u pages and at most "
 		    "the largest zone's managed pages / (8 * CPUs)); nothing changed",
-		    guest->name, text, 4 * hr_api_pcp_batch(guest));
+		    hr_guest_get_name(guest), text, 4 * hr_api_pcp_batch(guest));
 	} else {
 		hr_api_reply_error(call->msg, SOUP_STATUS_CONFLICT, "conflict",
 				   "guest %s answered PCP policy %s with '%s'; nothing changed",
-				   guest->name, text,
+				   hr_guest_get_name(guest), text,
 				   hr_result_status_to_string((guint32)status) != NULL
 				       ? hr_result_status_to_string((guint32)status)
 				       : "an unknown status");
@@ -140,16 +141,16 @@ hr_api_pcp(HrApi *api, SoupServerMessage *msg, GHashTable *query, gchar **args)
 		hr_api_reply_pcp(msg, SOUP_STATUS_ACCEPTED, args[0], &policy, FALSE);
 		return;
 	}
-	if (!hr_pcp_supported(guest, &error) || guest->pcp_evacuations > 0) {
+	if (!hr_pcp_supported(guest, &error) || hr_pcp_evacuating(guest)) {
 		if (error != NULL &&
 		    !g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED)) {
 			hr_api_reply_gerror(msg, error);
 			return;
 		}
 		/* sent when its driver comes up, or when its donation ends */
-		guest->pcp_want = policy;
-		guest->pcp_want_set = TRUE;
-		hr_api_reply_pcp(msg, SOUP_STATUS_ACCEPTED, guest->name, &policy, FALSE);
+		hr_pcp_set_wanted(guest, &policy);
+		hr_api_reply_pcp(msg, SOUP_STATUS_ACCEPTED, hr_guest_get_name(guest), &policy,
+				 FALSE);
 		return;
 	}
 	call = g_new0(HrApiPcpCall, 1);

@@ -398,7 +398,7 @@ hr_api_reply_reserve(HrApi *api, SoupServerMessage *msg)
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonNode) node = NULL;
 
-	hr_reserve_add_json(hr_prepare_get_reserve(api->prepare), b);
+	hr_api_reserve_add_json(hr_prepare_get_reserve(api->prepare), b);
 	node = json_builder_get_root(b);
 	hr_api_reply_json(msg, SOUP_STATUS_OK, node);
 }

@@ -230,8 +230,8 @@ hr_event_stream_deliver(HrEventStream *stream, const HrEvent *event, const HrPre
 	rec->seq = ++stream->seq;
 	rec->type = event != NULL ? event->kind : HR_EVENT_N_KINDS + pevent->kind;
 	if (guest != NULL) {
-		rec->guest_name = g_strdup(guest->name);
-		rec->guest_uuid = g_strdup(guest->uuid);
+		rec->guest_name = g_strdup(hr_guest_get_name(guest));
+		rec->guest_uuid = g_strdup(hr_guest_get_uuid(guest));
 	}
 	/* every event is written once, whether a client is there or not: the ring keeps it */
 	node = event != NULL ? hr_api_event_to_json(event, rec->seq)

@@ -16,8 +16,8 @@ static void
 hr_metrics_metric(GString *out, const gchar *metric, HrGuest *guest, gdouble value)
 {
 	g_string_append_printf(out, "%s{name=\"", metric);
-	hr_metrics_escape(out, guest->name);
-	g_string_append_printf(out, "\",uuid=\"%s\"} %.17g\n", guest->uuid, value);
+	hr_metrics_escape(out, hr_guest_get_name(guest));
+	g_string_append_printf(out, "\",uuid=\"%s\"} %.17g\n", hr_guest_get_uuid(guest), value);
 }
 
 static void
@@ -25,9 +25,9 @@ hr_metrics_metric_labelled(GString *out, const gchar *metric, HrGuest *guest, co
 			   const gchar *value, gdouble number)
 {
 	g_string_append_printf(out, "%s{name=\"", metric);
-	hr_metrics_escape(out, guest->name);
-	g_string_append_printf(out, "\",uuid=\"%s\",%s=\"%s\"} %.17g\n", guest->uuid, label, value,
-			       number);
+	hr_metrics_escape(out, hr_guest_get_name(guest));
+	g_string_append_printf(out, "\",uuid=\"%s\",%s=\"%s\"} %.17g\n", hr_guest_get_uuid(guest),
+			       label, value, number);
 }
 
 static void
@@ -38,9 +38,10 @@ hr_metrics_requests(GString *out, GPtrArray *guests)
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		guint n[HR_REQUEST_DONE] = {0};
-		n[HR_REQUEST_QUEUED] = g_queue_get_length(&guest->queue);
-		if (guest->active != NULL)
-			n[guest->active->state]++;
+		HrRequest *active = hr_guest_get_active_request(guest);
+		n[HR_REQUEST_QUEUED] = hr_guest_get_queue_length(guest);
+		if (active != NULL)
+			n[active->state]++;
 		for (guint st = 0; st < HR_REQUEST_DONE; st++)
 			hr_metrics_metric_labelled(out, "hugeroom_guest_requests", guest, "state",
 						   hr_request_state_to_string(st), n[st]);
@@ -52,30 +53,31 @@ hr_metrics_requests(GString *out, GPtrArray *guests)
 		for (guint st = HR_REQUEST_DONE; st < HR_REQUEST_N_STATES; st++)
 			hr_metrics_metric_labelled(out, "hugeroom_guest_requests_finished_total",
 						   guest, "state", hr_request_state_to_string(st),
-						   guest->requests_final[st]);
+						   hr_guest_get_requests_final(guest, st));
 	}
 	hr_metrics_head(out, "hugeroom_guest_blocks_freed_total", "counter",
 			"2 MiB blocks freed and held by evacuate and capture results");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		hr_metrics_metric(out, "hugeroom_guest_blocks_freed_total", guest,
-				  guest->blocks_freed_total);
+				  hr_guest_get_blocks_freed_total(guest));
 	}
 	hr_metrics_head(out, "hugeroom_guest_pages_migrated_total", "counter",
 			"4 KiB guest pages migrated by evacuate and capture results");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
 		hr_metrics_metric(out, "hugeroom_guest_pages_migrated_total", guest,
-				  guest->pages_migrated_total);
+				  hr_guest_get_pages_migrated_total(guest));
 	}
 	hr_metrics_head(out, "hugeroom_guest_blocks_returned_total", "counter",
 			"held blocks the guest took back, by reason (host, pressure, unload)");
 	for (guint i = 0; i < guests->len; i++) {
 		HrGuest *guest = g_ptr_array_index(guests, i);
-		for (guint r = 0; r < G_N_ELEMENTS(guest->blocks_returned_total); r++)
-			hr_metrics_metric_labelled(
-			    out, "hugeroom_guest_blocks_returned_total", guest, "reason",
-			    hr_guest_return_reason_to_string(r), guest->blocks_returned_total[r]);
+		for (guint r = 0; r < HR_GUEST_N_RETURN_REASONS; r++)
+			hr_metrics_metric_labelled(out, "hugeroom_guest_blocks_returned_total",
+						   guest, "reason",
+						   hr_guest_return_reason_to_string(r),
+						   hr_guest_get_blocks_returned(guest, r));
 	}
 }
 
@@ -107,21 +109,23 @@ hr_metrics_guests(GString *out, HrCore *core)
 						  hr_guest_is_connected(guest));
 				break;
 			case 1:
-				if (guest->status != NULL)
-					hr_metrics_metric(out, metrics[m].name, guest,
-							  guest->status->mem_free_pages);
+				if (hr_guest_get_status(guest) != NULL)
+					hr_metrics_metric(
+					    out, metrics[m].name, guest,
+					    hr_guest_get_status(guest)->mem_free_pages);
 				break;
 			case 2:
 				hr_metrics_metric(out, metrics[m].name, guest,
-						  g_hash_table_size(guest->held));
+						  g_hash_table_size(hr_guest_get_held(guest)));
 				break;
 			case 3:
-				if (guest->status != NULL)
+				if (hr_guest_get_status(guest) != NULL)
 					hr_metrics_metric(out, metrics[m].name, guest,
 							  hr_guest_status_age_ms(guest) / 1000.0);
 				break;
 			default:
-				hr_metrics_metric(out, metrics[m].name, guest, guest->rejected);
+				hr_metrics_metric(out, metrics[m].name, guest,
+						  hr_guest_get_rejected(guest));
 				break;
 			}
 		}

@@ -66,7 +66,8 @@ hr_daemon_core_cb(HrCore *core, const HrEvent *event, gpointer user_data)
 	HrDaemon *daemon = user_data;
 	(void)core;
 	if (event->kind == HR_EVENT_GUEST_CONNECTED)
-		hr_virt_lookup(daemon->virt, event->guest->uuid, event->guest->name);
+		hr_virt_lookup(daemon->virt, hr_guest_get_uuid(event->guest),
+			       hr_guest_get_name(event->guest));
 }
 
 static gboolean

@@ -4,6 +4,8 @@
 
 #include "hr-core.h"
 
+#include "hr-guest-private.h"
+
 #include "hr-device.h"
 #include "hr-listeners.h"
 #include "hr-pcp.h"

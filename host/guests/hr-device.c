@@ -17,6 +17,8 @@
 
 #include "hr-device.h"
 
+#include "hr-guest-private.h"
+
 #include "hr-peer.h"
 #include "hr-pcp.h"
 #include "hr-record.h"

@@ -3,6 +3,7 @@
 #define G_LOG_DOMAIN "HrGuest"
 
 #include "hr-guest.h"
+#include "hr-guest-private.h"
 
 #include <gio/gio.h>
 #include <string.h>
@@ -261,6 +262,132 @@ gchar *
 hr_guest_take_prev_key(HrGuest *guest)
 {
 	return g_steal_pointer(&guest->prev_key);
+}
+
+const gchar *
+hr_guest_get_uuid(const HrGuest *guest)
+{
+	return guest->uuid;
+}
+
+guint32
+hr_guest_get_proto_version(const HrGuest *guest)
+{
+	return guest->proto_version;
+}
+
+GDateTime *
+hr_guest_get_connected_at(const HrGuest *guest)
+{
+	return guest->connected_at;
+}
+
+GDateTime *
+hr_guest_get_disconnected_at(const HrGuest *guest)
+{
+	return guest->disconnected_at;
+}
+
+guint
+hr_guest_get_connections(const HrGuest *guest)
+{
+	return guest->connections;
+}
+
+guint
+hr_guest_get_history(const HrGuest *guest)
+{
+	return guest->history;
+}
+
+guint
+hr_guest_get_queue_length(const HrGuest *guest)
+{
+	return guest->queue.length;
+}
+
+guint64
+hr_guest_get_requests_final(const HrGuest *guest, guint state)
+{
+	return state < G_N_ELEMENTS(guest->requests_final) ? guest->requests_final[state] : 0;
+}
+
+const HrResult *
+hr_guest_get_last_result(const HrGuest *guest)
+{
+	return guest->last_result;
+}
+
+guint
+hr_guest_get_cmds_pending(const HrGuest *guest)
+{
+	return hr_inflight_count(guest->commands, HR_INFLIGHT_REPORT);
+}
+
+guint64
+hr_guest_get_frames(const HrGuest *guest)
+{
+	return guest->frames;
+}
+
+guint64
+hr_guest_get_guest_msgs(const HrGuest *guest)
+{
+	return guest->guest_msgs;
+}
+
+guint64
+hr_guest_get_rejected(const HrGuest *guest)
+{
+	return guest->rejected;
+}
+
+const gchar *
+hr_guest_get_last_reject_reason(const HrGuest *guest)
+{
+	return guest->last_reject_reason;
+}
+
+guint64
+hr_guest_get_cmds_sent(const HrGuest *guest)
+{
+	return guest->cmds_sent;
+}
+
+guint64
+hr_guest_get_cmds_lost(const HrGuest *guest)
+{
+	return guest->cmds_lost;
+}
+
+guint64
+hr_guest_get_holds_unknown(const HrGuest *guest)
+{
+	return guest->holds_unknown;
+}
+
+guint64
+hr_guest_get_returns_unknown(const HrGuest *guest)
+{
+	return guest->returns_unknown;
+}
+
+guint64
+hr_guest_get_orphans_returned(const HrGuest *guest)
+{
+	return guest->orphans_returned;
+}
+
+guint64
+hr_guest_get_blocks_freed_total(const HrGuest *guest)
+{
+	return guest->blocks_freed_total;
+}
+
+guint64
+hr_guest_get_pages_migrated_total(const HrGuest *guest)
+{
+	return guest->pages_migrated_total;
 }
 
 void

@@ -19,6 +19,9 @@ typedef struct _HrDevice HrDevice;
  */
 typedef void (*HrGuestSendFunc)(HrDevice *device, guint16 type, GBytes *payload);
 
+/* the reasons a guest gives held blocks back for: VIRTIO_HUGEROOM_RET_* below this */
+#define HR_GUEST_N_RETURN_REASONS (VIRTIO_HUGEROOM_RET_UNLOAD + 1)
+
 /* One block the guest holds for the host (SPEC 1.6.4). */
 typedef struct {
 	guint64 gpa;
@@ -28,107 +31,13 @@ typedef struct {
 } HrHeldBlock;
 
 /*
- * What the daemon knows about one VM. It outlives the connection: when the
- * same QEMU process connects again with the same identity, or a new QEMU
- * process of a VM whose UUID is known once the old process is gone, the
- * new connection takes this entry over and its counters and last status
- * are kept. Everything inside the daemon refers to a guest by its id; the
- * UUID only names it, and only when it is known: an all-zero UUID, or one
- * another running guest has, is unknown (uuid_known FALSE).
+ * What the daemon knows about one VM (its fields: hr-guest-private.h, for
+ * the guest plane only; everything above reads it through the functions
+ * below).
  */
-typedef struct {
-	guint64 id;  /* daemon-unique: what the daemon keys guests by */
-	gchar *name; /* as sent in HELLO, made valid UTF-8; "pid-PID" when empty */
-	guint8 uuid_bytes[16];
-	gchar *uuid;
-	gboolean uuid_known; /* non-zero, and no other running guest had it first */
-	/*
-	 * "IDENTITY@pid:PID:STARTTIME": the guest bound to its QEMU process,
-	 * the same across daemon restarts and never another process'. The
-	 * reservation store records holds by it.
-	 */
-	gchar *key;
-	/*
-	 * The key of the QEMU process this entry had before a new process of
-	 * the VM took it over, until the executor has moved what that process
-	 * owned to @key (a migration's destination connecting only after its
-	 * source is gone brings the source's held blocks).
-	 */
-	gchar *prev_key;
-	HrPeer *peer; /* the QEMU process of the latest connection */
-	gint pid;     /* peer->pid */
-	guint32 proto_version;
-	guint64 ram_size;
-	guint64 hello_features;
-	GArray *ram; /* HrRamRange */
+typedef struct _HrGuest HrGuest;
 
-	HrDevice *device;	  /* NULL while disconnected */
-	HrGuestSendFunc send;	  /* sends a frame to @device */
-	guint64 *next_request_id; /* the registry's numbering of commands (hr-core.c) */
-	GDateTime *connected_at;
-	GDateTime *disconnected_at;
-	guint connections;
-
-	HrStatus *status; /* latest valid STATUS, or NULL */
-	gint64 status_at; /* monotonic, us */
-	gboolean have_state;
-	HrChanDeviceState state; /* latest DEVICE_STATE */
-	GHashTable *held;	 /* gpa -> HrHeldBlock: relayed HOLDs minus RETURNEDs */
-	guint64 held_gen;	 /* bumped by every change of @held */
-	/* told of every change of @held (the executor reconciles it) */
-	void (*held_changed)(gpointer guest, gpointer data);
-	gpointer held_changed_data;
-	HrResult *last_result;
-	gboolean ready; /* connected and the resync is over */
-
-	/*
-	 * EVACUATE, CAPTURE and RETURN, one at a time (the driver runs one
-	 * EVACUATE or CAPTURE at a time; keeping RETURN in line too makes the
-	 * order of a guest's commands the order they were asked in).
-	 */
-	GQueue queue;	   /* HrRequest waiting, oldest first */
-	HrRequest *active; /* sent or running */
-	GQueue finished;   /* the last @history finished, oldest first */
-	/*
-	 * Every command of the guest by request id (REPORTs, SET_PCPs, and
-	 * the requests above, which it owns): what answers match.
-	 */
-	HrInflight *commands;
-	guint history;
-	guint retry_id; /* sends the queue's head again after S_BUSY */
-	guint64 requests_final[HR_REQUEST_N_STATES];
-	guint64 blocks_freed_total;   /* by EVACUATE and CAPTURE results */
-	guint64 pages_migrated_total; /* likewise */
-	guint64 blocks_returned_total[VIRTIO_HUGEROOM_RET_UNLOAD + 1]; /* by reason */
-
-	guint64 frames;
-	guint64 guest_msgs;
-	guint64 rejected;
-	gchar *last_reject_reason;
-	guint64 cmds_sent;
-	guint64 cmds_lost;
-
-	/* what the guest said that nothing on our side accounts for */
-	guint64 holds_unknown;	  /* HOLDs for requests we do not know */
-	guint64 orphans_returned; /* held blocks nobody owned, given back */
-	guint64 returns_unknown;  /* RETURNEDs of blocks we did not know held */
-	gint64 gone_at;		  /* monotonic us: disconnected since, 0 while connected */
-
-	/* PCP policy, hr-pcp.c */
-	gboolean pcp_want_set; /* by the API, wins over the [guest:] group's */
-	HrPcpPolicy pcp_want;
-	gboolean pcp_config_set; /* the [guest:] group's, as last looked up */
-	HrPcpPolicy pcp_config;
-	gboolean pcp_applied_set;
-	HrPcpPolicy pcp_applied;   /* the last one the guest answered S_OK */
-	gboolean pcp_density_sent; /* by the first SET_PCP in flight, to undo at the last */
-	guint pcp_evacuations;	   /* the executor's, running: the guest runs density */
-} HrGuest;
-
-/*
- * What the layers above read of a guest (the reservations layer reads a
- * guest through these only; the struct above is to become opaque).
- */
+/* What the layers above read of a guest. */
 guint64
 hr_guest_get_id(const HrGuest *guest);
 const gchar *
@@ -181,6 +90,59 @@ hr_guest_get_prev_key(const HrGuest *guest);
 /* ... and it is the caller's: the entry forgets it */
 gchar *
 hr_guest_take_prev_key(HrGuest *guest);
+/* its UUID as text, all zero for a VM started without one; see hr_guest_get_known_uuid */
+const gchar *
+hr_guest_get_uuid(const HrGuest *guest);
+guint32
+hr_guest_get_proto_version(const HrGuest *guest);
+/* when its latest connection came and went (NULL before either) */
+GDateTime *
+hr_guest_get_connected_at(const HrGuest *guest);
+GDateTime *
+hr_guest_get_disconnected_at(const HrGuest *guest);
+guint
+hr_guest_get_connections(const HrGuest *guest);
+/* how many finished requests it remembers */
+guint
+hr_guest_get_history(const HrGuest *guest);
+/* requests waiting behind the active one */
+guint
+hr_guest_get_queue_length(const HrGuest *guest);
+/* requests that ended in final @state (HrRequestState), in all */
+guint64
+hr_guest_get_requests_final(const HrGuest *guest, guint state);
+/* the latest RESULT or PROGRESS, or NULL */
+const HrResult *
+hr_guest_get_last_result(const HrGuest *guest);
+/* REPORTs sent and not yet answered */
+guint
+hr_guest_get_cmds_pending(const HrGuest *guest);
+/* the daemon's counters of the guest's frames and commands */
+guint64
+hr_guest_get_frames(const HrGuest *guest);
+guint64
+hr_guest_get_guest_msgs(const HrGuest *guest);
+guint64
+hr_guest_get_rejected(const HrGuest *guest);
+/* why its latest frame was rejected, or NULL */
+const gchar *
+hr_guest_get_last_reject_reason(const HrGuest *guest);
+guint64
+hr_guest_get_cmds_sent(const HrGuest *guest);
+guint64
+hr_guest_get_cmds_lost(const HrGuest *guest);
+/* what the guest said that nothing on our side accounts for */
+guint64
+hr_guest_get_holds_unknown(const HrGuest *guest);
+guint64
+hr_guest_get_returns_unknown(const HrGuest *guest);
+guint64
+hr_guest_get_orphans_returned(const HrGuest *guest);
+/* by EVACUATE and CAPTURE results, in all */
+guint64
+hr_guest_get_blocks_freed_total(const HrGuest *guest);
+guint64
+hr_guest_get_pages_migrated_total(const HrGuest *guest);
 /* RETURNs were sent for @n of its held blocks, @gpas, that nobody owned */
 void
 hr_guest_mark_orphans(HrGuest *guest, const guint64 *gpas, guint n);

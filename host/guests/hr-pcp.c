@@ -4,9 +4,9 @@
 
 #include "hr-pcp.h"
 
-#include <gio/gio.h>
+#include "hr-guest-private.h"
 
-#include "hr-json.h"
+#include <gio/gio.h>
 
 /* one SET_PCP sent and not answered yet */
 typedef struct {
@@ -117,6 +117,19 @@ hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy)
 	g_hash_table_replace(hr_pcp_stashed, g_strdup(name), g_memdup2(policy, sizeof(*policy)));
 }
 
+void
+hr_pcp_set_wanted(HrGuest *guest, const HrPcpPolicy *policy)
+{
+	guest->pcp_want = *policy;
+	guest->pcp_want_set = TRUE;
+}
+
+gboolean
+hr_pcp_evacuating(const HrGuest *guest)
+{
+	return guest->pcp_evacuations > 0;
+}
+
 gboolean
 hr_pcp_wanted(const HrConfig *config, HrGuest *guest, HrPcpPolicy *policy)
 {
@@ -204,43 +217,16 @@ hr_pcp_evacuation_end(const HrConfig *config, HrGuest *guest)
 	hr_pcp_send_quietly(config, guest, &policy);
 }
 
-static void
-hr_pcp_add_policy(JsonBuilder *b, const gchar *member, gboolean set, const HrPcpPolicy *policy)
-{
-	g_autofree gchar *text = set ? hr_pcp_policy_format(policy) : NULL;
-
-	json_builder_set_member_name(b, member);
-	if (text != NULL)
-		json_builder_add_string_value(b, text);
-	else
-		json_builder_add_null_value(b);
-}
-
 void
-hr_pcp_add_json(HrGuest *guest, JsonBuilder *b)
+hr_pcp_get_view(HrGuest *guest, HrPcpView *view)
 {
-	gboolean wanted_set = guest->pcp_want_set || guest->pcp_config_set;
-	const HrPcpPolicy *wanted = guest->pcp_want_set ? &guest->pcp_want : &guest->pcp_config;
-
-	json_builder_set_member_name(b, "pcp");
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "supported");
-	json_builder_add_boolean_value(b, hr_pcp_supported(guest, NULL) && guest->have_state);
-	hr_pcp_add_policy(b, "wanted", wanted_set, wanted);
-	hr_pcp_add_policy(b, "applied", guest->pcp_applied_set, &guest->pcp_applied);
-	json_builder_set_member_name(b, "donating");
-	json_builder_add_boolean_value(b, guest->pcp_evacuations > 0);
-	/* the guest's own word, from its latest report */
-	json_builder_set_member_name(b, "in_force");
-	if (guest->status != NULL && guest->status->nr_zones > 0) {
-		const HrZone *zone = &guest->status->zones[0];
-		const gchar *name = hr_pcp_policy_to_string(zone->pcp_policy);
-		json_builder_add_string_value(b, name != NULL ? name : "unknown");
-		hr_json_add_int(b, "fraction", zone->pcp_fraction);
-	} else {
-		json_builder_add_null_value(b);
-	}
-	json_builder_end_object(b);
+	*view = (HrPcpView){0};
+	view->supported = hr_pcp_supported(guest, NULL) && guest->have_state;
+	view->wanted_set = guest->pcp_want_set || guest->pcp_config_set;
+	view->wanted = guest->pcp_want_set ? guest->pcp_want : guest->pcp_config;
+	view->applied_set = guest->pcp_applied_set;
+	view->applied = guest->pcp_applied;
+	view->donating = guest->pcp_evacuations > 0;
 }
 
 /* the guest goes: its calls end unanswered, telling nobody */

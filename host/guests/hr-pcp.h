@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #pragma once
 
-#include <json-glib/json-glib.h>
-
 #include "hr-config.h"
 #include "hr-guest.h"
 
@@ -32,12 +30,26 @@ hr_pcp_send(const HrConfig *config, HrGuest *guest, const HrPcpPolicy *policy, H
 /* the policy the host wants for @guest; FALSE when it wants none */
 gboolean
 hr_pcp_wanted(const HrConfig *config, HrGuest *guest, HrPcpPolicy *policy);
+/* the API's @policy for @guest: it wins over the [guest:] group's */
+void
+hr_pcp_set_wanted(HrGuest *guest, const HrPcpPolicy *policy);
+/* is an executor's evacuation of @guest running (the guest runs density)? */
+gboolean
+hr_pcp_evacuating(const HrGuest *guest);
 /* keep @policy for the guest called @name, not seen yet: wanted once it is */
 void
 hr_pcp_stash(const gchar *name, const HrPcpPolicy *policy);
-/* "pcp": {"supported", "wanted", "applied", "donating", "in_force", "fraction"} */
+/* what the host wants and the guest last took, for the guest's view */
+typedef struct {
+	gboolean supported;  /* connected, with a driver that takes SET_PCP */
+	gboolean wanted_set; /* the API's or else the [guest:] group's */
+	HrPcpPolicy wanted;
+	gboolean applied_set; /* the last one the guest answered S_OK */
+	HrPcpPolicy applied;
+	gboolean donating; /* an executor's evacuation runs: density */
+} HrPcpView;
 void
-hr_pcp_add_json(HrGuest *guest, JsonBuilder *b);
+hr_pcp_get_view(HrGuest *guest, HrPcpView *view);
 
 /* for hr-device.c: a RESULT (TRUE if it answered a SET_PCP); the driver came up */
 gboolean

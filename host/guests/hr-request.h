@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 #pragma once
 
-#include <json-glib/json-glib.h>
-
 #include "hr-codec.h"
 #include "hr-listeners.h"
 
@@ -155,16 +153,6 @@ hr_request_add_blocks(HrRequest *request, const guint64 *gpas, guint32 nr);
 /* the blocks a request aims at, 0 when unknown (RETURN of everything) */
 guint32
 hr_request_target(HrRequest *request);
-
-/* the full JSON object of GET /v1/guests/{name}/requests/{id} */
-void
-hr_request_add_json(HrRequest *request, JsonBuilder *b);
-/* a PROGRESS or RESULT's counts: blocks_tried, blocks_freed, failed{}, pages, time */
-void
-hr_request_add_counts(JsonBuilder *b, const HrResult *r);
-/* the short form in a guest's detail */
-void
-hr_request_add_summary_json(HrRequest *request, JsonBuilder *b);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrRequest, hr_request_unref)
 

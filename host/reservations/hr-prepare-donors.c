@@ -344,110 +344,58 @@ prep_input_guest(Input *in, const HrPlanStep *step)
 	return g_ptr_array_index(in->refs, step->guest);
 }
 
-static void
-plan_add_json_named(const HrPlan *plan, Input *in, JsonBuilder *b)
+HrPlanTrial *
+hr_prepare_try_plan(HrPrepare *p, const HrHostState *host, const HrPlanRequest *request)
 {
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "node", plan->node);
-	hr_json_add_int(b, "need_blocks", plan->need_blocks);
-	hr_json_add_int(b, "gain_milli", plan->gain_milli);
-	hr_json_add_int(b, "cost_pages", plan->cost_pages);
-	hr_json_add_int(b, "est_ms", plan->est_ms);
-	json_builder_set_member_name(b, "complete");
-	json_builder_add_boolean_value(b, plan->complete);
-	json_builder_set_member_name(b, "summary");
-	json_builder_add_string_value(b, plan->summary != NULL ? plan->summary : "");
-	hr_json_add_int(b, "guests_considered", plan->guests_considered);
-	hr_json_add_int(b, "guests_deferred", plan->guests_deferred);
-	json_builder_set_member_name(b, "steps");
-	json_builder_begin_array(b);
-	for (guint i = 0; i < plan->steps->len; i++) {
-		const HrPlanStep *s = g_ptr_array_index(plan->steps, i);
-		json_builder_begin_object(b);
-		json_builder_set_member_name(b, "kind");
-		json_builder_add_string_value(b, hr_plan_step_kind_to_string(s->kind));
-		hr_json_add_int(b, "node", s->node);
-		if (s->kind == HR_PLAN_STEP_DONATE) {
-			HrGuest *guest = in != NULL ? prep_input_guest(in, s) : NULL;
-			hr_json_add_int(b, "guest_id", s->guest_id);
-			json_builder_set_member_name(b, "guest");
-			if (guest != NULL)
-				json_builder_add_string_value(b, hr_guest_get_name(guest));
-			else
-				json_builder_add_null_value(b);
-			hr_json_add_int(b, "blocks", s->picks->len);
-			hr_json_add_int(b, "thp", s->n_thp);
-			hr_json_add_int(b, "small", s->n_small);
-		} else {
-			hr_json_add_int(b, "blocks", s->blocks);
-		}
-		if (s->kind == HR_PLAN_STEP_COMPACT) {
-			json_builder_set_member_name(b, "after_donations");
-			json_builder_add_boolean_value(b, s->after_donations);
-		}
-		hr_json_add_int(b, "gain_milli", s->gain_milli);
-		hr_json_add_int(b, "cost_pages", s->cost_pages);
-		hr_json_add_int(b, "est_ms", s->est_ms);
-		json_builder_end_object(b);
-	}
-	json_builder_end_array(b);
-	json_builder_end_object(b);
-}
-
-void
-hr_plan_add_json(const HrPlan *plan, JsonBuilder *b)
-{
-	plan_add_json_named(plan, NULL, b);
-}
-
-JsonNode *
-hr_prepare_plan_json(HrPrepare *p, const HrHostState *host, const HrPlanRequest *request)
-{
-	g_autoptr(JsonBuilder) b = json_builder_new();
+	HrPlanTrial *trial = g_new0(HrPlanTrial, 1);
 	g_autoptr(Input) in = NULL;
-	g_autoptr(HrPlan) plan = NULL;
 	gint64 t0, t1, t2;
 
 	t0 = g_get_monotonic_time();
 	in = prep_build_input(p, host, NULL, NULL, TRUE);
 	t1 = g_get_monotonic_time();
-	plan = hr_planner_plan(request, &in->input, &p->params);
+	trial->plan = hr_planner_plan(request, &in->input, &p->params);
 	t2 = g_get_monotonic_time();
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "plan");
-	plan_add_json_named(plan, in, b);
-	hr_json_add_int(b, "guests", in->input.n_guests);
-	hr_json_add_int(b, "input_us", t1 - t0);
-	hr_json_add_int(b, "decision_us", t2 - t1);
-	json_builder_end_object(b);
-	return json_builder_get_root(b);
+	trial->step_guests = g_ptr_array_new_with_free_func(g_free);
+	for (guint i = 0; i < trial->plan->steps->len; i++) {
+		const HrPlanStep *s = g_ptr_array_index(trial->plan->steps, i);
+		HrGuest *guest = s->kind == HR_PLAN_STEP_DONATE ? prep_input_guest(in, s) : NULL;
+		g_ptr_array_add(trial->step_guests,
+				guest != NULL ? g_strdup(hr_guest_get_name(guest)) : NULL);
+	}
+	trial->n_guests = in->input.n_guests;
+	trial->input_us = t1 - t0;
+	trial->decision_us = t2 - t1;
+	return trial;
+}
+
+void
+hr_plan_trial_free(HrPlanTrial *trial)
+{
+	if (trial == NULL)
+		return;
+	hr_plan_free(trial->plan);
+	g_ptr_array_unref(trial->step_guests);
+	g_free(trial);
 }
 
 static const guint capacity_within_s[] = {10, 30, 60};
 
-JsonNode *
-hr_prepare_capacity_json(HrPrepare *p, const HrHostState *host)
+HrCapacity *
+hr_prepare_capacity(HrPrepare *p, const HrHostState *host)
 {
-	g_autoptr(JsonBuilder) b = json_builder_new();
+	HrCapacity *c = g_new0(HrCapacity, 1);
 	g_autoptr(Input) in = NULL;
 	gint64 t0 = g_get_monotonic_time();
 
+	G_STATIC_ASSERT(G_N_ELEMENTS(capacity_within_s) == HR_CAPACITY_WINDOWS);
 	in = prep_build_input(p, host, NULL, NULL, TRUE);
-	json_builder_begin_object(b);
-	json_builder_set_member_name(b, "within_s");
-	json_builder_begin_array(b);
-	for (guint d = 0; d < G_N_ELEMENTS(capacity_within_s); d++)
-		json_builder_add_int_value(b, capacity_within_s[d]);
-	json_builder_end_array(b);
-	json_builder_set_member_name(b, "nodes");
-	json_builder_begin_array(b);
+	memcpy(c->within_s, capacity_within_s, sizeof(c->within_s));
+	c->nodes = g_array_new(FALSE, TRUE, sizeof(HrCapacityNode));
 	for (guint n = 0; n < host->nodes->len; n++) {
 		const HrNodeState *ns = g_ptr_array_index(host->nodes, n);
-		json_builder_begin_object(b);
-		hr_json_add_int(b, "node", ns->node);
-		json_builder_set_member_name(b, "ready_bytes");
-		json_builder_begin_object(b);
-		for (guint d = 0; d < G_N_ELEMENTS(capacity_within_s); d++) {
+		HrCapacityNode cn = {.node = (gint)ns->node};
+		for (guint d = 0; d < HR_CAPACITY_WINDOWS; d++) {
 			/* all of the node, non-strict: the plan says how much it would get */
 			HrPlanRequest req = {
 			    .bytes = MAX(ns->managed, 1) * 4096,
@@ -456,20 +404,25 @@ hr_prepare_capacity_json(HrPrepare *p, const HrHostState *host)
 			};
 			g_autoptr(HrPlan) plan = hr_planner_plan(&req, &in->input, &p->params);
 			guint64 blocks = MIN(plan->gain_milli / 1000, plan->need_blocks);
-			g_autofree gchar *key = g_strdup_printf("%u", capacity_within_s[d]);
 			/* a plan for another node (none qualified) makes nothing ready here */
 			if (plan->node != (gint)ns->node)
 				blocks = 0;
-			hr_json_add_int(b, key, (gint64)(blocks * HR_PLAN_BLOCK_BYTES));
+			cn.ready_bytes[d] = blocks * HR_PLAN_BLOCK_BYTES;
 		}
-		json_builder_end_object(b);
-		json_builder_end_object(b);
+		g_array_append_val(c->nodes, cn);
 	}
-	json_builder_end_array(b);
-	hr_json_add_int(b, "guests", in->input.n_guests);
-	hr_json_add_int(b, "decision_us", g_get_monotonic_time() - t0);
-	json_builder_end_object(b);
-	return json_builder_get_root(b);
+	c->n_guests = in->input.n_guests;
+	c->decision_us = g_get_monotonic_time() - t0;
+	return c;
+}
+
+void
+hr_capacity_free(HrCapacity *capacity)
+{
+	if (capacity == NULL)
+		return;
+	g_array_unref(capacity->nodes);
+	g_free(capacity);
 }
 
 void

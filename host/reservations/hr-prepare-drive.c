@@ -183,7 +183,7 @@ plan_late(HrPrepare *p, const HrHostState *host, HrReservation *r, Run *run, gui
 		GuestPlanState *gs = prep_get_gstate(p, guest);
 		if (!pg->donor)
 			continue;
-		if (guest_busy(p, guest->id))
+		if (guest_busy(p, hr_guest_get_id(guest)))
 			pg->donor = FALSE;
 		/* one whose host map is still being read is planned for once it is in */
 		else if (gs->map != NULL || !gs->scanning)

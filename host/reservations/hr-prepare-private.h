@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "hr-compact.h"
-#include "hr-json.h"
 #include "hr-listeners.h"
 #include "hr-pcp.h"
 #include "hr-peer.h"

@@ -27,8 +27,6 @@
  * free, oldest holds first.
  */
 
-#include <json-glib/json-glib.h>
-
 #include "hr-config.h"
 #include "hr-core.h"
 #include "hr-guest.h"
@@ -89,22 +87,46 @@ hr_prepare_host_changed(HrPrepare *prepare);
 
 /*
  * The planner's choice for @request over @host and the guests' live state,
- * without acting on it: {"plan": {...}, "input_us", "decision_us", "guests"}.
+ * without acting on it: what POST /v1/plan shows.
  * A donor's host backing is as the executor last read it; one it never
  * read (or read over 10 s ago) is scanned in a thread, and counts as being
  * scanned until then. Nothing here reads /proc or pagemap.
  */
-JsonNode *
-hr_prepare_plan_json(HrPrepare *prepare, const HrHostState *host, const HrPlanRequest *request);
+typedef struct {
+	HrPlan *plan;
+	GPtrArray *step_guests; /* the name of each step's guest, NULL for a step without one */
+	guint n_guests;		/* the guests the planner was given */
+	gint64 input_us;	/* building its input */
+	gint64 decision_us;	/* the planner's decision */
+} HrPlanTrial;
+HrPlanTrial *
+hr_prepare_try_plan(HrPrepare *prepare, const HrHostState *host, const HrPlanRequest *request);
+void
+hr_plan_trial_free(HrPlanTrial *trial);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrPlanTrial, hr_plan_trial_free)
+
 /*
- * What a prepare could make ready now, per node, within 10, 30 and 60 s:
- * {"within_s": [10, 30, 60], "nodes": [{"node", "ready_bytes": {"10",
- * "30", "60"}}], "guests", "decision_us"}, from a dry-run plan for all of
- * the node with each as its deadline (what is promised to reservations
- * counted out, as for any plan). A few plans: the API caches it.
+ * What a prepare could make ready now, per node, within each of
+ * within_s[] (10, 30 and 60 s), from a dry-run plan for all of the node
+ * with each as its deadline (what is promised to reservations counted out,
+ * as for any plan). A few plans: the API caches it.
  */
-JsonNode *
-hr_prepare_capacity_json(HrPrepare *prepare, const HrHostState *host);
+#define HR_CAPACITY_WINDOWS 3
+typedef struct {
+	gint node;
+	guint64 ready_bytes[HR_CAPACITY_WINDOWS];
+} HrCapacityNode;
+typedef struct {
+	guint within_s[HR_CAPACITY_WINDOWS];
+	GArray *nodes; /* HrCapacityNode, in the host state's order */
+	guint n_guests;
+	gint64 decision_us;
+} HrCapacity;
+HrCapacity *
+hr_prepare_capacity(HrPrepare *prepare, const HrHostState *host);
+void
+hr_capacity_free(HrCapacity *capacity);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(HrCapacity, hr_capacity_free)
 /* the latest plan made for a reservation, or NULL */
 const gchar *
 hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);
@@ -112,7 +134,5 @@ hr_prepare_get_last_plan(HrPrepare *prepare, const gchar *id);
 /* the free 2 MiB blocks of a node above its high watermark, as the planner's FREE step counts */
 guint64
 hr_prepare_node_available(const HrNodeState *ns);
-void
-hr_plan_add_json(const HrPlan *plan, JsonBuilder *b);
 
 G_END_DECLS

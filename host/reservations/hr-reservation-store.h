@@ -7,6 +7,8 @@
  * (hr-reservation-file.c). A reservation itself is hr-reservation.h.
  */
 
+#include <json-glib/json-glib.h>
+
 #include "hr-reservation.h"
 
 G_BEGIN_DECLS

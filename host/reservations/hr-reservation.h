@@ -49,7 +49,7 @@
  * fail, so GET /healthz says degraded).
  */
 
-#include <json-glib/json-glib.h>
+#include <glib.h>
 
 G_BEGIN_DECLS
 

@@ -12,8 +12,6 @@
 
 #include <string.h>
 
-#include "hr-json.h"
-
 #define BLOCK_BYTES (G_GUINT64_CONSTANT(2) << 20)
 /* a part: filled in one go by the executor, given back in one go */
 #define PART_BLOCKS 256 /* 512 MiB */
@@ -361,34 +359,15 @@ hr_reserve_tick(HrReserve *reserve, const HrHostState *host)
 }
 
 void
-hr_reserve_add_json(HrReserve *reserve, JsonBuilder *b)
+hr_reserve_get_view(HrReserve *reserve, HrReserveView *view)
 {
-	guint64 ready, filling;
-	guint parts;
-
-	count(reserve, &ready, &filling, &parts);
-	json_builder_begin_object(b);
-	hr_json_add_int(b, "bytes", (gint64)reserve->bytes);
-	json_builder_set_member_name(b, "node");
-	if (reserve->node >= 0)
-		json_builder_add_int_value(b, reserve->node);
-	else
-		json_builder_add_null_value(b);
-	hr_json_add_int(b, "blocks", (gint64)((reserve->bytes + BLOCK_BYTES - 1) / BLOCK_BYTES));
-	hr_json_add_int(b, "blocks_ready", (gint64)ready);
-	hr_json_add_int(b, "blocks_filling", (gint64)filling);
-	hr_json_add_int(b, "parts", parts);
-	json_builder_set_member_name(b, "paused");
-	if (reserve->paused != NULL)
-		json_builder_add_string_value(b, reserve->paused);
-	else
-		json_builder_add_null_value(b);
-	hr_json_add_int(b, "taken_blocks", (gint64)reserve->taken_blocks);
-	hr_json_add_int(b, "given_back_blocks", (gint64)reserve->given_back_blocks);
-	json_builder_set_member_name(b, "last_refill_ms");
-	if (reserve->last_refill_ms >= 0)
-		json_builder_add_int_value(b, reserve->last_refill_ms);
-	else
-		json_builder_add_null_value(b);
-	json_builder_end_object(b);
+	*view = (HrReserveView){0};
+	count(reserve, &view->blocks_ready, &view->blocks_filling, &view->parts);
+	view->bytes = reserve->bytes;
+	view->node = reserve->node;
+	view->blocks = (reserve->bytes + BLOCK_BYTES - 1) / BLOCK_BYTES;
+	view->paused = reserve->paused;
+	view->taken_blocks = reserve->taken_blocks;
+	view->given_back_blocks = reserve->given_back_blocks;
+	view->last_refill_ms = reserve->last_refill_ms;
 }

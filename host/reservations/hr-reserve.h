@@ -28,8 +28,6 @@
  * hr_reserve_tick() with every decision.
  */
 
-#include <json-glib/json-glib.h>
-
 #include "hr-config.h"
 #include "hr-monitor.h"
 #include "hr-reservation-store.h"
@@ -80,8 +78,20 @@ hr_reserve_wants_ticks(HrReserve *reserve);
 void
 hr_reserve_tick(HrReserve *reserve, const HrHostState *host);
 
-/* {"bytes", "node", "blocks_ready", "blocks_filling", "parts", "paused", "given_back_blocks", ...} */
+/* what the reserve keeps and how it stands (GET /v1/reserve) */
+typedef struct {
+	guint64 bytes;		/* to keep; 0: none */
+	gint node;		/* or HR_RESERVATION_ANY_NODE (< 0) */
+	guint64 blocks;		/* @bytes in 2 MiB blocks, rounded up */
+	guint64 blocks_ready;	/* held by the ready parts */
+	guint64 blocks_filling; /* what the part being filled is for */
+	guint parts;
+	const gchar *paused; /* why the refill waits, or NULL */
+	guint64 taken_blocks;
+	guint64 given_back_blocks;
+	gint64 last_refill_ms; /* how long the last refill after a take took, -1 none yet */
+} HrReserveView;
 void
-hr_reserve_add_json(HrReserve *reserve, JsonBuilder *b);
+hr_reserve_get_view(HrReserve *reserve, HrReserveView *view);
 
 G_END_DECLS

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "hr-api-view-request.h"
 #include "hr-ctl.h"
 #include "hr-request.h"
 
@@ -233,7 +234,7 @@ static JsonNode *
 request_json(HrRequest *r)
 {
 	g_autoptr(JsonBuilder) b = json_builder_new();
-	hr_request_add_json(r, b);
+	hr_api_request_add_json(r, b);
 	return json_builder_get_root(b);
 }
 

@@ -22,6 +22,8 @@
 #include "hr-daemon.h"
 #include "hr-loopwatch.h"
 
+/* these tests build and look into guests by hand */
+#include "hr-guest-private.h"
 #include "test-fake.h"
 
 typedef struct {

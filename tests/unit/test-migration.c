@@ -13,6 +13,8 @@
 
 #include "hr-prepare.h"
 
+/* these tests build and look into guests by hand */
+#include "hr-guest-private.h"
 #include "test-fake.h"
 
 #define VM_NAME "vm"

@@ -8,6 +8,8 @@
 
 #include <stdlib.h>
 
+/* these tests build and look into guests by hand */
+#include "hr-guest-private.h"
 #include "test-fake.h"
 
 /* DIR/TARGET/SHA1(@head + @body) exists and holds exactly that */

@@ -12,10 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hr-api-json.h"
 #include "hr-ctl.h"
 #include "hr-loopwatch.h"
 #include "hr-prepare.h"
 #include "hr-reservation-store.h"
+/* these tests build and look into guests by hand */
+#include "hr-guest-private.h"
 #include "test-fake.h"
 
 typedef struct {
@@ -1448,7 +1451,7 @@ reserve_member(Fixture *f, const gchar *name)
 	g_autoptr(JsonBuilder) b = json_builder_new();
 	g_autoptr(JsonNode) root = NULL;
 
-	hr_reserve_add_json(hr_prepare_get_reserve(hr_daemon_get_prepare(f->daemon)), b);
+	hr_api_reserve_add_json(hr_prepare_get_reserve(hr_daemon_get_prepare(f->daemon)), b);
 	root = json_builder_get_root(b);
 	return (guint64)json_object_get_int_member(json_node_get_object(root), name);
 }

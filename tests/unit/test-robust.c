@@ -21,6 +21,8 @@
 #include "hr-peer.h"
 #include "hr-prepare.h"
 
+/* these tests build and look into guests by hand */
+#include "hr-guest-private.h"
 #include "test-fake.h"
 
 #define ZERO_UUID "00000000-0000-0000-0000-000000000000"
