@@ -54,6 +54,10 @@ COUNTERS = ("pgmigrate_success", "pgmigrate_fail", "compact_migrate_scanned",
             "compact_free_scanned", "compact_isolated", "compact_stall",
             "compact_success", "compact_fail")
 
+# the driver's counters of where an evacuation's time goes (debugfs status)
+TIME_KEYS = ("evac_sweep_ns", "evac_block_ns", "evac_block_calls", "evac_take_ns",
+             "evac_hold_ns", "evac_hold_sends", "evac_claim_ns", "evac_claim_calls")
+
 
 class Bench:
     def __init__(self, guest, daemon, chunk):
@@ -143,6 +147,16 @@ class Bench:
             raise hrvm.Failure("movepages moved nothing: %s" % out)
         return out
 
+    def driver_times(self):
+        """The driver's own time counters (debugfs status): where an
+        evacuation's time goes."""
+        out = {}
+        for line in self.g.debugfs("status"):
+            f = line.split()
+            if len(f) == 2 and f[0] in TIME_KEYS:
+                out[f[0]] = int(f[1])
+        return out
+
     def measure(self, fn):
         v0 = self.g.vmstat()
         b0 = self.buddy_blocks()
@@ -215,8 +229,11 @@ def main():
         print("# evacuate: fragmented %d MiB; movable pageblocks by free pages "
               "(512, 448-511, 256-447, 64-255, 1-63, 0): %s; %d candidates, flags %s"
               % (mib, hist, len(cands), flags))
+        t_before = b.driver_times()
         req, delta, dt, _ = b.measure(lambda: b.ctl_request("evacuate", guest.name,
                                                             "--blocks", str(n)))
+        t_after = b.driver_times()
+        times = {k: t_after.get(k, 0) - t_before.get(k, 0) for k in TIME_KEYS}
         res = req.get("result") or {}
         freed = res.get("blocks_freed", 0)
         blocks = [int(x, 16) for x in req.get("blocks") or []]
@@ -231,6 +248,27 @@ def main():
             print("# evacuate efficiency: driver-counted migrated / minimum = %.3f "
                   "(target <= 1.1); pgmigrate_success / minimum = %.3f"
                   % (mig / minimum, delta["pgmigrate_success"] / minimum))
+        if t_after:
+            total_ns = res.get("elapsed_us", 0) * 1000 or int(dt * 1e9)
+            parts = [("sweeps", times["evac_sweep_ns"], None),
+                     ("alloc_contig_range of blocks", times["evac_block_ns"],
+                      "%d calls" % times["evac_block_calls"]),
+                     ("claims", times["evac_claim_ns"], "%d calls" % times["evac_claim_calls"]),
+                     ("taking blocks offline", times["evac_take_ns"], None),
+                     ("HOLD round trips", times["evac_hold_ns"],
+                      "%d HOLDs" % times["evac_hold_sends"])]
+            rest = total_ns - sum(ns for _n, ns, _x in parts)
+            parts.append(("the rest (checks, PROGRESS, other)", rest, None))
+            print("# evacuate time, %.3f s over %d blocks freed (%d tried), %d pages migrated:"
+                  % (total_ns / 1e9, freed, res.get("blocks_tried", 0), mig))
+            for name, ns, extra in parts:
+                print("#   %-36s %9.1f ms %5.1f%%  %7.2f ms per block freed%s" % (
+                    name, ns / 1e6, 100.0 * ns / total_ns if total_ns else 0,
+                    ns / 1e6 / freed if freed else 0, "  (%s)" % extra if extra else ""))
+            if times["evac_block_calls"]:
+                print("#   alloc_contig_range: %.2f ms per call; per page migrated %.0f us"
+                      % (times["evac_block_ns"] / 1e6 / times["evac_block_calls"],
+                         times["evac_block_ns"] / 1e3 / mig if mig else 0))
         rows.append(("evacuate", freed, res.get("blocks_tried", 0), elapsed, mig, delta,
                      minimum if len(known) == len(blocks) else None))
         b.ctl_request("return", guest.name, "--all")

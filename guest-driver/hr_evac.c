@@ -183,6 +183,7 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 	struct virtio_hugeroom *vh = r->vh;
 	struct page *page, *tmp;
 	unsigned int i = 0;
+	u64 t0 = ktime_get_ns();
 	u32 done;
 	int rc;
 
@@ -191,6 +192,10 @@ static void virtio_hugeroom_run_flush(struct virtio_hugeroom_run *r)
 	rc = virtio_hugeroom_send_blocks(vh, VIRTIO_HUGEROOM_MSG_HOLD, r->id, 0,
 					 &r->pending, r->nr_pending, &done,
 					 false);
+	spin_lock(&vh->hold_lock);
+	vh->evac_hold_ns += ktime_get_ns() - t0;
+	vh->evac_hold_sends++;
+	spin_unlock(&vh->hold_lock);
 	/* Refused whole: the next HOLD would be too. */
 	if (rc == -EOPNOTSUPP || rc == -EINVAL)
 		r->no_discard = true;
@@ -271,7 +276,12 @@ static void virtio_hugeroom_run_tick(struct virtio_hugeroom_run *r)
 static void virtio_hugeroom_run_take(struct virtio_hugeroom_run *r,
 				     unsigned long pfn)
 {
+	u64 t0 = ktime_get_ns();
+
 	virtio_hugeroom_block_offline(pfn);
+	spin_lock(&r->vh->hold_lock);
+	r->vh->evac_take_ns += ktime_get_ns() - t0;
+	spin_unlock(&r->vh->hold_lock);
 	/* The pressure trigger tells our own takes from pressure. */
 	WRITE_ONCE(r->vh->pages_taken, r->vh->pages_taken + pageblock_nr_pages);
 	if (!r->nr_pending)
@@ -470,9 +480,12 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 	ev1 = virtio_hugeroom_pgmigrate(vh);
 	moved = ev1 > ev0 ? ev1 - ev0 : 0;
 	r->c.migrated += moved;
-	r->mig_ns += ktime_get_ns() - t0;
+	t0 = ktime_get_ns() - t0;
+	r->mig_ns += t0;
 	r->mig_pages += moved;
 	spin_lock(&vh->hold_lock);
+	vh->evac_block_ns += t0;
+	vh->evac_block_calls += tries;
 	vh->evac_pages_estimate += used;
 	vh->evac_pages_migrated += moved;
 	if (!rc) {
@@ -841,7 +854,7 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 	u64 deadline = r->budget_ns ? r->c.start_ns + r->budget_ns : U64_MAX;
 	unsigned int i, nr, stale_sweeps = 0;
 	bool progress, stale;
-	u64 sweeps;
+	u64 sweeps, t0;
 
 	s->ranges = nr_ranges ? ranges : NULL;
 	s->nr_ranges = nr_ranges;
@@ -852,13 +865,19 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 		 */
 		s->nid = NUMA_NO_NODE;
 		sweeps = s->sweeps;
+		t0 = ktime_get_ns();
 		while (s->sweeps == sweeps) {
 			virtio_hugeroom_scan(s, VIRTIO_HUGEROOM_SCAN_BATCH,
 					     deadline);
 			r->stop = virtio_hugeroom_run_check(r);
 			if (r->stop)
-				goto out;
+				break;
 		}
+		spin_lock(&r->vh->hold_lock);
+		r->vh->evac_sweep_ns += ktime_get_ns() - t0;
+		spin_unlock(&r->vh->hold_lock);
+		if (r->stop)
+			goto out;
 		progress = false;
 		stale = false;
 		r->claimed = false;

@@ -342,6 +342,18 @@ struct virtio_hugeroom {
 	u64 evac_claim_ns;
 	u64 evac_claim_calls;
 	u64 evac_claim_failed;
+	/*
+	 * Where an evacuation's time goes (hr_evac.c, under hold_lock): the
+	 * sweeps of the CHEAPEST form, alloc_contig_range() of the blocks
+	 * (with its tries), taking a freed block offline, the HOLDs' round
+	 * trips; the rest of the command's elapsed time is checks and claims.
+	 */
+	u64 evac_sweep_ns;
+	u64 evac_block_ns;
+	u64 evac_block_calls;
+	u64 evac_take_ns;
+	u64 evac_hold_ns;
+	u64 evac_hold_sends;
 	/* claimed pages given back under pressure (under hold_lock) */
 	u64 claims_pressure;
 	/*

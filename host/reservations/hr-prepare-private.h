@@ -82,6 +82,7 @@ typedef struct {
 	gboolean pool_decided;
 	gboolean pool_busy;	   /* a grow runs */
 	guint64 pool_asked;	   /* by the grow that runs */
+	guint64 pool_held_mark;	   /* prep_handed_over() when the last grow started */
 	gboolean pool_stuck;	   /* the last grow got less than asked: wait for a donation */
 	gint64 pool_retry_at;	   /* monotonic us: or try again then (compaction defers) */
 	guint pool_empty_grows;	   /* grows in a row that got nothing */
@@ -266,6 +267,9 @@ prep_start_plan_steps(HrPrepare *p, HrReservation *r, Run *run, Input *in, const
 		      gint64 remaining_ms);
 
 /* hr-prepare-drive.c */
+/* the blocks guests handed over for @r so far, in donations that ended and that run */
+guint64
+prep_handed_over(HrPrepare *p, HrReservation *r, Run *run);
 void
 prep_settle(HrPrepare *p, HrReservation *r, HrReservationState state, gboolean partial,
 	    const gchar *reason);

@@ -233,6 +233,8 @@ prep_start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blo
 	g_ptr_array_add(p->ops, op);
 	run->pool_busy = TRUE;
 	run->pool_asked = blocks;
+	/* what guests handed over so far is free memory this grow may take */
+	run->pool_held_mark = prep_handed_over(p, r, run);
 	if (run->pool_cancel == NULL)
 		run->pool_cancel = g_cancellable_new();
 	g_cancellable_reset(run->pool_cancel);
