@@ -160,7 +160,10 @@ if [ -n "$WAIT" ]; then
     wait "$QPID"
     rc=$?
     set -e
-    [ "$rc" = 0 ] || warn "QEMU exited with $rc; see $LOG.qemu"
+    if [ "$rc" != 0 ]; then
+        warn "QEMU exited with $rc; its last output ($LOG.qemu):"
+        tail -n 20 "$LOG.qemu" >&2
+    fi
     exit "$rc"
 fi
 # Catch immediate failures (bad args, missing firmware) right here.

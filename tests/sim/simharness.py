@@ -42,6 +42,16 @@ def build_dir():
     return os.path.join(here, "..", "..", "build")
 
 
+def sanitized_build():
+    """whether build_dir() was set up with -Db_sanitize (scripts/sanitize.sh)"""
+    import json
+    info = os.path.join(build_dir(), "meson-info", "intro-buildoptions.json")
+    with open(info) as f:
+        opts = json.load(f)
+    return any(o["name"] == "b_sanitize" and o["value"] not in ("none", [], "")
+               for o in opts)
+
+
 class SimSetup:
     """A daemon in a temporary directory; guests added with start_guests()."""
 
