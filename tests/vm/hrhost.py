@@ -182,6 +182,23 @@ def thp_coverage(pid):
     return thp, rss
 
 
+def settle_free(still_kb=64 << 10, every_s=1.0, timeout_s=30):
+    """Wait until the host's MemFree moves by less than @still_kb between
+    two reads @every_s apart (the processes of a run that just ended may
+    still be giving their memory back), at most @timeout_s; returns the
+    last MemFree in KiB."""
+    last = meminfo_host()["MemFree"]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(every_s)
+        now = meminfo_host()["MemFree"]
+        if abs(now - last) < still_kb:
+            return now
+        last = now
+    hrvm.log("host MemFree still moving after %d s (%d MiB)" % (timeout_s, last >> 10))
+    return last
+
+
 def bigmem_lock(exclusive=True):
     """Take the machine's big-memory lock (flock on BIGMEM_LOCK), exclusive
     or shared; returns the fd, held until the process exits.  Under

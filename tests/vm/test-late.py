@@ -33,9 +33,14 @@ import types
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hrvm  # noqa: E402
 from hrhost import (DONOR_FLOORS_MB as FLOORS_MB, HOG_MARGIN_KB, bigmem_lock,  # noqa: E402
-                    fill_donor, fragmenting_hog, meminfo_host, verify, wait_reporting)
+                    fill_donor, fragmenting_hog, meminfo_host, settle_free, verify,
+                    wait_reporting)
 
-POOL_MARGIN_MB = 256  # hugeroomd's default pool_margin_mb
+# blocks asked beyond the host's free memory and the first donor's. More
+# than the late donor (1 GiB, 60% of it filled, a 200 MiB floor) can give,
+# and more than the 400 blocks the host was seen to give beyond its free
+# memory (below): the prepare ends partial, with the late donor asked.
+OVER_BLOCKS = 1000
 EARLY, LATE = "hr-prep-a", "hr-prep-b"
 
 
@@ -71,6 +76,9 @@ def main():
     guests = []
     try:
         bigmem_lock(exclusive=True)
+        # the run before may still be freeing memory that would later
+        # meet the request without the donors
+        settle_free()
         mi = meminfo_host()
         need_kb = HOG_MARGIN_KB + (5 << 20)
         if mi["MemAvailable"] < need_kb:
@@ -112,14 +120,22 @@ def main():
         hog.start()
         time.sleep(1)
         host = daemon.ctl_json("host")["nodes"][0]
-        # what the pool may take (the node's free memory, and the page cache
-        # its allocations reclaim: MemAvailable, not free pages, or a host
-        # with cache makes the first donor enough) and 300 blocks more:
-        # more than the first donor alone gives in one step
+        # What the pool may take: the node's free memory (or MemAvailable,
+        # the page cache its allocations reclaim, if that is more), all the
+        # first donor's free memory as if it could give every page, and
+        # OVER_BLOCKS more, so that only the late donor can meet the rest.
+        # The host gives more than it had free when the prepare started
+        # (its allocations reclaim to the min watermark, the blocks donors
+        # give come back to it, and 400 blocks more came from host
+        # compaction here): in CI a request of 300 blocks over the free
+        # memory was met without the late donor.
         avail_pages = meminfo_host()["MemAvailable"] // 4
-        headroom = (max(host["free_pages"], avail_pages) - host["wmark_high"]
-                    - POOL_MARGIN_MB * 256) // 512
-        want = max(headroom, 0) + 300
+        early_free = [x["mem_free_pages"] for x in daemon.ctl_json("guests")["guests"]
+                      if x["name"] == EARLY][0]
+        want = (max(host["free_pages"], avail_pages) + early_free) // 512 + OVER_BLOCKS
+        hrvm.log("asking %d blocks: host free %d pages, MemAvailable %d pages, "
+                 "%s free %d pages" % (want, host["free_pages"], avail_pages, EARLY,
+                                       early_free))
         t0 = time.monotonic()
         prep = subprocess.Popen([os.path.join(hrvm.build_dir(), "host", "hugeroomctl"),
                                  "--socket", daemon.api_sock, "prepare", "%dM" % (want * 2),
