@@ -861,7 +861,7 @@ struct _ReconcileJob {
 	guint restarts;
 	guint waiting;	  /* blocks left for a running twin (migration source) */
 	gint waiting_pid; /* that twin's pid */
-	gint64 now; /* real time the reconcile began at (ledger_request_live) */
+	gint64 now;	  /* real time the reconcile began at (ledger_request_live) */
 	guint64 slices;
 };
 
