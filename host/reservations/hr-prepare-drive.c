@@ -141,21 +141,6 @@ running_gain(HrPrepare *p, HrReservation *r, Run *run)
 	return (milli + 999) / 1000;
 }
 
-/* the blocks guests handed over for @r so far, in donations that ended and that run */
-guint64
-prep_handed_over(HrPrepare *p, HrReservation *r, Run *run)
-{
-	guint64 held = run->held_total;
-
-	for (guint i = 0; i < p->ops->len; i++) {
-		const Op *op = g_ptr_array_index(p->ops, i);
-		if (op->returning == NULL && op->request != NULL && op->request->blocks != NULL &&
-		    g_strcmp0(op->res_id, r->id) == 0)
-			held += op->request->blocks->len;
-	}
-	return held;
-}
-
 /*
  * In the pool, the blocks guests handed over since the last grow started:
  * running_gain() no longer counts them and no grow has asked for them

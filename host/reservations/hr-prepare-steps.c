@@ -204,6 +204,21 @@ pool_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 	prep_kick(p);
 }
 
+/* the blocks guests handed over for @r so far, in donations that ended and that run */
+guint64
+prep_handed_over(HrPrepare *p, HrReservation *r, Run *run)
+{
+	guint64 held = run->held_total;
+
+	for (guint i = 0; i < p->ops->len; i++) {
+		const Op *op = g_ptr_array_index(p->ops, i);
+		if (op->returning == NULL && op->request != NULL && op->request->blocks != NULL &&
+		    g_strcmp0(op->res_id, r->id) == 0)
+			held += op->request->blocks->len;
+	}
+	return held;
+}
+
 /* hold up to @blocks free (or assemblable) blocks of @node for @r */
 void
 prep_start_pool(HrPrepare *p, HrReservation *r, Run *run, gint node, guint64 blocks,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 
 /*
- * The state file (reservations.json): its format, the writer thread that
- * writes it off the main loop (with retries), and loading it.
+ * The state file (reservations.json): the store's life, its format, the
+ * writer thread that writes it off the main loop (with retries), and
+ * loading it.
  */
 
 #define G_LOG_DOMAIN "HrReservation"
@@ -24,6 +25,52 @@ res_boottime_us(void)
 	if (clock_gettime(CLOCK_BOOTTIME, &ts) != 0)
 		return g_get_monotonic_time();
 	return (gint64)ts.tv_sec * G_USEC_PER_SEC + ts.tv_nsec / 1000;
+}
+
+/*
+ * The store's life: made and freed here, beside the writer thread it
+ * owns (free stops it) and the loader that fills it; the validator makes
+ * a scratch one.
+ */
+HrReservationStore *
+hr_reservation_store_new(const gchar *path)
+{
+	HrReservationStore *store = g_new0(HrReservationStore, 1);
+	store->path = g_strdup(path);
+	store->list = g_ptr_array_new_with_free_func((GDestroyNotify)hr_reservation_free);
+	store->next_id = 1;
+	store->max = G_MAXUINT;
+	store->ledger = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+					      (GDestroyNotify)g_hash_table_unref);
+	store->gone = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	store->skipped_errors = g_ptr_array_new_with_free_func(g_free);
+	if (g_file_get_contents(BOOT_ID_PATH, &store->boot_id, NULL, NULL))
+		g_strstrip(store->boot_id);
+	g_mutex_init(&store->lock);
+	g_cond_init(&store->idle);
+	g_cond_init(&store->wake);
+	store->backoff_us = WRITE_RETRY_MIN_US;
+	return store;
+}
+
+void
+hr_reservation_store_free(HrReservationStore *store)
+{
+	if (store == NULL)
+		return;
+	hr_reservation_store_stop_writer(store);
+	g_mutex_clear(&store->lock);
+	g_cond_clear(&store->idle);
+	g_cond_clear(&store->wake);
+	g_free(store->retry);
+	g_free(store->save_error);
+	g_hash_table_unref(store->ledger);
+	g_hash_table_unref(store->gone);
+	g_free(store->boot_id);
+	g_free(store->path);
+	g_ptr_array_unref(store->skipped_errors);
+	g_ptr_array_unref(store->list);
+	g_free(store);
 }
 
 static gboolean
