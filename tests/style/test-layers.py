@@ -4,7 +4,9 @@
 own layer or of one its layer may call, never one above. Reads every
 #include "..." of host/*/ and the source lists of host/meson.build; fails
 on an upward include, on a header of the tree that no layer owns, on a
-circle of includes between files, on a source of host/ that
+circle of includes between files, on a circle of .c files that call each
+other's functions (through a shared private header the includes do not
+show it), on a source of host/ that
 host/meson.build does not build, and on a layer's meson library
 (hr_LAYER_lib, hr_LAYER_dep) that builds another folder's sources or
 depends on a layer above.  TAP.
@@ -34,6 +36,12 @@ OUTSIDE = {"hr-codec.h": "protocol", "virtio_hugeroom.h": "protocol", "hr-paths.
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 PRIVATE = re.compile(r"-private$")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+# a function's definition as the host code writes it: the type on its own
+# line, the name at the start of the next
+DEFINITION = re.compile(r"^([^\n#]*)\n([a-z_][a-z0-9_]*)\(", re.M)
+CALL = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
 
 
 def meson_blocks(meson):
@@ -119,6 +127,47 @@ def main():
         if u not in state:
             visit(u, [])
     check("no circle of files that include each other", circles)
+
+    # a circle of .c files that call each other: file A calls a function
+    # defined (not static) in file B, and B, maybe through others, one of A's
+    defined, texts = {}, {}
+    for layer, name in files:
+        if not name.endswith(".c"):
+            continue
+        path = "host/%s/%s" % (layer, name)
+        with open(os.path.join(root, path), encoding="utf-8") as f:
+            text = COMMENT.sub(" ", f.read())
+        texts[path] = STRING.sub('""', text)
+        for m in DEFINITION.finditer(texts[path]):
+            if not m.group(1).startswith("static"):
+                defined.setdefault(m.group(2), path)
+    calls = {}
+    for path, text in texts.items():
+        for ident in set(CALL.findall(text)):
+            dest = defined.get(ident)
+            if dest is not None and dest != path:
+                calls.setdefault(path, {}).setdefault(dest, []).append(ident)
+    call_circles = []
+    state = {}
+
+    def visit_calls(u, path):
+        state[u] = 1
+        path.append(u)
+        for v in sorted(calls.get(u, ())):
+            if state.get(v) == 1:
+                ring = path[path.index(v):] + [v]
+                call_circles.append(" -> ".join(
+                    "%s (%s)" % (a, ", ".join(sorted(calls[a][b])[:3]))
+                    for a, b in zip(ring, ring[1:])) + " -> " + v)
+            elif v not in state:
+                visit_calls(v, path)
+        path.pop()
+        state[u] = 2
+
+    for u in sorted(calls):
+        if u not in state:
+            visit_calls(u, [])
+    check("no circle of .c files that call each other", call_circles)
 
     # meson: each source it builds is in a folder whose layer exists, and
     # each .c of a layer is built
