@@ -378,6 +378,13 @@ hr_thpmap_scan_files(const gchar *pagemap_path, const gchar *kpageflags_path, co
 	guint64 on_node[64] = {0};
 	NodeMap nm;
 
+	/*
+	 * A scan reads a pagemap entry per block of guest RAM: it grows with
+	 * the guest and is a worker's job (hr-snapshot.c), never the main
+	 * loop's, which it would stall.
+	 */
+	if (g_main_context_is_owner(g_main_context_default()))
+		g_critical("the host THP map of %s is scanned on the main loop", pagemap_path);
 	if (!check_ranges(ranges, n_ranges, error))
 		return NULL;
 	map = g_new0(HrThpMap, 1);

@@ -90,7 +90,9 @@ typedef struct {
 
 /*
  * Scan the QEMU process @pid whose guest RAM is @ranges (gpa, size, hva).
- * Blocks are numbered in range order, ascending gpa within a range.
+ * Blocks are numbered in range order, ascending gpa within a range. Not on
+ * the main loop: a scan grows with the guest (a critical says so when the
+ * calling thread owns the default main context).
  */
 HrThpMap *
 hr_thpmap_scan(gint pid, const HrRamRange *ranges, guint n_ranges, GError **error);
