@@ -193,10 +193,35 @@ test_holds(void)
 	g_assert_cmpuint(first->len, ==, 2);
 	g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(first, 0))->gpa, ==, MiB(20));
 	g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(first, 1))->gpa, ==, MiB(22));
+	g_assert_cmpuint(r->holds->len, ==, 3);
+	g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(r->holds, 0))->gpa, ==, MiB(24));
 	rest = hr_reservation_take_holds(r, 100);
 	g_assert_cmpuint(rest->len, ==, 3);
+	g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(rest, 2))->gpa, ==, MiB(28));
 	g_assert_cmpuint(r->holds->len, ==, 0);
 	g_assert_cmpuint(r->blocks_returned, ==, 5);
+}
+
+/* moved holds keep their order, after the ones the target had */
+static void
+test_move_holds(void)
+{
+	g_autoptr(HrReservationStore) store = hr_reservation_store_new(NULL);
+	HrReservation *a = hr_reservation_store_create(store, MiB(8), 0, 0, FALSE, NULL, NULL);
+	HrReservation *b = hr_reservation_store_create(store, MiB(8), 0, 0, FALSE, NULL, NULL);
+
+	for (guint i = 0; i < 4; i++)
+		hr_reservation_add_hold(a, "uuid-a", "a", MiB(2) * (10 + i));
+	hr_reservation_add_hold(b, "uuid-b", "b", MiB(2));
+	g_assert_cmpuint(hr_reservation_move_holds(a, b, 3), ==, 3);
+	g_assert_cmpuint(a->holds->len, ==, 1);
+	g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(a->holds, 0))->gpa, ==, MiB(26));
+	g_assert_cmpuint(b->holds->len, ==, 4);
+	for (guint i = 0; i < 3; i++)
+		g_assert_cmpuint(((HrReservationHold *)g_ptr_array_index(b->holds, i + 1))->gpa, ==,
+				 MiB(2) * (10 + i));
+	g_assert_cmpuint(hr_reservation_move_holds(a, b, 10), ==, 1);
+	g_assert_cmpuint(a->holds->len, ==, 0);
 }
 
 static HrReservationStore *
@@ -1869,6 +1894,7 @@ main(int argc, char **argv)
 	g_test_add_func("/reservations/lifecycle", test_lifecycle);
 	g_test_add_func("/reservations/no-double-promise", test_promises);
 	g_test_add_func("/reservations/holds-oldest-first", test_holds);
+	g_test_add_func("/reservations/holds-move-in-order", test_move_holds);
 	g_test_add("/reservations/persist/round-trip", Tmp, NULL, tmp_setup, test_round_trip,
 		   tmp_teardown);
 	g_test_add("/reservations/persist/bad-entry-skipped", Tmp, NULL, tmp_setup,
