@@ -71,17 +71,20 @@ hr_api_peer_in_group(gint fd, gid_t peer_gid, gid_t gid)
 }
 
 HrApiRole
-hr_api_peer_role(GSocket *socket, gid_t admin_gid, gid_t read_gid, GError **error)
+hr_api_peer_role(GSocket *socket, gid_t admin_gid, gid_t read_gid, gchar **principal,
+		 GError **error)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	gint fd = g_socket_get_fd(socket);
 
+	*principal = NULL;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
 		g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno),
 			    "cannot read peer credentials: %s", g_strerror(errno));
 		return HR_API_ROLE_NONE;
 	}
+	*principal = g_strdup_printf("uid:%u", (guint)cred.uid);
 	if (cred.uid == 0 || cred.uid == getuid())
 		return HR_API_ROLE_ADMIN;
 	if (hr_api_peer_in_group(fd, cred.gid, admin_gid))
@@ -93,17 +96,6 @@ hr_api_peer_role(GSocket *socket, gid_t admin_gid, gid_t read_gid, GError **erro
 		    "api_group or api_read_group (hugeroomd.conf) may",
 		    (guint)cred.uid, (guint)getuid());
 	return HR_API_ROLE_NONE;
-}
-
-gchar *
-hr_api_peer_principal(GSocket *socket)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	if (getsockopt(g_socket_get_fd(socket), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-		return NULL;
-	return g_strdup_printf("uid:%u", (guint)cred.uid);
 }
 
 gchar *

@@ -29,10 +29,13 @@ hr_api_group_lookup(const gchar *name, gid_t *gid, GError **error);
 /*
  * The role of the peer of a Unix socket connection: @admin_gid and
  * @read_gid are (gid_t)-1 when not configured. NONE sets @error saying
- * why.
+ * why. *@principal is who the peer is, for what it owns (a reservation it
+ * made): "uid:N", NULL when its credentials cannot be read. One read of
+ * the peer's credentials for both.
  */
 HrApiRole
-hr_api_peer_role(GSocket *socket, gid_t admin_gid, gid_t read_gid, GError **error);
+hr_api_peer_role(GSocket *socket, gid_t admin_gid, gid_t read_gid, gchar **principal,
+		 GError **error);
 
 typedef struct _HrApiTokens HrApiTokens;
 
@@ -46,12 +49,6 @@ HrApiTokens *
 hr_api_tokens_load(const gchar *path, GError **error);
 void
 hr_api_tokens_free(HrApiTokens *tokens);
-/*
- * Who a client is, for what it owns (a reservation it made): "uid:N" for
- * a Unix socket peer, NULL when its credentials cannot be read
- */
-gchar *
-hr_api_peer_principal(GSocket *socket);
 /* "token:" and the first 16 hex digits of the token's SHA-256: not the token itself */
 gchar *
 hr_api_token_principal(const gchar *token);

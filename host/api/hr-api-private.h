@@ -99,7 +99,7 @@ void
 hr_api_reply_gerror(SoupServerMessage *msg, const GError *error);
 
 /* hr-api-routes.c: the route table and the dispatcher */
-/* who sent @msg (hr_api_peer_principal, hr_api_token_principal), or NULL */
+/* who sent @msg (hr_api_peer_role's principal, hr_api_token_principal), or NULL */
 const gchar *
 hr_api_message_principal(SoupServerMessage *msg);
 void

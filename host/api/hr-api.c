@@ -102,12 +102,11 @@ hr_api_incoming_cb(GSocketConnection *connection, gpointer user_data)
 {
 	HrApi *api = user_data;
 	g_autoptr(GError) error = NULL;
-	g_autofree gchar *principal =
-	    hr_api_peer_principal(g_socket_connection_get_socket(connection));
+	g_autofree gchar *principal = NULL;
 	HrApiRole role;
 
 	role = hr_api_peer_role(g_socket_connection_get_socket(connection), api->admin_gid,
-				api->read_gid, &error);
+				api->read_gid, &principal, &error);
 	if (role == HR_API_ROLE_NONE)
 		g_warning("API connection refused: %s", error->message);
 	hr_api_accept(api, G_IO_STREAM(connection), connection, role, FALSE,
