@@ -57,6 +57,29 @@ def meson_blocks(meson):
     return blocks
 
 
+def rings(edges):
+    """the circles of the graph @edges (node -> its successors), each as
+    the list of its nodes with the first repeated at the end, found by one
+    depth-first walk in sorted order"""
+    found, state = [], {}
+
+    def visit(u, path):
+        state[u] = 1
+        path.append(u)
+        for v in sorted(edges.get(u, ())):
+            if state.get(v) == 1:
+                found.append(path[path.index(v):] + [v])
+            elif v not in state:
+                visit(v, path)
+        path.pop()
+        state[u] = 2
+
+    for u in sorted(edges):
+        if u not in state:
+            visit(u, [])
+    return found
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
     host = os.path.join(root, "host")
@@ -109,23 +132,7 @@ def main():
     check("every included header belongs to a layer", unknown)
 
     # a circle of units (a .c with its .h) that include each other
-    circles = []
-    state = {}
-
-    def visit(u, path):
-        state[u] = 1
-        path.append(u)
-        for v in sorted(edges.get(u, ())):
-            if state.get(v) == 1:
-                circles.append(" -> ".join(path[path.index(v):] + [v]))
-            elif v not in state:
-                visit(v, path)
-        path.pop()
-        state[u] = 2
-
-    for u in sorted(edges):
-        if u not in state:
-            visit(u, [])
+    circles = [" -> ".join(ring) for ring in rings(edges)]
     check("no circle of files that include each other", circles)
 
     # a circle of .c files that call each other: file A calls a function
@@ -147,26 +154,9 @@ def main():
             dest = defined.get(ident)
             if dest is not None and dest != path:
                 calls.setdefault(path, {}).setdefault(dest, []).append(ident)
-    call_circles = []
-    state = {}
-
-    def visit_calls(u, path):
-        state[u] = 1
-        path.append(u)
-        for v in sorted(calls.get(u, ())):
-            if state.get(v) == 1:
-                ring = path[path.index(v):] + [v]
-                call_circles.append(" -> ".join(
-                    "%s (%s)" % (a, ", ".join(sorted(calls[a][b])[:3]))
-                    for a, b in zip(ring, ring[1:])) + " -> " + v)
-            elif v not in state:
-                visit_calls(v, path)
-        path.pop()
-        state[u] = 2
-
-    for u in sorted(calls):
-        if u not in state:
-            visit_calls(u, [])
+    call_circles = [" -> ".join("%s (%s)" % (a, ", ".join(sorted(calls[a][b])[:3]))
+                                for a, b in zip(ring, ring[1:])) + " -> " + ring[-1]
+                    for ring in rings(calls)]
     check("no circle of .c files that call each other", call_circles)
 
     # meson: each source it builds is in a folder whose layer exists, and
