@@ -235,6 +235,7 @@ hr_client_events_fill(HrClientEvents *events, gint64 deadline, GError **error)
 		left = deadline - g_get_monotonic_time();
 		if (left <= 0)
 			return FALSE;
+		g_clear_error(&local);
 		if (!g_socket_condition_timed_wait(events->socket, G_IO_IN, left, NULL, &local)) {
 			if (g_error_matches(local, G_IO_ERROR, G_IO_ERROR_TIMED_OUT))
 				return FALSE;

@@ -5,7 +5,11 @@
 
 #include <string.h>
 
+#include <gio/gunixsocketaddress.h>
+#include <glib/gstdio.h>
+
 #include "hr-api-view-request.h"
+#include "hr-client.h"
 #include "hr-ctl.h"
 #include "hr-request.h"
 
@@ -444,6 +448,90 @@ test_status(void)
 	g_assert_nonnull(strstr(error->message, "has no status"));
 }
 
+/* the event stream's server side: headers, then silence until told to send */
+typedef struct {
+	GSocket *listener;
+	GMutex lock;
+	GCond cond;
+	gboolean send;
+} QuietServer;
+
+static gpointer
+quiet_server(gpointer data)
+{
+	QuietServer *qs = data;
+	static const gchar head[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n";
+	static const gchar event[] = ": ping\n\nevent: request\ndata: {\"id\":\"r-1\"}\n\n";
+	g_autoptr(GSocket) conn = g_socket_accept(qs->listener, NULL, NULL);
+	gchar req[1024];
+
+	g_assert_nonnull(conn);
+	g_assert_cmpint(g_socket_receive(conn, req, sizeof(req), NULL, NULL), >, 0);
+	g_assert_cmpint(g_socket_send(conn, head, strlen(head), NULL, NULL), ==, strlen(head));
+	g_mutex_lock(&qs->lock);
+	while (!qs->send)
+		g_cond_wait(&qs->cond, &qs->lock);
+	g_mutex_unlock(&qs->lock);
+	g_assert_cmpint(g_socket_send(conn, event, strlen(event), NULL, NULL), ==, strlen(event));
+	g_usleep(200 * 1000);
+	return NULL;
+}
+
+/*
+ * `prepare --wait` reads events with a timeout and rereads the request when
+ * none came: a quiet stream is "no event yet", with no error and nothing
+ * logged (a would-block error was once left set under the wait's timeout).
+ */
+static void
+test_events_quiet(void)
+{
+	g_autofree gchar *dir = g_dir_make_tmp("test-ctl-XXXXXX", NULL);
+	g_autofree gchar *path = g_build_filename(dir, "api.sock", NULL);
+	g_autoptr(GSocketAddress) addr = g_unix_socket_address_new(path);
+	g_autoptr(GError) error = NULL;
+	g_autoptr(HrClientEvents) events = NULL;
+	g_autofree gchar *type = NULL;
+	g_autofree gchar *data = NULL;
+	QuietServer qs = {0};
+	HrClient *client;
+	GThread *thread;
+
+	qs.listener = g_socket_new(G_SOCKET_FAMILY_UNIX, G_SOCKET_TYPE_STREAM,
+				   G_SOCKET_PROTOCOL_DEFAULT, &error);
+	g_assert_no_error(error);
+	g_assert_true(g_socket_bind(qs.listener, addr, TRUE, &error));
+	g_assert_true(g_socket_listen(qs.listener, &error));
+	g_mutex_init(&qs.lock);
+	g_cond_init(&qs.cond);
+	thread = g_thread_new("quiet-server", quiet_server, &qs);
+
+	client = hr_client_new_unix(path);
+	events = hr_client_events_open(client, NULL, &error);
+	g_assert_no_error(error);
+	g_assert_nonnull(events);
+	for (guint i = 0; i < 3; i++) {
+		g_assert_false(hr_client_events_next(events, 50, &type, &data, &error));
+		g_assert_no_error(error);
+	}
+	g_mutex_lock(&qs.lock);
+	qs.send = TRUE;
+	g_cond_signal(&qs.cond);
+	g_mutex_unlock(&qs.lock);
+	g_assert_true(hr_client_events_next(events, 5000, &type, &data, &error));
+	g_assert_no_error(error);
+	g_assert_cmpstr(type, ==, "request");
+	g_assert_cmpstr(data, ==, "{\"id\":\"r-1\"}");
+
+	g_thread_join(thread);
+	g_clear_pointer(&events, hr_client_events_close);
+	hr_client_free(client);
+	g_object_unref(qs.listener);
+	g_mutex_clear(&qs.lock);
+	g_cond_clear(&qs.cond);
+	g_unlink(path);
+	g_rmdir(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -463,5 +551,6 @@ main(int argc, char **argv)
 	g_test_add_func("/ctl/request/progress-line", test_progress_line);
 	g_test_add_func("/ctl/request/summary", test_request_summary);
 	g_test_add_func("/ctl/request/failed-and-table", test_request_failed);
+	g_test_add_func("/ctl/events/quiet", test_events_quiet);
 	return g_test_run();
 }
