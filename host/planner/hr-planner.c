@@ -29,6 +29,7 @@ hr_planner_params_init(HrPlannerParams *params)
 	params->guest_request_ms = 20;
 	params->defer_base_ms = 1000;
 	params->defer_max_shift = 6;
+	params->defer_wait_failures = 3;
 	params->balance_milli = 20;
 }
 
@@ -722,7 +723,8 @@ plan_node(const HrPlanRequest *request, const HrPlanInput *input, const HrPlanNo
 		if (g->node != node->node)
 			continue;
 		plan->guests_considered++;
-		if (hr_planner_guest_deferred(g, input->now_ms))
+		if (hr_planner_guest_deferred(g, input->now_ms) &&
+		    g->failures < params->defer_wait_failures)
 			plan->guests_deferred++;
 		n_guests++;
 	}

@@ -58,7 +58,11 @@
  * floor, or are deferred: each failed evacuation doubles the time a guest
  * is left alone (defer_base_ms << failures-1, the shift capped at
  * defer_max_shift like compaction's COMPACT_MAX_DEFER_SHIFT), and a
- * success resets it.
+ * success resets it. A plan counts in guests_deferred only the deferred
+ * guests worth waiting for, those with fewer than defer_wait_failures
+ * failures in a row: a donor that gave nothing that often (at its floor,
+ * its free memory in the blocks it was asked for) is still asked again
+ * after its backoff, but a best-effort request does not wait for it.
  *
  * Gains are in thousandths of a block ("milli-blocks") so that fractional
  * benefits stay exact integers and plans are reproducible.
@@ -144,6 +148,7 @@ typedef struct {
 	guint guest_request_ms;	       /* fixed latency of one evacuation request: 20 */
 	guint defer_base_ms;	       /* first deferral after a failure: 1000 */
 	guint defer_max_shift;	       /* 6: at most 64 times the base */
+	guint defer_wait_failures;     /* 3: a plan waits for a deferred guest below this */
 	guint balance_milli; /* extra cost per benefit taken to spread work over guests: 20 */
 } HrPlannerParams;
 
@@ -192,7 +197,7 @@ typedef struct {
 	gchar *summary;	   /* one line for logs and reports */
 	GPtrArray *steps;  /* HrPlanStep */
 	guint guests_considered;
-	guint guests_deferred;
+	guint guests_deferred; /* the ones worth waiting for (see above) */
 } HrPlan;
 
 HrPlan *

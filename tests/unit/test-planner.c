@@ -573,6 +573,51 @@ test_replan(void)
 	g_assert_cmpuint(third->guests_deferred, ==, 2);
 }
 
+/*
+ * A donor that failed defer_wait_failures times in a row is still deferred
+ * (asked again after its backoff) but no longer counted as worth waiting
+ * for: a best-effort reservation ends on what it has instead of waiting
+ * for it until its deadline (the demo's donors at their floors did, 200 s).
+ */
+static void
+test_deferral_gives_up(void)
+{
+	HrPlannerParams params;
+	HrPlanNode node = tight_node(0);
+	HrPlanCandidate a[2];
+	HrPlanGuest g[1];
+	HrPlanInput in = {.nodes = &node, .n_nodes = 1, .guests = g, .n_guests = 1, .now_ms = 5000};
+	HrPlanRequest req = request(5);
+
+	hr_planner_params_init(&params);
+	g_assert_cmpuint(params.defer_wait_failures, ==, 3);
+	for (guint i = 0; i < 2; i++)
+		a[i] = (HrPlanCandidate){.gpa = BLOCKS(10 + i), .free_pages = 500, .backing = HR_THP_BLOCK_THP};
+	g[0] = guest(1, 0, a, 2);
+	for (guint failures = 1; failures <= 4; failures++) {
+		g_autoptr(HrPlan) plan = NULL;
+
+		hr_planner_guest_failed(&g[0], in.now_ms, &params);
+		g_assert_true(hr_planner_guest_deferred(&g[0], in.now_ms));
+		plan = hr_planner_plan(&req, &in, &params);
+		g_test_message("%u failures: %s", failures, plan->summary);
+		g_assert_false(plan->complete);
+		g_assert_cmpuint(plan->guests_considered, ==, 1);
+		g_assert_cmpuint(plan->guests_deferred, ==, failures < 3 ? 1 : 0);
+	}
+	/* its backoff over, it is planned from again */
+	in.now_ms = g[0].next_allowed_ms;
+	{
+		g_autoptr(HrPlan) plan = hr_planner_plan(&req, &in, &params);
+		gboolean asked = FALSE;
+
+		for (guint i = 0; i < plan->steps->len; i++)
+			asked |= step(plan, i)->kind == HR_PLAN_STEP_DONATE && step(plan, i)->guest_id == 1;
+		g_assert_true(asked);
+		g_assert_cmpuint(plan->guests_deferred, ==, 0);
+	}
+}
+
 static void
 test_deterministic(void)
 {
@@ -1078,6 +1123,7 @@ main(int argc, char **argv)
 	g_test_add_func("/planner/donate/deadline-spreads", test_deadline_spreads);
 	g_test_add_func("/planner/node-choice", test_node_choice);
 	g_test_add_func("/planner/deferral/backoff", test_deferral_backoff);
+	g_test_add_func("/planner/deferral/gives-up", test_deferral_gives_up);
 	g_test_add_func("/planner/replan", test_replan);
 	g_test_add_func("/planner/deterministic", test_deterministic);
 	g_test_add_func("/planner/fixture/host", test_fixture_host);

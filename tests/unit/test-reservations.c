@@ -1246,6 +1246,40 @@ test_exec_deferral(Fixture *f, gconstpointer data)
 	g_assert_cmpint(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, HR_STEP_FAILED);
 }
 
+/*
+ * A donor that gives nothing three times in a row (at its floor, say) is
+ * not waited for: the best-effort reservation ends on what it has, long
+ * before its deadline, and says why; before, it asked again on every
+ * backoff until the deadline (the demo's prepare waited 200 s so).
+ */
+static void
+test_exec_deferral_gives_up(Fixture *f, gconstpointer data)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	gint64 started = g_get_monotonic_time();
+	HrReservation *r;
+	(void)data;
+
+	host_set_free_blocks(f, 1);
+	dev = donor_up(f, "dry", 1);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(8), 0, 60, FALSE, "d", NULL);
+	for (guint i = 0; i < 3; i++) {
+		g_autoptr(HrCmd) cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+		/* new candidates each time: worth asking again, were it worth waiting */
+		g_autoptr(GBytes) fresh = make_status(2 + i, 0, MiB(700 + 100 * i));
+
+		answer_evacuate(dev, cmd, 0);
+		fake_send(dev, HR_CHAN_GUEST_MSG, fresh);
+	}
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	g_assert_true(r->partial);
+	g_assert_cmpuint(r->obtained, ==, 1);
+	g_assert_nonnull(strstr(r->reason, "no more sources"));
+	g_assert_nonnull(strstr(r->reason, "dry: deferred"));
+	/* the backoffs are 1 s and 2 s: done after the third failure */
+	g_assert_cmpint(g_get_monotonic_time() - started, <, 20 * G_USEC_PER_SEC);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Holding in the node's hugetlb pool */
 
@@ -1921,6 +1955,7 @@ main(int argc, char **argv)
 	ADD_EXEC("high-mark", test_exec_high_mark);
 	ADD_EXEC("return-short", test_exec_return_short);
 	ADD_EXEC("deferral", test_exec_deferral);
+	ADD_EXEC("deferral-gives-up", test_exec_deferral_gives_up);
 	ADD_EXEC("zero-uuid", test_exec_zero_uuid);
 	ADD_EXEC("no-pagetypeinfo", test_exec_no_pagetypeinfo);
 	ADD_EXEC("restart-mid-donation", test_exec_restart_mid_donation);
