@@ -190,17 +190,57 @@ reservation_of(Fixture *f, FakeDevice *dev, HrGuest *guest, guint n)
 	return r;
 }
 
+/*
+ * The reservation's holds go in when the HOLD has come, in the turn that
+ * handles it, as the executor adds a donation's: added before it, a tick
+ * between could drop them ("the guest does not hold them any more"); added
+ * after, the HOLD of a request nobody knows could be returned as orphans.
+ */
+typedef struct {
+	Fixture *f;
+	HrReservation *r;
+	HrGuest *guest;
+	guint n;
+	gboolean added;
+} AddHolds;
+
+static void
+add_holds_when_held(HrCore *c, const HrEvent *event, gpointer data)
+{
+	AddHolds *a = data;
+	(void)c;
+
+	if (a->added || event->kind != HR_EVENT_HELD_CHANGED || event->guest != a->guest)
+		return;
+	for (guint i = 0; i < a->n; i++) {
+		guint64 gpa = FIRST + MiB(2) * i;
+		if (!g_hash_table_contains(a->guest->held, &gpa))
+			return;
+	}
+	for (guint i = 0; i < a->n; i++)
+		hr_reservation_add_hold(a->r, a->guest->key, a->guest->name, FIRST + MiB(2) * i);
+	hr_reservation_touch(store(a->f), a->r);
+	a->added = TRUE;
+}
+
+static gboolean
+holds_added(gpointer data)
+{
+	return ((AddHolds *)data)->added;
+}
+
 /* @r's holds of @n blocks @guest holds from FIRST, and the donation's HOLDs */
 static void
 reservation_add(Fixture *f, FakeDevice *dev, HrReservation *r, HrGuest *guest, guint n)
 {
 	g_autoptr(GBytes) hold = make_blocks(VIRTIO_HUGEROOM_MSG_HOLD, 4242, 0, FIRST, n);
+	AddHolds a = {f, r, guest, n, FALSE};
 
-	for (guint i = 0; i < n; i++)
-		hr_reservation_add_hold(r, guest->key, guest->name, FIRST + MiB(2) * i);
-	hr_reservation_touch(store(f), r);
+	hr_core_listen(core(f), add_holds_when_held, &a);
 	/* the donation's HOLDs (its request is before the test) */
 	fake_send(dev, HR_CHAN_GUEST_MSG, hold);
+	wait_for(holds_added, &a, "the donation's HOLDs and the reservation's holds");
+	hr_core_unlisten(core(f), add_holds_when_held, &a);
 }
 
 /* the reservation still owns its @n blocks, as @guest's */
