@@ -620,3 +620,45 @@ def stop_all(*procs):
 
 def workdir(prefix):
     return tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("TMPDIR", "/tmp"))
+
+
+# -- the host's hugetlb pool, as the daemon holds it ------------------------
+
+POOL = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
+# pages another user of this host's kernel may add or take while a test
+# waits (a shared kernel here grew the pool by 2 pages every 30 s)
+POOL_DRIFT = 4
+
+
+def pool_pages():
+    """node 0's 2 MiB hugetlb pool, host-wide (anyone's pages)"""
+    with open(POOL) as f:
+        return int(f.read())
+
+
+def daemon_pool_blocks(daemon):
+    """the pool pages the daemon says it holds: its reservations' (a
+    standing reserve's parts are reservations too)"""
+    return sum(r.get("pool_blocks", 0)
+               for r in daemon.ctl_json("reservations")["reservations"])
+
+
+def release_pool(daemon, release):
+    """Call @release() (which releases the daemon's reservations or turns
+    its reserve off), then wait until the daemon holds no pool pages and
+    the host's pool fell by what it held. The host's count is judged only
+    over the release, against what the daemon said it held, so that what
+    others do to the pool meanwhile is not charged to it. Returns (ok,
+    message)."""
+    ours, before = daemon_pool_blocks(daemon), pool_pages()
+    release()
+    try:
+        wait_for(lambda: daemon_pool_blocks(daemon) == 0
+                 and before - pool_pages() >= ours - POOL_DRIFT, 30,
+                 "the daemon's pool pages back to the host", interval=0.5)
+    except Failure:
+        pass
+    after, left = pool_pages(), daemon_pool_blocks(daemon)
+    ok = left == 0 and abs((before - after) - ours) <= POOL_DRIFT
+    return ok, ("the daemon holds no pool pages (%d left), the host's pool fell by the %d it "
+                "held (%d -> %d)" % (left, ours, before, after))

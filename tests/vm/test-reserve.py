@@ -34,13 +34,7 @@ from hrhost import (DONOR_FLOORS_MB as FLOORS_MB, HOG_MARGIN_KB, PreallocVM,  # 
                     bigmem_lock, fill_donor, fragmenting_hog, meminfo_host, verify,
                     vmstat_all, wait_reporting)
 
-POOL = "/sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages"
 POOL_MARGIN_MB = 256  # hugeroomd's default pool_margin_mb
-
-
-def pool_pages():
-    with open(POOL) as f:
-        return int(f.read())
 
 
 def reserve(daemon, body=None):
@@ -85,7 +79,7 @@ def main():
         for g, seed in zip(guests, (1, 2)):
             fill_donor(g, seed)
         wait_reporting(daemon, 2)
-        pool0 = pool_pages()
+        pool0 = hrvm.pool_pages()
         hog = fragmenting_hog()
         hog.start()
         time.sleep(1)
@@ -116,7 +110,7 @@ def main():
                   donated), json.dumps(res))
 
         # 2. prepare takes it at once
-        pool1 = pool_pages()
+        pool1 = hrvm.pool_pages()
         t0 = time.monotonic()
         p = subprocess.run([os.path.join(hrvm.build_dir(), "host", "hugeroomctl"),
                             "--socket", daemon.api_sock, "--json", "prepare",
@@ -127,9 +121,10 @@ def main():
         r = daemon.ctl_json("reservation", rid)
         kinds = [(s["kind"], s.get("gained")) for s in r["steps"]]
         tap.ok(p.returncode == 0 and r["state"] == "ready" and took < 1.0
-               and kinds == [("reserve", reserve_mb // 2)] and pool_pages() == pool1,
+               and kinds == [("reserve", reserve_mb // 2)]
+               and abs(hrvm.pool_pages() - pool1) <= hrvm.POOL_DRIFT,
                "prepare %d MiB ready in %.0f ms from the reserve (steps %s, pool %d -> %d)"
-               % (reserve_mb, took * 1000, kinds, pool1, pool_pages()), p.stderr)
+               % (reserve_mb, took * 1000, kinds, pool1, hrvm.pool_pages()), p.stderr)
 
         # 3. the VM starts on the reserve's blocks
         daemon.ctl("consume", rid)
@@ -158,16 +153,19 @@ def main():
         vm.stop()
         vm = None
 
-        # 5. off, released, intact
+        # 5. off, released, intact. Something outside this test may grow or
+        # shrink the host's pool meanwhile (a shared kernel here did, +2
+        # pages every 30 s): judge the daemon by its own pool accounting,
+        # and the host's count only over the release, against what the
+        # daemon said it held there.
         hog.stop()
-        res = reserve(daemon, {"bytes": 0})
-        daemon.ctl("release", rid)
-        try:
-            hrvm.wait_for(lambda: pool_pages() == pool0, 30, "the pool back", interval=0.5)
-        except hrvm.Failure:
-            pass
-        tap.ok(pool_pages() == pool0 and res["bytes"] == 0,
-               "no reserve: the hugetlb pool is back at %d pages (%d)" % (pool0, pool_pages()))
+        res = {}
+
+        def off_and_release():
+            res.update(reserve(daemon, {"bytes": 0}))
+            daemon.ctl("release", rid)
+        ok, msg = hrvm.release_pool(daemon, off_and_release)
+        tap.ok(ok and res["bytes"] == 0, "no reserve: %s; %d at the start" % (msg, pool0))
         try:
             hrvm.wait_for(lambda: sum(x["held_blocks"]
                                       for x in daemon.ctl_json("guests")["guests"]) == 0,
