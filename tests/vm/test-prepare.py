@@ -42,6 +42,8 @@ from hrhost import (DONOR_FLOORS_MB as FLOORS_MB, HOG_MARGIN_KB, buddy_blocks,  
 
 
 POOL_MARGIN_MB = 256  # hugeroomd's default pool_margin_mb
+
+
 def main():
     series = sys.argv[1] if len(sys.argv) > 1 else "6.12"
     tap = hrvm.Tap()
