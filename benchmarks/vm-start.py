@@ -373,6 +373,9 @@ class Bench:
             if case in HUGEROOM_CASES and a.claim_holes is not None:
                 g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/claim_holes"
                       % a.claim_holes)
+            if case in HUGEROOM_CASES and a.evac_nice is not None:
+                g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/evac_nice"
+                      % a.evac_nice)
         touch = a.touch
         if case == "roomy" and not a.hog_leave:
             # no dense helper to leave room: the donors touch what the new
@@ -1309,6 +1312,9 @@ def parse_args(argv):
     ap.add_argument("--claim-holes", type=int, choices=(0, 1, 2), default=None,
                     help="the guest driver's claim_holes for the hugeroom case "
                          "(0 never, 1 where it pays: the default, 2 always)")
+    ap.add_argument("--evac-nice", type=int, choices=range(20), default=None, metavar="0-19",
+                    help="the donors' driver evac_nice: the nice level their EVACUATE runs at "
+                         "(default: the driver's, 10)")
     ap.add_argument("--repeat", type=int, default=None,
                     help="rounds of every case, each in an order rotated by one; the "
                          "table gives median [min-max] (default 3; the demo 1)")

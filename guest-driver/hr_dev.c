@@ -37,9 +37,12 @@
  * and only wake a waiter or queue work.  Everything that sleeps runs in work
  * items on the device's unbound workqueue, or in a debugfs writer; the
  * memory-pressure, memory-offline and PM notifiers act in the notifying
- * task.  The workqueue is not freezable: a long EVACUATE would keep the
- * freezer waiting until suspend fails, so a PM notifier cancels and
- * flushes the job before the freezer runs, and ->freeze stops the rest.
+ * task.  The one exception is the job (EVACUATE, CAPTURE): it runs on a
+ * kthread worker of its own, at the nice level evac_nice (hr_evac.c), so
+ * that the guest's own tasks come first while it migrates their pages.
+ * Neither is freezable: a long EVACUATE would keep the freezer waiting
+ * until suspend fails, so a PM notifier cancels and flushes the job before
+ * the freezer runs, and ->freeze stops the rest.
  *
  * Locks here: stop_lock (irqsave) guards vh->stop, so that no work is
  * queued once the device stops; event_lock owns the eventq and is held
@@ -107,6 +110,7 @@ static int virtio_hugeroom_post_cmd_bufs(struct virtio_hugeroom *vh)
 static void virtio_hugeroom_start_job(struct virtio_hugeroom *vh,
 				      const void *buf, u32 len, u64 id)
 {
+	unsigned long flags;
 	bool busy;
 
 	spin_lock(&vh->job_lock);
@@ -123,7 +127,10 @@ static void virtio_hugeroom_start_job(struct virtio_hugeroom *vh,
 	}
 	memcpy(vh->job_cmd, buf, len);
 	vh->job_len = len;
-	virtio_hugeroom_queue_work(vh, &vh->job_work);
+	spin_lock_irqsave(&vh->stop_lock, flags);
+	if (!vh->stop)
+		kthread_queue_work(vh->job_worker, &vh->job_work);
+	spin_unlock_irqrestore(&vh->stop_lock, flags);
 }
 
 /* CANCEL: stop the running command it names; otherwise ignore it. */
@@ -415,7 +422,7 @@ static void virtio_hugeroom_stop(struct virtio_hugeroom *vh)
 	cancel_work_sync(&vh->config_work);
 	cancel_work_sync(&vh->cmd_work);
 	cancel_delayed_work_sync(&vh->status_work);
-	cancel_work_sync(&vh->job_work);
+	kthread_cancel_work_sync(&vh->job_work);
 	cancel_delayed_work_sync(&vh->pressure_work);
 	/* A job that was accepted but never started still owes a RESULT. */
 	spin_lock(&vh->job_lock);
@@ -486,7 +493,7 @@ static int virtio_hugeroom_pm_notify(struct notifier_block *nb,
 		if (vh->job_busy)
 			vh->job_cancel = true;
 		spin_unlock(&vh->job_lock);
-		flush_work(&vh->job_work);
+		kthread_flush_work(&vh->job_work);
 		break;
 	case PM_POST_HIBERNATION:
 	case PM_POST_SUSPEND:
@@ -568,7 +575,7 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	INIT_WORK(&vh->cmd_work, virtio_hugeroom_cmd_work);
 	INIT_WORK(&vh->config_work, virtio_hugeroom_config_work);
 	INIT_DELAYED_WORK(&vh->status_work, virtio_hugeroom_status_work);
-	INIT_WORK(&vh->job_work, virtio_hugeroom_job_work);
+	kthread_init_work(&vh->job_work, virtio_hugeroom_job_work);
 	INIT_DELAYED_WORK(&vh->pressure_work, virtio_hugeroom_pressure_work);
 	vh->event_late_ack = virtio_hugeroom_settle_late;
 	vh->scan.nid = NUMA_NO_NODE;
@@ -613,6 +620,18 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	vh->wq = alloc_workqueue("virtio_hugeroom", WQ_UNBOUND, 0);
 	if (!vh->wq)
 		goto out_free;
+	/*
+	 * The job's own thread, so that its nice level is the driver's to
+	 * set (hr_evac.c).  Woken here: from 6.14 kthread_create_worker()
+	 * leaves it asleep, before that waking it again is harmless.
+	 */
+	vh->job_worker = kthread_create_worker(0, "hugeroom_job");
+	if (IS_ERR(vh->job_worker)) {
+		rc = PTR_ERR(vh->job_worker);
+		vh->job_worker = NULL;
+		goto out_destroy_wq;
+	}
+	wake_up_process(vh->job_worker->task);
 
 	if (!virtio_has_feature(vdev, VIRTIO_HUGEROOM_F_STATUS))
 		dev_info(&vdev->dev, "device does not take status reports\n");
@@ -653,6 +672,8 @@ out_shrinker:
 out_stop:
 	virtio_hugeroom_stop(vh);
 out_destroy_wq:
+	if (vh->job_worker)
+		kthread_destroy_worker(vh->job_worker);
 	destroy_workqueue(vh->wq);
 out_free:
 	virtio_hugeroom_free(vh);
@@ -674,6 +695,7 @@ static void virtio_hugeroom_remove(struct virtio_device *vdev)
 		unregister_oom_notifier(&vh->oom_nb);
 	virtio_hugeroom_shrinker_unregister(vh);
 	virtio_hugeroom_stop(vh);
+	kthread_destroy_worker(vh->job_worker);
 	destroy_workqueue(vh->wq);
 	virtio_hugeroom_free(vh);
 	vdev->priv = NULL;

@@ -5,7 +5,8 @@
  * EVACUATE and CAPTURE take 2 MiB blocks from the guest's allocator,
  * mark them offline and list them in HOLDs; what the device acks is held
  * from then on, and giving it back is hr_hold.c's.  One job at a time,
- * in job_work.  See "EVACUATE and CAPTURE" and "Claiming holes" below.
+ * in job_work, on the driver's own thread at evac_nice.  See "EVACUATE and
+ * CAPTURE" and "Claiming holes" below.
  *
  * Calls go down only: to the holds (hr_hold.c: taking, holding and
  * claiming blocks, the pressure trigger's levels for admission), the
@@ -998,7 +999,38 @@ static void virtio_hugeroom_capture(struct virtio_hugeroom_run *r)
 	r->c.migrated = ev1 > ev0 ? ev1 - ev0 : 0;
 }
 
-void virtio_hugeroom_job_work(struct work_struct *work)
+/*
+ * The job's thread runs at this nice level: while a donation migrates a
+ * busy guest's pages, the guest's own tasks get the CPU first (at 10 a
+ * job that meets a task of nice 0 on a CPU gets about a tenth of it), and
+ * an idle guest's CPUs are the job's.  0 runs it like any kworker.
+ */
+static int evac_nice = 10;
+
+static int virtio_hugeroom_evac_nice_set(const char *val,
+					 const struct kernel_param *kp)
+{
+	int v;
+	int rc = kstrtoint(val, 0, &v);
+
+	if (rc)
+		return rc;
+	if (v < 0 || v > MAX_NICE)
+		return -EINVAL;
+	WRITE_ONCE(evac_nice, v);
+	return 0;
+}
+
+static const struct kernel_param_ops virtio_hugeroom_evac_nice_ops = {
+	.set = virtio_hugeroom_evac_nice_set,
+	.get = param_get_int,
+};
+
+module_param_cb(evac_nice, &virtio_hugeroom_evac_nice_ops, &evac_nice, 0644);
+MODULE_PARM_DESC(evac_nice,
+		 "nice level of EVACUATE and CAPTURE, 0 (as a kworker) to 19 (default 10); read at each command's start");
+
+void virtio_hugeroom_job_work(struct kthread_work *work)
 {
 	struct virtio_hugeroom *vh = container_of(work, struct virtio_hugeroom,
 						  job_work);
@@ -1010,6 +1042,7 @@ void virtio_hugeroom_job_work(struct work_struct *work)
 	};
 	u32 status;
 
+	sched_set_normal(current, READ_ONCE(evac_nice));
 	INIT_LIST_HEAD(&r.pending);
 	INIT_LIST_HEAD(&r.refused);
 	virtio_hugeroom_test_evac_start(vh);

@@ -750,7 +750,7 @@ int virtio_hugeroom_memory_notify(struct notifier_block *nb,
 	if (vh->job_busy)
 		vh->job_cancel = true;
 	spin_unlock(&vh->job_lock);
-	flush_work(&vh->job_work);
+	kthread_flush_work(&vh->job_work);
 
 	mutex_lock(&vh->return_lock);
 	spin_lock(&vh->hold_lock);

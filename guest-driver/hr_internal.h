@@ -43,7 +43,8 @@
  * the OOM notifier waits for both, and the shrinker only trylocks them.
  * Sleeping: report_lock and event_lock are held across waits of up to
  * VIRTIO_HUGEROOM_TX_TIMEOUT; work that sleeps runs on vh->wq (unbound,
- * not freezable) or in the notifying task.
+ * not freezable), on vh->job_worker (EVACUATE and CAPTURE, not freezable
+ * either) or in the notifying task.
  */
 #ifndef _HR_INTERNAL_H
 #define _HR_INTERNAL_H
@@ -52,6 +53,7 @@
 #include <linux/delay.h>
 #include <linux/gfp.h>
 #include <linux/kernel.h>
+#include <linux/kthread.h>
 #include <linux/ktime.h>
 #include <linux/memory.h>
 #include <linux/migrate.h>
@@ -386,7 +388,8 @@ struct virtio_hugeroom {
 	u64 pages_taken;
 
 	/*
-	 * The one EVACUATE or CAPTURE that may run, in job_work.  job_lock
+	 * The one EVACUATE or CAPTURE that may run, in job_work on the
+	 * device's own kthread worker, job_worker (at evac_nice).  job_lock
 	 * protects @job_busy, @job_id, @job_cancel and @job_blocked; @job_cmd
 	 * is written by cmd_work only while !job_busy and read by job_work.
 	 * @job_blocked: a suspend or hibernation is under way, no job starts.
@@ -398,7 +401,8 @@ struct virtio_hugeroom {
 	u64 job_id;
 	void *job_cmd;
 	u32 job_len;
-	struct work_struct job_work;
+	struct kthread_worker *job_worker;
+	struct kthread_work job_work;
 	unsigned long *job_events;	/* all_vm_events() for job_work */
 	struct virtio_hugeroom_scan evac_scan;	/* CHEAPEST's own sweeps */
 
@@ -533,7 +537,7 @@ unsigned long virtio_hugeroom_claims_drop(struct virtio_hugeroom *vh,
 					  unsigned long want);
 
 /* hr_evac.c: EVACUATE and CAPTURE */
-void virtio_hugeroom_job_work(struct work_struct *work);
+void virtio_hugeroom_job_work(struct kthread_work *work);
 
 /*
  * May @zone hold blocks: populated and not ZONE_DMA (EVACUATE refuses

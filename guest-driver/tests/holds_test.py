@@ -301,6 +301,40 @@ class Run:
         return self.run(hrvm.Guest(hrvm.qemu_binary(), kver, None, initrd,
                                    wd, daemon=self.d, mem='1G'))
 
+    def job_nice(self):
+        """EVACUATE runs on the driver's own thread at evac_nice (10 by
+        default; 0-19, read at each command's start), so that a busy
+        guest's tasks get the CPU first while a donation runs."""
+        g, d = self.g, self.d
+        par = '/sys/module/virtio_hugeroom/parameters/evac_nice'
+        out = g.cmd('sh cat %s; for v in 20 -1 x; do echo $v >%s '
+                    '2>/dev/null; echo rc=$?; done; cat %s' % (par, par, par))
+        self.ok(out == ['10', 'rc=1', 'rc=1', 'rc=1', '10'],
+                'evac_nice is 10 and refuses 20, -1 and x (%s)' % out)
+        # the job thread's nice (field 19 of stat) while a pass runs: it
+        # sleeps 3 s before each block (debugfs fault_inject, a test aid)
+        look = ('sh for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)"'
+                ' = hugeroom_job ] && cut -d" " -f19 $p/stat; done; true')
+        inject = 'sh echo "block_delay_ms %d" >%s/fault_inject'
+        dbg = '/sys/kernel/debug/virtio_hugeroom'
+        for rid, nice in ((801, 10), (802, 0), (803, 19)):
+            g.cmd('sh echo %d >%s' % (nice, par))
+            g.cmd(inject % (3000, dbg))
+            d.send(evacuate(rid, 4, flags=CHEAPEST))
+            time.sleep(1.5)
+            seen = g.cmd(look)
+            d.send(cancel(rid))
+            g.cmd(inject % (0, dbg))
+            res, _, _, _ = self.command(None, rid)
+            self.ok(seen == [str(nice)] and
+                    res['status'] in (S_OK, S_CANCELLED, S_PARTIAL),
+                    'evac_nice %d: the running EVACUATE\'s thread is at '
+                    'nice %s (status %d)' % (nice, seen, res['status']))
+        g.cmd('sh echo 10 >%s' % par)
+        if d.held:
+            self.command(ret(804, len(d.held)), 804)
+        self.views_agree('after the nice passes')
+
     def body(self):
         g, d = self.g, self.d
         hrvm.wait_for(lambda: d.state and d.state[5], 120, 'DRIVER_OK')
@@ -322,6 +356,8 @@ class Run:
                 out == want and note == [str(1 - has)],
                 'hole claims %s for %s (claim_holes %s, probe note %s)' %
                 ('on' if has else 'off', self.series, out, note))
+
+        self.job_nice()
 
         # Make every guest page resident in QEMU, then free it again, so
         # that a discarded block shows up in RssAnon.
