@@ -1372,7 +1372,7 @@ def parse_args(argv):
                          "(0 never, 1 where it pays: the default, 2 always)")
     ap.add_argument("--evac-nice", type=int, choices=range(20), default=None, metavar="0-19",
                     help="the donors' driver evac_nice: the nice level their EVACUATE runs at "
-                         "(default: the driver's, 10)")
+                         "(default: the driver's, 0)")
     ap.add_argument("--repeat", type=int, default=None,
                     help="rounds of every case, each in an order rotated by one; the "
                          "table gives median [min-max] (default 3; the demo 1)")
