@@ -76,6 +76,8 @@ static u32 virtio_hugeroom_check_args(const void *buf, u16 type)
 
 		if (!count)
 			return VIRTIO_HUGEROOM_S_INVALID;
+		/* rule 2: BACKGROUND goes with any form */
+		flags &= ~VIRTIO_HUGEROOM_EVAC_F_BACKGROUND;
 		if (!(flags & VIRTIO_HUGEROOM_EVAC_F_CHEAPEST)) {
 			if (flags || nr_ranges || !nr_gpas ||
 			    nr_gpas > VIRTIO_HUGEROOM_MAX_CMD_BLOCKS ||
@@ -168,6 +170,9 @@ u32 virtio_hugeroom_check_cmd(const void *buf, u32 len, u64 features)
 
 		known_flags = VIRTIO_HUGEROOM_EVAC_F_CHEAPEST |
 			      VIRTIO_HUGEROOM_EVAC_F_RANGES;
+		/* SPEC 1.6.3 rule 1: bit 2 only with F_BACKGROUND */
+		if (features & BIT_ULL(VIRTIO_HUGEROOM_F_BACKGROUND))
+			known_flags |= VIRTIO_HUGEROOM_EVAC_F_BACKGROUND;
 		if (len < sizeof(*ev))
 			return VIRTIO_HUGEROOM_S_INVALID;
 		expect = sizeof(*ev) +

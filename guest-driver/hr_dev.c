@@ -148,6 +148,7 @@ static unsigned int virtio_hugeroom_features[] = {
 	VIRTIO_HUGEROOM_F_HOLD,
 	VIRTIO_HUGEROOM_F_PCP,
 	VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM,
+	VIRTIO_HUGEROOM_F_BACKGROUND,
 };
 
 /*
@@ -739,13 +740,18 @@ static void virtio_hugeroom_dev_shutdown(struct device *dev)
 }
 #endif
 
-/* SPEC 1.3.1 item 2: no EVACUATE or DEFLATE_ON_OOM without HOLD. */
+/*
+ * SPEC 1.3.1 item 2: no EVACUATE or DEFLATE_ON_OOM without HOLD, no
+ * BACKGROUND without EVACUATE.
+ */
 static int virtio_hugeroom_validate(struct virtio_device *vdev)
 {
 	if (!virtio_has_feature(vdev, VIRTIO_HUGEROOM_F_HOLD)) {
 		__virtio_clear_bit(vdev, VIRTIO_HUGEROOM_F_EVACUATE);
 		__virtio_clear_bit(vdev, VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM);
 	}
+	if (!virtio_has_feature(vdev, VIRTIO_HUGEROOM_F_EVACUATE))
+		__virtio_clear_bit(vdev, VIRTIO_HUGEROOM_F_BACKGROUND);
 	return 0;
 }
 

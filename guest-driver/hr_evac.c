@@ -1020,7 +1020,7 @@ static int virtio_hugeroom_evac_nice_set(const char *val,
 		return rc;
 	if (v < 0 || v > MAX_NICE)
 		return -EINVAL;
-	WRITE_ONCE(evac_nice, v);
+	WRITE_ONCE(*(int *)kp->arg, v);
 	return 0;
 }
 
@@ -1033,6 +1033,19 @@ module_param_cb(evac_nice, &virtio_hugeroom_evac_nice_ops, &evac_nice, 0644);
 MODULE_PARM_DESC(evac_nice,
 		 "nice level of EVACUATE and CAPTURE, 0 (as a kworker, default) to 19; read at each command's start");
 
+/*
+ * An EVACUATE nobody waits for (EVAC_F_BACKGROUND: hugeroomd fills its
+ * standing reserve) runs at this nice level, or evac_nice if higher: a
+ * busy guest keeps nearly all of its CPUs, an idle one gives its blocks
+ * as fast as for any other command.
+ */
+static int evac_background_nice = MAX_NICE;
+
+module_param_cb(evac_background_nice, &virtio_hugeroom_evac_nice_ops,
+		&evac_background_nice, 0644);
+MODULE_PARM_DESC(evac_background_nice,
+		 "nice level of an EVACUATE with EVAC_F_BACKGROUND (a daemon's standing reserve), 0 to 19 (default); evac_nice if that is higher");
+
 void virtio_hugeroom_job_work(struct kthread_work *work)
 {
 	struct virtio_hugeroom *vh = container_of(work, struct virtio_hugeroom,
@@ -1044,8 +1057,13 @@ void virtio_hugeroom_job_work(struct kthread_work *work)
 		.c.start_ns = ktime_get_ns(),
 	};
 	u32 status;
+	int nice;
 
-	sched_set_normal(current, READ_ONCE(evac_nice));
+	nice = READ_ONCE(evac_nice);
+	if (le16_to_cpu(hdr->type) == VIRTIO_HUGEROOM_CMD_EVACUATE &&
+	    le16_to_cpu(hdr->flags) & VIRTIO_HUGEROOM_EVAC_F_BACKGROUND)
+		nice = max(nice, READ_ONCE(evac_background_nice));
+	sched_set_normal(current, nice);
 	INIT_LIST_HEAD(&r.pending);
 	INIT_LIST_HEAD(&r.refused);
 	virtio_hugeroom_test_evac_start(vh);

@@ -15,7 +15,9 @@ G_DEFINE_QUARK(hr-codec-error-quark, hr_codec_error)
 #define MAX_PFN (G_GUINT64_CONSTANT(1) << 52)
 
 #define STATUS_FLAGS (VIRTIO_HUGEROOM_STATUS_F_TRUNCATED | VIRTIO_HUGEROOM_STATUS_F_MT_PARTIAL)
-#define EVAC_FLAGS (VIRTIO_HUGEROOM_EVAC_F_CHEAPEST | VIRTIO_HUGEROOM_EVAC_F_RANGES)
+#define EVAC_FLAGS                                                                                 \
+	(VIRTIO_HUGEROOM_EVAC_F_CHEAPEST | VIRTIO_HUGEROOM_EVAC_F_RANGES |                         \
+	 VIRTIO_HUGEROOM_EVAC_F_BACKGROUND)
 
 static gboolean
 hr_codec_fail(GError **error, const gchar *format, ...) G_GNUC_PRINTF(2, 3);

@@ -50,6 +50,7 @@
 #define VIRTIO_HUGEROOM_F_HOLD		2	/* HOLD/RETURN lists, discard */
 #define VIRTIO_HUGEROOM_F_PCP		3	/* SET_PCP command */
 #define VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM 4	/* driver returns holds under pressure */
+#define VIRTIO_HUGEROOM_F_BACKGROUND	5	/* EVACUATE takes EVAC_F_BACKGROUND */
 
 /* Virtqueue indices. */
 #define VIRTIO_HUGEROOM_VQ_STATUS	0
@@ -260,6 +261,8 @@ enum virtio_hugeroom_ack_status {
 /* EVACUATE flags (hdr.flags). */
 #define VIRTIO_HUGEROOM_EVAC_F_CHEAPEST	(1 << 0) /* pick count blocks itself */
 #define VIRTIO_HUGEROOM_EVAC_F_RANGES	(1 << 1) /* only inside ranges[] */
+/* nobody waits for it: below the guest's own tasks (F_BACKGROUND) */
+#define VIRTIO_HUGEROOM_EVAC_F_BACKGROUND (1 << 2)
 
 /*
  * EVACUATE: hdr, this, then either nr_gpas __le64 block gpas (explicit) or,

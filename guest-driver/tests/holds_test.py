@@ -40,8 +40,8 @@ MAGIC = 0x48524348
 HELLO, WELCOME, GUEST_MSG, HOST_CMD, DEVICE_STATE, SET_INTERVAL = range(1, 7)
 STATUS, RESULT, PROGRESS, HOLD, RETURNED = 1, 2, 3, 4, 5
 EVACUATE, CAPTURE, RETURN, CANCEL = 17, 18, 19, 21
-F_EVACUATE, F_HOLD, F_DEFLATE = 1 << 1, 1 << 2, 1 << 4
-CHEAPEST = 1
+F_EVACUATE, F_HOLD, F_DEFLATE, F_BACKGROUND = 1 << 1, 1 << 2, 1 << 4, 1 << 5
+CHEAPEST, BACKGROUND = 1, 4
 S_OK, S_PARTIAL, S_BUDGET, S_CANCELLED, S_INVALID, S_UNSUP, S_BUSY = range(7)
 R_UNMOVABLE, R_OFFLINE, R_ZONE, R_NOMEM, R_BUDGET, R_HELD = range(6)
 R_CANCELLED, R_OTHER = 6, 7
@@ -317,19 +317,28 @@ class Run:
                 ' = hugeroom_job ] && cut -d" " -f19 $p/stat; done; true')
         inject = 'sh echo "block_delay_ms %d" >%s/fault_inject'
         dbg = '/sys/kernel/debug/virtio_hugeroom'
-        for rid, nice in ((801, 10), (802, 0), (803, 19)):
+        self.ok(d.state[0] & F_BACKGROUND,
+                'driver negotiated F_BACKGROUND (%#x)' % d.state[0])
+        # the last: in the background (the daemon's standing reserve), at
+        # evac_background_nice (19) above an evac_nice of 0
+        for rid, nice, flags in ((801, 10, CHEAPEST), (802, 0, CHEAPEST),
+                                 (803, 19, CHEAPEST),
+                                 (805, 0, CHEAPEST | BACKGROUND)):
             g.cmd('sh echo %d >%s' % (nice, par))
             g.cmd(inject % (3000, dbg))
-            d.send(evacuate(rid, 4, flags=CHEAPEST))
+            d.send(evacuate(rid, 4, flags=flags))
             time.sleep(1.5)
             seen = g.cmd(look)
             d.send(cancel(rid))
             g.cmd(inject % (0, dbg))
             res, _, _, _ = self.command(None, rid)
-            self.ok(seen == [str(nice)] and
+            want = 19 if flags & BACKGROUND else nice
+            self.ok(seen == [str(want)] and
                     res['status'] in (S_OK, S_CANCELLED, S_PARTIAL),
-                    'evac_nice %d: the running EVACUATE\'s thread is at '
-                    'nice %s (status %d)' % (nice, seen, res['status']))
+                    'evac_nice %d%s: the running EVACUATE\'s thread is at '
+                    'nice %s (status %d)' %
+                    (nice, ', in the background' if flags & BACKGROUND
+                     else '', seen, res['status']))
         g.cmd('sh echo 0 >%s' % par)
         if d.held:
             self.command(ret(804, len(d.held)), 804)

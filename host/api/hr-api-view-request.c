@@ -61,8 +61,13 @@ hr_api_request_add_params(HrRequest *request, JsonBuilder *b)
 		}
 		json_builder_end_array(b);
 	}
-	if (request->kind == HR_REQUEST_EVACUATE)
+	if (request->kind == HR_REQUEST_EVACUATE) {
 		hr_json_add_int(b, "budget_pages", cmd->budget_pages);
+		/* the standing reserve's: the guest runs it below its own tasks */
+		json_builder_set_member_name(b, "background");
+		json_builder_add_boolean_value(
+		    b, (cmd->hdr.flags & VIRTIO_HUGEROOM_EVAC_F_BACKGROUND) != 0);
+	}
 	if (request->kind != HR_REQUEST_RETURN)
 		hr_json_add_int(b, "budget_ms", cmd->budget_ms);
 	hr_json_add_int(b, "timeout_s", request->timeout_s);

@@ -735,6 +735,12 @@ hr_guest_status_age_ms(HrGuest *guest)
 /* Requests */
 
 gboolean
+hr_guest_has_feature(HrGuest *guest, guint bit)
+{
+	return guest->have_state && (guest->state.guest_features & (1ULL << bit)) != 0;
+}
+
+gboolean
 hr_guest_check_feature(HrGuest *guest, guint bit, const gchar *bit_name, const gchar *what,
 		       GError **error)
 {

@@ -233,6 +233,9 @@ hr_guest_held_sorted(HrGuest *guest);
 const gchar *
 hr_guest_return_reason_to_string(guint32 reason);
 
+/* has @guest's driver negotiated feature @bit (known from a DEVICE_STATE)? */
+gboolean
+hr_guest_has_feature(HrGuest *guest, guint bit);
 /* is @guest connected, its driver up, and feature @bit negotiated, to do @what? */
 gboolean
 hr_guest_check_feature(HrGuest *guest, guint bit, const gchar *bit_name, const gchar *what,

@@ -168,6 +168,11 @@ hr_request_build_cmd(guint64 id, const HrRequestParams *p, const HrRamRange *ram
 				   kind);
 		return NULL;
 	}
+	if (p->kind != HR_REQUEST_EVACUATE && p->background) {
+		hr_request_invalid(
+		    error, "background: only evacuate runs in the background, not %s", kind);
+		return NULL;
+	}
 	if (p->kind == HR_REQUEST_RETURN && p->budget_ms > 0) {
 		hr_request_invalid(error, "budget_ms: return takes no time budget");
 		return NULL;
@@ -215,6 +220,8 @@ hr_request_build_cmd(guint64 id, const HrRequestParams *p, const HrRamRange *ram
 				cmd->ranges = g_memdup2(p->ranges, sizeof(HrRange) * p->nr_ranges);
 			}
 		}
+		if (p->background)
+			cmd->hdr.flags |= VIRTIO_HUGEROOM_EVAC_F_BACKGROUND;
 		cmd->budget_pages = p->budget_pages;
 		cmd->budget_ms = p->budget_ms;
 		break;

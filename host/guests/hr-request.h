@@ -72,6 +72,8 @@ typedef struct {
 	guint32 budget_ms;
 	guint32 timeout_s; /* 0: the daemon's default */
 	gboolean all;
+	/* EVACUATE with EVAC_F_BACKGROUND: nobody waits (the guest negotiated F_BACKGROUND) */
+	gboolean background;
 	HrRequestFunc notify; /* NULL, or told of every change from the start */
 	gpointer notify_data;
 } HrRequestParams;

@@ -493,6 +493,9 @@ start_donate(HrPrepare *p, HrReservation *r, Run *run, Input *in, const HrPlanSt
 	params.budget_pages = step->cost_pages * 2 + BLOCK_PAGES;
 	if (deadline_ms > 0)
 		params.timeout_s = MAX(1, (deadline_ms + 999) / 1000);
+	/* nobody waits for the standing reserve: the donor's own tasks come first */
+	params.background =
+	    hr_reserve_is_part(r) && hr_guest_has_feature(guest, VIRTIO_HUGEROOM_F_BACKGROUND);
 	params.notify = prep_donate_notify;
 	params.notify_data = op;
 	/* a donor runs density while it gives (SET_PCP goes first on its cmdq) */

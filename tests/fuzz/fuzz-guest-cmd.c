@@ -35,7 +35,7 @@ typedef uint64_t u64;
 #define ALL_FEATURES                                                                       \
 	((1ULL << VIRTIO_HUGEROOM_F_STATUS) | (1ULL << VIRTIO_HUGEROOM_F_EVACUATE) |       \
 	 (1ULL << VIRTIO_HUGEROOM_F_HOLD) | (1ULL << VIRTIO_HUGEROOM_F_PCP) |              \
-	 (1ULL << VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM))
+	 (1ULL << VIRTIO_HUGEROOM_F_DEFLATE_ON_OOM) | (1ULL << VIRTIO_HUGEROOM_F_BACKGROUND))
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
 
@@ -116,6 +116,10 @@ LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 		g_assert(hdr.request_id != 0);
 		f = needed_feature(le16toh(hdr.type));
 		g_assert(f < 0 || (features & (1ULL << f)));
+		/* EVAC_F_BACKGROUND only with F_BACKGROUND (SPEC 1.6.3 rule 1) */
+		g_assert(le16toh(hdr.type) != VIRTIO_HUGEROOM_CMD_EVACUATE ||
+			 !(le16toh(hdr.flags) & VIRTIO_HUGEROOM_EVAC_F_BACKGROUND) ||
+			 (features & (1ULL << VIRTIO_HUGEROOM_F_BACKGROUND)));
 		/* More features never make a command invalid. */
 		g_assert(all == 0);
 	}

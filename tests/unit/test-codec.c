@@ -858,6 +858,36 @@ test_cmd_evacuate_cheapest_roundtrip(void)
 	g_assert_cmpuint(d->count, ==, 4);
 }
 
+/* EVAC_F_BACKGROUND goes with every form (SPEC 1.6.3 rule 2) */
+static void
+test_cmd_evacuate_background_roundtrip(void)
+{
+	static const guint16 forms[] = {
+	    0, VIRTIO_HUGEROOM_EVAC_F_CHEAPEST,
+	    VIRTIO_HUGEROOM_EVAC_F_CHEAPEST | VIRTIO_HUGEROOM_EVAC_F_RANGES};
+
+	for (guint i = 0; i < G_N_ELEMENTS(forms); i++) {
+		g_autoptr(HrCmd) c = forms[i] & VIRTIO_HUGEROOM_EVAC_F_RANGES
+					 ? make_evac_ranges()
+					 : hr_cmd_new(VIRTIO_HUGEROOM_CMD_EVACUATE, 9);
+		g_autoptr(GBytes) b = NULL;
+		g_autoptr(GError) error = NULL;
+		g_autoptr(HrCmd) d = NULL;
+
+		c->count = 1;
+		if (forms[i] == 0) {
+			c->nr_gpas = 1;
+			c->gpas = g_new0(guint64, 1);
+			c->gpas[0] = MiB(2);
+		}
+		c->hdr.flags = forms[i] | VIRTIO_HUGEROOM_EVAC_F_BACKGROUND;
+		b = hr_cmd_encode(c);
+		d = decode_cmd_bytes(b, &error);
+		g_assert_no_error(error);
+		g_assert_cmpuint(d->hdr.flags, ==, c->hdr.flags);
+	}
+}
+
 static void
 test_cmd_capture_roundtrip(void)
 {
@@ -1723,6 +1753,8 @@ main(int argc, char **argv)
 	g_test_add_func("/codec/cmd/evacuate/ranges-roundtrip", test_cmd_evacuate_ranges_roundtrip);
 	g_test_add_func("/codec/cmd/evacuate/cheapest-roundtrip",
 			test_cmd_evacuate_cheapest_roundtrip);
+	g_test_add_func("/codec/cmd/evacuate/background-roundtrip",
+			test_cmd_evacuate_background_roundtrip);
 	g_test_add_func("/codec/cmd/capture/roundtrip", test_cmd_capture_roundtrip);
 	g_test_add_func("/codec/cmd/return/roundtrip", test_cmd_return_roundtrip);
 	g_test_add_func("/codec/cmd/set-pcp/roundtrip", test_cmd_set_pcp_roundtrip);

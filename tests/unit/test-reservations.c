@@ -1243,7 +1243,8 @@ test_exec_deferral(Fixture *f, gconstpointer data)
 	again = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
 	g_assert_cmpint(g_get_monotonic_time() - failed_at, >=, 900 * 1000);
 	g_assert_cmpuint(again->gpas[0], >=, MiB(700));
-	g_assert_cmpint(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==, HR_STEP_FAILED);
+	g_assert_cmpint(((HrReservationStep *)g_ptr_array_index(r->steps, 1))->state, ==,
+			HR_STEP_FAILED);
 }
 
 /*
@@ -1606,7 +1607,8 @@ static void
 wait_reserve(Fixture *f, const gchar *name, guint64 value)
 {
 	WaitReserve w = {f, name, value};
-	g_autofree gchar *what = g_strdup_printf("the reserve's %s at %" G_GUINT64_FORMAT, name, value);
+	g_autofree gchar *what =
+	    g_strdup_printf("the reserve's %s at %" G_GUINT64_FORMAT, name, value);
 	wait_for(cond_reserve, &w, what);
 }
 
@@ -1667,6 +1669,71 @@ test_pool_reserve(Fixture *f, gconstpointer data)
 	wait_pool(f, 10);
 	g_assert_cmpuint(reserve_member(f, "given_back_blocks"), ==, 15);
 	host_set_psi(f, "0.00");
+}
+
+/* a donor whose driver negotiated @features (DEVICE_STATE before its status) */
+static FakeDevice *
+donor_up_features(Fixture *f, const gchar *name, guint8 seed, guint64 features)
+{
+	FakeDevice *dev = fake_device_up(f, name, seed);
+	HrChanDeviceState state = {.driver_ok = 1, .guest_features = features, .msgs_relayed = 1};
+	g_autoptr(GBytes) status = make_status(1, 0, MiB(512));
+	fake_send_state(dev, &state);
+	fake_send(dev, HR_CHAN_GUEST_MSG, status);
+	wait_for(cond_have_status, f, "the donor's status");
+	return dev;
+}
+
+/*
+ * Nobody waits for the standing reserve: its parts ask donors whose
+ * drivers negotiated F_BACKGROUND with EVAC_F_BACKGROUND (they run it below
+ * their own tasks), a reservation a VM waits for never does, and a driver
+ * without the feature never gets the flag.
+ */
+static void
+check_background(Fixture *f, guint64 features, gboolean part, guint16 want)
+{
+	g_autoptr(FakeDevice) dev = NULL;
+	g_autoptr(HrCmd) cmd = NULL;
+	HrPrepare *prepare = hr_daemon_get_prepare(f->daemon);
+	HrReservation *r = NULL;
+
+	host_set_free(f, 25000, 0);
+	dev = donor_up_features(f, "donor", 1, features);
+	if (part)
+		g_assert_true(hr_reserve_set(hr_prepare_get_reserve(prepare), MiB(6), 0, NULL));
+	else
+		r = hr_prepare_create(prepare, MiB(6), 0, 0, FALSE, "vm", NULL);
+	cmd = fake_expect_cmd(dev, VIRTIO_HUGEROOM_CMD_EVACUATE);
+	g_assert_cmpuint(cmd->hdr.flags & VIRTIO_HUGEROOM_EVAC_F_BACKGROUND, ==, want);
+	host_set_free(f, 25000, 4);
+	answer_evacuate(dev, cmd, cmd->count);
+	if (part)
+		wait_reserve(f, "blocks_ready", 3);
+	else
+		wait_state(f, r->id, HR_RESERVATION_READY);
+}
+
+static void
+test_pool_reserve_background(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	check_background(f, 0xf | (1u << VIRTIO_HUGEROOM_F_BACKGROUND), TRUE,
+			 VIRTIO_HUGEROOM_EVAC_F_BACKGROUND);
+}
+
+static void
+test_pool_reserve_background_old(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	check_background(f, 0xf, TRUE, 0);
+}
+
+static void
+test_pool_foreground(Fixture *f, gconstpointer data)
+{
+	(void)data;
+	check_background(f, 0xf | (1u << VIRTIO_HUGEROOM_F_BACKGROUND), FALSE, 0);
 }
 
 /* a reserve set through the API holds until the config's reserve= changes */
@@ -1967,6 +2034,9 @@ main(int argc, char **argv)
 	ADD_POOL("free", test_pool_free);
 	ADD_POOL("release", test_pool_release);
 	ADD_POOL("donate", test_pool_donate);
+	ADD_POOL("reserve-background", test_pool_reserve_background);
+	ADD_POOL("reserve-background-old", test_pool_reserve_background_old);
+	ADD_POOL("foreground", test_pool_foreground);
 	ADD_POOL("strict-fails", test_pool_strict_fails);
 	ADD_POOL("asked-again", test_pool_asked_again);
 	ADD_POOL("late-donor", test_pool_late_donor);

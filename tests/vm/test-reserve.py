@@ -11,6 +11,9 @@ host's fragmented free memory and from the donors.
 Checks:
  1. the reserve fills (GET /v1/reserve: blocks_ready == blocks) with the
     host short of blocks, from its free memory and the donors;
+ 1b. its donations were EVACUATEs in the background (params.background of
+    each donate step's request: the donors' drivers run them below their
+    own tasks);
  2. `hugeroomctl prepare RESERVE --wait` answers ready within 1 s (the
     reserve's blocks taken at once: a step of kind "reserve" with all the
     blocks, no donation, no pool growth) and the hugetlb pool did not grow;
@@ -100,14 +103,26 @@ def main():
         parts = [r for r in daemon.ctl_json("reservations")["reservations"]
                  if r.get("requester") == "hugeroomd standing reserve"]
         donated = 0
+        background = []
         for p in parts:
-            donated += sum(s.get("blocks_held", 0)
-                           for s in daemon.ctl_json("reservation", p["id"])["steps"]
-                           if s["kind"] == "donate")
+            for s in daemon.ctl_json("reservation", p["id"])["steps"]:
+                if s["kind"] != "donate":
+                    continue
+                donated += s.get("blocks_held", 0)
+                st, out = hrvm.http(daemon.api_sock, "GET", "/v1/guests/%s/requests/%d"
+                                    % (s["guest"], s["request_id"]))
+                background.append(json.loads(out)["params"].get("background")
+                                  if st == 200 else "HTTP %d" % st)
         tap.ok(res["blocks_ready"] == res["blocks"] == reserve_mb // 2,
                "the reserve filled %d of %d blocks in %.1f s (%d parts, %d blocks from donors)"
                % (res["blocks_ready"], res["blocks"], time.monotonic() - t0, res["parts"],
                   donated), json.dumps(res))
+
+        # 1b. nobody waits for the reserve: its donations ran in the
+        # background (EVAC_F_BACKGROUND: F_BACKGROUND is negotiated)
+        tap.ok(background and all(b is True for b in background),
+               "the reserve's %d donations asked the donors in the background (%s)"
+               % (len(background), background))
 
         # 2. prepare takes it at once
         pool1 = hrvm.pool_pages()
