@@ -1010,8 +1010,8 @@ test_cmd_reject_flags(void)
 	c->hdr.flags = 1;
 	assert_cmd_rejected(c, "report: hdr.flags 0x1");
 	c->hdr.type = VIRTIO_HUGEROOM_CMD_EVACUATE;
-	c->hdr.flags = 4;
-	assert_cmd_rejected(c, "evacuate: hdr.flags 0x4 has unknown bits 0x4");
+	c->hdr.flags = 8; /* bit 2 is EVAC_F_BACKGROUND */
+	assert_cmd_rejected(c, "evacuate: hdr.flags 0x8 has unknown bits 0x8");
 }
 
 static void
