@@ -11,15 +11,16 @@ host's fragmented free memory and from the donors.
 Checks:
  1. the reserve fills (GET /v1/reserve: blocks_ready == blocks) with the
     host short of blocks, from its free memory and the donors;
- 1b. its donations were EVACUATEs in the background (params.background of
-    each donate step's request: the donors' drivers run them below their
-    own tasks);
  2. `hugeroomctl prepare RESERVE --wait` answers ready within 1 s (the
     reserve's blocks taken at once: a step of kind "reserve" with all the
     blocks, no donation, no pool growth) and the hugetlb pool did not grow;
  3. after consume a preallocated VM of RESERVE MiB starts with >= 99% of
     its RAM THP-backed, nobody OOM-killed;
  4. the reserve refills after the start (last_refill_ms set), from donors;
+ 4b. the donations of the fill and the refill were EVACUATEs in the
+    background (params.background of each donate step's request: the
+    donors' drivers run them below their own tasks; skipped, saying so,
+    where the host's free memory alone filled the reserve);
  5. `PUT /v1/reserve {"bytes": 0}` gives the reserve's parts back (the
     pool is back to what it was), release gives every hold back, and the
     donors' memfill checksums match.
@@ -46,6 +47,26 @@ def reserve(daemon, body=None):
     if st != 200:
         raise hrvm.Failure("%s /v1/reserve: %d %s" % ("PUT" if body else "GET", st, out[:300]))
     return json.loads(out)
+
+
+def donations_background(daemon, seen):
+    """Add {request_id: params.background} of the standing reserve's
+    donations to @seen; return the blocks they got held."""
+    held = 0
+    for p in daemon.ctl_json("reservations")["reservations"]:
+        if p.get("requester") != "hugeroomd standing reserve":
+            continue
+        for s in daemon.ctl_json("reservation", p["id"])["steps"]:
+            if s["kind"] != "donate":
+                continue
+            held += s.get("blocks_held", 0)
+            if s["request_id"] in seen:
+                continue
+            st, out = hrvm.http(daemon.api_sock, "GET", "/v1/guests/%s/requests/%d"
+                                % (s["guest"], s["request_id"]))
+            seen[s["request_id"]] = (json.loads(out)["params"].get("background")
+                                     if st == 200 else "HTTP %d" % st)
+    return held
 
 
 def main():
@@ -100,29 +121,12 @@ def main():
         except hrvm.Failure:
             pass
         res = reserve(daemon)
-        parts = [r for r in daemon.ctl_json("reservations")["reservations"]
-                 if r.get("requester") == "hugeroomd standing reserve"]
-        donated = 0
-        background = []
-        for p in parts:
-            for s in daemon.ctl_json("reservation", p["id"])["steps"]:
-                if s["kind"] != "donate":
-                    continue
-                donated += s.get("blocks_held", 0)
-                st, out = hrvm.http(daemon.api_sock, "GET", "/v1/guests/%s/requests/%d"
-                                    % (s["guest"], s["request_id"]))
-                background.append(json.loads(out)["params"].get("background")
-                                  if st == 200 else "HTTP %d" % st)
+        background = {}
+        donated = donations_background(daemon, background)
         tap.ok(res["blocks_ready"] == res["blocks"] == reserve_mb // 2,
                "the reserve filled %d of %d blocks in %.1f s (%d parts, %d blocks from donors)"
                % (res["blocks_ready"], res["blocks"], time.monotonic() - t0, res["parts"],
                   donated), json.dumps(res))
-
-        # 1b. nobody waits for the reserve: its donations ran in the
-        # background (EVAC_F_BACKGROUND: F_BACKGROUND is negotiated)
-        tap.ok(background and all(b is True for b in background),
-               "the reserve's %d donations asked the donors in the background (%s)"
-               % (len(background), background))
 
         # 2. prepare takes it at once
         pool1 = hrvm.pool_pages()
@@ -165,6 +169,17 @@ def main():
                and res["taken_blocks"] == reserve_mb // 2,
                "the reserve refilled after the start: %d of %d blocks, in %s ms"
                % (res["blocks_ready"], res["blocks"], res["last_refill_ms"]), json.dumps(res))
+        # 4b. nobody waits for the reserve: its donations, of the fill and
+        # the refill, ran in the background (EVAC_F_BACKGROUND, negotiated)
+        donations_background(daemon, background)
+        if background:
+            tap.ok(all(b is True for b in background.values()),
+                   "the reserve's %d donations asked the donors in the background (%s)"
+                   % (len(background), sorted(set(map(str, background.values())))))
+        else:
+            print("ok %d - the reserve's donations ran in the background # SKIP the host's "
+                  "free memory filled it: no donation to look at" % (tap.n + 1), flush=True)
+            tap.n += 1
         vm.stop()
         vm = None
 
