@@ -543,11 +543,13 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
  * as taken for the pressure trigger.
  */
 /*
- * 0: never; 1: where it pays (measured); 2: always.  Kernels without
- * movable_ops for a driver's pages (6.17 and later, see below) have no
- * claims: there the parameter reads 0 and refuses anything else.
+ * 0: never; 1: where it pays (measured); 2: always.  Kernels where a
+ * driver's pages cannot be movable (6.17 to 6.19, or later ones without
+ * CONFIG_BALLOON_MIGRATION; hr_compat.h) have no claims: there the
+ * parameter reads 0 and refuses anything else.
  */
-#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
+#if defined(VIRTIO_HUGEROOM_CLAIMS_MOVABLE_OPS) || \
+	defined(VIRTIO_HUGEROOM_CLAIMS_BALLOON)
 static unsigned int claim_holes = 1;
 #else
 static unsigned int claim_holes;
@@ -564,7 +566,7 @@ static int virtio_hugeroom_claim_holes_set(const char *val,
 	if (v > 2)
 		return -EINVAL;
 	if (v && !virtio_hugeroom_claims_supported()) {
-		pr_notice_once("virtio_hugeroom: claim_holes: this kernel has no movable_ops for driver pages, hole claims stay off\n");
+		pr_notice_once("virtio_hugeroom: claim_holes: this kernel has no movable driver pages, hole claims stay off\n");
 		return -EOPNOTSUPP;
 	}
 	WRITE_ONCE(claim_holes, v);
@@ -579,7 +581,7 @@ static const struct kernel_param_ops virtio_hugeroom_claim_holes_ops = {
 module_param_cb(claim_holes, &virtio_hugeroom_claim_holes_ops, &claim_holes,
 		0644);
 MODULE_PARM_DESC(claim_holes,
-		 "EVACUATE claims the free pages of the blocks it empties before migrating: 0 never, 1 where cheaper than migrating twice (default), 2 always (0 only on kernels without driver movable_ops)");
+		 "EVACUATE claims the free pages of the blocks it empties before migrating: 0 never, 1 where cheaper than migrating twice (default), 2 always (0 only on kernels without movable driver pages: 6.17-6.19, no CONFIG_BALLOON_MIGRATION)");
 
 /*
  * The next run of free pages in the block at @head from @*i: its start,
@@ -710,10 +712,7 @@ static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 	ev0 = virtio_hugeroom_pgmigrate(r->vh);
 	nr = min(nr, want);
 	for (i = 0; i < nr; i++) {
-		r->claims[i].vh = r->vh;
-		r->claims[i].pages = 0;
-		r->claims[i].taken = 0;
-		bitmap_zero(r->claims[i].map, VIRTIO_HUGEROOM_CLAIM_BITS);
+		virtio_hugeroom_claim_init(r->vh, &r->claims[i]);
 		before += r->claims[i].used;
 	}
 	r->nr_claims = nr;
