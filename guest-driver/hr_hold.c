@@ -992,6 +992,12 @@ static void virtio_hugeroom_claim_init_pages(struct virtio_hugeroom_claim *cl)
 {
 	bitmap_zero(cl->map, VIRTIO_HUGEROOM_CLAIM_BITS);
 }
+
+/* Does a page still point at @cl?  Its pages go at once on 6.x. */
+static bool virtio_hugeroom_claim_busy(struct virtio_hugeroom_claim *cl)
+{
+	return READ_ONCE(cl->pages);
+}
 #elif defined(VIRTIO_HUGEROOM_CLAIMS_BALLOON)
 /*
  * Take up to @max claimed pages off @cl into @pfns: those on its balloon
@@ -1078,6 +1084,16 @@ static void virtio_hugeroom_claim_init_pages(struct virtio_hugeroom_claim *cl)
 	balloon_devinfo_init(&cl->bal);
 	cl->bal.migratepage = virtio_hugeroom_claim_migrate;
 }
+
+/*
+ * Does a page still point at @cl, or the balloon core still touch it?  A
+ * page given up is counted off @pages in migratepage, and the core counts
+ * it off @bal.isolated_pages after that (its last touch of @bal).
+ */
+static bool virtio_hugeroom_claim_busy(struct virtio_hugeroom_claim *cl)
+{
+	return READ_ONCE(cl->pages) || READ_ONCE(cl->bal.isolated_pages);
+}
 #else
 /* Never called: claim_due() says no on these kernels. */
 static unsigned int virtio_hugeroom_claim_detach(struct virtio_hugeroom_claim *cl,
@@ -1101,6 +1117,11 @@ static void virtio_hugeroom_claim_put(unsigned long pfn)
 static void virtio_hugeroom_claim_init_pages(struct virtio_hugeroom_claim *cl)
 {
 	bitmap_zero(cl->map, VIRTIO_HUGEROOM_CLAIM_BITS);
+}
+
+static bool virtio_hugeroom_claim_busy(struct virtio_hugeroom_claim *cl)
+{
+	return false;
 }
 #endif
 
@@ -1135,7 +1156,7 @@ unsigned int virtio_hugeroom_claim_release(struct virtio_hugeroom_claim *cl)
 		given += n;
 		if (n)
 			continue;
-		if (!READ_ONCE(cl->pages))
+		if (!virtio_hugeroom_claim_busy(cl))
 			break;
 		/* Isolated by someone: back on the list or given up soon. */
 		schedule_timeout_uninterruptible(1);
