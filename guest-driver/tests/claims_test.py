@@ -66,7 +66,9 @@ class Claims(ht.Run):
         return int(self.field(key)[0])
 
     def balloon_kb(self):
-        """/proc/meminfo's Balloon (kB), None where it has none (6.x)."""
+        """/proc/meminfo's Balloon (kB), None where it has none (6.x);
+        the per-cpu vmstat deltas folded first (vm.stat_refresh)."""
+        self.g.cmd('sh echo 1 >/proc/sys/vm/stat_refresh')
         return self.g.meminfo().get('Balloon')
 
     def balloon_matches(self, base, what):
@@ -75,7 +77,8 @@ class Claims(ht.Run):
         if base is None:
             return
         for _ in range(5):
-            out = self.g.cmd('sh grep ^Balloon: /proc/meminfo; '
+            out = self.g.cmd('sh echo 1 >/proc/sys/vm/stat_refresh; '
+                             'grep ^Balloon: /proc/meminfo; '
                              'grep ^evac_claimed %s/status' % D)
             kb = int(out[0].split()[1])
             claimed = int(out[1].split()[1])
@@ -188,7 +191,14 @@ class Claims(ht.Run):
         p1 = c1['evac_claims_pressure']
         hrvm.log('burst: %s' % ', '.join('%s %d -> %d' % (k, c0[k], c1[k])
                                          for k in keys))
-        dm = '\n'.join(g.cmd('sh dmesg'))
+        dml = g.cmd('sh dmesg')
+        dm = '\n'.join(dml)
+        oom = [i for i, x in enumerate(dml) if 'invoked oom-killer' in x]
+        for x in dml[oom[0]:oom[0] + 80] if oom else ():
+            hrvm.log('oom: %s' % x)
+        for x in dml:
+            if 'virtio_hugeroom' in x and 'pressure' in x:
+                hrvm.log('dmesg: %s' % x)
         hrvm.log('pressure %d MiB: %s; claims given back under pressure: '
                  '%d pages' % (need, out[-2:], p1 - p0))
         self.ok(any('rc=0' in x for x in out) and
