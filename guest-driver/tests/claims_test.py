@@ -186,6 +186,9 @@ class Claims(ht.Run):
                 'evac_claimed', 'pressure_polls', 'pressure_returns')
         c0 = {k: self.counter(k) for k in keys}
         p0 = c0['evac_claims_pressure']
+        # the driver's pressure messages (dev_dbg) into the log
+        g.cmd("sh echo 'file hr_hold.c +p' "
+              ">/sys/kernel/debug/dynamic_debug/control || true")
         out = g.cmd('sh /tools/pressure %d; echo rc=$?' % need, timeout=900)
         c1 = {k: self.counter(k) for k in keys}
         p1 = c1['evac_claims_pressure']
