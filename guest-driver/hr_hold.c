@@ -375,7 +375,8 @@ static unsigned long virtio_hugeroom_scan_held(struct virtio_hugeroom *vh,
 
 	if (!virtio_hugeroom_under_pressure())
 		return SHRINK_STOP;
-	got = virtio_hugeroom_claims_drop(vh, NULL, nr_to_scan);
+	/* Every claim: a shortcut of the pass, not to be kept under pressure. */
+	got = virtio_hugeroom_claims_drop(vh, NULL, ULONG_MAX);
 	if (got < nr_to_scan && virtio_hugeroom_deflate_on_oom(vh)) {
 		want = DIV_ROUND_UP(nr_to_scan - got, pageblock_nr_pages);
 		given = virtio_hugeroom_return_some(vh, want,
@@ -614,16 +615,17 @@ static unsigned int virtio_hugeroom_return_zone(struct virtio_hugeroom *vh,
 
 /*
  * @zone is @need pages short of the trigger's give-back level: give back
- * claims of the zone first (the running pass's shortcut, added to
- * @claims), then, with F_DEFLATE_ON_OOM, held blocks of it for the rest.
- * Returns the blocks given back.
+ * every claim of the zone first (the running pass's shortcut, added to
+ * @claims: all of them, not @need, since a burst outruns the polls and
+ * a claim kept is no use to it), then, with F_DEFLATE_ON_OOM, held
+ * blocks of it for the rest.  Returns the blocks given back.
  */
 static unsigned int virtio_hugeroom_relieve(struct virtio_hugeroom *vh,
 					    struct zone *zone,
 					    unsigned long need,
 					    unsigned long *claims)
 {
-	unsigned long got = virtio_hugeroom_claims_drop(vh, zone, need);
+	unsigned long got = virtio_hugeroom_claims_drop(vh, zone, ULONG_MAX);
 
 	*claims += got;
 	if (got >= need || !virtio_hugeroom_deflate_on_oom(vh))
