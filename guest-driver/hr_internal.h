@@ -131,6 +131,14 @@
 /* Pages a command migrates before it weighs claims against migrations. */
 #define VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES	256
 /*
+ * claim_holes=1 claims a block whose holes are expected to take this many
+ * migrated pages whatever a claim costs, and the last blocks of a pass
+ * until the double migrations expected of the rest are at most
+ * 1/2^VIRTIO_HUGEROOM_CLAIM_REST_SHIFT of its pages (hr_evac.c).
+ */
+#define VIRTIO_HUGEROOM_CLAIM_MIN_PAGES		16
+#define VIRTIO_HUGEROOM_CLAIM_REST_SHIFT	5
+/*
  * Admission keeps MemAvailable this far above the high watermarks: 1/32 of
  * the guest's memory, room for page cache and bursts without reclaim.
  */
@@ -457,6 +465,7 @@ struct virtio_hugeroom_claim {
 	unsigned int pages;
 	unsigned int taken;		/* claimed by the pass, for pages_taken */
 	unsigned int used;		/* its in-use pages when planned */
+	unsigned int expect;		/* pages expected to move in, planned */
 #ifdef VIRTIO_HUGEROOM_CLAIMS_BALLOON
 	struct balloon_dev_info bal;
 #else
