@@ -30,6 +30,7 @@
  */
 
 #include "hr_internal.h"
+#include "hr_pcp.h"
 
 /* ---------------------------------------------------------------------- */
 /*
@@ -665,10 +666,22 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 			floor = virtio_hugeroom_zone_floor(zone);
 			margin = virtio_hugeroom_zone_margin(zone);
 			if (free < floor + margin + ahead) {
+				unsigned long claims0 = claims;
+
 				want = virtio_hugeroom_relieve(vh, zone,
 							       floor + 2 * margin +
 							       ahead - free,
 							       &claims);
+				/*
+				 * What went back was freed a page at a
+				 * time, onto this CPU's lists, which hold
+				 * tens of MiB on 6.7+ and which the
+				 * watermarks do not count: an OOM kill
+				 * met 43 MiB there, the buddy lists below
+				 * min (driver-claims-sid).
+				 */
+				if (want || claims > claims0)
+					virtio_hugeroom_pcp_drain_zone(zone);
 				free = zone_page_state(zone, NR_FREE_PAGES);
 				given += want;
 			}
