@@ -9,8 +9,8 @@
  * Kbuild), never by LINUX_VERSION_CODE: a distribution kernel may carry an
  * interface of a later release.  Interfaces only one file uses stay next
  * to their use, marked by their VIRTIO_HUGEROOM_HAVE_* test: the two
- * shrinker APIs and movable_ops for the
- * hole claims (hr_evac.c), virtio_find_vqs() (hr_dev.c), the PCP high
+ * shrinker APIs and movable_ops or balloon pages for the
+ * hole claims (hr_hold.c), virtio_find_vqs() (hr_dev.c), the PCP high
  * bounds and the pageblock isolation bit (hr_report.c); alloc_contig_range()
  * has its one wrapper here, since two files call it.
  *
@@ -109,10 +109,26 @@ static inline int virtio_hugeroom_acr(unsigned long start, unsigned long end,
 #define alloc_contig_range(...) \
 	virtio_hugeroom_use_virtio_hugeroom_acr(__VA_ARGS__)
 
+/*
+ * How claimed pages are movable (hr_hold.c "Claims"): movable_ops of our
+ * own (__SetPageMovable(), until 6.16), or balloon pages on a
+ * balloon_dev_info per claim (linux/balloon.h, 7.0, whose migratepage may
+ * give a page up; only with CONFIG_BALLOON_MIGRATION, else balloon pages
+ * are unmovable).  6.17 to 6.19, or 7.x without balloon migration: none,
+ * and no claims.
+ */
+#if defined(VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE)
+#define VIRTIO_HUGEROOM_CLAIMS_MOVABLE_OPS
+#elif defined(VIRTIO_HUGEROOM_HAVE_BALLOON_H) && \
+	defined(CONFIG_BALLOON_MIGRATION)
+#define VIRTIO_HUGEROOM_CLAIMS_BALLOON
+#endif
+
 /* Can EVACUATE claim holes (module param claim_holes, hr_evac.c)? */
 static inline bool virtio_hugeroom_claims_supported(void)
 {
-#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
+#if defined(VIRTIO_HUGEROOM_CLAIMS_MOVABLE_OPS) || \
+	defined(VIRTIO_HUGEROOM_CLAIMS_BALLOON)
 	return true;
 #else
 	return false;

@@ -637,7 +637,7 @@ static int virtio_hugeroom_probe(struct virtio_device *vdev)
 	if (!virtio_has_feature(vdev, VIRTIO_HUGEROOM_F_STATUS))
 		dev_info(&vdev->dev, "device does not take status reports\n");
 	if (!virtio_hugeroom_claims_supported())
-		dev_info(&vdev->dev, "no hole claims: this kernel has no movable_ops for driver pages (claim_holes reads 0)\n");
+		dev_info(&vdev->dev, "no hole claims: this kernel has no movable driver pages (claim_holes reads 0)\n");
 
 	rc = virtio_hugeroom_start(vh);
 	if (rc)

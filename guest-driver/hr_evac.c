@@ -51,8 +51,10 @@ struct virtio_hugeroom_run {
 	/* what this command's migrations and claims cost */
 	u64 mig_ns;
 	u64 mig_pages;
+	u64 mig_page_min_ns;		/* the cheapest block's, per page */
 	u64 claim_ns;
 	u64 claim_calls;
+	u64 claim_first_ns;		/* the first claim call's time */
 };
 
 /*
@@ -484,6 +486,9 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
 	t0 = ktime_get_ns() - t0;
 	r->mig_ns += t0;
 	r->mig_pages += moved;
+	if (moved && (!r->mig_page_min_ns ||
+		      div64_u64(t0, moved) < r->mig_page_min_ns))
+		r->mig_page_min_ns = max_t(u64, div64_u64(t0, moved), 1);
 	spin_lock(&vh->hold_lock);
 	vh->evac_block_ns += t0;
 	vh->evac_block_calls += tries;
@@ -544,11 +549,13 @@ static int virtio_hugeroom_evac_block(struct virtio_hugeroom_run *r,
  * as taken for the pressure trigger.
  */
 /*
- * 0: never; 1: where it pays (measured); 2: always.  Kernels without
- * movable_ops for a driver's pages (6.17 and later, see below) have no
- * claims: there the parameter reads 0 and refuses anything else.
+ * 0: never; 1: where it pays (measured); 2: always.  Kernels where a
+ * driver's pages cannot be movable (6.17 to 6.19, or later ones without
+ * CONFIG_BALLOON_MIGRATION; hr_compat.h) have no claims: there the
+ * parameter reads 0 and refuses anything else.
  */
-#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
+#if defined(VIRTIO_HUGEROOM_CLAIMS_MOVABLE_OPS) || \
+	defined(VIRTIO_HUGEROOM_CLAIMS_BALLOON)
 static unsigned int claim_holes = 1;
 #else
 static unsigned int claim_holes;
@@ -565,7 +572,7 @@ static int virtio_hugeroom_claim_holes_set(const char *val,
 	if (v > 2)
 		return -EINVAL;
 	if (v && !virtio_hugeroom_claims_supported()) {
-		pr_notice_once("virtio_hugeroom: claim_holes: this kernel has no movable_ops for driver pages, hole claims stay off\n");
+		pr_notice_once("virtio_hugeroom: claim_holes: this kernel has no movable driver pages, hole claims stay off\n");
 		return -EOPNOTSUPP;
 	}
 	WRITE_ONCE(claim_holes, v);
@@ -580,7 +587,7 @@ static const struct kernel_param_ops virtio_hugeroom_claim_holes_ops = {
 module_param_cb(claim_holes, &virtio_hugeroom_claim_holes_ops, &claim_holes,
 		0644);
 MODULE_PARM_DESC(claim_holes,
-		 "EVACUATE claims the free pages of the blocks it empties before migrating: 0 never, 1 where cheaper than migrating twice (default), 2 always (0 only on kernels without driver movable_ops)");
+		 "EVACUATE claims the free pages of the blocks it empties before migrating: 0 never, 1 where cheaper than migrating twice (default), 2 always (0 only on kernels without movable driver pages: 6.17-6.19, no CONFIG_BALLOON_MIGRATION)");
 
 /*
  * The next run of free pages in the block at @head from @*i: its start,
@@ -623,6 +630,34 @@ static unsigned int virtio_hugeroom_count_runs(struct page *head,
 }
 
 /*
+ * The free pages of @head's zone that migrations take before the holes of
+ * the block at @head: the allocator serves the smallest free chunks
+ * first, so those of orders up to the block's largest free buddy (and
+ * the block's own).  Lockless, a hint.
+ */
+static unsigned long virtio_hugeroom_free_before(struct page *head)
+{
+	struct zone *zone = page_zone(head);
+	unsigned int order, top = 0;
+	unsigned long i = 0, sum = 0;
+
+	while (i < pageblock_nr_pages) {
+		if (PageBuddy(head + i)) {
+			order = virtio_hugeroom_buddy_order(head + i);
+			if (order < VIRTIO_HUGEROOM_KERNEL_ORDERS) {
+				top = max(top, order);
+				i += 1UL << order;
+				continue;
+			}
+		}
+		i++;
+	}
+	for (order = 0; order <= top; order++)
+		sum += READ_ONCE(zone->free_area[order].nr_free) << order;
+	return sum;
+}
+
+/*
  * Claim the free pages of the block at @cl->pfn.  False once admission
  * refuses a claim: no further block is claimed.
  */
@@ -642,7 +677,10 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 			return false;
 		t0 = ktime_get_ns();
 		rc = virtio_hugeroom_contig_range(pfn + start, pfn + i);
-		r->claim_ns += ktime_get_ns() - t0;
+		t0 = ktime_get_ns() - t0;
+		if (!r->claim_calls)
+			r->claim_first_ns = t0;
+		r->claim_ns += t0;
 		r->claim_calls++;
 		if (rc) {
 			r->vh->evac_claim_failed++;
@@ -656,36 +694,65 @@ static bool virtio_hugeroom_claim_block(struct virtio_hugeroom_run *r,
 }
 
 /*
- * Is claiming the block of @cl worth it?  Its holes get pages moved in
- * (and then moved again) with the chance that the pages migrated before
- * its turn, @before, take of all free pages, @free_all; a claim costs an
- * alloc_contig_range() per run of free pages, which on a host short of
- * CPU (each call waits for every CPU: an RCU grace period, per-cpu
- * drains) costs more than migrating the pages it saves.  Both costs as
- * measured in this command: per migrated page, and per claim call (the
- * first claim is always made, to measure it).
+ * Plan the block of @cl, the pages migrated before its turn @before: how
+ * many migrated pages its holes are expected to take (cl->expect), and
+ * its runs of free pages (0: not worth a claim).  The migrations before
+ * its turn take the smallest free chunks first: the share of them it
+ * gets is @before of the zone's free pages up to its largest hole
+ * (virtio_hugeroom_free_before(); all free pages underestimated it).
  */
-static bool virtio_hugeroom_claim_pays(struct virtio_hugeroom_run *r,
-				       struct virtio_hugeroom_claim *cl,
-				       u64 before, u64 free_all)
+static unsigned int virtio_hugeroom_claim_plan(struct virtio_hugeroom_claim *cl,
+					       u64 before)
 {
 	struct page *head = pfn_to_online_page(cl->pfn);
 	unsigned int free, runs;
-	u64 gain, cost;
+	u64 pool;
 
+	cl->expect = 0;
 	/* Only what evac_check() would let through has holes worth it. */
 	if (!head || !virtio_hugeroom_zone_blocks(page_zone(head)) ||
 	    virtio_hugeroom_wire_mt(virtio_hugeroom_block_mt(cl->pfn)) !=
 	    VIRTIO_HUGEROOM_MT_MOVABLE)
-		return false;
+		return 0;
 	runs = virtio_hugeroom_count_runs(head, &free);
-	if (!runs || !free_all)
+	pool = virtio_hugeroom_free_before(head);
+	if (!runs || !pool)
+		return 0;
+	cl->expect = div64_u64((u64)free * min(before, pool), pool);
+	return runs;
+}
+
+/*
+ * Is claiming the block of @cl, of @runs runs, worth it?  Its holes are
+ * expected to take cl->expect migrated pages (then moved again); a claim
+ * costs an alloc_contig_range() per run, which on a host short of CPU
+ * (each call waits for every CPU: an RCU grace period, per-cpu drains)
+ * may cost more than migrating the pages it saves.  Both costs as
+ * measured in this command: per migrated page the cheapest block's (the
+ * average has the slow ones), per claim call those after the first (which
+ * costs about twice as much; the first claim is always made, to measure
+ * it).  Claimed whatever that says: a block expected to take
+ * VIRTIO_HUGEROOM_CLAIM_MIN_PAGES or more, and, the last blocks first,
+ * while the double migrations expected of this one and those before it,
+ * @rest, exceed 1/32 of the pass's pages @total.
+ */
+static bool virtio_hugeroom_claim_pays(struct virtio_hugeroom_run *r,
+				       struct virtio_hugeroom_claim *cl,
+				       unsigned int runs, u64 rest, u64 total)
+{
+	u64 gain, cost, calls, ns;
+
+	if (!runs)
 		return false;
-	if (!r->claim_calls || READ_ONCE(claim_holes) == 2)
+	if (!r->claim_calls || READ_ONCE(claim_holes) == 2 ||
+	    cl->expect >= VIRTIO_HUGEROOM_CLAIM_MIN_PAGES ||
+	    rest << VIRTIO_HUGEROOM_CLAIM_REST_SHIFT > total)
 		return true;
-	gain = div64_u64((u64)free * min(before, free_all) *
-			 div64_u64(r->mig_ns, r->mig_pages), free_all);
-	cost = div64_u64(r->claim_ns * runs, r->claim_calls);
+	calls = r->claim_calls > 1 ? r->claim_calls - 1 : 1;
+	ns = r->claim_calls > 1 ? r->claim_ns - r->claim_first_ns : r->claim_ns;
+	gain = (u64)cl->expect * (r->mig_page_min_ns ?:
+				  div64_u64(r->mig_ns, r->mig_pages));
+	cost = div64_u64(ns * runs, calls);
 	return gain > cost;
 }
 
@@ -701,7 +768,7 @@ static bool virtio_hugeroom_claim_pays(struct virtio_hugeroom_run *r,
 static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 				  unsigned int nr)
 {
-	u64 ev0, ev1, t0 = ktime_get_ns(), before = 0, free_all;
+	u64 ev0, ev1, t0 = ktime_get_ns(), before = 0, rest = 0, total;
 	u64 calls0 = r->claim_calls;
 	unsigned int want = r->count - min(r->count,
 					   r->c.freed + r->nr_pending);
@@ -711,22 +778,28 @@ static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 	ev0 = virtio_hugeroom_pgmigrate(r->vh);
 	nr = min(nr, want);
 	for (i = 0; i < nr; i++) {
-		r->claims[i].vh = r->vh;
-		r->claims[i].pages = 0;
-		r->claims[i].taken = 0;
-		bitmap_zero(r->claims[i].map, VIRTIO_HUGEROOM_CLAIM_BITS);
+		virtio_hugeroom_claim_init(r->vh, &r->claims[i]);
+		/* planned again below, with the runs of the moment */
+		virtio_hugeroom_claim_plan(&r->claims[i], before);
 		before += r->claims[i].used;
+		rest += r->claims[i].expect;
 	}
+	total = before;
 	r->nr_claims = nr;
 	/* Pressure finds them from now on (virtio_hugeroom_claims_drop()). */
 	virtio_hugeroom_claims_publish(r->vh, r->claims, nr);
-	free_all = global_zone_page_state(NR_FREE_PAGES);
 	for (i = nr; i-- > 0 && admitted && !r->stop; ) {
 		struct virtio_hugeroom_claim *cl = &r->claims[i];
+		u64 planned = cl->expect;
+		unsigned int runs;
 
 		before -= cl->used;
-		if (!virtio_hugeroom_claim_pays(r, cl, before, free_all))
+		runs = virtio_hugeroom_claim_plan(cl, before);
+		if (!virtio_hugeroom_claim_pays(r, cl, runs, rest, total)) {
+			rest -= min(rest, planned);
 			continue;
+		}
+		rest -= min(rest, planned);
 		admitted = virtio_hugeroom_claim_block(r, cl);
 		r->stop = virtio_hugeroom_run_check(r);
 		cond_resched();

@@ -30,6 +30,7 @@
  */
 
 #include "hr_internal.h"
+#include "hr_pcp.h"
 
 /* ---------------------------------------------------------------------- */
 /*
@@ -375,7 +376,8 @@ static unsigned long virtio_hugeroom_scan_held(struct virtio_hugeroom *vh,
 
 	if (!virtio_hugeroom_under_pressure())
 		return SHRINK_STOP;
-	got = virtio_hugeroom_claims_drop(vh, NULL, nr_to_scan);
+	/* Every claim: a shortcut of the pass, not to be kept under pressure. */
+	got = virtio_hugeroom_claims_drop(vh, NULL, ULONG_MAX);
 	if (got < nr_to_scan && virtio_hugeroom_deflate_on_oom(vh)) {
 		want = DIV_ROUND_UP(nr_to_scan - got, pageblock_nr_pages);
 		given = virtio_hugeroom_return_some(vh, want,
@@ -614,16 +616,17 @@ static unsigned int virtio_hugeroom_return_zone(struct virtio_hugeroom *vh,
 
 /*
  * @zone is @need pages short of the trigger's give-back level: give back
- * claims of the zone first (the running pass's shortcut, added to
- * @claims), then, with F_DEFLATE_ON_OOM, held blocks of it for the rest.
- * Returns the blocks given back.
+ * every claim of the zone first (the running pass's shortcut, added to
+ * @claims: all of them, not @need, since a burst outruns the polls and
+ * a claim kept is no use to it), then, with F_DEFLATE_ON_OOM, held
+ * blocks of it for the rest.  Returns the blocks given back.
  */
 static unsigned int virtio_hugeroom_relieve(struct virtio_hugeroom *vh,
 					    struct zone *zone,
 					    unsigned long need,
 					    unsigned long *claims)
 {
-	unsigned long got = virtio_hugeroom_claims_drop(vh, zone, need);
+	unsigned long got = virtio_hugeroom_claims_drop(vh, zone, ULONG_MAX);
 
 	*claims += got;
 	if (got >= need || !virtio_hugeroom_deflate_on_oom(vh))
@@ -663,10 +666,22 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 			floor = virtio_hugeroom_zone_floor(zone);
 			margin = virtio_hugeroom_zone_margin(zone);
 			if (free < floor + margin + ahead) {
+				unsigned long claims0 = claims;
+
 				want = virtio_hugeroom_relieve(vh, zone,
 							       floor + 2 * margin +
 							       ahead - free,
 							       &claims);
+				/*
+				 * What went back was freed a page at a
+				 * time, onto this CPU's lists, which hold
+				 * tens of MiB on 6.7+ and which the
+				 * watermarks do not count: an OOM kill
+				 * met 43 MiB there, the buddy lists below
+				 * min (driver-claims-sid).
+				 */
+				if (want || claims > claims0)
+					virtio_hugeroom_pcp_drain_zone(zone);
 				free = zone_page_state(zone, NR_FREE_PAGES);
 				given += want;
 			}
@@ -837,36 +852,51 @@ void virtio_hugeroom_do_return(struct virtio_hugeroom *vh,
  *
  * A claimed page is in use, and alloc_contig_range() refuses to isolate
  * a pageblock with a page in use that is neither on an LRU nor movable
- * (has_unmovable_pages() looks at the whole pageblock, on 6.1 and 6.12):
- * the second claim of a block failed -EBUSY.  So claimed pages are
- * movable_ops pages, as balloon pages are.  6.17 took __SetPageMovable()
- * away: movable_ops are the core's, for page types it knows (balloon's
- * PageOffline, zsmalloc), one set per type.  A claimed page would make
- * the second claim of its block fail, so there are no claims there
- * (VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE, a feature test in Kbuild);
- * EVACUATE migrates as without claim_holes.
+ * (has_unmovable_pages() looks at the whole pageblock): the second claim
+ * of a block failed -EBUSY.  So claimed pages are movable, in one of two
+ * ways (hr_compat.h):
+ *
+ * * 6.1 and 6.12 (VIRTIO_HUGEROOM_CLAIMS_MOVABLE_OPS): movable_ops pages
+ *   of our own (__SetPageMovable()), one bit each in the claim's @map,
+ *   page_private() pointing at the claim.
+ * * 7.x (VIRTIO_HUGEROOM_CLAIMS_BALLOON): 6.17 took __SetPageMovable()
+ *   away; movable_ops are the core's, for page types it knows.  Balloon
+ *   pages (PageOffline with PG_movable_ops) are one, and since 7.0 a
+ *   balloon's migratepage may give a page up (-ENOENT: "deflated, not
+ *   inflated").  So each claim is a balloon of its own (@bal): its pages
+ *   go on @bal's list (balloon_page_list_enqueue(), which counts them in
+ *   NR_BALLOON_PAGES: "Balloon:" in /proc/meminfo while they sit), and
+ *   come off it (balloon_page_list_dequeue()) to go back.  A page someone
+ *   isolated is off the list until it comes back (putback) or is given up
+ *   (migratepage), so @pages counts it until then and a claim's release
+ *   waits for it: the page points at @bal.
  *
  * A claim is ours only until someone else needs the page.  Isolation
  * for a synchronous migration (alloc_contig_range() of virtio-mem
- * unplug, gigantic pages or CMA, memory offline, full compaction) gives
- * the claim up: isolate_page takes the page off its claim, drops our
- * reference and unmarks it, and the migration finds it "released by its
- * owner" and frees it (migrate_movable_ops_page(), the refcount-1 case of
- * migrate_folio_unmap()), so the range frees.  Asynchronous compaction
+ * unplug, gigantic pages or CMA, memory offline, full or direct
+ * compaction's second pass) gives the claim up: on 6.x isolate_page takes
+ * the page off its claim, drops our reference and unmarks it, and the
+ * migration finds it "released by its owner" and frees it
+ * (migrate_movable_ops_page(), the refcount-1 case of
+ * migrate_folio_unmap()); on 7.x migratepage says -ENOENT and the balloon
+ * core frees it.  Either way that range frees.  Asynchronous compaction
  * (kcompactd, the first pass of direct compaction) is refused: it would
- * undo the claims for nothing.  A claim goes back with __free_page() per
+ * undo the claims for nothing.  A claim goes back with put_page() per
  * page, never free_contig_range(): an isolator may hold a reference for a
- * moment (isolate_movable_page() takes one before it looks), and then
- * the last of the two frees the page, without free_contig_range()'s
- * "pages are still in use" warning.
+ * moment (it takes one before it looks), and then the last of the two
+ * frees the page, without free_contig_range()'s "pages are still in use"
+ * warning.
  *
  * The claim lock (a spinlock of the module: isolate_page has only the
- * page) protects every claim's @map and @pages, the pages' private and
- * vh->claims/nr_claims/nr_claimed.  A leaf: taken under a page lock
- * (isolate_page), nothing is taken under it.
+ * page) protects every claim's @map and @pages, the pages' private on
+ * 6.x and vh->claims/nr_claims/nr_claimed.  On 6.x a leaf, taken under a
+ * page lock (isolate_page); on 7.x the balloon core's lock (taken with
+ * interrupts off) nests inside it (balloon_page_list_dequeue()), and is
+ * never held where we take it.
  */
 static DEFINE_SPINLOCK(virtio_hugeroom_claim_lock);
 
+#ifdef VIRTIO_HUGEROOM_CLAIMS_MOVABLE_OPS
 /* Take up to @max claimed pages off @cl into @pfns.  Claim lock held. */
 static unsigned int virtio_hugeroom_claim_detach(struct virtio_hugeroom_claim *cl,
 						 unsigned long *pfns,
@@ -886,7 +916,6 @@ static unsigned int virtio_hugeroom_claim_detach(struct virtio_hugeroom_claim *c
 	return n;
 }
 
-#ifdef VIRTIO_HUGEROOM_HAVE_SET_PAGE_MOVABLE
 /*
  * Someone isolates a claimed page (its page lock held): refuse an
  * asynchronous compaction, give the claim up to anyone else (above).
@@ -933,8 +962,12 @@ static const struct movable_operations virtio_hugeroom_claim_mops = {
 	.putback_page = virtio_hugeroom_claim_putback,
 };
 
-/* Mark the @n pages at @pfn, just claimed, movable_ops pages. */
-static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n)
+/*
+ * The @n pages at @pfn, just allocated, are claimed by @cl from now on:
+ * movable_ops pages, each pointing at @cl.
+ */
+static void virtio_hugeroom_claim_enqueue(struct virtio_hugeroom_claim *cl,
+					  unsigned long pfn, unsigned long n)
 {
 	unsigned long i;
 
@@ -945,6 +978,14 @@ static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n)
 		VIRTIO_HUGEROOM_SET_MOVABLE(page, &virtio_hugeroom_claim_mops);
 		unlock_page(page);
 	}
+	spin_lock(&virtio_hugeroom_claim_lock);
+	for (i = 0; i < n; i++) {
+		set_page_private(pfn_to_page(pfn + i), (unsigned long)cl);
+		__set_bit(pfn + i - cl->pfn, cl->map);
+	}
+	cl->pages += n;
+	cl->vh->nr_claimed += n;
+	spin_unlock(&virtio_hugeroom_claim_lock);
 }
 
 /*
@@ -961,9 +1002,124 @@ static void virtio_hugeroom_claim_put(unsigned long pfn)
 	unlock_page(page);
 	__free_page(page);
 }
+
+static void virtio_hugeroom_claim_init_pages(struct virtio_hugeroom_claim *cl)
+{
+	bitmap_zero(cl->map, VIRTIO_HUGEROOM_CLAIM_BITS);
+}
+
+/* Does a page still point at @cl?  Its pages go at once on 6.x. */
+static bool virtio_hugeroom_claim_busy(struct virtio_hugeroom_claim *cl)
+{
+	return READ_ONCE(cl->pages);
+}
+#elif defined(VIRTIO_HUGEROOM_CLAIMS_BALLOON)
+/*
+ * Take up to @max claimed pages off @cl into @pfns: those on its balloon
+ * list (not those isolated just now).  Claim lock held.
+ */
+static unsigned int virtio_hugeroom_claim_detach(struct virtio_hugeroom_claim *cl,
+						 unsigned long *pfns,
+						 unsigned int max)
+{
+	struct page *page, *tmp;
+	unsigned int n = 0;
+	LIST_HEAD(list);
+
+	if (!cl->pages)
+		return 0;
+	balloon_page_list_dequeue(&cl->bal, &list, max);
+	list_for_each_entry_safe(page, tmp, &list, lru) {
+		list_del(&page->lru);
+		pfns[n++] = page_to_pfn(page);
+	}
+	cl->pages -= n;
+	cl->vh->nr_claimed -= n;
+	return n;
+}
+
+/*
+ * Someone isolated a claimed page and migrates it: refuse an asynchronous
+ * compaction (the page goes back on the list), give the claim up to
+ * anyone else (above).  -ENOENT: the balloon core drops our reference and
+ * the page is freed; it lowers NR_BALLOON_PAGES only when it migrates a
+ * page, so it is lowered here.
+ */
+static int virtio_hugeroom_claim_migrate(struct balloon_dev_info *bal,
+					 struct page *newpage,
+					 struct page *page,
+					 enum migrate_mode mode)
+{
+	struct virtio_hugeroom_claim *cl;
+
+	if (mode == MIGRATE_ASYNC)
+		return -EBUSY;
+	cl = container_of(bal, struct virtio_hugeroom_claim, bal);
+	spin_lock(&virtio_hugeroom_claim_lock);
+	cl->pages--;
+	cl->vh->nr_claimed--;
+	cl->vh->claims_isolated++;
+	spin_unlock(&virtio_hugeroom_claim_lock);
+	dec_node_page_state(page, NR_BALLOON_PAGES);
+	return -ENOENT;
+}
+
+/*
+ * The @n pages at @pfn, just allocated, are claimed by @cl from now on:
+ * balloon pages on @cl->bal.  Counted first, so that a page given up at
+ * once is counted off a count that has it.
+ */
+static void virtio_hugeroom_claim_enqueue(struct virtio_hugeroom_claim *cl,
+					  unsigned long pfn, unsigned long n)
+{
+	unsigned long i;
+	LIST_HEAD(list);
+
+	for (i = 0; i < n; i++)
+		list_add_tail(&pfn_to_page(pfn + i)->lru, &list);
+	spin_lock(&virtio_hugeroom_claim_lock);
+	cl->pages += n;
+	cl->vh->nr_claimed += n;
+	spin_unlock(&virtio_hugeroom_claim_lock);
+	balloon_page_list_enqueue(&cl->bal, &list);
+}
+
+/*
+ * Give back a claimed page taken off its claim (off the balloon list, its
+ * private cleared: an isolator that holds it finds no balloon and lets
+ * go).  Freeing clears PageOffline and PG_movable_ops.
+ */
+static void virtio_hugeroom_claim_put(unsigned long pfn)
+{
+	put_page(pfn_to_page(pfn));
+}
+
+static void virtio_hugeroom_claim_init_pages(struct virtio_hugeroom_claim *cl)
+{
+	balloon_devinfo_init(&cl->bal);
+	cl->bal.migratepage = virtio_hugeroom_claim_migrate;
+}
+
+/*
+ * Does a page still point at @cl, or the balloon core still touch it?  A
+ * page given up is counted off @pages in migratepage, and the core counts
+ * it off @bal.isolated_pages after that (its last touch of @bal).
+ */
+static bool virtio_hugeroom_claim_busy(struct virtio_hugeroom_claim *cl)
+{
+	return READ_ONCE(cl->pages) || READ_ONCE(cl->bal.isolated_pages);
+}
 #else
 /* Never called: claim_due() says no on these kernels. */
-static void virtio_hugeroom_claim_mark(unsigned long pfn, unsigned long n)
+static unsigned int virtio_hugeroom_claim_detach(struct virtio_hugeroom_claim *cl,
+						 unsigned long *pfns,
+						 unsigned int max)
+{
+	return 0;
+}
+
+static void virtio_hugeroom_claim_enqueue(struct virtio_hugeroom_claim *cl,
+					  unsigned long pfn, unsigned long n)
 {
 	WARN_ON_ONCE(1);
 }
@@ -972,27 +1128,54 @@ static void virtio_hugeroom_claim_put(unsigned long pfn)
 {
 	WARN_ON_ONCE(1);
 }
+
+static void virtio_hugeroom_claim_init_pages(struct virtio_hugeroom_claim *cl)
+{
+	bitmap_zero(cl->map, VIRTIO_HUGEROOM_CLAIM_BITS);
+}
+
+static bool virtio_hugeroom_claim_busy(struct virtio_hugeroom_claim *cl)
+{
+	return false;
+}
 #endif
 
 #define VIRTIO_HUGEROOM_CLAIM_PUT_BATCH	32
 
+/* @cl, of a pass's claims, claims nothing yet. */
+void virtio_hugeroom_claim_init(struct virtio_hugeroom *vh,
+				struct virtio_hugeroom_claim *cl)
+{
+	cl->vh = vh;
+	cl->pages = 0;
+	cl->taken = 0;
+	virtio_hugeroom_claim_init_pages(cl);
+}
+
 /*
  * Give back what is left of the claim @cl (the pass is about to empty its
- * block, or ends); how many pages that was.
+ * block, or ends); how many pages that was.  Waits for pages someone has
+ * isolated (7.x): they point at @cl until they come back or are given up.
  */
 unsigned int virtio_hugeroom_claim_release(struct virtio_hugeroom_claim *cl)
 {
 	unsigned long pfns[VIRTIO_HUGEROOM_CLAIM_PUT_BATCH];
 	unsigned int n, k, given = 0;
 
-	do {
+	for (;;) {
 		spin_lock(&virtio_hugeroom_claim_lock);
 		n = virtio_hugeroom_claim_detach(cl, pfns, ARRAY_SIZE(pfns));
 		spin_unlock(&virtio_hugeroom_claim_lock);
 		for (k = 0; k < n; k++)
 			virtio_hugeroom_claim_put(pfns[k]);
 		given += n;
-	} while (n);
+		if (n)
+			continue;
+		if (!virtio_hugeroom_claim_busy(cl))
+			break;
+		/* Isolated by someone: back on the list or given up soon. */
+		schedule_timeout_uninterruptible(1);
+	}
 	/* Taking the block counts all its pages again. */
 	WRITE_ONCE(cl->vh->pages_taken, cl->vh->pages_taken - cl->taken);
 	cl->taken = 0;
@@ -1001,22 +1184,12 @@ unsigned int virtio_hugeroom_claim_release(struct virtio_hugeroom_claim *cl)
 
 /*
  * The pages [@start, @end) of the block of @cl, just allocated by the
- * pass, are claimed from now on: movable_ops pages, each pointing at @cl.
+ * pass, are claimed from now on.
  */
 void virtio_hugeroom_claim_add(struct virtio_hugeroom_claim *cl,
 			       unsigned long start, unsigned long end)
 {
-	unsigned long pfn;
-
-	virtio_hugeroom_claim_mark(start, end - start);
-	spin_lock(&virtio_hugeroom_claim_lock);
-	for (pfn = start; pfn < end; pfn++) {
-		set_page_private(pfn_to_page(pfn), (unsigned long)cl);
-		__set_bit(pfn - cl->pfn, cl->map);
-	}
-	cl->pages += end - start;
-	cl->vh->nr_claimed += end - start;
-	spin_unlock(&virtio_hugeroom_claim_lock);
+	virtio_hugeroom_claim_enqueue(cl, start, end - start);
 	cl->taken += end - start;
 	WRITE_ONCE(cl->vh->pages_taken, cl->vh->pages_taken + end - start);
 }

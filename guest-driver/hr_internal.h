@@ -84,6 +84,9 @@
 
 #include "virtio_hugeroom.h"
 #include "hr_compat.h"
+#ifdef VIRTIO_HUGEROOM_CLAIMS_BALLOON
+#include <linux/balloon.h>
+#endif
 #include "hr_cmd.h"
 
 #define VIRTIO_HUGEROOM_NR_CMD_BUFS	8
@@ -129,6 +132,14 @@
 #define VIRTIO_HUGEROOM_CLAIM_BITS	512
 /* Pages a command migrates before it weighs claims against migrations. */
 #define VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES	256
+/*
+ * claim_holes=1 claims a block whose holes are expected to take this many
+ * migrated pages whatever a claim costs, and the last blocks of a pass
+ * until the double migrations expected of the rest are at most
+ * 1/2^VIRTIO_HUGEROOM_CLAIM_REST_SHIFT of its pages (hr_evac.c).
+ */
+#define VIRTIO_HUGEROOM_CLAIM_MIN_PAGES		16
+#define VIRTIO_HUGEROOM_CLAIM_REST_SHIFT	5
 /*
  * Admission keeps MemAvailable this far above the high watermarks: 1/32 of
  * the guest's memory, room for page cache and bursts without reclaim.
@@ -441,20 +452,30 @@ struct virtio_hugeroom {
 
 /*
  * The free pages of a block a pass will empty, claimed (see "Claiming
- * holes" in hr_evac.c, "Claims" in hr_hold.c): pages we allocated, one
- * bit each in @map, each page's page_private() pointing at its claim
- * while it is claimed.  Published
- * in vh->claims, so that pressure gives them back before anything else
- * (virtio_hugeroom_claims_drop()).
+ * holes" in hr_evac.c, "Claims" in hr_hold.c): pages we allocated.  With
+ * movable_ops of our own (6.1, 6.12) one bit each in @map, each page's
+ * page_private() pointing at its claim while it is claimed; as balloon
+ * pages (7.x) on the list of @bal, their page_private() pointing at it.
+ * Published in vh->claims, so that pressure gives them back before
+ * anything else (virtio_hugeroom_claims_drop()).
  */
 struct virtio_hugeroom_claim {
 	struct virtio_hugeroom *vh;
 	unsigned long pfn;
-	unsigned int pages;		/* claimed now, under the claim lock */
+	/*
+	 * Claimed now (on 7.x also while isolated by someone else), under
+	 * the claim lock.
+	 */
+	unsigned int pages;
 	unsigned int taken;		/* claimed by the pass, for pages_taken */
 	unsigned int used;		/* its in-use pages when planned */
+	unsigned int expect;		/* pages expected to move in, planned */
+#ifdef VIRTIO_HUGEROOM_CLAIMS_BALLOON
+	struct balloon_dev_info bal;
+#else
 	/* pages of the block claimed now, under the claim lock */
 	DECLARE_BITMAP(map, VIRTIO_HUGEROOM_CLAIM_BITS);
+#endif
 };
 
 /* Counts of one command, as RESULT and PROGRESS carry them. */
@@ -528,6 +549,8 @@ int virtio_hugeroom_memory_notify(struct notifier_block *nb,
 				  unsigned long action, void *arg);
 void virtio_hugeroom_claim_add(struct virtio_hugeroom_claim *cl,
 			       unsigned long start, unsigned long end);
+void virtio_hugeroom_claim_init(struct virtio_hugeroom *vh,
+				struct virtio_hugeroom_claim *cl);
 unsigned int virtio_hugeroom_claim_release(struct virtio_hugeroom_claim *cl);
 void virtio_hugeroom_claims_publish(struct virtio_hugeroom *vh,
 				    struct virtio_hugeroom_claim *claims,

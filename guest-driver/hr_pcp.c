@@ -165,37 +165,44 @@ static void virtio_hugeroom_pcp_clamp(void)
 #endif
 
 /*
- * DENSITY: give the pages idle on every CPU's lists back to the buddy
- * allocator now, not at each CPU's next free, so that the next sweep and
- * EVACUATE see the blocks they belong to as free.  drain_all_pages() is
- * not exported; alloc_contig_range() drains the zone it works in once its
- * range is isolated, so take one free page of each zone with it (from the
+ * Give the pages idle on every CPU's lists of @zone back to the buddy
+ * allocator now, not at each CPU's next free.  drain_all_pages() is not
+ * exported; alloc_contig_range() drains the zone it works in once its
+ * range is isolated, so take one free page of the zone with it (from the
  * first pageblocks whose head is free; one with unmovable pages refuses
  * the isolation, then the next is tried) and give it back.  Sleeps.
+ */
+void virtio_hugeroom_pcp_drain_zone(struct zone *zone)
+{
+	unsigned long pfn = ALIGN(zone->zone_start_pfn, pageblock_nr_pages);
+	unsigned int tries = 0;
+
+	for (; pfn < zone_end_pfn(zone) && tries < HR_PCP_DRAIN_TRIES;
+	     pfn += pageblock_nr_pages) {
+		struct page *page = pfn_to_online_page(pfn);
+
+		if (!page || page_zone(page) != zone || !PageBuddy(page))
+			continue;
+		tries++;
+		if (!virtio_hugeroom_acr(pfn, pfn + 1,
+					 GFP_KERNEL | __GFP_NOWARN)) {
+			free_contig_range(pfn, 1);
+			break;
+		}
+	}
+}
+
+/*
+ * DENSITY: drain every zone's lists (above), so that the next sweep and
+ * EVACUATE see the blocks their pages belong to as free.  Sleeps.
  */
 static void virtio_hugeroom_pcp_drain(void)
 {
 	struct zone *zone;
 
 	for (zone = virtio_hugeroom_pcp_next_zone(NULL); zone;
-	     zone = virtio_hugeroom_pcp_next_zone(zone)) {
-		unsigned long pfn = ALIGN(zone->zone_start_pfn, pageblock_nr_pages);
-		unsigned int tries = 0;
-
-		for (; pfn < zone_end_pfn(zone) && tries < HR_PCP_DRAIN_TRIES;
-		     pfn += pageblock_nr_pages) {
-			struct page *page = pfn_to_online_page(pfn);
-
-			if (!page || page_zone(page) != zone || !PageBuddy(page))
-				continue;
-			tries++;
-			if (!virtio_hugeroom_acr(pfn, pfn + 1,
-						 GFP_KERNEL | __GFP_NOWARN)) {
-				free_contig_range(pfn, 1);
-				break;
-			}
-		}
-	}
+	     zone = virtio_hugeroom_pcp_next_zone(zone))
+		virtio_hugeroom_pcp_drain_zone(zone);
 }
 
 /*

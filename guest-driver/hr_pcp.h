@@ -11,10 +11,13 @@
 
 #include "virtio_hugeroom.h"
 
+struct zone;
+
 u32 virtio_hugeroom_pcp_set(struct device *dev, u32 policy, u32 high);
 void virtio_hugeroom_pcp_restore(struct device *dev);
 void virtio_hugeroom_pcp_check(struct device *dev);
 void virtio_hugeroom_pcp_fill_zone(struct virtio_hugeroom_zone *z);
 void virtio_hugeroom_pcp_show(struct seq_file *m);
+void virtio_hugeroom_pcp_drain_zone(struct zone *zone);
 
 #endif /* HR_PCP_H */

@@ -115,6 +115,7 @@ int virtio_hugeroom_block_mt(unsigned long pfn)
 {
 	struct mem_section_usage *usage;
 	struct mem_section *ms;
+	unsigned long *flags;
 	unsigned long bitidx;
 	unsigned long word;
 
@@ -131,7 +132,13 @@ int virtio_hugeroom_block_mt(unsigned long pfn)
 		rcu_read_unlock();
 		return MIGRATE_TYPES;
 	}
-	word = READ_ONCE(usage->pageblock_flags[BIT_WORD(bitidx)]);
+	/*
+	 * Through a pointer: pageblock_flags is declared [0] (its real
+	 * length is the section's), and with UBSAN_BOUNDS_STRICT (Debian's
+	 * 7.x) any index into the array itself is "out of bounds".
+	 */
+	flags = usage->pageblock_flags;
+	word = READ_ONCE(flags[BIT_WORD(bitidx)]);
 	rcu_read_unlock();
 	word >>= bitidx % BITS_PER_LONG;
 #ifdef VIRTIO_HUGEROOM_HAVE_PB_ISOLATE_BIT

@@ -352,10 +352,12 @@ class Run:
                 'driver negotiated EVACUATE, HOLD, DEFLATE_ON_OOM (%#x)' %
                 feats)
 
-        # Hole claims need movable_ops for a driver's pages, which 6.17
-        # took away: on the newest kernel (sid) the driver has none, says
-        # so at probe, claim_holes reads 0 and refuses other values.
-        has = 0 if self.series == 'sid' else 1
+        # Hole claims need movable driver pages: movable_ops of the
+        # driver's own until 6.16, balloon pages since 7.0 (with
+        # CONFIG_BALLOON_MIGRATION, which Debian's kernels have).  On
+        # 6.17-6.19 the driver has none, says so at probe, claim_holes
+        # reads 0 and refuses other values; every series tested has them.
+        has = 1
         par = '/sys/module/virtio_hugeroom/parameters/claim_holes'
         out = g.cmd('sh cat %s; echo 2 >%s 2>/dev/null; echo rc=$?; cat %s; '
                     'echo %d >%s' % (par, par, par, has, par))
