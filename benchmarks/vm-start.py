@@ -206,16 +206,8 @@ class DonorSpeed:
 
     def cpu_now(self):
         """{donor: CPU seconds its QEMU has used, all threads}."""
-        tck = os.sysconf("SC_CLK_TCK")
-        out = {}
-        for g in self.guests:
-            try:
-                with open("/proc/%d/stat" % g.pid) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            out[g.name] = (int(fields[11]) + int(fields[12])) / tck
-        return out
+        cpu = {g.name: hrvm.proc_cpu_s(g.pid) for g in self.guests}
+        return {name: s for name, s in cpu.items() if s is not None}
 
     def mark(self, name):
         """End the current phase (if any) and begin @name (None: none)."""
