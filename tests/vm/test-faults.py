@@ -222,6 +222,12 @@ class Faults:
                 name, rid, r.get("state"), r.get("reason"),
                 [(s.get("guest"), s.get("state"), s.get("blocks_held")) for s in r["steps"]]))
 
+    def block_delay(self, ms):
+        """Make every donor's EVACUATE sleep @ms before each block."""
+        for g in self.guests.values():
+            g.cmd("sh echo 'block_delay_ms %d' > /sys/kernel/debug/virtio_hugeroom/fault_inject"
+                  % ms)
+
     def metric(self, name):
         """An unlabelled metric of the daemon's /metrics, or None."""
         _, text = hrvm.http(self.daemon.api_sock, "GET", "/metrics")
@@ -233,16 +239,24 @@ class Faults:
 
 def fault_daemon_kill(f):
     tap = f.tap
+    # A donation of these small, idle guests ends within a second or two,
+    # faster than a poll through hugeroomctl sees it run: each block is
+    # made to take 20 ms, as one of a loaded guest would, so that the kill
+    # comes while the reservation's donations run.
+    f.block_delay(20)
     rid = f.prepare(256)
 
     def donating():
-        gs = f.api_guests()
-        r = f.reservation(rid)
-        return r["state"] == "in-progress" and sum(g["held_blocks"] for g in gs.values()) > 0
-    hrvm.wait_for(donating, 120, "a donation of the reservation to hold blocks", interval=0.2)
+        held = sum(g.qmp("query-hugeroom")[0]["held-blocks"] for g in f.guests.values())
+        if not held:
+            return None
+        _, body = hrvm.http(f.daemon.api_sock, "GET", "/v1/reservations/" + rid)
+        return json.loads(body)["state"] == "in-progress"
+    hrvm.wait_for(donating, 120, "a donation of the reservation to hold blocks", interval=0.05)
     f.daemon.proc.send_signal(signal.SIGKILL)
     f.daemon.proc.wait()
     tap.ok(True, "daemon kill: hugeroomd SIGKILLed while reservation %s was in progress" % rid)
+    f.block_delay(0)
     f.daemon.start()
     f.wait_api()
     f.wait_connected(list(f.guests))
