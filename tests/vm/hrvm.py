@@ -33,7 +33,8 @@ class Failure(Exception):
 
 
 def log(msg):
-    print("# " + msg, flush=True)
+    """A TAP comment: every line of @msg starts with '# '."""
+    print("\n".join("# " + line for line in str(msg).split("\n")), flush=True)
 
 
 def http(sock, method, path, body=None):

@@ -91,7 +91,7 @@ def main():
                  "%d -> %d, %d above the high watermark, unusable index %.3f"
                  % (hog.kb >> 10, b_pre, b0, host["available_blocks"],
                     host["unusable_index"] / 1000))
-        print(daemon.ctl("host"))
+        hrvm.log(daemon.ctl("host"))
 
         # 1. prepare all the node's free memory (what the daemon's hugetlb
         # pool may take: above the high watermark and the pool margin, as
