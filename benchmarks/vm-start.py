@@ -721,6 +721,21 @@ class Bench:
         for s in r["steps"]:
             kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
         r["step_kinds"] = kinds
+        # where the donors' evacuations spent their time (debugfs status,
+        # since the donor booted): emptying blocks, claiming holes, sweeps
+        r["driver_time"] = {}
+        for g in self.guests:
+            if not g.alive():
+                continue
+            try:
+                st = g.driver_status()
+            except hrvm.Failure:
+                continue
+            r["driver_time"][g.name] = {
+                k: int(st[k][0]) for k in ("evac_block_ns", "evac_block_calls", "evac_claim_ns",
+                                           "evac_claim_calls", "evac_sweep_ns",
+                                           "evac_taken_blocks", "evac_taken_migrated")
+                if k in st}
         # the executor's plans, for who was asked when
         r["plans"] = [ln.split(": plan ", 1)[1] for ln in self.daemon.log().splitlines()
                       if "reservation %s: plan " % rid in ln][:20]
@@ -828,6 +843,13 @@ class Bench:
                 say("    step %-8s %-10s gained %5s held %5s migrated %7s  %s" % (
                     s.get("kind"), s.get("state"), s.get("gained"), s.get("blocks_held", "-"),
                     s.get("pages_migrated", "-"), s.get("detail", "")))
+            for name, t in sorted(r.get("driver_time", {}).items()):
+                say("    %s's driver: %d blocks taken, %d pages migrated; emptying %.1f s "
+                    "(%d calls), claiming %.1f s (%d calls), sweeps %.1f s" % (
+                        name, t.get("evac_taken_blocks", 0), t.get("evac_taken_migrated", 0),
+                        t.get("evac_block_ns", 0) / 1e9, t.get("evac_block_calls", 0),
+                        t.get("evac_claim_ns", 0) / 1e9, t.get("evac_claim_calls", 0),
+                        t.get("evac_sweep_ns", 0) / 1e9))
             if r.get("reservation_id"):
                 try:
                     self.daemon.ctl("consume", r["reservation_id"])
