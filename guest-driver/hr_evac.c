@@ -731,27 +731,35 @@ static unsigned int virtio_hugeroom_claim_plan(struct virtio_hugeroom_claim *cl,
  * measured in this command: per migrated page the cheapest block's (the
  * average has the slow ones), per claim call those after the first (which
  * costs about twice as much; the first claim is always made, to measure
- * it).  Claimed whatever that says: a block expected to take
+ * it).  Claimed whatever that says, while the pass has spent on its
+ * claims, @spent ns, less than its @total pages take to migrate at the
+ * cheapest block's pace (the first blocks of a command, which the
+ * average has, are the slowest): a block expected to take
  * VIRTIO_HUGEROOM_CLAIM_MIN_PAGES or more, and, the last blocks first,
  * while the double migrations expected of this one and those before it,
- * @rest, exceed 1/32 of the pass's pages @total.
+ * @rest, exceed 1/32 of @total.  That bound keeps a guest whose CPUs are
+ * busy (a claim call waits for every CPU, and each wait lets the busy
+ * tasks run) from spending several times its migrations' time on claims.
  */
 static bool virtio_hugeroom_claim_pays(struct virtio_hugeroom_run *r,
 				       struct virtio_hugeroom_claim *cl,
-				       unsigned int runs, u64 rest, u64 total)
+				       unsigned int runs, u64 rest, u64 total,
+				       u64 spent)
 {
-	u64 gain, cost, calls, ns;
+	u64 gain, cost, calls, ns, page_ns;
 
 	if (!runs)
 		return false;
-	if (!r->claim_calls || READ_ONCE(claim_holes) == 2 ||
-	    cl->expect >= VIRTIO_HUGEROOM_CLAIM_MIN_PAGES ||
-	    rest << VIRTIO_HUGEROOM_CLAIM_REST_SHIFT > total)
+	if (!r->claim_calls || READ_ONCE(claim_holes) == 2)
+		return true;
+	page_ns = r->mig_page_min_ns ?: div64_u64(r->mig_ns, r->mig_pages);
+	if (spent < total * page_ns &&
+	    (cl->expect >= VIRTIO_HUGEROOM_CLAIM_MIN_PAGES ||
+	     rest << VIRTIO_HUGEROOM_CLAIM_REST_SHIFT > total))
 		return true;
 	calls = r->claim_calls > 1 ? r->claim_calls - 1 : 1;
 	ns = r->claim_calls > 1 ? r->claim_ns - r->claim_first_ns : r->claim_ns;
-	gain = (u64)cl->expect * (r->mig_page_min_ns ?:
-				  div64_u64(r->mig_ns, r->mig_pages));
+	gain = (u64)cl->expect * page_ns;
 	cost = div64_u64(ns * runs, calls);
 	return gain > cost;
 }
@@ -795,7 +803,8 @@ static void virtio_hugeroom_claim(struct virtio_hugeroom_run *r,
 
 		before -= cl->used;
 		runs = virtio_hugeroom_claim_plan(cl, before);
-		if (!virtio_hugeroom_claim_pays(r, cl, runs, rest, total)) {
+		if (!virtio_hugeroom_claim_pays(r, cl, runs, rest, total,
+						ktime_get_ns() - t0)) {
 			rest -= min(rest, planned);
 			continue;
 		}

@@ -131,12 +131,13 @@
 /* Pages of a claimed block (one bit each, hr_evac.c): a pageblock. */
 #define VIRTIO_HUGEROOM_CLAIM_BITS	512
 /* Pages a command migrates before it weighs claims against migrations. */
-#define VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES	256
+#define VIRTIO_HUGEROOM_CLAIM_PROBE_PAGES	1024
 /*
  * claim_holes=1 claims a block whose holes are expected to take this many
  * migrated pages whatever a claim costs, and the last blocks of a pass
  * until the double migrations expected of the rest are at most
- * 1/2^VIRTIO_HUGEROOM_CLAIM_REST_SHIFT of its pages (hr_evac.c).
+ * 1/2^VIRTIO_HUGEROOM_CLAIM_REST_SHIFT of its pages, while the pass's
+ * claims take less time than its migrations (hr_evac.c).
  */
 #define VIRTIO_HUGEROOM_CLAIM_MIN_PAGES		16
 #define VIRTIO_HUGEROOM_CLAIM_REST_SHIFT	5
