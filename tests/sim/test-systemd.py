@@ -95,11 +95,18 @@ def test_activated(d):
     proc = subprocess.Popen(["systemd-socket-activate", "-l", api] + env + daemon_args(d, api),
                             stdout=log, stderr=subprocess.STDOUT)
     try:
+        # the first connection starts hugeroomd, which answers it on the
+        # passed socket; the file exists once systemd-socket-activate has
+        # bound it, but connections are refused until it listens
         deadline = time.time() + 10
-        while not os.path.exists(api) and time.time() < deadline:
-            time.sleep(0.05)
-        # the first connection starts hugeroomd, which answers it on the passed socket
-        status, body = get_host(api)
+        while True:
+            try:
+                status, body = get_host(api)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
         check(status == 200 and b'"nodes"' in body,
               "the API answers on the socket systemd-socket-activate passed", body[:300])
         ready = notify.wait_for("READY=1")
