@@ -199,23 +199,38 @@ def settle_free(still_kb=64 << 10, every_s=1.0, timeout_s=30):
     return last
 
 
+# the mode this process holds BIGMEM_LOCK in: None, "shared" or "exclusive"
+_bigmem_held = None
+
+
 def bigmem_lock(exclusive=True):
     """Take the machine's big-memory lock (flock on BIGMEM_LOCK), exclusive
-    or shared; returns the fd, held until the process exits.  Under
-    `flock -x BIGMEM_LOCK cmd` the lock's fd is inherited: it is taken on
-    that fd (the same lock, so no self-deadlock).  An ancestor holding the
-    lock on an fd we did not inherit would deadlock us: then we fail."""
+    or shared; returns the fd, held until the process exits.  A test that
+    uses all of the host's memory takes it exclusively; every guest a test
+    boots takes it shared (hrvm.Guest.start()), so that such a test never
+    runs beside another test's guests, and they wait for it.  Held already,
+    as strongly: nothing to do.  Under `flock -x BIGMEM_LOCK cmd` the lock's
+    fd is inherited: an exclusive lock is taken on that fd (the same lock,
+    so no self-deadlock), a shared one leaves the ancestor's as it is.  An
+    ancestor holding the lock on an fd we did not inherit would deadlock
+    us: then we fail."""
+    global _bigmem_held
+    if _bigmem_held == "exclusive" or (_bigmem_held and not exclusive):
+        return None
     op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
     for fd in os.listdir("/proc/self/fd"):
         try:
             if os.readlink("/proc/self/fd/%s" % fd) == BIGMEM_LOCK:
-                fcntl.flock(int(fd), op)
+                if exclusive:
+                    fcntl.flock(int(fd), op)
+                _bigmem_held = "exclusive" if exclusive else "shared"
                 return int(fd)
         except OSError:
             continue
     fd = os.open(BIGMEM_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, op | fcntl.LOCK_NB)
+        _bigmem_held = "exclusive" if exclusive else "shared"
         return fd
     except BlockingIOError:
         pass
@@ -235,6 +250,7 @@ def bigmem_lock(exclusive=True):
     hrvm.log("waiting for the %s lock on %s (another big-memory run)"
              % ("exclusive" if exclusive else "shared", BIGMEM_LOCK))
     fcntl.flock(fd, op)
+    _bigmem_held = "exclusive" if exclusive else "shared"
     return fd
 
 

@@ -422,6 +422,9 @@ class Guest:
         """Boot; wait_ready=False for a migration destination (-incoming),
         whose agent is already past @@READY."""
         _sweep_once()
+        # not beside a test that uses all of the host's memory
+        import hrhost  # noqa: E402  (it imports this module)
+        hrhost.bigmem_lock(exclusive=False)
         # A QEMU killed earlier under the same name leaves its socket files:
         # connecting to those is refused, so they must not count as the new
         # QEMU's.

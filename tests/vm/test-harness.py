@@ -4,7 +4,9 @@ with stand-in processes instead of QEMU: a harness that is killed leaves
 its "QEMU" running in a session of its own, as boot-guest.sh's setsid does;
 the next sweep ends that one, and no process whose start time or command
 line does not match what the harness recorded, nor one whose harness
-still runs."""
+still runs.  Also the big-memory lock (hrhost.bigmem_lock): a guest's
+shared hold keeps a whole-host test out, and the guests that test boots
+do not weaken its exclusive hold."""
 
 import json
 import os
@@ -100,7 +102,41 @@ def main():
         for name in os.listdir(pids):
             os.unlink(os.path.join(pids, name))
         os.rmdir(pids)
+    check_bigmem_lock(tap)
     return tap.done()
+
+
+# A process that takes the big-memory lock (on @path) as told, then says
+# so and waits.
+LOCKER = r"""
+import sys, time
+sys.path.insert(0, %(dir)r)
+import hrhost
+hrhost.BIGMEM_LOCK = %(path)r
+for mode in %(modes)r:
+    hrhost.bigmem_lock(exclusive=(mode == "x"))
+print("held", flush=True)
+time.sleep(300)
+"""
+
+
+def check_bigmem_lock(tap):
+    here = os.path.dirname(os.path.abspath(__file__))
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bigmem.lock")
+        for modes, probe, what in (
+                (["s"], "-x", "a guest's shared hold keeps an exclusive (whole-host) test out"),
+                (["x", "s"], "-s", "a whole-host test's own guest leaves its hold exclusive")):
+            p = subprocess.Popen([sys.executable, "-c", LOCKER % dict(dir=here, path=path,
+                                                                      modes=modes)],
+                                 stdout=subprocess.PIPE, text=True)
+            try:
+                line = p.stdout.readline().strip()
+                rc = subprocess.run(["flock", probe, "-n", path, "true"]).returncode
+                tap.ok(line == "held" and rc == 1, "%s (flock %s -n: exit %d)" % (what, probe, rc))
+            finally:
+                p.kill()
+                p.wait()
 
 
 if __name__ == "__main__":
