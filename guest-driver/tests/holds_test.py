@@ -440,24 +440,33 @@ class Run:
                 'pin_unmovable pinned %d pages (first in block %#x)' %
                 (len(pins), pinned or 0))
         free = [c for c in cands if c != pinned and c not in self.held and
-                all(p & ~(BLOCK - 1) != c for p in pins)][:3]
+                all(p & ~(BLOCK - 1) != c for p in pins)][:4]
         a_held = sorted(self.held)[0]
-        gpas = [pinned or free[2], a_held] + free[:2]
+        # three free blocks for two: the kernel may take a free block for
+        # an allocation of another type between the report and the command
+        # (R_ZONE, seen once in five loaded runs); the next one stands in
+        gpas = [pinned or free[3], a_held] + free[:3]
         cand_of = {int(f[1], 16): ' '.join(f) for f in
                    (line.split() for line in g.debugfs('status'))
                    if f and f[0] == 'candidate'}
         res, holds, _, _ = self.command(evacuate(1002, 2, gpas), 1002)
+        taken = res['failed'][R_ZONE]
+        in_order = ([free[:2]] if not taken else
+                    [[free[0], free[2]], [free[1], free[2]]])
         if not self.ok(res['failed'][R_UNMOVABLE] == (1 if pinned else 0) and
                        res['failed'][R_HELD] == 1 and res['freed'] == 2 and
-                       holds == free[:2] and res['status'] == S_OK,
+                       taken <= 1 and sum(res['failed']) ==
+                       (1 if pinned else 0) + 1 + taken and
+                       holds in in_order and res['status'] == S_OK,
                        'explicit: pinned block R_UNMOVABLE, held block '
-                       'R_HELD, the next two held in order', str(res)):
+                       'R_HELD, the next two held in order (%d free block '
+                       'the kernel took meanwhile)' % taken, str(res)):
             # what the report said of the two free blocks, what they are now
-            hrvm.log('chosen: %s' % [cand_of.get(c) for c in free[:2]])
+            hrvm.log('chosen: %s' % [cand_of.get(c) for c in free[:3]])
             for line in g.cmd('sh grep -E "^candidate (%s) " '
                               '/sys/kernel/debug/virtio_hugeroom/status; '
                               'dmesg | tail -n 8 || true' %
-                              '|'.join('%#x' % c for c in free[:2])):
+                              '|'.join('%#x' % c for c in free[:3])):
                 hrvm.log(line)
         g.cmd('sh echo 0 >/sys/kernel/debug/virtio_hugeroom/pin_unmovable')
 
