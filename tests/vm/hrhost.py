@@ -218,19 +218,20 @@ def bigmem_lock(exclusive=True):
     if _bigmem_held == "exclusive" or (_bigmem_held and not exclusive):
         return None
     op = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    mode = "exclusive" if exclusive else "shared"
     for fd in os.listdir("/proc/self/fd"):
         try:
             if os.readlink("/proc/self/fd/%s" % fd) == BIGMEM_LOCK:
                 if exclusive:
                     fcntl.flock(int(fd), op)
-                _bigmem_held = "exclusive" if exclusive else "shared"
+                _bigmem_held = mode
                 return int(fd)
         except OSError:
             continue
     fd = os.open(BIGMEM_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, op | fcntl.LOCK_NB)
-        _bigmem_held = "exclusive" if exclusive else "shared"
+        _bigmem_held = mode
         return fd
     except BlockingIOError:
         pass
@@ -248,9 +249,9 @@ def bigmem_lock(exclusive=True):
         except OSError:
             break
     hrvm.log("waiting for the %s lock on %s (another big-memory run)"
-             % ("exclusive" if exclusive else "shared", BIGMEM_LOCK))
+             % (mode, BIGMEM_LOCK))
     fcntl.flock(fd, op)
-    _bigmem_held = "exclusive" if exclusive else "shared"
+    _bigmem_held = mode
     return fd
 
 

@@ -34,7 +34,7 @@ class Failure(Exception):
 
 def log(msg):
     """A TAP comment: every line of @msg starts with '# '."""
-    print("\n".join("# " + line for line in str(msg).split("\n")), flush=True)
+    print("\n".join("# " + line for line in str(msg).splitlines() or [""]), flush=True)
 
 
 def http(sock, method, path, body=None):
@@ -623,8 +623,8 @@ class Tap:
             if not todo:
                 self.failed += 1
             print("not ok %d - %s%s" % (self.n, name, mark), flush=True)
-            for line in str(diag).splitlines():
-                print("# " + line, flush=True)
+            if str(diag):
+                log(diag)
         return cond
 
     def skip(self, name, why):
