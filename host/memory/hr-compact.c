@@ -176,6 +176,17 @@ hr_compact_result_blocks_gained(const HrCompactResult *result)
 /* The node's 2 MiB hugetlb pool */
 
 static GMutex pool_lock;
+static HrPoolLimit pool_limit;
+static gpointer pool_limit_data;
+
+void
+hr_pool_set_limit_for_testing(HrPoolLimit limit, gpointer data)
+{
+	g_mutex_lock(&pool_lock);
+	pool_limit = limit;
+	pool_limit_data = data;
+	g_mutex_unlock(&pool_lock);
+}
 
 static gchar *
 pool_path(const gchar *root, guint node)
@@ -284,6 +295,13 @@ hr_pool_grow(const gchar *root, guint node, guint64 blocks, GCancellable *cancel
 		g_mutex_lock(&pool_lock);
 		ok = pool_read(path, &nr, error) && pool_write(path, nr + chunk, error) &&
 		     pool_read(path, &now, error);
+		if (ok && pool_limit != NULL && now > nr) {
+			guint64 kept = MIN(pool_limit(node, now - nr, pool_limit_data), now - nr);
+			if (nr + kept < now) {
+				now = nr + kept;
+				ok = pool_write(path, now, error);
+			}
+		}
 		g_mutex_unlock(&pool_lock);
 		if (!ok && result->pool_got == 0) {
 			g_prefix_error(error, "growing the hugetlb pool of node %u: ", node);

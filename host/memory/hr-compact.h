@@ -97,6 +97,15 @@ hr_pool_grow_async(const gchar *root, guint node, guint64 blocks, GCancellable *
 		   GAsyncReadyCallback callback, gpointer user_data);
 HrCompactResult *
 hr_pool_grow_finish(GAsyncResult *result, GError **error);
+/*
+ * Tests only: a fake root's pool file takes whatever is written, where the
+ * kernel assembles what it can. @limit is called under the pool's lock
+ * with what a chunk's write added and returns what the kernel would have
+ * (the rest is taken back at once). NULL: no limit.
+ */
+typedef guint64 (*HrPoolLimit)(guint node, guint64 added, gpointer data);
+void
+hr_pool_set_limit_for_testing(HrPoolLimit limit, gpointer data);
 /* give @blocks of the pool back (fewer when others use them); *@freed: how many */
 gboolean
 hr_pool_shrink(const gchar *root, guint node, guint64 blocks, guint64 *freed, GError **error);

@@ -276,6 +276,22 @@ drive_pool(HrPrepare *p, HrReservation *r, Run *run, const HrNodeState *ns, cons
 		return;
 	if (plan->guests_deferred > 0 && !r->strict)
 		return;
+	/*
+	 * Grows that got nothing while the node has free memory in fragments:
+	 * after failures the kernel defers its own compaction (for up to 64
+	 * tries), so those fragments stay. A write to the node's compact file
+	 * is not deferred: once, then grow again.
+	 */
+	if (run->pool_stuck && !run->compacted && headroom > ns->free_blocks) {
+		g_info("reservation %s: the pool's grows came up short with %" G_GUINT64_FORMAT
+		       " free 2 MiB blocks for %" G_GUINT64_FORMAT " blocks of free memory: "
+		       "compacting before the next",
+		       r->id, ns->free_blocks, headroom);
+		run->pool_empty_grows = 0;
+		run->pool_retry_at = G_MAXINT64; /* compact_done_cb() sets it */
+		prep_start_compact(p, r, run, r->planned_node, 0);
+		return;
+	}
 	why = g_strdup_printf("no more sources: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
 			      " blocks held, the node has no more free memory to assemble them "
 			      "from and no donor can give more%s%s",

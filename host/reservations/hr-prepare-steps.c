@@ -51,6 +51,7 @@ compact_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 	g_autoptr(GError) error = NULL;
 	g_autofree HrCompactResult *result = hr_compact_node_finish(res, &error);
 	HrReservation *r;
+	Run *run;
 	(void)source;
 
 	if (p == NULL) {
@@ -58,6 +59,9 @@ compact_done_cb(GObject *source, GAsyncResult *res, gpointer user_data)
 		return;
 	}
 	r = hr_reservation_store_find(p->store, op->res_id);
+	run = g_hash_table_lookup(p->runs, op->res_id);
+	if (run != NULL && run->pool_mode)
+		run->pool_retry_at = 0; /* grow now, from what it assembled */
 	if (r != NULL && op->step_index < r->steps->len) {
 		HrReservationStep *s = g_ptr_array_index(r->steps, op->step_index);
 		s->elapsed_ms = (g_get_monotonic_time() - op->started) / 1000;

@@ -15,6 +15,7 @@
 #include "hr-api-json.h"
 #include "hr-ctl.h"
 #include "hr-loopwatch.h"
+#include "hr-compact.h"
 #include "hr-prepare.h"
 #include "hr-reservation-store.h"
 /* these tests build and look into guests by hand */
@@ -1453,6 +1454,57 @@ test_pool_asked_again(Fixture *f, gconstpointer data)
 	g_assert_cmpuint(r->holds->len, ==, 6);
 }
 
+/*
+ * The kernel after failed grows: its own compaction is deferred, so a grow
+ * gets nothing from free memory in fragments; a write to the node's
+ * compact file is not deferred (the fake counts one and then assembles).
+ */
+static guint64
+pool_deferred(guint node, guint64 added, gpointer data)
+{
+	Fixture *f = data;
+	g_autofree gchar *dir = host_dir(f);
+	g_autofree gchar *path = g_strdup_printf("%s/sys/devices/system/node/node%u/compact", dir,
+						 node);
+	g_autofree gchar *text = NULL;
+
+	return g_file_get_contents(path, &text, NULL, NULL) && text[0] == '1' ? added : 0;
+}
+
+/* grows that get nothing while the node's free memory is in fragments: compact once */
+static void
+test_pool_compacts_deferred(Fixture *f, gconstpointer data)
+{
+	g_autofree gchar *dir = host_dir(f);
+	g_autofree gchar *compact =
+	    g_build_filename(dir, "sys", "devices", "system", "node", "node0", "compact", NULL);
+	HrReservation *r;
+	HrReservationStep *s = NULL;
+	(void)data;
+
+	g_assert_true(g_file_set_contents(compact, "", -1, NULL));
+	hr_pool_set_limit_for_testing(pool_deferred, f);
+	/* 60000 free pages, none of them in a free 2 MiB block */
+	host_set_free(f, 60000, 0);
+	r = hr_prepare_create(hr_daemon_get_prepare(f->daemon), MiB(20), 0, 0, FALSE, "a", NULL);
+	wait_state(f, r->id, HR_RESERVATION_READY);
+	hr_pool_set_limit_for_testing(NULL, NULL);
+	g_assert_false(r->partial);
+	g_assert_cmpuint(r->pool_blocks, ==, 10);
+	g_assert_cmpuint(pool_read(f), ==, 15);
+	/* one compaction of the node (a grow's step names the pool instead) */
+	for (guint i = 0; i < r->steps->len; i++) {
+		HrReservationStep *step = g_ptr_array_index(r->steps, i);
+		if (step->detail != NULL && strstr(step->detail, "unusable index") != NULL) {
+			g_assert_null(s);
+			s = step;
+		}
+	}
+	g_assert_nonnull(s);
+	g_assert_cmpint(s->kind, ==, HR_STEP_COMPACT);
+	g_assert_cmpint(s->state, ==, HR_STEP_DONE);
+}
+
 /* the late donor in the pool: asked while the first donation runs, for the rest */
 static void
 test_pool_late_donor(Fixture *f, gconstpointer data)
@@ -2039,6 +2091,7 @@ main(int argc, char **argv)
 	ADD_POOL("foreground", test_pool_foreground);
 	ADD_POOL("strict-fails", test_pool_strict_fails);
 	ADD_POOL("asked-again", test_pool_asked_again);
+	ADD_POOL("compacts-deferred", test_pool_compacts_deferred);
 	ADD_POOL("late-donor", test_pool_late_donor);
 	ADD_POOL("late-donor-held", test_pool_late_donor_held);
 	ADD_POOL("reserve", test_pool_reserve);
