@@ -108,6 +108,52 @@ check_blocks(const uint8_t *data, uint32_t len)
 		 (g_hash_table_size(seen) == nr));
 }
 
+/*
+ * An accepted EVACUATE (SPEC 1.6.3.3): known flags only, BACKGROUND with
+ * any form; the form's lists agree with its counts and its length; blocks
+ * aligned, listed once; ranges aligned, sorted, apart.
+ */
+static void
+check_evacuate(const uint8_t *data, uint32_t len)
+{
+	const struct virtio_hugeroom_evacuate *ev = (const void *)data;
+	uint16_t flags = lduw_le_p(&ev->hdr.flags);
+	uint16_t form = flags & ~VIRTIO_HUGEROOM_EVAC_F_BACKGROUND;
+	uint32_t count = ldl_le_p(&ev->count), nr_gpas = ldl_le_p(&ev->nr_gpas);
+	uint32_t nr_ranges = ldl_le_p(&ev->nr_ranges);
+	const uint8_t *tail = data + sizeof(*ev);
+	g_autoptr(GHashTable) seen =
+	    g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+
+	g_assert(form == 0 || form == VIRTIO_HUGEROOM_EVAC_F_CHEAPEST ||
+		 form == (VIRTIO_HUGEROOM_EVAC_F_CHEAPEST | VIRTIO_HUGEROOM_EVAC_F_RANGES));
+	g_assert(count >= 1);
+	g_assert(len == sizeof(*ev) + (uint64_t)nr_gpas * 8 + (uint64_t)nr_ranges * 16);
+	if (form == 0)
+		g_assert(nr_gpas >= 1 && nr_gpas <= VIRTIO_HUGEROOM_MAX_CMD_BLOCKS &&
+			 count <= nr_gpas && nr_ranges == 0);
+	else
+		g_assert(nr_gpas == 0 &&
+			 (form & VIRTIO_HUGEROOM_EVAC_F_RANGES ? nr_ranges >= 1 &&
+								 nr_ranges <= VIRTIO_HUGEROOM_MAX_CMD_RANGES
+							       : nr_ranges == 0));
+	for (uint32_t i = 0; i < nr_gpas; i++) {
+		gint64 *gpa = g_new(gint64, 1);
+
+		*gpa = (gint64)ldq_le_p(tail + i * 8);
+		g_assert(*gpa % VIRTIO_HUGEROOM_BLOCK_SIZE == 0);
+		g_hash_table_add(seen, gpa);
+	}
+	g_assert(g_hash_table_size(seen) == nr_gpas);
+	for (uint32_t i = 0; i < nr_ranges; i++) {
+		uint64_t start = ldq_le_p(tail + i * 16), end = ldq_le_p(tail + i * 16 + 8);
+
+		g_assert(start % VIRTIO_HUGEROOM_BLOCK_SIZE == 0 &&
+			 end % VIRTIO_HUGEROOM_BLOCK_SIZE == 0 && end > start);
+		g_assert(i == 0 || start >= ldq_le_p(tail + i * 16 - 8));
+	}
+}
+
 static void
 check_cmd(const uint8_t *data, uint32_t len)
 {
@@ -117,6 +163,8 @@ check_cmd(const uint8_t *data, uint32_t len)
 		return;
 	g_assert(len >= sizeof(*hdr) && len <= VIRTIO_HUGEROOM_CMD_BUF);
 	g_assert((uint32_t)ldl_le_p(&hdr->len) == len);
+	if (lduw_le_p(&hdr->type) == VIRTIO_HUGEROOM_CMD_EVACUATE)
+		check_evacuate(data, len);
 }
 
 /* a WELCOME the device accepts has the length and features its version has */

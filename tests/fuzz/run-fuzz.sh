@@ -62,18 +62,26 @@ export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 # The QEMU device's checks come from the patch series, as QEMU gets them:
-# hw/virtio/virtio-hugeroom-check.[ch] out of the patch that adds them,
-# the header as patch 0001 has it (tests/qemu/checkpatch.sh keeps that
-# equal to scripts/qemu-header.sh), and what they use of QEMU from
+# hw/virtio/virtio-hugeroom-check.[ch] as the whole series leaves them
+# (the patch that adds them, then every later one that changes them, in
+# order), the header as patch 0001 has it (tests/qemu/checkpatch.sh keeps
+# that equal to scripts/qemu-header.sh), and what they use of QEMU from
 # tests/fuzz/qemu-shim.
 device_sources() {
-    local out=$builddir/device f p
-    mkdir -p "$out/standard-headers/linux"
+    local out=$builddir/device tree=$builddir/device/tree f p
+    rm -rf "$tree"
+    mkdir -p "$out/standard-headers/linux" "$tree"
+    for p in "$srcdir"/qemu-patches/*.patch; do
+        grep -q '^+++ b/hw/virtio/virtio-hugeroom-check\.[ch]$' "$p" || continue
+        # outside any repository (the build tree may be in one): plain patching
+        (cd "$tree" && GIT_CEILING_DIRECTORIES=$out git apply --whitespace=nowarn \
+            --include='hw/virtio/virtio-hugeroom-check.[ch]' "$p") ||
+            { echo "FAIL: $(basename "$p") does not apply to the device's checks" >&2; return 1; }
+    done
     for f in virtio-hugeroom-check.c virtio-hugeroom-check.h; do
-        p=$(grep -l "^+++ b/hw/virtio/$f\$" "$srcdir"/qemu-patches/*.patch | head -1)
-        [ -n "$p" ] || { echo "FAIL: no patch in qemu-patches/ adds hw/virtio/$f" >&2; return 1; }
-        awk -v f="hw/virtio/$f" '$0 == "+++ b/" f {on = 1; next}
-            on && /^(diff --git|-- $)/ {on = 0} on && /^\+/ {print substr($0, 2)}' "$p" >"$out/$f"
+        [ -f "$tree/hw/virtio/$f" ] ||
+            { echo "FAIL: no patch in qemu-patches/ adds hw/virtio/$f" >&2; return 1; }
+        cp "$tree/hw/virtio/$f" "$out/$f"
     done
     bash "$srcdir/scripts/qemu-header.sh" >"$out/standard-headers/linux/virtio_hugeroom.h"
 }
