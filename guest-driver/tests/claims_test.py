@@ -106,8 +106,7 @@ class Claims(ht.Run):
     def start_pass(self, rid, count, delay_ms):
         backed = self.backed()
         count = min(count, len(backed) // 2)
-        self.g.cmd('sh echo "block_delay_ms %d" >%s/fault_inject' %
-                   (delay_ms, D))
+        self.g.fault_inject("block_delay_ms", delay_ms)
         self.d.send(eo.evacuate_ranges(rid, count, eo.ranges_of(backed)))
         hrvm.log('request %d: %d of %d half-used blocks asked for, %d ms '
                  'a block' % (rid, count, len(backed), delay_ms))
@@ -123,7 +122,7 @@ class Claims(ht.Run):
         return count, cl
 
     def end_pass(self, rid):
-        self.g.cmd('sh echo "block_delay_ms 0" >%s/fault_inject' % D)
+        self.g.fault_inject("block_delay_ms", 0)
         self.d.send(ht.cancel(rid))
         res, _, _, _ = self.command(None, rid, timeout=600)
         return res

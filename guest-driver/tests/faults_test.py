@@ -125,7 +125,7 @@ class Faults(ht.Run):
         self.views_agree('after the stall')
 
     def sweep_delay(self, ms):
-        self.g.cmd('sh echo "sweep_delay_ms %d" >%s/fault_inject' % (ms, D))
+        self.g.fault_inject("sweep_delay_ms", ms)
 
     def slow_sweep(self):
         # 1 s per 64 blocks: a sweep of this 1 GiB guest takes >= 7 s.

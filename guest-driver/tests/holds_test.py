@@ -315,8 +315,6 @@ class Run:
         # sleeps 3 s before each block (debugfs fault_inject, a test aid)
         look = ('sh for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)"'
                 ' = hugeroom_job ] && cut -d" " -f19 $p/stat; done; true')
-        inject = 'sh echo "block_delay_ms %d" >%s/fault_inject'
-        dbg = '/sys/kernel/debug/virtio_hugeroom'
         self.ok(d.state[0] & F_BACKGROUND,
                 'driver negotiated F_BACKGROUND (%#x)' % d.state[0])
         # the last: in the background (the daemon's standing reserve), at
@@ -325,12 +323,12 @@ class Run:
                                  (803, 19, CHEAPEST),
                                  (805, 0, CHEAPEST | BACKGROUND)):
             g.cmd('sh echo %d >%s' % (nice, par))
-            g.cmd(inject % (3000, dbg))
+            g.fault_inject("block_delay_ms", 3000)
             d.send(evacuate(rid, 4, flags=flags))
             time.sleep(1.5)
             seen = g.cmd(look)
             d.send(cancel(rid))
-            g.cmd(inject % (0, dbg))
+            g.fault_inject("block_delay_ms", 0)
             res, _, _, _ = self.command(None, rid)
             want = 19 if flags & BACKGROUND else nice
             self.ok(seen == [str(want)] and

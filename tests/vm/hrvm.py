@@ -496,6 +496,12 @@ class Guest:
             raise Failure("guest command %r failed (%d):\n%s" % (line, rc, body))
         return [l.rstrip("\r") for l in body.splitlines()]
 
+    def fault_inject(self, knob, value):
+        """Set a test build's fault: "block_delay_ms" (sleep before each
+        block of an EVACUATE) or "sweep_delay_ms" (before each sweep)."""
+        self.cmd("sh echo '%s %d' > /sys/kernel/debug/virtio_hugeroom/fault_inject"
+                 % (knob, value))
+
     def qmp(self, command, **arguments):
         s = socket.socket(socket.AF_UNIX)
         s.settimeout(30)

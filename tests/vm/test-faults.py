@@ -225,8 +225,7 @@ class Faults:
     def block_delay(self, ms):
         """Make every donor's EVACUATE sleep @ms before each block."""
         for g in self.guests.values():
-            g.cmd("sh echo 'block_delay_ms %d' > /sys/kernel/debug/virtio_hugeroom/fault_inject"
-                  % ms)
+            g.fault_inject("block_delay_ms", ms)
 
     def metric(self, name):
         """An unlabelled metric of the daemon's /metrics, or None."""
@@ -306,7 +305,7 @@ def fault_panic(f):
 def fault_driver_stalls(f):
     tap = f.tap
     fa = f.guests["fa"]
-    fa.cmd("sh echo 'sweep_delay_ms 3000' > /sys/kernel/debug/virtio_hugeroom/fault_inject")
+    fa.fault_inject("sweep_delay_ms", 3000)
     t0 = time.monotonic()
     out = subprocess.run([os.path.join(hrvm.build_dir(), "host", "hugeroomctl"),
                           "--socket", f.daemon.api_sock, "--json", "evacuate", "fa",
@@ -324,7 +323,7 @@ def fault_driver_stalls(f):
     gs = f.api_guests()
     tap.ok("fa" in gs and gs["fa"]["connected"],
            "driver stalls: the daemon serves and fa stays connected")
-    fa.cmd("sh echo 'sweep_delay_ms 0' > /sys/kernel/debug/virtio_hugeroom/fault_inject")
+    fa.fault_inject("sweep_delay_ms", 0)
     # what the stalled evacuation froze before the cancel is the API's: give it back
     f.ctl_quiet("return", "fa", "--all", "--wait")
     f.check("driver stalls")

@@ -111,8 +111,7 @@ def main():
         # every second): the first donor's evacuation is made to last
         # longer than that, as one of thousands of blocks would, so that
         # check 2 does not hang on how fast a loaded host migrates.
-        guests[0].cmd("sh echo 'block_delay_ms 40' > "
-                      "/sys/kernel/debug/virtio_hugeroom/fault_inject")
+        guests[0].fault_inject("block_delay_ms", 40)
         wait_reporting(daemon, 1)
         known = [x["name"] for x in daemon.ctl_json("guests")["guests"]]
 
