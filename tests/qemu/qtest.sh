@@ -5,5 +5,5 @@
 . "$(dirname "$0")/common.sh"
 
 qemu=$(bash "$HR_SCRIPTS/build-qemu.sh" | tail -n1)
-# The whole series has 41; tests/qemu/series-steps.sh checks each step's.
-hugeroom_qtests "$qemu" "$(dirname "$qemu")/qos-test" 41 || die "virtio-hugeroom qtests failed"
+# The whole series has 42; tests/qemu/series-steps.sh checks each step's.
+hugeroom_qtests "$qemu" "$(dirname "$qemu")/qos-test" 42 || die "virtio-hugeroom qtests failed"

@@ -47,7 +47,7 @@ declare -A QTESTS=(
     [0016-hw-virtio-virtio-hugeroom-back-returned-blocks-of-sh.patch]=40
     [0017-hw-virtio-virtio-hugeroom-let-the-eventq-wait-for-a-.patch]=41
     [0018-hw-virtio-virtio-hugeroom-the-daemon-channel-in-a-fi.patch]=41
-    [0019-hw-virtio-virtio-hugeroom-EVACUATE-in-the-background.patch]=41
+    [0019-hw-virtio-virtio-hugeroom-EVACUATE-in-the-background.patch]=42
 )
 
 S=$HUGEROOM_CACHE/qemu-steps
