@@ -173,6 +173,8 @@ class DonorSpeed:
         self.current = None
         self.sync = {g.name: [] for g in self.guests}
         self.cpu = {}   # mark time -> {donor: its QEMU's CPU seconds}
+        self.disk = {}  # donor -> its hrspeed disk (vdX)
+        self.reads = {}  # mark time -> {donor: KiB read from that disk}
 
     def start(self):
         for g in self.guests:
@@ -184,6 +186,7 @@ class DonorSpeed:
                     dev = "/dev/" + f[0]
             if not dev:
                 raise hrvm.Failure("%s: no virtio-blk disk with serial hrspeed" % g.name)
+            self.disk[g.name] = dev[len("/dev/"):]
             g.cmd("sh /tools/speed anon %d >/tmp/speed-anon.log 2>&1 & "
                   "/tools/speed cache %s %d >/tmp/speed-cache.log 2>&1 &"
                   % (self.mib, dev, self.mib))
@@ -209,11 +212,29 @@ class DonorSpeed:
         cpu = {g.name: hrvm.proc_cpu_s(g.pid) for g in self.guests}
         return {name: s for name, s in cpu.items() if s is not None}
 
+    def reads_now(self):
+        """{donor: KiB read from its hrspeed disk so far}: once the cache
+        workload is READY, a read is a page it had cached and lost
+        (alloc_contig_range() drops clean page cache in the blocks it
+        empties; reclaim does too)."""
+        out = {}
+        for g in self.guests:
+            if g.name not in self.disk or not g.alive():
+                continue
+            try:
+                f = g.cmd("sh cat /sys/block/%s/stat" % self.disk[g.name])[-1].split()
+                out[g.name] = int(f[2]) // 2    # sectors of 512 bytes
+            except (hrvm.Failure, OSError, IndexError, ValueError):
+                pass
+        return out
+
     def mark(self, name):
         """End the current phase (if any) and begin @name (None: none)."""
+        reads = self.reads_now()
         cpu = self.cpu_now()
         now = time.monotonic()
         self.cpu[now] = cpu
+        self.reads[now] = reads
         if self.current:
             self.phases.append((self.current[0], self.current[1], now))
         self.current = (name, now) if name else None
@@ -246,8 +267,11 @@ class DonorSpeed:
             conv = self._to_host(g.name)
             out[g.name] = {}
             # the phase's wall and CPU seconds of this donor's QEMU
-            busy = {}
+            busy, reread = {}, {}
             for name, p0, p1 in self.phases:
+                r0, r1 = self.reads.get(p0, {}).get(g.name), self.reads.get(p1, {}).get(g.name)
+                if r0 is not None and r1 is not None:
+                    reread[name] = reread.get(name, 0) + r1 - r0
                 c0, c1 = self.cpu.get(p0, {}).get(g.name), self.cpu.get(p1, {}).get(g.name)
                 if c0 is None or c1 is None:
                     continue
@@ -287,6 +311,9 @@ class DonorSpeed:
                     # the phase's operations per CPU-second its QEMU got
                     x["cpu_s"] = cpu
                     x["ops_cpu_s"] = x["ops_s"] * wall / cpu if cpu > 0.05 else None
+                    if w == "cache" and n in reread:
+                        # the page cache it lost and read again from disk
+                        x["reread_kib"] = reread[n]
         return out
 
 
@@ -1052,7 +1079,7 @@ def summary_table(results):
 PHASES = ("idle", "compaction", "inflate", "prepare", "start", "release", "after")
 SPEED_HEADER = ["case", "run", "phase", "s", "anon ops/s", "anon ops/CPU s", "anon p99 x",
                 "anon worst p99 x", "cache ops/s", "cache ops/CPU s", "cache p99 x",
-                "cache worst p99 x"]
+                "cache worst p99 x", "cache re-read MiB"]
 
 
 def speed_fractions(r):
@@ -1081,6 +1108,15 @@ def speed_fractions(r):
     return out
 
 
+def reread_mib(r, phase):
+    """MiB the donors' cache workloads read again from disk in @phase
+    (all donors), "-" when not measured."""
+    kib = [((d or {}).get("cache") or {}).get(phase, {}).get("reread_kib")
+           for d in (r.get("donor_speed") or {}).values()]
+    kib = [k for k in kib if k is not None]
+    return "%.1f" % (sum(kib) / 1024) if kib else "-"
+
+
 def speed_table(results):
     rows = []
     for r in results:
@@ -1100,7 +1136,7 @@ def speed_table(results):
         rows.append([LABELS[r["case"]], str(r.get("rep", 1)), "idle", "%.1f" % secs.get("idle", 0),
                      ", ".join(idle.get("anon", [])), ", ".join(idle_cpu.get("anon", [])), "1",
                      "-", ", ".join(idle.get("cache", [])), ", ".join(idle_cpu.get("cache", [])),
-                     "1", "-"])
+                     "1", "-", reread_mib(r, "idle")])
         fr = speed_fractions(r)
         for phase in PHASES:
             if phase not in fr:
@@ -1112,7 +1148,7 @@ def speed_table(results):
                           "%.0f%%" % (100 * f[3]) if f[3] is not None else "-",
                           "%.2f" % f[1], "%.2f" % f[2]] if f else ["-", "-", "-", "-"]
             rows.append([LABELS[r["case"]], str(r.get("rep", 1)), phase,
-                         "%.1f" % secs.get(phase, 0)] + cells)
+                         "%.1f" % secs.get(phase, 0)] + cells + [reread_mib(r, phase)])
     return render(SPEED_HEADER, rows) if rows else ""
 
 
