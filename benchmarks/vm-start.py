@@ -173,6 +173,7 @@ class DonorSpeed:
         self.current = None
         self.sync = {g.name: [] for g in self.guests}
         self.cpu = {}   # mark time -> {donor: its QEMU's CPU seconds}
+        self.vcpu = {}  # mark time -> {donor: its vCPU threads' CPU seconds}
         self.disk = {}  # donor -> its hrspeed disk (vdX)
         self.reads = {}  # mark time -> {donor: KiB read from that disk}
 
@@ -212,6 +213,11 @@ class DonorSpeed:
         cpu = {g.name: hrvm.proc_cpu_s(g.pid) for g in self.guests}
         return {name: s for name, s in cpu.items() if s is not None}
 
+    def vcpu_now(self):
+        """{donor: CPU seconds its vCPU threads have used}."""
+        cpu = {g.name: hrvm.proc_vcpu_cpu_s(g.pid) for g in self.guests}
+        return {name: s for name, s in cpu.items() if s is not None}
+
     def reads_now(self):
         """{donor: KiB read from its hrspeed disk so far}: once the cache
         workload is READY, a read is a page it had cached and lost
@@ -231,9 +237,10 @@ class DonorSpeed:
     def mark(self, name):
         """End the current phase (if any) and begin @name (None: none)."""
         reads = self.reads_now()
-        cpu = self.cpu_now()
+        cpu, vcpu = self.cpu_now(), self.vcpu_now()
         now = time.monotonic()
         self.cpu[now] = cpu
+        self.vcpu[now] = vcpu
         self.reads[now] = reads
         if self.current:
             self.phases.append((self.current[0], self.current[1], now))
@@ -273,11 +280,13 @@ class DonorSpeed:
                 if r0 is not None and r1 is not None:
                     reread[name] = reread.get(name, 0) + r1 - r0
                 c0, c1 = self.cpu.get(p0, {}).get(g.name), self.cpu.get(p1, {}).get(g.name)
+                v0, v1 = self.vcpu.get(p0, {}).get(g.name), self.vcpu.get(p1, {}).get(g.name)
                 if c0 is None or c1 is None:
                     continue
-                d = busy.setdefault(name, [0.0, 0.0])
+                d = busy.setdefault(name, [0.0, 0.0, 0.0])
                 d[0] += p1 - p0
                 d[1] += c1 - c0
+                d[2] += v1 - v0 if v0 is not None and v1 is not None else 0.0
             for w in self.WORKLOADS:
                 samples = []
                 prev = None
@@ -307,10 +316,13 @@ class DonorSpeed:
                                       "max_us": d["max"] / 1e3, "windows": len(d["p99"])}
                                   for n, d in per.items()}
                 for n, x in out[g.name][w].items():
-                    wall, cpu = busy.get(n, (0.0, 0.0))
+                    wall, cpu, vcpu = busy.get(n, (0.0, 0.0, 0.0))
                     # the phase's operations per CPU-second its QEMU got
                     x["cpu_s"] = cpu
                     x["ops_cpu_s"] = x["ops_s"] * wall / cpu if cpu > 0.05 else None
+                    # and per second of its vCPUs' own (not QEMU's discards)
+                    x["vcpu_s"] = vcpu
+                    x["ops_vcpu_s"] = x["ops_s"] * wall / vcpu if vcpu > 0.05 else None
                     if w == "cache" and n in reread:
                         # the page cache it lost and read again from disk
                         x["reread_kib"] = reread[n]
@@ -1099,12 +1111,16 @@ def speed_fractions(r):
                 per_cpu = (x["ops_cpu_s"] / idle["ops_cpu_s"]
                            if x.get("ops_cpu_s") is not None and idle.get("ops_cpu_s")
                            else None)
+                per_vcpu = (x["ops_vcpu_s"] / idle["ops_vcpu_s"]
+                            if x.get("ops_vcpu_s") is not None and idle.get("ops_vcpu_s")
+                            else None)
                 f = (x["ops_s"] / idle["ops_s"], x["p99_us"] / max(idle["p99_us"], 1e-3),
-                     x["worst_p99_us"] / max(idle["p99_us"], 1e-3), per_cpu)
+                     x["worst_p99_us"] / max(idle["p99_us"], 1e-3), per_cpu, per_vcpu)
                 cur = out.setdefault(phase, {}).get(w)
                 out[phase][w] = f if cur is None else (
                     min(cur[0], f[0]), max(cur[1], f[1]), max(cur[2], f[2]),
-                    None if cur[3] is None or f[3] is None else min(cur[3], f[3]))
+                    None if cur[3] is None or f[3] is None else min(cur[3], f[3]),
+                    None if cur[4] is None or f[4] is None else min(cur[4], f[4]))
     return out
 
 
@@ -1171,11 +1187,14 @@ def speed_targets(h, b):
         """The worst workload's ops per CPU-second against idle, and the
         raw figure beside it."""
         x, raw = worst(fh, phase, 3, min), worst(fh, phase, 0, min)
+        v = worst(fh, phase, 4, min) if all(len(f) > 4 for f in fh.get(phase, {}).values()) \
+            else None
         if x is None:
             return None, ("no %s phase" % phase if raw is None else
                           "no CPU figures (raw %.0f%%)" % (100 * raw))
-        return x, "worst workload %.0f%% per CPU-second of its QEMU (raw ops/s %.0f%%)" % (
-            100 * x, 100 * raw)
+        return x, "worst workload %.0f%% per CPU-second of its QEMU (%s; raw ops/s %.0f%%)" % (
+            100 * x, "per second of its vCPUs %.0f%%" % (100 * v) if v is not None
+            else "no vCPU figures", 100 * raw)
     out = []
     x, text = per_cpu("prepare")
     out.append(("donors during prepare >= 90% of idle throughput (per CPU-second)",

@@ -10,7 +10,7 @@
 #              build-initramfs.sh, then overlays from make-overlay.sh)
 #   -l LOG     serial console log file (QEMU's own stderr goes to LOG.qemu)
 #   -m MEM     guest memory (default 1G)     -c CPUS  vCPUs (default 2)
-#   -n NAME    QEMU -name (default hr-guest)
+#   -n NAME    QEMU -name (default hr-guest), its threads named (vCPUs "CPU n/TCG")
 #   -a ARGS    appended to the kernel command line
 #   -S SOCK    also expose the serial console on a unix socket (server,
 #              wait=off); the log file still records everything
@@ -147,7 +147,7 @@ QMPA=()
 [ -n "$QMP" ] && QMPA=(-qmp "unix:$QMP,server=on,wait=off")
 
 CMDLINE="console=ttyS0 panic=-1 loglevel=4${APPEND:+ $APPEND}"
-ARGS=("${COMMON[@]}" "${ACC[@]}" -name "$NAME" -m "$MEM" -smp "$CPUS"
+ARGS=("${COMMON[@]}" "${ACC[@]}" -name "$NAME,debug-threads=on" -m "$MEM" -smp "$CPUS"
     -kernel "$VMLINUZ" -initrd "$INITRD" -append "$CMDLINE"
     "${SERIAL[@]}" "${QMPA[@]}" "${EXTRA[@]}")
 printf '%q ' "$QEMU" "${ARGS[@]}" >"$LOG.cmd"; echo >>"$LOG.cmd"

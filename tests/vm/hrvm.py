@@ -222,6 +222,29 @@ def proc_cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else None
 
 
+def proc_vcpu_cpu_s(pid):
+    """CPU seconds the vCPU threads of QEMU @pid have used (threads named
+    "CPU n/TCG" or "CPU n/KVM"), None if gone: the guest's own CPU, without
+    QEMU's main loop, I/O threads and discards."""
+    total, found = 0, False
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                text = f.read()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        if comm.startswith("CPU "):
+            fields = text[text.rindex(")") + 2:].split()
+            total += int(fields[11]) + int(fields[12])
+            found = True
+    return total / os.sysconf("SC_CLK_TCK") if found else None
+
+
 def proc_cmdline(pid):
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
