@@ -196,11 +196,12 @@ def rss_anon_kb(pid):
     return proc_status(pid)["RssAnon"]
 
 
-def proc_stat(pid):
-    """The fields of /proc/PID/stat after the command name (the first is
-    field 3, the state), None if gone."""
+def proc_stat(pid, tid=None):
+    """The fields of /proc/PID/stat (of its thread @tid if given) after the
+    command name (the first is field 3, the state), None if gone."""
+    path = "/proc/%d/stat" % pid if tid is None else "/proc/%d/task/%s/stat" % (pid, tid)
     try:
-        with open("/proc/%d/stat" % pid) as f:
+        with open(path) as f:
             return f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
@@ -218,7 +219,11 @@ def proc_starttime(pid):
 def proc_cpu_s(pid):
     """CPU seconds the process has used, all its threads (utime + stime,
     fields 14 and 15 of /proc/PID/stat), None if gone."""
-    fields = proc_stat(pid)
+    return _cpu_s(proc_stat(pid))
+
+
+def _cpu_s(fields):
+    """utime + stime (fields 14 and 15 of a stat) in seconds, None for None."""
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else None
 
 
@@ -226,23 +231,22 @@ def proc_vcpu_cpu_s(pid):
     """CPU seconds the vCPU threads of QEMU @pid have used (threads named
     "CPU n/TCG" or "CPU n/KVM"), None if gone: the guest's own CPU, without
     QEMU's main loop, I/O threads and discards."""
-    total, found = 0, False
     try:
         tids = os.listdir("/proc/%d/task" % pid)
     except OSError:
         return None
+    vcpus = []
     for tid in tids:
         try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                text = f.read()
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                if not f.read().startswith("CPU "):
+                    continue
         except OSError:
             continue
-        comm = text[text.index("(") + 1:text.rindex(")")]
-        if comm.startswith("CPU "):
-            fields = text[text.rindex(")") + 2:].split()
-            total += int(fields[11]) + int(fields[12])
-            found = True
-    return total / os.sysconf("SC_CLK_TCK") if found else None
+        cpu = _cpu_s(proc_stat(pid, tid))
+        if cpu is not None:
+            vcpus.append(cpu)
+    return sum(vcpus) if vcpus else None
 
 
 def proc_cmdline(pid):
