@@ -1187,8 +1187,7 @@ def speed_targets(h, b):
         """The worst workload's ops per CPU-second against idle, and the
         raw figure beside it."""
         x, raw = worst(fh, phase, 3, min), worst(fh, phase, 0, min)
-        v = worst(fh, phase, 4, min) if all(len(f) > 4 for f in fh.get(phase, {}).values()) \
-            else None
+        v = worst(fh, phase, 4, min)
         if x is None:
             return None, ("no %s phase" % phase if raw is None else
                           "no CPU figures (raw %.0f%%)" % (100 * raw))
