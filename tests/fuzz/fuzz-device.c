@@ -122,13 +122,14 @@ check_evacuate(const uint8_t *data, uint32_t len)
 	uint32_t count = ldl_le_p(&ev->count), nr_gpas = ldl_le_p(&ev->nr_gpas);
 	uint32_t nr_ranges = ldl_le_p(&ev->nr_ranges);
 	const uint8_t *tail = data + sizeof(*ev);
+	const struct virtio_hugeroom_range *ranges = (const void *)(tail + nr_gpas * 8ull);
 	g_autoptr(GHashTable) seen =
 	    g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
 
 	g_assert(form == 0 || form == VIRTIO_HUGEROOM_EVAC_F_CHEAPEST ||
 		 form == (VIRTIO_HUGEROOM_EVAC_F_CHEAPEST | VIRTIO_HUGEROOM_EVAC_F_RANGES));
 	g_assert(count >= 1);
-	g_assert(len == sizeof(*ev) + (uint64_t)nr_gpas * 8 + (uint64_t)nr_ranges * 16);
+	g_assert(len == sizeof(*ev) + (uint64_t)nr_gpas * 8 + (uint64_t)nr_ranges * sizeof(*ranges));
 	if (form == 0)
 		g_assert(nr_gpas >= 1 && nr_gpas <= VIRTIO_HUGEROOM_MAX_CMD_BLOCKS &&
 			 count <= nr_gpas && nr_ranges == 0);
@@ -146,11 +147,11 @@ check_evacuate(const uint8_t *data, uint32_t len)
 	}
 	g_assert(g_hash_table_size(seen) == nr_gpas);
 	for (uint32_t i = 0; i < nr_ranges; i++) {
-		uint64_t start = ldq_le_p(tail + i * 16), end = ldq_le_p(tail + i * 16 + 8);
+		uint64_t start = ldq_le_p(&ranges[i].start), end = ldq_le_p(&ranges[i].end);
 
 		g_assert(start % VIRTIO_HUGEROOM_BLOCK_SIZE == 0 &&
 			 end % VIRTIO_HUGEROOM_BLOCK_SIZE == 0 && end > start);
-		g_assert(i == 0 || start >= ldq_le_p(tail + i * 16 - 8));
+		g_assert(i == 0 || start >= ldq_le_p(&ranges[i - 1].end));
 	}
 }
 
