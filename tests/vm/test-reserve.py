@@ -19,7 +19,8 @@ Checks:
     blocks, no donation, no pool growth) and the hugetlb pool did not grow;
  3. after consume a preallocated VM of RESERVE MiB starts with >= 99% of
     its RAM THP-backed, nobody OOM-killed;
- 4. the reserve refills after the start (last_refill_ms set), from donors;
+ 4. the reserve refills after the start (last_refill_ms set), the dense
+    helper gone;
  4b. the donations of the fill and the refill were EVACUATEs in the
     background (params.background of each donate step's request: the
     donors' drivers run them below their own tasks), and there were some;
