@@ -786,7 +786,8 @@ class Bench:
             r["driver_time"][g.name] = {
                 k: int(st[k][0]) for k in ("evac_block_ns", "evac_block_calls", "evac_claim_ns",
                                            "evac_claim_calls", "evac_sweep_ns",
-                                           "evac_taken_blocks", "evac_taken_migrated")
+                                           "evac_taken_blocks", "evac_taken_migrated",
+                                           "evac_span_calls", "evac_span_blocks")
                 if k in st}
         # the executor's plans, for who was asked when
         r["plans"] = [ln.split(": plan ", 1)[1] for ln in self.daemon.log().splitlines()
@@ -899,9 +900,11 @@ class Bench:
                     s.get("pages_migrated", "-"), s.get("detail", "")))
             for name, t in sorted(r.get("driver_time", {}).items()):
                 say("    %s's driver: %d blocks taken, %d pages migrated; emptying %.1f s "
-                    "(%d calls), claiming %.1f s (%d calls), sweeps %.1f s" % (
+                    "(%d calls, %d of them spans taking %d blocks), claiming %.1f s "
+                    "(%d calls), sweeps %.1f s" % (
                         name, t.get("evac_taken_blocks", 0), t.get("evac_taken_migrated", 0),
                         t.get("evac_block_ns", 0) / 1e9, t.get("evac_block_calls", 0),
+                        t.get("evac_span_calls", 0), t.get("evac_span_blocks", 0),
                         t.get("evac_claim_ns", 0) / 1e9, t.get("evac_claim_calls", 0),
                         t.get("evac_sweep_ns", 0) / 1e9))
             if r.get("reservation_id"):

@@ -25,6 +25,13 @@
  * still take CANCEL, RETURN and REPORT while it runs.
  */
 
+/* A block of a span (see "Spans"): its free pages, chosen and now. */
+struct virtio_hugeroom_span_blk {
+	unsigned long pfn;
+	unsigned int chosen;		/* the sweep's count; UINT_MAX: named */
+	unsigned int free;
+};
+
 /* One running EVACUATE or CAPTURE. */
 struct virtio_hugeroom_run {
 	struct virtio_hugeroom *vh;
@@ -55,6 +62,8 @@ struct virtio_hugeroom_run {
 	u64 claim_ns;
 	u64 claim_calls;
 	u64 claim_first_ns;		/* the first claim call's time */
+	/* the span being formed (NULL: no spans), see "Spans" */
+	struct virtio_hugeroom_span_blk *span;
 };
 
 /*
@@ -866,12 +875,206 @@ static void virtio_hugeroom_unclaim_all(struct virtio_hugeroom_run *r)
 	r->nr_claims = 0;
 }
 
+/* The pages of the block at @pfn that this pass claims now. */
+static unsigned int virtio_hugeroom_claimed(struct virtio_hugeroom_run *r,
+					    unsigned long pfn)
+{
+	unsigned int i;
+
+	for (i = 0; i < r->nr_claims; i++)
+		if (r->claims[i].pfn == pfn)
+			return READ_ONCE(r->claims[i].pages);
+	return 0;
+}
+
+/*
+ * Will the pass still look at claims (virtio_hugeroom_claim_due())?  Until
+ * it has, blocks go one by one: a span before the claims would move its
+ * pages into the holes the claims are there to keep free.
+ */
+static bool virtio_hugeroom_claims_pending(struct virtio_hugeroom_run *r)
+{
+	return virtio_hugeroom_claims_supported() && r->claims &&
+	       !r->claimed && READ_ONCE(claim_holes);
+}
+
+/*
+ * Spans.  Every alloc_contig_range() call pays a fixed price besides its
+ * migrations: an expedited RCU grace period and a drain of every CPU's
+ * LRU batches and per-cpu lists, which the other CPUs must answer.  Under
+ * TCG that is 3-6 ms a call (a claim, which migrates nothing, costs it),
+ * about what migrating the 256 pages of a half-used block costs.  Blocks
+ * a command empties one after another at consecutive addresses (the host
+ * names blocks of equal cost in address order; CHEAPEST takes the
+ * cheapest blocks it wants in address order) are emptied by one call over
+ * all of them: it isolates the whole span before it migrates, so no page
+ * moved out of one lands in the holes of another either.  A span that
+ * fails (a page nothing could move after all) is tried again block by
+ * block, each with its own checks and tries.  A pass that claims holes
+ * makes no span before it has claimed: the blocks it empties before
+ * that are those whose migrations tell what a migration costs.  span_blocks: the most
+ * blocks a call takes, 1 to empty each on its own.
+ */
+static unsigned int span_blocks = VIRTIO_HUGEROOM_SPAN_MAX;
+
+static int virtio_hugeroom_span_blocks_set(const char *val,
+					   const struct kernel_param *kp)
+{
+	unsigned int v;
+	int rc = kstrtouint(val, 0, &v);
+
+	if (rc)
+		return rc;
+	if (v < 1 || v > VIRTIO_HUGEROOM_SPAN_MAX)
+		return -EINVAL;
+	WRITE_ONCE(span_blocks, v);
+	return 0;
+}
+
+static const struct kernel_param_ops virtio_hugeroom_span_blocks_ops = {
+	.set = virtio_hugeroom_span_blocks_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(span_blocks, &virtio_hugeroom_span_blocks_ops, &span_blocks,
+		0644);
+MODULE_PARM_DESC(span_blocks,
+		 "most blocks at consecutive addresses one alloc_contig_range() empties, 1 to "
+		 __stringify(VIRTIO_HUGEROOM_SPAN_MAX) " (default; 1: each block on its own)");
+
+/*
+ * How many of the @nr blocks at r->span (at most VIRTIO_HUGEROOM_SPAN_MAX),
+ * from the first, make a span: at consecutive addresses, each passing the
+ * checks of a block of its own and the movable walk, together within
+ * admission (in the first's zone) and the page budget, and no more than
+ * the blocks still wanted.  The claims of a span's blocks are given
+ * back (those of a block that ends it stay).  Their free pages, claimed
+ * ones too, go to their .free.  Below 2: no span (the first block goes its own
+ * way).
+ */
+static unsigned int virtio_hugeroom_span(struct virtio_hugeroom_run *r,
+					 unsigned int nr)
+{
+	struct virtio_hugeroom_span_blk *b = r->span;
+	unsigned int k, max, claimed, f, used = 0;
+	unsigned long need = 0;
+	struct zone *zone0 = NULL, *zone;
+
+	max = min3(nr, READ_ONCE(span_blocks),
+		   r->count - min(r->count, r->c.freed + r->nr_pending));
+	if (!b || max < 2 || virtio_hugeroom_claims_pending(r))
+		return 0;
+	for (k = 0; k < max; k++) {
+		unsigned long pfn = b[0].pfn + k * pageblock_nr_pages;
+
+		if (b[k].pfn != pfn)
+			break;
+		/* claimed pages count as taken already */
+		claimed = virtio_hugeroom_claimed(r, pfn);
+		zone = NULL;
+		f = 0;
+		if (virtio_hugeroom_evac_check(r->vh, pfn, claimed, &f,
+					       &zone) >= 0)
+			break;
+		if (zone0 && zone != zone0)
+			break;
+		zone0 = zone;
+		f = min_t(unsigned int, f + claimed, pageblock_nr_pages);
+		/*
+		 * The movable walk takes claimed pages for unmovable on 7.x
+		 * (balloon pages): a claimed block, whose claims kept its
+		 * holes free, goes without it (the span falls back on one
+		 * block at a time if alloc_contig_range() says otherwise).
+		 */
+		if (f < pageblock_nr_pages && !claimed &&
+		    !virtio_hugeroom_block_movable(pfn))
+			break;
+		need += pageblock_nr_pages -
+			min_t(unsigned int, claimed, pageblock_nr_pages);
+		if (k && !virtio_hugeroom_admit_pages(r->vh, zone0, need))
+			break;
+		if (r->budget_pages && r->c.migrated + used +
+		    pageblock_nr_pages - f > r->budget_pages)
+			break;
+		used += pageblock_nr_pages - f;
+		b[k].free = f;
+	}
+	if (k < 2)
+		return k;
+	/* alloc_contig_range() would migrate them */
+	for (max = 0; max < k; max++)
+		virtio_hugeroom_unclaim(r, b[max].pfn);
+	return k;
+}
+
+/*
+ * Empty the @k blocks of r->span in one call.  True if they were all
+ * taken; false: nothing was (the pages it moved out stay out).
+ */
+static bool virtio_hugeroom_evac_span(struct virtio_hugeroom_run *r,
+				      unsigned int k)
+{
+	struct virtio_hugeroom_span_blk *b = r->span;
+	unsigned long pfn = b[0].pfn;
+	struct virtio_hugeroom *vh = r->vh;
+	unsigned int j, used = 0, used_chosen = 0;
+	u64 ev0, ev1, moved, share, t0;
+	int rc;
+
+	for (j = 0; j < k; j++) {
+		if (b[j].chosen > pageblock_nr_pages)
+			b[j].chosen = b[j].free;
+		used += pageblock_nr_pages - b[j].free;
+		used_chosen += pageblock_nr_pages - b[j].chosen;
+	}
+	ev0 = virtio_hugeroom_pgmigrate(vh);
+	t0 = ktime_get_ns();
+	rc = virtio_hugeroom_contig_range(pfn, pfn + k * pageblock_nr_pages);
+	t0 = ktime_get_ns() - t0;
+	ev1 = virtio_hugeroom_pgmigrate(vh);
+	moved = ev1 > ev0 ? ev1 - ev0 : 0;
+	r->c.migrated += moved;
+	r->mig_ns += t0;
+	r->mig_pages += moved;
+	if (moved && (!r->mig_page_min_ns ||
+		      div64_u64(t0, moved) < r->mig_page_min_ns))
+		r->mig_page_min_ns = max_t(u64, div64_u64(t0, moved), 1);
+	spin_lock(&vh->hold_lock);
+	vh->evac_block_ns += t0;
+	vh->evac_block_calls++;
+	vh->evac_span_calls++;
+	vh->evac_pages_estimate += used;
+	vh->evac_pages_migrated += moved;
+	if (!rc) {
+		vh->evac_span_blocks += k;
+		vh->evac_taken_blocks += k;
+		vh->evac_taken_used += used_chosen;
+		vh->evac_taken_migrated += moved;
+	}
+	spin_unlock(&vh->hold_lock);
+	if (rc) {
+		dev_dbg(&vh->vdev->dev, "span 0x%llx+%u blocks: %d\n",
+			(u64)PFN_PHYS(pfn), k, rc);
+		return false;
+	}
+	for (j = 0; j < k; j++) {
+		/* the migrations of the span, shared by the blocks' use */
+		share = used ? div64_u64(moved * (pageblock_nr_pages -
+						  b[j].free), used) : 0;
+		virtio_hugeroom_test_evac_rec(vh, b[j].pfn, b[j].chosen,
+					      b[j].free, share, 0);
+		virtio_hugeroom_run_take(r, pfn + j * pageblock_nr_pages);
+		r->since_progress++;
+	}
+	return true;
+}
+
 /* Explicit form: the host's blocks, in its order, until count are freed. */
 static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 					  const __le64 *gpas, u32 nr)
 {
 	unsigned long pfn;
-	u32 i, k, n;
+	u32 i, k, n, no_span = 0;
 
 	for (i = 0; i < nr; i++) {
 		if (virtio_hugeroom_run_enough(r) ||
@@ -895,6 +1098,24 @@ static void virtio_hugeroom_evac_explicit(struct virtio_hugeroom_run *r,
 		}
 		pfn = PHYS_PFN(le64_to_cpu(gpas[i]));
 		virtio_hugeroom_fault_block(&r->vh->evac_scan);
+		/* after a failed span its blocks go one by one */
+		n = 0;
+		if (i >= no_span && r->span) {
+			n = min_t(u32, nr - i, VIRTIO_HUGEROOM_SPAN_MAX);
+			for (k = 0; k < n; k++) {
+				r->span[k].pfn = PHYS_PFN(le64_to_cpu(gpas[i + k]));
+				r->span[k].chosen = UINT_MAX;
+			}
+			n = virtio_hugeroom_span(r, n);
+		}
+		if (n > 1) {
+			if (virtio_hugeroom_evac_span(r, n)) {
+				i += n - 1;
+				virtio_hugeroom_run_tick(r);
+				continue;
+			}
+			no_span = i + n;
+		}
 		virtio_hugeroom_evac_block(r, pfn, UINT_MAX,
 					   virtio_hugeroom_unclaim(r, pfn));
 		if (r->stop)
@@ -923,6 +1144,54 @@ static bool virtio_hugeroom_cand_stale(const struct virtio_hugeroom_cand *c)
 }
 
 /*
+ * Into r->span, the @nr candidates from @c that may make a span (up to
+ * VIRTIO_HUGEROOM_SPAN_MAX): until one that filled up since the sweep
+ * (virtio_hugeroom_cand_stale(), a claimed one cannot have).
+ */
+static unsigned int virtio_hugeroom_span_cands(struct virtio_hugeroom_run *r,
+					       const struct virtio_hugeroom_cand *c,
+					       unsigned int nr)
+{
+	unsigned int k;
+
+	nr = min_t(unsigned int, nr, VIRTIO_HUGEROOM_SPAN_MAX);
+	for (k = 0; k < nr; k++) {
+		if (!virtio_hugeroom_claimed(r, c[k].pfn) &&
+		    virtio_hugeroom_cand_stale(&c[k]))
+			break;
+		r->span[k].pfn = c[k].pfn;
+		r->span[k].chosen = c[k].free;
+	}
+	return k;
+}
+
+static int virtio_hugeroom_cand_pfn_cmp(const void *a, const void *b)
+{
+	const struct virtio_hugeroom_cand *x = a, *y = b;
+
+	if (x->pfn != y->pfn)
+		return x->pfn < y->pfn ? -1 : 1;
+	return 0;
+}
+
+/*
+ * The cheapest candidates of sweep @sw that the command still wants, in
+ * address order, so that neighbours among them make spans; the rest stay
+ * behind them, cheapest first, for the blocks that fail.
+ */
+static void virtio_hugeroom_cands_by_pfn(struct virtio_hugeroom_run *r,
+					 struct virtio_hugeroom_sweep *sw)
+{
+	unsigned int want = r->count - min(r->count,
+					   r->c.freed + r->nr_pending);
+
+	want = min(want, sw->nr_cands);
+	if (READ_ONCE(span_blocks) > 1 && want > 1)
+		sort(sw->cand, want, sizeof(sw->cand[0]),
+		     virtio_hugeroom_cand_pfn_cmp, NULL);
+}
+
+/*
  * CHEAPEST form: a fresh sweep of every pageblock (not an old report),
  * then its candidates, most free pages first, each re-checked.  Another
  * sweep if that was not enough and the last one made progress, or left
@@ -935,7 +1204,7 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 {
 	struct virtio_hugeroom_scan *s = &r->vh->evac_scan;
 	u64 deadline = r->budget_ns ? r->c.start_ns + r->budget_ns : U64_MAX;
-	unsigned int i, nr, stale_sweeps = 0;
+	unsigned int i, nr, no_span, stale_sweeps = 0;
 	bool progress, stale;
 	u64 sweeps, t0;
 
@@ -964,6 +1233,8 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 		progress = false;
 		stale = false;
 		r->claimed = false;
+		no_span = 0;
+		virtio_hugeroom_cands_by_pfn(r, s->done);
 		for (i = 0; i < s->done->nr_cands; i++) {
 			const struct virtio_hugeroom_cand *c = &s->done->cand[i];
 			unsigned int released, k;
@@ -987,6 +1258,22 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 					goto out;
 			}
 			virtio_hugeroom_fault_block(&r->vh->evac_scan);
+			/* after a failed span its blocks go one by one */
+			nr = 0;
+			if (i >= no_span && r->span) {
+				nr = virtio_hugeroom_span_cands(r, c,
+						s->done->nr_cands - i);
+				nr = virtio_hugeroom_span(r, nr);
+			}
+			if (nr > 1) {
+				if (virtio_hugeroom_evac_span(r, nr)) {
+					progress = true;
+					i += nr - 1;
+					virtio_hugeroom_run_tick(r);
+					continue;
+				}
+				no_span = i + nr;
+			}
 			/* A claimed block cannot have filled up. */
 			released = virtio_hugeroom_unclaim(r, c->pfn);
 			if (!released && virtio_hugeroom_cand_stale(c)) {
@@ -1166,6 +1453,10 @@ void virtio_hugeroom_job_work(struct kthread_work *work)
 		r.claims = kvmalloc_array(VIRTIO_HUGEROOM_MAX_CLAIMS,
 					  sizeof(*r.claims),
 					  GFP_KERNEL | __GFP_NOWARN);
+		/* Without it, every block goes on its own. */
+		r.span = kmalloc_array(VIRTIO_HUGEROOM_SPAN_MAX,
+				       sizeof(*r.span),
+				       GFP_KERNEL | __GFP_NOWARN);
 		if (le16_to_cpu(ev->hdr.flags) & VIRTIO_HUGEROOM_EVAC_F_CHEAPEST)
 			virtio_hugeroom_evac_cheapest(&r, (const void *)(ev + 1),
 						      le32_to_cpu(ev->nr_ranges));
@@ -1175,6 +1466,7 @@ void virtio_hugeroom_job_work(struct kthread_work *work)
 	}
 	virtio_hugeroom_claims_publish(vh, NULL, 0);
 	kvfree(r.claims);
+	kfree(r.span);
 	virtio_hugeroom_run_flush(&r);
 	virtio_hugeroom_run_release(&r);
 

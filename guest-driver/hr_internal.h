@@ -123,6 +123,8 @@
 #define VIRTIO_HUGEROOM_PROGRESS_MIN_NS	(NSEC_PER_SEC / 10)
 /* alloc_contig_range() attempts per block on -EBUSY, as virtio-mem does. */
 #define VIRTIO_HUGEROOM_EVAC_TRIES	5
+/* the most named blocks one alloc_contig_range() empties (hr_evac.c) */
+#define VIRTIO_HUGEROOM_SPAN_MAX	64
 /* A candidate with this many fewer free pages than its sweep counted. */
 #define VIRTIO_HUGEROOM_STALE_PAGES	32
 #define VIRTIO_HUGEROOM_STALE_SWEEPS	8
@@ -365,6 +367,9 @@ struct virtio_hugeroom {
 	u64 evac_sweep_ns;
 	u64 evac_block_ns;
 	u64 evac_block_calls;
+	/* of those, calls over several blocks and the blocks they took */
+	u64 evac_span_calls;
+	u64 evac_span_blocks;
 	u64 evac_take_ns;
 	u64 evac_hold_ns;
 	u64 evac_hold_sends;

@@ -21,6 +21,8 @@ empties, always); HR_EVAC_ORDER_CLAIM=0 runs it with claims off, the
 behaviour before them, and check 5 fails (1.21x-1.25x measured, on both
 kernels; 1.000x with claims); HR_EVAC_ORDER_CLAIM=1 is the driver's
 default, claims only where they cost less than the migrations they save.
+HR_EVAC_ORDER_SPAN=N sets the driver's span_blocks (1: every block on its
+own alloc_contig_range(), as before spans; default the driver's 16).
 HR_EVAC_ORDER_BUSY=1 keeps every vCPU busy during the command (a shell
 loop each), as the headline's donors are; the log line "claim_holes=..."
 says how long the claims and the emptying took.
@@ -28,6 +30,7 @@ says how long the claims and the emptying took.
 import os
 import struct
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', '..', 'tests', 'vm'))
@@ -123,6 +126,11 @@ class Run(ht.Run):
         claim = os.environ.get('HR_EVAC_ORDER_CLAIM', '2')
         g.cmd('sh echo %s >/sys/module/virtio_hugeroom/parameters/claim_holes'
               % claim)
+        span = os.environ.get('HR_EVAC_ORDER_SPAN')
+        if span:
+            g.cmd('sh echo %s >/sys/module/virtio_hugeroom/parameters/span_blocks'
+                  % span)
+        span = g.cmd('sh cat /sys/module/virtio_hugeroom/parameters/span_blocks')[-1]
         g.cmd("sh echo 'module virtio_hugeroom +p' "
               ">/sys/kernel/debug/dynamic_debug/control || true")
         if os.environ.get('HR_EVAC_ORDER_BUSY'):
@@ -130,8 +138,10 @@ class Run(ht.Run):
             g.cmd('sh for i in $(seq $(nproc)); do '
                   '(while :; do :; done) >/dev/null 2>&1 & done')
         vm0 = g.vmstat()
+        t0 = time.monotonic()
         res, holds, _, _ = self.command(evacuate_ranges(5001, count, rngs),
                                         5001, timeout=1500)
+        elapsed = time.monotonic() - t0
         vm1 = g.vmstat()
         self.ok(res['status'] == ht.S_OK and res['freed'] == count and
                 len(holds) == count,
@@ -172,12 +182,15 @@ class Run(ht.Run):
                   into_others, len(others)))
         st = {f[0]: f[1:] for f in (x.split() for x in g.debugfs('status'))
               if f}
-        hrvm.log('claim_holes=%s: %s ms claiming, %s alloc_contig_range() '
-                 'calls (%s failed), %s ms emptying blocks; evac_taken used '
-                 '%s migrated %s' %
-                 (claim, int(st['evac_claim_ns'][0]) // 1000000,
+        hrvm.log('claim_holes=%s span_blocks=%s: the command took %.2f s; '
+                 '%s ms claiming, %s alloc_contig_range() calls (%s failed), '
+                 '%s ms emptying blocks in %s calls (%s over several blocks, '
+                 'taking %s); evac_taken used %s migrated %s' %
+                 (claim, span, elapsed, int(st['evac_claim_ns'][0]) // 1000000,
                   st['evac_claim_calls'][0], st['evac_claim_failed'][0],
                   int(st['evac_block_ns'][0]) // 1000000,
+                  st['evac_block_calls'][0], st['evac_span_calls'][0],
+                  st['evac_span_blocks'][0],
                   st['evac_taken_used'][0], st['evac_taken_migrated'][0]))
         ratio = res['migrated'] / max(minimum, 1)
         claims = [x for x in g.cmd('sh dmesg | grep " claim 0x" | head -5 '

@@ -349,12 +349,15 @@ def main():
             st = g.driver_status()
             taken = int(st["evac_taken_blocks"][0])
             hrvm.log("%s: %d blocks taken, %s pages migrated for them, %s in use when "
-                     "chosen (%.1f and %.1f per block); claims %s calls in %d ms"
+                     "chosen (%.1f and %.1f per block); claims %s calls in %d ms; emptying "
+                     "%s calls in %d ms, %s of them spans taking %s blocks"
                      % (g.name, taken, st["evac_taken_migrated"][0],
                         st["evac_taken_used"][0],
                         int(st["evac_taken_migrated"][0]) / max(taken, 1),
                         int(st["evac_taken_used"][0]) / max(taken, 1),
-                        st["evac_claim_calls"][0], int(st["evac_claim_ns"][0]) // 1000000))
+                        st["evac_claim_calls"][0], int(st["evac_claim_ns"][0]) // 1000000,
+                        st["evac_block_calls"][0], int(st["evac_block_ns"][0]) // 1000000,
+                        st["evac_span_calls"][0], st["evac_span_blocks"][0]))
         given_kb = sum(s.get("blocks_held", 0) for s in r["steps"]
                        if s["kind"] == "donate") * 2048
         daemon.ctl("consume", rid)
