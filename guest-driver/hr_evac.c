@@ -920,15 +920,7 @@ static unsigned int span_blocks = VIRTIO_HUGEROOM_SPAN_MAX;
 static int virtio_hugeroom_span_blocks_set(const char *val,
 					   const struct kernel_param *kp)
 {
-	unsigned int v;
-	int rc = kstrtouint(val, 0, &v);
-
-	if (rc)
-		return rc;
-	if (v < 1 || v > VIRTIO_HUGEROOM_SPAN_MAX)
-		return -EINVAL;
-	WRITE_ONCE(span_blocks, v);
-	return 0;
+	return param_set_uint_minmax(val, kp, 1, VIRTIO_HUGEROOM_SPAN_MAX);
 }
 
 static const struct kernel_param_ops virtio_hugeroom_span_blocks_ops = {
@@ -962,7 +954,8 @@ static unsigned int virtio_hugeroom_span(struct virtio_hugeroom_run *r,
 
 	max = min3(nr, READ_ONCE(span_blocks),
 		   r->count - min(r->count, r->c.freed + r->nr_pending));
-	if (!b || max < 2 || virtio_hugeroom_claims_pending(r))
+	if (!b || max < 2 || virtio_hugeroom_claims_pending(r) ||
+	    virtio_hugeroom_fault_no_span(&r->vh->evac_scan))
 		return 0;
 	for (k = 0; k < max; k++) {
 		unsigned long pfn = b[0].pfn + k * pageblock_nr_pages;

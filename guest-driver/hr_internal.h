@@ -608,6 +608,12 @@ static inline void virtio_hugeroom_fault_block(struct virtio_hugeroom_scan *s)
 		msleep(ms);
 }
 
+/* Under "block_delay_ms" each block goes alone, delayed: no spans. */
+static inline bool virtio_hugeroom_fault_no_span(struct virtio_hugeroom_scan *s)
+{
+	return READ_ONCE(s->fault_block_ms) != 0;
+}
+
 /*
  * Kick a chain held back by "event_stall", now that the next is written.
  * event_lock held.
@@ -648,6 +654,11 @@ static inline void virtio_hugeroom_fault_scan(struct virtio_hugeroom_scan *s)
 
 static inline void virtio_hugeroom_fault_block(struct virtio_hugeroom_scan *s)
 {
+}
+
+static inline bool virtio_hugeroom_fault_no_span(struct virtio_hugeroom_scan *s)
+{
+	return false;
 }
 
 static inline void virtio_hugeroom_fault_event_send(struct virtio_hugeroom *vh)
