@@ -1254,8 +1254,8 @@ static void virtio_hugeroom_evac_cheapest(struct virtio_hugeroom_run *r,
 			/* after a failed span its blocks go one by one */
 			nr = 0;
 			if (i >= no_span && r->span) {
-				nr = virtio_hugeroom_span_cands(r, c,
-						s->done->nr_cands - i);
+				nr = s->done->nr_cands - i;
+				nr = virtio_hugeroom_span_cands(r, c, nr);
 				nr = virtio_hugeroom_span(r, nr);
 			}
 			if (nr > 1) {
