@@ -285,10 +285,13 @@ class Run:
             if not fine or not unmovable:
                 break
         g.cmd('sh echo %s >/sys/module/virtio_hugeroom/parameters/claim_holes' % claim)
-        self.ok(fine and not unmovable and spans == 2 and span_blocks == 4 and
+        # alloc_contig_range() may fail -EBUSY for a moment (a page in an
+        # LRU batch); that span then goes block by block, each with its
+        # tries: one of the two spans taking its blocks is enough
+        self.ok(fine and not unmovable and spans == 2 and span_blocks >= 2 and
                 holds == run[:2] + run[3:],
                 'span: blocks %#x-%#x, the middle one held: 4 held in order, '
-                'R_HELD once, S_PARTIAL; %d spans took %d blocks (want 2, 4)' %
+                'R_HELD once, S_PARTIAL; %d spans took %d blocks (want 2, >= 2)' %
                 (run[0], run[-1] + BLOCK, spans, span_blocks), str(res))
         self.views_agree('after spans')
 
