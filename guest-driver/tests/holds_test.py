@@ -235,7 +235,8 @@ class Run:
         R_HELD, the two after it go in another.  A block may hold a page
         nothing can move, which the occupancy does not show: its span
         fails and goes block by block (R_UNMOVABLE for it, the others
-        held); then the check is made again on the next five."""
+        held); then the check is made again on the next five, as when the
+        middle block cannot be held."""
         occ = {}
         for line in g.debugfs('occupancy'):
             f = line.split()
@@ -259,7 +260,9 @@ class Run:
         claim = g.cmd('sh cat /sys/module/virtio_hugeroom/parameters/claim_holes')[-1]
         g.cmd('sh echo 0 >/sys/module/virtio_hugeroom/parameters/claim_holes')
         fine, unmovable, spans, span_blocks, res, holds = False, 0, 0, 0, {}, []
-        for n, run in enumerate(runs[:3]):
+        # the highest first: the kernel's own allocations (which a MOVABLE
+        # block may hold, unseen by the occupancy) sit lowest; up to eight
+        for n, run in enumerate(runs[::-1][:8]):
             rid = 1040 + 2 * n
             res, holds, _, _ = self.command(evacuate(rid, 1, [run[2]]), rid)
             if res['freed'] != 1:
