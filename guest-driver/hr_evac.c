@@ -915,7 +915,7 @@ static bool virtio_hugeroom_claims_pending(struct virtio_hugeroom_run *r)
  * that are those whose migrations tell what a migration costs.  span_blocks: the most
  * blocks a call takes, 1 to empty each on its own.
  */
-static unsigned int span_blocks = VIRTIO_HUGEROOM_SPAN_MAX;
+static unsigned int span_blocks = 1;
 
 static int virtio_hugeroom_span_blocks_set(const char *val,
 					   const struct kernel_param *kp)
@@ -932,7 +932,7 @@ module_param_cb(span_blocks, &virtio_hugeroom_span_blocks_ops, &span_blocks,
 		0644);
 MODULE_PARM_DESC(span_blocks,
 		 "most blocks at consecutive addresses one alloc_contig_range() empties, 1 to "
-		 __stringify(VIRTIO_HUGEROOM_SPAN_MAX) " (default; 1: each block on its own)");
+		 __stringify(VIRTIO_HUGEROOM_SPAN_MAX) " (1, the default: each block on its own)");
 
 /*
  * How many of the @nr blocks at r->span (at most VIRTIO_HUGEROOM_SPAN_MAX),
