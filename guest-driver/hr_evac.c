@@ -854,15 +854,23 @@ static bool virtio_hugeroom_claim_due(struct virtio_hugeroom_run *r)
  * Give back the claim of the block at @pfn, if any, and say how many
  * pages it held.
  */
-static unsigned int virtio_hugeroom_unclaim(struct virtio_hugeroom_run *r,
-					    unsigned long pfn)
+static struct virtio_hugeroom_claim *
+virtio_hugeroom_claim_of(struct virtio_hugeroom_run *r, unsigned long pfn)
 {
 	unsigned int i;
 
 	for (i = 0; i < r->nr_claims; i++)
 		if (r->claims[i].pfn == pfn)
-			return virtio_hugeroom_claim_release(&r->claims[i]);
-	return 0;
+			return &r->claims[i];
+	return NULL;
+}
+
+static unsigned int virtio_hugeroom_unclaim(struct virtio_hugeroom_run *r,
+					    unsigned long pfn)
+{
+	struct virtio_hugeroom_claim *cl = virtio_hugeroom_claim_of(r, pfn);
+
+	return cl ? virtio_hugeroom_claim_release(cl) : 0;
 }
 
 static void virtio_hugeroom_unclaim_all(struct virtio_hugeroom_run *r)
@@ -879,12 +887,9 @@ static void virtio_hugeroom_unclaim_all(struct virtio_hugeroom_run *r)
 static unsigned int virtio_hugeroom_claimed(struct virtio_hugeroom_run *r,
 					    unsigned long pfn)
 {
-	unsigned int i;
+	struct virtio_hugeroom_claim *cl = virtio_hugeroom_claim_of(r, pfn);
 
-	for (i = 0; i < r->nr_claims; i++)
-		if (r->claims[i].pfn == pfn)
-			return READ_ONCE(r->claims[i].pages);
-	return 0;
+	return cl ? READ_ONCE(cl->pages) : 0;
 }
 
 /*
