@@ -101,6 +101,7 @@ static int virtio_hugeroom_status_show(struct seq_file *m, void *unused)
 		   vh->evac_sweep_ns, vh->evac_block_ns, vh->evac_block_calls);
 	seq_printf(m, "evac_span_calls %llu\nevac_span_blocks %llu\n",
 		   vh->evac_span_calls, vh->evac_span_blocks);
+	seq_printf(m, "evac_call_enomem %llu\n", vh->evac_call_enomem);
 	seq_printf(m, "evac_take_ns %llu\nevac_hold_ns %llu\nevac_hold_sends %llu\n",
 		   vh->evac_take_ns, vh->evac_hold_ns, vh->evac_hold_sends);
 	seq_printf(m, "evac_claims_supported %d\n",

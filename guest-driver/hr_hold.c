@@ -644,7 +644,18 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 	u64 now = ktime_get_ns(), taken = READ_ONCE(vh->pages_taken);
 	bool fresh = now - vh->pressure_last_ns <
 		     (u64)VIRTIO_HUGEROOM_PRESSURE_STALE_MS * NSEC_PER_MSEC;
-	unsigned long ours = taken - vh->pressure_taken_seen, ahead_max = 0;
+	/* below 0 when claims gave pages back */
+	long ours = (long)(taken - vh->pressure_taken_seen);
+	/*
+	 * An alloc_contig_range() call of the job ran since the last poll:
+	 * its pages go a few at a time, and its migrations refill the per-cpu
+	 * lists (tens of MiB on 6.12) beyond them, so the drop it makes
+	 * cannot be told from an allocation burst: no prediction from it.
+	 */
+	u64 calls = READ_ONCE(vh->taking_calls);
+	bool ours_all = calls != vh->pressure_calls_seen ||
+			READ_ONCE(vh->pages_taking);
+	unsigned long ahead_max = 0;
 	unsigned long claims = 0;
 	unsigned int i = 0, given = 0;
 	int nid, zid;
@@ -661,8 +672,8 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 			free = zone_page_state(zone, NR_FREE_PAGES);
 			last = i < VIRTIO_HUGEROOM_MAX_ZONES ?
 			       vh->pressure_last[i] : 0;
-			if (fresh && last > free + ours)
-				ahead = 2 * (last - free - ours);
+			if (fresh && !ours_all && (long)(last - free) > ours)
+				ahead = 2 * ((long)(last - free) - ours);
 			floor = virtio_hugeroom_zone_floor(zone);
 			margin = virtio_hugeroom_zone_margin(zone);
 			if (free < floor + margin + ahead) {
@@ -693,6 +704,7 @@ void virtio_hugeroom_pressure_work(struct work_struct *work)
 	}
 	WRITE_ONCE(vh->pressure_ahead, ahead_max);
 	vh->pressure_taken_seen = taken;
+	vh->pressure_calls_seen = calls;
 	vh->pressure_last_ns = now;
 	WRITE_ONCE(vh->pressure_polls, vh->pressure_polls + 1);
 	if (given || claims) {

@@ -370,6 +370,7 @@ struct virtio_hugeroom {
 	/* of those, calls over several blocks and the blocks they took */
 	u64 evac_span_calls;
 	u64 evac_span_blocks;
+	u64 evac_call_enomem;		/* alloc_contig_range() -ENOMEM */
 	u64 evac_take_ns;
 	u64 evac_hold_ns;
 	u64 evac_hold_sends;
@@ -391,18 +392,24 @@ struct virtio_hugeroom {
 	 * (never once @stop is set).  Its fields are written by that work
 	 * only; @pressure_ahead and the counters are read locklessly (the
 	 * admission rule, debugfs).  @pages_taken: pages the job took from
-	 * the allocator, ever; written by job_work only.
+	 * the allocator, ever; @pages_taking: those of the
+	 * alloc_contig_range() call under way (its holes are isolated and its
+	 * targets allocated before run_take() counts them), @taking_calls:
+	 * such calls started, ever; written by job_work only.
 	 */
 	struct delayed_work pressure_work;
 	unsigned long pressure_last[VIRTIO_HUGEROOM_MAX_ZONES];
 	u64 pressure_last_ns;
 	u64 pressure_taken_seen;
+	u64 pressure_calls_seen;
 	unsigned long pressure_ahead;	/* pages: the largest predicted drop */
 	u64 pressure_polls;
 	u64 pressure_idle_ns;		/* time spent in polls that gave none */
 	u64 pressure_returns;		/* polls that gave blocks back */
 	u64 pressure_blocks;		/* blocks they gave back */
 	u64 pages_taken;
+	u64 pages_taking;
+	u64 taking_calls;
 
 	/*
 	 * The one EVACUATE or CAPTURE that may run, in job_work on the
