@@ -75,15 +75,28 @@ class Pressure(ht.Run):
             ht.evacuate(8001, 1000, flags=ht.CHEAPEST, budget_ms=300000),
             8001, timeout=900)
         mi = g.meminfo()
+        pcp = g.free_kb() - mi['MemFree']
         floor = self.high_wmarks_kb() + mi['MemTotal'] // 32
-        hrvm.log('admission: MemAvailable %d kB, floor %d kB, %d held, '
-                 'Cached %d kB' % (mi['MemAvailable'], floor, len(holds),
-                                   mi['Cached']))
+        st = {f[0]: f[1:] for f in (x.split() for x in g.debugfs('status')) if f}
+        hrvm.log('admission: MemAvailable %d kB, MemFree %d kB, floor %d kB, '
+                 '%d held, Cached %d kB, %s spans took %s blocks, failed %s, '
+                 'pressure ahead %s pages, per-cpu lists %d kB, %s calls met '
+                 '-ENOMEM' %
+                 (mi['MemAvailable'], mi['MemFree'], floor, len(holds),
+                  mi['Cached'], st.get('evac_span_calls', ['-'])[0],
+                  st.get('evac_span_blocks', ['-'])[0], res['failed'],
+                  st.get('pressure_ahead_pages', ['-'])[0],
+                  pcp, st.get('evac_call_enomem', ['-'])[0]))
+        # MemAvailable leaves out the free pages on the per-cpu lists,
+        # which the migrations refill and which 6.12's auto-tuning lets
+        # grow to tens of MiB and shrink back over seconds (1-2 MiB after
+        # this job block by block, 9-46 MiB with span_blocks=64): the
+        # guest's reserve is both
         self.ok(res['failed'][ht.R_NOMEM] >= 1 and
-                mi['MemAvailable'] >= floor - 2048,
-                'admission stops at MemAvailable %d kB, above the floor %d '
-                'kB (%d held)' % (mi['MemAvailable'], floor, len(holds)),
-                str(res))
+                mi['MemAvailable'] + pcp >= floor - 2048,
+                'admission stops at MemAvailable %d kB + %d kB on per-cpu '
+                'lists, above the floor %d kB (%d held)'
+                % (mi['MemAvailable'], pcp, floor, len(holds)), str(res))
         # The reserve stopped it, not a zone: MemAvailable at the floor,
         # give or take a few blocks and the racy counters.
         self.ok(mi['MemAvailable'] <= floor + 16384,
@@ -94,6 +107,9 @@ class Pressure(ht.Run):
         self.idle_holds('at the admission limit')
         self.command(ht.ret(8002, len(self.held)), 8002)
         self.views_agree('after giving them back')
+        # a poll queued before the last block went back (every 100 ms while
+        # blocks are held) may still run once
+        time.sleep(0.5)
         p0 = self.pressure()
         time.sleep(2)
         p1 = self.pressure()
