@@ -562,6 +562,23 @@ class Guest:
                 d[k] = int(f[0])
         return d
 
+    def free_kb(self):
+        """The guest's free memory in kB: MemFree and the pages on the
+        per-cpu lists (/proc/zoneinfo's pagesets), which MemFree leaves out
+        and which refill from the buddy lists whenever the PCP policy
+        changes (a donor's is tuned for a donation, then restored)."""
+        free = self.meminfo()["MemFree"]
+        pcp, in_pagesets = 0, False
+        for line in self.cmd("sh cat /proc/zoneinfo"):
+            f = line.split()
+            if f[:1] == ["pagesets"]:
+                in_pagesets = True
+            elif f[:1] == ["Node"]:
+                in_pagesets = False
+            elif in_pagesets and len(f) == 2 and f[0] == "count:":
+                pcp += int(f[1])
+        return free + 4 * pcp
+
     def vmstat(self):
         d = {}
         for line in self.cmd("sh cat /proc/vmstat"):
