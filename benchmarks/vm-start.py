@@ -457,6 +457,9 @@ class Bench:
             if case in HUGEROOM_CASES and a.claim_holes is not None:
                 g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/claim_holes"
                       % a.claim_holes)
+            if case in HUGEROOM_CASES and a.span_blocks is not None:
+                g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/span_blocks"
+                      % a.span_blocks)
             if case in HUGEROOM_CASES and a.evac_nice is not None:
                 g.cmd("sh echo %d >/sys/module/virtio_hugeroom/parameters/evac_nice"
                       % a.evac_nice)
@@ -1461,6 +1464,11 @@ def parse_args(argv):
     ap.add_argument("--claim-holes", type=int, choices=(0, 1, 2), default=None,
                     help="the guest driver's claim_holes for the hugeroom case "
                          "(0 never, 1 where it pays: the default, 2 always)")
+    ap.add_argument("--span-blocks", type=int, choices=range(1, 65), default=None,
+                    metavar="1-64",
+                    help="the donors' driver span_blocks: the most blocks at consecutive "
+                         "addresses one alloc_contig_range() empties (default: the "
+                         "driver's, 1: each block on its own; 64 the most)")
     ap.add_argument("--evac-nice", type=int, choices=range(20), default=None, metavar="0-19",
                     help="the donors' driver evac_nice: the nice level their EVACUATE runs at "
                          "(default: the driver's, 0)")
