@@ -124,6 +124,13 @@ static unsigned long virtio_hugeroom_high_wmarks(void)
 	return sum;
 }
 
+/* The MemAvailable admission keeps: the watermarks and a reserve. */
+static unsigned long virtio_hugeroom_admit_floor(void)
+{
+	return virtio_hugeroom_high_wmarks() +
+	       (totalram_pages() >> VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT);
+}
+
 /*
  * Admission (SPEC 1.6.3.2 item 6): may the guest give up 512 more pages
  * of @zone (NULL: only the global rule) without going below the
@@ -139,9 +146,7 @@ static unsigned long virtio_hugeroom_high_wmarks(void)
 static bool virtio_hugeroom_admit_pages(struct virtio_hugeroom *vh,
 					struct zone *zone, unsigned long need)
 {
-	unsigned long floor = virtio_hugeroom_high_wmarks() +
-			      (totalram_pages() >>
-			       VIRTIO_HUGEROOM_ADMIT_RESERVE_SHIFT);
+	unsigned long floor = virtio_hugeroom_admit_floor();
 	long avail = si_mem_available();
 
 	if (zone && zone_page_state(zone, NR_FREE_PAGES) <
@@ -150,6 +155,20 @@ static bool virtio_hugeroom_admit_pages(struct virtio_hugeroom *vh,
 		    READ_ONCE(vh->pressure_ahead) + need)
 		return false;
 	return avail >= 0 && (unsigned long)avail >= floor + need;
+}
+
+/*
+ * About how many blocks admission lets the job take now (the global rule
+ * only: each block taken lowers MemAvailable by its 512 pages).
+ */
+static unsigned long virtio_hugeroom_admit_blocks(void)
+{
+	unsigned long floor = virtio_hugeroom_admit_floor();
+	long avail = si_mem_available();
+
+	if (avail < 0 || (unsigned long)avail <= floor)
+		return 0;
+	return ((unsigned long)avail - floor) / pageblock_nr_pages;
 }
 
 static bool virtio_hugeroom_admit(struct virtio_hugeroom *vh,
@@ -1211,9 +1230,14 @@ static int virtio_hugeroom_cand_pfn_cmp(const void *a, const void *b)
 }
 
 /*
- * The cheapest candidates of sweep @sw that the command still wants, in
- * address order, so that neighbours among them make spans; the rest stay
- * behind them, cheapest first, for the blocks that fail.
+ * The cheapest candidates of sweep @sw that the command still wants and
+ * admission would let it take, in address order, so that neighbours among
+ * them make spans; the rest stay behind them, cheapest first, for the
+ * blocks that fail.  Without the admission bound a command asking for
+ * more than the guest can give had all its candidates in address order,
+ * the dearest and the lowest (which hold the kernel's own pages) with the
+ * cheapest: 22-27 R_UNMOVABLE and more migrated where block by block took
+ * the cheapest (fake-daemon.py pressure, EVACUATE 1000).
  */
 static void virtio_hugeroom_cands_by_pfn(struct virtio_hugeroom_run *r,
 					 struct virtio_hugeroom_sweep *sw)
@@ -1221,7 +1245,8 @@ static void virtio_hugeroom_cands_by_pfn(struct virtio_hugeroom_run *r,
 	unsigned int want = r->count - min(r->count,
 					   r->c.freed + r->nr_pending);
 
-	want = min(want, sw->nr_cands);
+	want = min3((unsigned long)want, (unsigned long)sw->nr_cands,
+		    virtio_hugeroom_admit_blocks());
 	if (READ_ONCE(span_blocks) > 1 && want > 1)
 		sort(sw->cand, want, sizeof(sw->cand[0]),
 		     virtio_hugeroom_cand_pfn_cmp, NULL);
