@@ -1468,7 +1468,7 @@ def parse_args(argv):
                     metavar="1-64",
                     help="the donors' driver span_blocks: the most blocks at consecutive "
                          "addresses one alloc_contig_range() empties (default: the "
-                         "driver's, 1: each block on its own; 64 the most)")
+                         "driver's, 64; 1 empties each block on its own)")
     ap.add_argument("--evac-nice", type=int, choices=range(20), default=None, metavar="0-19",
                     help="the donors' driver evac_nice: the nice level their EVACUATE runs at "
                          "(default: the driver's, 0)")

@@ -960,8 +960,9 @@ static unsigned int virtio_hugeroom_claimed(struct virtio_hugeroom_run *r,
 
 /*
  * Will the pass still look at claims (virtio_hugeroom_claim_due())?  Until
- * it has, blocks go one by one: a span before the claims would move its
- * pages into the holes the claims are there to keep free.
+ * it has, only wholly free blocks make spans: a span that migrates before
+ * the claims would move its pages into the holes the claims are there to
+ * keep free.
  */
 static bool virtio_hugeroom_claims_pending(struct virtio_hugeroom_run *r)
 {
@@ -982,11 +983,12 @@ static bool virtio_hugeroom_claims_pending(struct virtio_hugeroom_run *r)
  * moved out of one lands in the holes of another either.  A span that
  * fails (a page nothing could move after all) is tried again block by
  * block, each with its own checks and tries.  A pass that claims holes
- * makes no span before it has claimed: the blocks it empties before
- * that are those whose migrations tell what a migration costs.  span_blocks: the most
- * blocks a call takes, 1 to empty each on its own.
+ * makes spans of wholly free blocks only before it has claimed: the
+ * blocks it empties before that are those whose migrations tell what a
+ * migration costs.  span_blocks: the most blocks a call takes, 1 to
+ * empty each on its own.
  */
-static unsigned int span_blocks = 1;
+static unsigned int span_blocks = 64;
 
 static int virtio_hugeroom_span_blocks_set(const char *val,
 					   const struct kernel_param *kp)
@@ -1003,7 +1005,7 @@ module_param_cb(span_blocks, &virtio_hugeroom_span_blocks_ops, &span_blocks,
 		0644);
 MODULE_PARM_DESC(span_blocks,
 		 "most blocks at consecutive addresses one alloc_contig_range() empties, 1 to "
-		 __stringify(VIRTIO_HUGEROOM_SPAN_MAX) " (1, the default: each block on its own)");
+		 __stringify(VIRTIO_HUGEROOM_SPAN_MAX) " (default 64; 1: each block on its own)");
 
 /*
  * How many of the @nr blocks at r->span (at most VIRTIO_HUGEROOM_SPAN_MAX),
@@ -1012,8 +1014,9 @@ MODULE_PARM_DESC(span_blocks,
  * admission (in the first's zone) and the page budget, and no more than
  * the blocks still wanted.  The claims of a span's blocks are given
  * back (those of a block that ends it stay).  Their free pages, claimed
- * ones too, go to their .free.  Below 2: no span (the first block goes its own
- * way).
+ * ones too, go to their .free.  Before the pass has looked at claims only
+ * wholly free blocks make a span: they migrate nothing into holes.  Below
+ * 2: no span (the first block goes its own way).
  */
 static unsigned int virtio_hugeroom_span(struct virtio_hugeroom_run *r,
 					 unsigned int nr)
@@ -1022,10 +1025,11 @@ static unsigned int virtio_hugeroom_span(struct virtio_hugeroom_run *r,
 	unsigned int k, max, claimed, f, used = 0;
 	unsigned long need = 0;
 	struct zone *zone0 = NULL, *zone;
+	bool free_only = virtio_hugeroom_claims_pending(r);
 
 	max = min3(nr, READ_ONCE(span_blocks),
 		   r->count - min(r->count, r->c.freed + r->nr_pending));
-	if (!b || max < 2 || virtio_hugeroom_claims_pending(r) ||
+	if (!b || max < 2 ||
 	    virtio_hugeroom_fault_no_span(&r->vh->evac_scan))
 		return 0;
 	for (k = 0; k < max; k++) {
@@ -1044,6 +1048,8 @@ static unsigned int virtio_hugeroom_span(struct virtio_hugeroom_run *r,
 			break;
 		zone0 = zone;
 		f = min_t(unsigned int, f + claimed, pageblock_nr_pages);
+		if (free_only && f < pageblock_nr_pages)
+			break;
 		/*
 		 * The movable walk takes claimed pages for unmovable on 7.x
 		 * (balloon pages): a claimed block, whose claims kept its

@@ -258,6 +258,7 @@ class Run:
         # spans wait for claims (the pass's first blocks measure what a
         # migration costs), which these few blocks would never get to
         claim = g.cmd('sh cat /sys/module/virtio_hugeroom/parameters/claim_holes')[-1]
+        span0 = g.cmd('sh cat /sys/module/virtio_hugeroom/parameters/span_blocks')[-1]
         g.cmd('sh echo 0 >/sys/module/virtio_hugeroom/parameters/claim_holes')
         g.cmd('sh echo 64 >/sys/module/virtio_hugeroom/parameters/span_blocks')
         fine, unmovable, spans, span_blocks, res, holds = False, 0, 0, 0, {}, []
@@ -289,7 +290,7 @@ class Run:
             if not fine or not unmovable:
                 break
         g.cmd('sh echo %s >/sys/module/virtio_hugeroom/parameters/claim_holes' % claim)
-        g.cmd('sh echo 1 >/sys/module/virtio_hugeroom/parameters/span_blocks')
+        g.cmd('sh echo %s >/sys/module/virtio_hugeroom/parameters/span_blocks' % span0)
         # alloc_contig_range() may fail -EBUSY for a moment (a page in an
         # LRU batch); that span then goes block by block, each with its
         # tries: one of the two spans taking its blocks is enough
