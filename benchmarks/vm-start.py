@@ -1574,6 +1574,14 @@ def report(results):
     return tg
 
 
+def write_json(path, data):
+    """Replace @path with @data at once: a reader never sees half a file."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
 def main(argv):
     a = parse_args(argv)
     if a.from_json:
@@ -1638,17 +1646,20 @@ def main(argv):
                 r["rep"] = rep
                 r["vm_mem_mib"] = a.vm_mem
                 b.results.append(r)
+                # a run stopped later keeps the cases it finished
+                # (--from-json re-prints them)
+                write_json(a.json, {"machine": m, "args": vars(a), "results": b.results,
+                                    "partial": True})
         say("\n== %d MiB new VM; %d donors of %d MiB, %d MiB touched, %.0f%% of every block "
             "freed (%s); %d round(s)" % (a.vm_mem, a.donors, a.donor_mem, a.touch,
                                          a.free_fraction * 100, a.holes, a.repeat))
         tg = report(b.results)
         errors = [r for r in b.results if r.get("error")]
-        with open(a.json, "w") as f:
-            json.dump({"machine": m, "args": vars(a), "results": b.results,
-                       "summary": [summarize(c, rs) for c, rs in by_case(b.results)],
-                       "targets": [{"target": name, "met_runs": met, "runs": runs,
-                                    "notes": ns} for name, met, runs, ns in tg],
-                       "errors": len(errors)}, f, indent=1)
+        write_json(a.json, {"machine": m, "args": vars(a), "results": b.results,
+                            "summary": [summarize(c, rs) for c, rs in by_case(b.results)],
+                            "targets": [{"target": name, "met_runs": met, "runs": runs,
+                                         "notes": ns} for name, met, runs, ns in tg],
+                            "errors": len(errors)})
         say("\nJSON: %s" % os.path.abspath(a.json))
         if plot(b.results, os.path.abspath(a.png), b.work):
             say("plot: %s" % os.path.abspath(a.png))
@@ -1658,7 +1669,8 @@ def main(argv):
             return 1
         return 0
     except KeyboardInterrupt:
-        say("interrupted")
+        say("interrupted; the cases that finished are in %s (--from-json re-prints them)"
+            % os.path.abspath(a.json))
         return 130
     finally:
         b.cleanup_case()
