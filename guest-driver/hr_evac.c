@@ -988,7 +988,7 @@ static bool virtio_hugeroom_claims_pending(struct virtio_hugeroom_run *r)
  * migration costs.  span_blocks: the most blocks a call takes, 1 to
  * empty each on its own.
  */
-static unsigned int span_blocks = 64;
+static unsigned int span_blocks = VIRTIO_HUGEROOM_SPAN_MAX;
 
 static int virtio_hugeroom_span_blocks_set(const char *val,
 					   const struct kernel_param *kp)
