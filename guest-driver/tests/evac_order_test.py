@@ -180,8 +180,7 @@ class Run(ht.Run):
                  '(%d holes pages), %d into the other %d blocks' %
                  (into_rest, len(rest), sum(backed[a] for a in rest),
                   into_others, len(others)))
-        st = {f[0]: f[1:] for f in (x.split() for x in g.debugfs('status'))
-              if f}
+        st = g.driver_status()
         hrvm.log('claim_holes=%s span_blocks=%s: the command took %.2f s; '
                  '%s ms claiming, %s alloc_contig_range() calls (%s failed), '
                  '%s ms emptying blocks in %s calls (%s over several blocks, '

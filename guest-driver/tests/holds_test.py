@@ -269,10 +269,10 @@ class Run:
             res, holds, _, _ = self.command(evacuate(rid, 1, [run[2]]), rid)
             if res['freed'] != 1:
                 continue
-            st0 = {f[0]: f[1:] for f in (x.split() for x in g.debugfs('status')) if f}
+            st0 = g.driver_status()
             # all five: the held one fails, so the command ends S_PARTIAL
             res, holds, _, _ = self.command(evacuate(rid + 1, 5, run), rid + 1)
-            st1 = {f[0]: f[1:] for f in (x.split() for x in g.debugfs('status')) if f}
+            st1 = g.driver_status()
             spans = int(st1['evac_span_calls'][0]) - int(st0['evac_span_calls'][0])
             span_blocks = (int(st1['evac_span_blocks'][0]) -
                            int(st0['evac_span_blocks'][0]))

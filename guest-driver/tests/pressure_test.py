@@ -75,9 +75,9 @@ class Pressure(ht.Run):
             ht.evacuate(8001, 1000, flags=ht.CHEAPEST, budget_ms=300000),
             8001, timeout=900)
         mi = g.meminfo()
-        pcp = g.free_kb() - mi['MemFree']
+        pcp = g.pcp_kb()
         floor = self.high_wmarks_kb() + mi['MemTotal'] // 32
-        st = {f[0]: f[1:] for f in (x.split() for x in g.debugfs('status')) if f}
+        st = g.driver_status()
         hrvm.log('admission: MemAvailable %d kB, MemFree %d kB, floor %d kB, '
                  '%d held, Cached %d kB, %s spans took %s blocks, failed %s, '
                  'pressure ahead %s pages, per-cpu lists %d kB, %s calls met '

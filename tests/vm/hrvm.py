@@ -562,12 +562,11 @@ class Guest:
                 d[k] = int(f[0])
         return d
 
-    def free_kb(self):
-        """The guest's free memory in kB: MemFree and the pages on the
-        per-cpu lists (/proc/zoneinfo's pagesets), which MemFree leaves out
-        and which refill from the buddy lists whenever the PCP policy
-        changes (a donor's is tuned for a donation, then restored)."""
-        free = self.meminfo()["MemFree"]
+    def pcp_kb(self):
+        """The free pages on the guest's per-cpu lists (/proc/zoneinfo's
+        pagesets) in kB: MemFree leaves them out, and they refill from the
+        buddy lists whenever the PCP policy changes (a donor's is tuned for
+        a donation, then restored)."""
         pcp, in_pagesets = 0, False
         for line in self.cmd("sh cat /proc/zoneinfo"):
             f = line.split()
@@ -577,7 +576,11 @@ class Guest:
                 in_pagesets = False
             elif in_pagesets and len(f) == 2 and f[0] == "count:":
                 pcp += int(f[1])
-        return free + 4 * pcp
+        return 4 * pcp
+
+    def free_kb(self):
+        """The guest's free memory in kB: MemFree and the per-cpu lists."""
+        return self.meminfo()["MemFree"] + self.pcp_kb()
 
     def vmstat(self):
         d = {}
